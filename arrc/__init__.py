@@ -1,0 +1,8 @@
+"""arrc: the compiler for arr, a small statically typed array language (StableHLO + PJRT)."""
+from arrc.api import ArgumentError, Function, Module, load, loads, spec
+from arrc.compiler.diagnostics import CompileError, Diagnostic
+from arrc.compiler.span import Span
+
+__version__ = "0.1.0"
+__all__ = ["ArgumentError", "CompileError", "Diagnostic", "Function", "Module", "Span", "load", "loads", "spec",
+           "__version__"]

@@ -1,0 +1,179 @@
+"""The Python API (LANGUAGE.md section 10): load, loads, spec, modules and their functions."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from arrc.compiler.check import unify
+from arrc.compiler.diagnostics import CompileError, Diagnostic
+from arrc.compiler.lower import Lowered, ModuleLowering
+from arrc.compiler.parse import decode, parse
+from arrc.compiler.program import Program, check_program
+from arrc.compiler.span import Source
+from arrc.compiler.types import DTYPES, ArrayType, Dim, dtype_of_numpy
+from arrc.compiler.values import ArrError, Val
+
+
+class ArgumentError(TypeError):
+    """An argument does not match the function's signature (names the parameter, expected and actual type)."""
+
+
+def loads(source: str, filename: str = "<string>", guards=None, warnings: str = "warn") -> "Module":
+    """Compile arr source text into a module of callable functions.
+
+    >>> mod = loads("def add(x: f32[n], y: f32[n]) -> f32[n]:\\n    return x + y\\n")
+    >>> mod.add.signature
+    '(x: f32[n], y: f32[n]) -> f32[n]'
+    """
+    program = check_program(Source(filename, source), werror=(warnings == "error"))
+    return Module(program, guards=guards)
+
+
+def load(path, guards=None, warnings: str = "warn") -> "Module":
+    """Compile the arr file at `path`."""
+    path = Path(path)
+    source = decode(path.read_bytes(), str(path))
+    program = check_program(source, werror=(warnings == "error"))
+    return Module(program, guards=guards)
+
+
+def spec(text: str) -> ArrayType:
+    """An argument type from its arr spelling, e.g. `spec("f32[2, 3]")`, for `Function.lower`."""
+    from arrc.compiler.check import type_of
+    texpr = parse(Source("<spec>", text), start="type")
+    errors: list = []
+    t = type_of(texpr, {}, [], errors)
+    if errors or t is None:
+        raise CompileError(errors, {"<spec>": Source("<spec>", text)})
+    if not t.is_concrete:
+        raise ValueError(f"spec {text!r} must have concrete dimensions")
+    return t
+
+
+class Module:
+    def __init__(self, program: Program, guards=None):
+        self._program = program
+        self.guards = guards
+        self.warnings: list[Diagnostic] = list(program.warnings)
+        self._functions = {name: Function(self, name) for name in program.signatures}
+
+    def __getattr__(self, name: str) -> "Function":
+        try:
+            return self.__dict__["_functions"][name]
+        except KeyError:
+            raise AttributeError(f"module has no function `{name}`") from None
+
+    def __getitem__(self, name: str) -> "Function":
+        try:
+            return self._functions[name]
+        except KeyError:
+            raise KeyError(f"module has no function `{name}`") from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._functions
+
+    def __dir__(self):
+        return list(self._functions) + list(super().__dir__())
+
+    @property
+    def functions(self) -> list[str]:
+        return list(self._functions)
+
+
+class Function:
+    def __init__(self, module: Module, name: str):
+        self.module = module
+        self.name = name
+        self._sig = module._program.signatures[name]
+        self._compiled: dict = {}
+        self._lock = threading.Lock()
+
+    @property
+    def signature(self) -> str:
+        return str(self._sig)
+
+    def __repr__(self) -> str:
+        return f"<arr function {self.name}{self._sig}>"
+
+    def lower(self, *arg_types: ArrayType) -> Lowered:
+        """Specialize to concrete argument types and lower to StableHLO."""
+        self._check_types(list(arg_types))
+        return ModuleLowering(self.module._program).lower(self.name, list(arg_types))
+
+    def _check_types(self, types: list[ArrayType]) -> None:
+        if len(types) != len(self._sig.params):
+            raise ArgumentError(f"{self.name}{self._sig} takes {len(self._sig.params)} argument(s), "
+                                f"{len(types)} given")
+        try:
+            unify(self._sig, [Val(t) for t in types], [s for *_, s in self._sig.params], None)
+        except ArrError as err:
+            raise ArgumentError(err.diag.message + "".join(f"; {n}" for n in err.diag.notes)) from None
+
+    def __call__(self, *args, **kwargs):
+        values = self._bind(args, kwargs)
+        types = [ArrayType(dtype_of_numpy(v.dtype), tuple(Dim.const(d) for d in v.shape)) for v in values]
+        self._check_types(types)
+        key = tuple(types)
+        executable = self._compiled.get(key)
+        if executable is None:
+            with self._lock:
+                executable = self._compiled.get(key)
+                if executable is None:
+                    from arrc.runtime.pjrt import Executable
+                    lowered = self.lower(*types)
+                    executable = (Executable(lowered.module), lowered)
+                    self._compiled[key] = executable
+        exe, lowered = executable
+        results = exe(values)
+        return tuple(results) if lowered.tuple_result else results[0]
+
+    def _bind(self, args, kwargs) -> list:
+        params = self._sig.params
+        if len(args) > len(params):
+            raise ArgumentError(f"{self.name}{self._sig} takes {len(params)} argument(s), {len(args)} given")
+        by_name = dict(zip([p[0] for p in params], args))
+        for k, v in kwargs.items():
+            if k not in [p[0] for p in params]:
+                raise ArgumentError(f"{self.name}() has no parameter `{k}`")
+            if k in by_name:
+                raise ArgumentError(f"{self.name}() got `{k}` twice")
+            by_name[k] = v
+        missing = [p[0] for p in params if p[0] not in by_name]
+        if missing:
+            raise ArgumentError(f"{self.name}() is missing argument `{missing[0]}`")
+        return [_to_array(by_name[name], ptype, name) for name, ptype, _ in params]
+
+
+def _to_array(value, ptype: ArrayType, pname: str):
+    """NumPy/JAX arrays keep their dtype (checked); Python scalars and lists take the parameter's dtype."""
+    try:
+        import jax
+        if isinstance(value, jax.Array):
+            if dtype_of_numpy(value.dtype) is None:
+                raise ArgumentError(f"argument `{pname}`: unsupported dtype {value.dtype}")
+            return value
+    except ImportError:
+        pass
+    if isinstance(value, np.ndarray) or isinstance(value, np.generic):
+        arr = np.asarray(value)
+        if dtype_of_numpy(arr.dtype) is None:
+            raise ArgumentError(f"argument `{pname}`: unsupported dtype {arr.dtype}, expected {ptype}")
+        return arr
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as err:
+        raise ArgumentError(f"argument `{pname}`: cannot convert to an array ({err}), expected {ptype}") from None
+    kind = arr.dtype.kind
+    pk = ptype.dtype.kind
+    compatible = (kind == "b" and pk == "bool") or (kind in "iu" and pk in ("int", "uint", "float")) or \
+                 (kind == "f" and pk == "float")
+    if not compatible:
+        raise ArgumentError(f"argument `{pname}` has Python value of kind {arr.dtype}, expected {ptype}")
+    if kind in "iu" and ptype.dtype.is_int:
+        from arrc.compiler.types import int_range
+        lo, hi = int_range(ptype.dtype)
+        if arr.size and (arr.min() < lo or arr.max() > hi):
+            raise ArgumentError(f"argument `{pname}`: value out of range for {ptype.dtype}")
+    return arr.astype(ptype.dtype.np)

@@ -1,0 +1,1 @@
+"""The arr front end: parse, check, specialize and lower to StableHLO."""

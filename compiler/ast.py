@@ -1,0 +1,237 @@
+"""The arr AST: frozen dataclasses whose `span` takes no part in equality."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from .span import Span, span_field
+
+
+@dataclass(frozen=True)
+class Node:
+    span: Span = span_field()
+
+
+# ---- types -------------------------------------------------------------------
+@dataclass(frozen=True)
+class DimInt(Node):
+    value: int = 0
+
+
+@dataclass(frozen=True)
+class DimName(Node):
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class DimBin(Node):
+    op: str = "+"                      # + - * //
+    lhs: "DimExpr" = None
+    rhs: "DimExpr" = None
+
+
+DimExpr = Union[DimInt, DimName, DimBin]
+
+
+@dataclass(frozen=True)
+class TypeExpr(Node):
+    dtype: str = ""
+    dims: Optional[tuple] = None       # None: a scalar
+
+
+# ---- expressions -------------------------------------------------------------
+@dataclass(frozen=True)
+class Name(Node):
+    id: str = ""
+
+
+@dataclass(frozen=True)
+class IntLit(Node):
+    value: int = 0
+
+
+@dataclass(frozen=True)
+class FloatLit(Node):
+    value: float = 0.0
+
+
+@dataclass(frozen=True)
+class BoolLit(Node):
+    value: bool = False
+
+
+@dataclass(frozen=True)
+class StrLit(Node):
+    value: str = ""
+
+
+@dataclass(frozen=True)
+class ArrayLit(Node):
+    elems: tuple = ()
+
+
+@dataclass(frozen=True)
+class TupleLit(Node):
+    elems: tuple = ()
+
+
+@dataclass(frozen=True)
+class Binary(Node):
+    """Arithmetic, bitwise, comparison and boolean binary operators; `op` is the source token."""
+    op: str = "+"
+    lhs: "Expr" = None
+    rhs: "Expr" = None
+
+
+@dataclass(frozen=True)
+class Unary(Node):
+    op: str = "-"                      # - + ~ not
+    operand: "Expr" = None
+
+
+@dataclass(frozen=True)
+class CondExpr(Node):
+    cond: "Expr" = None
+    then: "Expr" = None
+    orelse: "Expr" = None
+
+
+@dataclass(frozen=True)
+class Keyword(Node):
+    name: str = ""
+    value: "Expr" = None
+
+
+@dataclass(frozen=True)
+class Call(Node):
+    func: "Expr" = None
+    args: tuple = ()
+    kwargs: tuple = ()                 # tuple[Keyword]
+
+
+@dataclass(frozen=True)
+class Slice(Node):
+    start: Optional["Expr"] = None
+    stop: Optional["Expr"] = None
+    step: Optional["Expr"] = None
+
+
+@dataclass(frozen=True)
+class EllipsisIndex(Node):
+    pass
+
+
+@dataclass(frozen=True)
+class Index(Node):
+    base: "Expr" = None
+    subscripts: tuple = ()
+
+
+@dataclass(frozen=True)
+class Attribute(Node):
+    base: "Expr" = None
+    name: str = ""
+
+
+Expr = Union[Name, IntLit, FloatLit, BoolLit, StrLit, ArrayLit, TupleLit, Binary, Unary,
+             CondExpr, Call, Index, Attribute]
+
+
+# ---- statements --------------------------------------------------------------
+@dataclass(frozen=True)
+class NameTarget(Node):
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class IndexTarget(Node):
+    base: Expr = None
+    subscripts: tuple = ()
+
+
+@dataclass(frozen=True)
+class Assign(Node):
+    targets: tuple = ()
+    value: Expr = None
+
+
+@dataclass(frozen=True)
+class AugAssign(Node):
+    target: Union[NameTarget, IndexTarget] = None
+    op: str = "+"
+    value: Expr = None
+
+
+@dataclass(frozen=True)
+class Return(Node):
+    values: tuple = ()
+
+
+@dataclass(frozen=True)
+class Pass(Node):
+    pass
+
+
+@dataclass(frozen=True)
+class Print(Node):
+    args: tuple = ()
+
+
+@dataclass(frozen=True)
+class Assert(Node):
+    cond: Expr = None
+    message: Optional[Expr] = None
+
+
+@dataclass(frozen=True)
+class ExprStmt(Node):
+    expr: Expr = None
+
+
+@dataclass(frozen=True)
+class If(Node):
+    cond: Expr = None
+    body: tuple = ()
+    orelse: tuple = ()                 # elif chains become a nested If here
+
+
+@dataclass(frozen=True)
+class For(Node):
+    var: str = ""
+    args: tuple = ()
+    body: tuple = ()
+
+
+@dataclass(frozen=True)
+class While(Node):
+    cond: Expr = None
+    body: tuple = ()
+
+
+# ---- module ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Param(Node):
+    name: str = ""
+    type: TypeExpr = None
+
+
+@dataclass(frozen=True)
+class FunctionDef(Node):
+    name: str = ""
+    params: tuple = ()
+    results: tuple = ()                # tuple[TypeExpr]
+    tuple_result: bool = False         # declared as `-> (a, b)`
+    body: tuple = ()
+    name_span: Span = span_field()
+
+
+@dataclass(frozen=True)
+class ConstDef(Node):
+    name: str = ""
+    type: TypeExpr = None
+    value: Expr = None
+
+
+@dataclass(frozen=True)
+class Module(Node):
+    items: tuple = ()

@@ -1,0 +1,693 @@
+"""The operation table: one entry per builtin and operator, each with its type rule and lowering rule.
+
+A rule is a function `rule(cx, **args) -> value`. It checks its arguments and computes the
+result type; while lowering (`cx.lowering`), it also emits StableHLO through `cx.value(type, build)`.
+Families (unary float math, binary arithmetic, reductions, ...) share one generic rule.
+The rules live in this module and in the `ops_*` modules, which register into the same table.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from . import emit
+from .diagnostics import Diagnostic, Label
+from .emit import chlo, hlo
+from .types import BOOL, DTYPES, F32, F64, I32, ArrayType, DType, Dim, int_range, lossy_promotion, promote, \
+    shape_str, true_divide_dtype
+from .values import ArrError, DTypeVal, StrVal, TupleVal, Val, describe
+
+
+@dataclass
+class Builtin:
+    name: str
+    fn: Callable
+    params: tuple            # parameter names, in order
+    defaults: dict           # name -> default (Python value) for optional parameters
+    method: bool = False     # called as x.name(...)
+
+
+BUILTINS: dict[str, Builtin] = {}
+OPERATORS: dict[str, Builtin] = {}
+_MISSING = object()
+
+
+def register(*names: str, params: str = "x", method: bool = False, table: dict | None = None):
+    """Register `fn` under each of `names`; `params` reads like a Python signature: "x, axis=None"."""
+    order, defaults = [], {}
+    for p in [p.strip() for p in params.split(",") if p.strip()]:
+        if "=" in p:
+            key, default = p.split("=")
+            defaults[key.strip()] = {"None": None, "True": True, "False": False}.get(default.strip(), None) \
+                if not default.strip().lstrip("-").replace(".", "").isdigit() else eval(default)  # noqa: S307
+            order.append(key.strip())
+        else:
+            order.append(p)
+
+    def wrap(fn):
+        for name in names:
+            (OPERATORS if table is OPERATORS else BUILTINS)[name] = Builtin(name, fn, tuple(order), defaults, method)
+        return fn
+    return wrap
+
+
+def bind_arguments(rule: Builtin, args: list, kwargs: dict, cx: "CallCx") -> dict:
+    bound = {}
+    if len(args) > len(rule.params):
+        raise ArrError("E0103", f"`{rule.name.lstrip('.')}` takes at most {len(rule.params)} argument(s), "
+                                f"{len(args)} given", cx.span, "too many arguments",
+                       notes=[f"parameters: {', '.join(rule.params)}"])
+    for name, value in zip(rule.params, args):
+        bound[name] = value
+    for name, value in kwargs.items():
+        if name not in rule.params:
+            raise ArrError("E0103", f"`{rule.name.lstrip('.')}` has no parameter `{name}`", cx.kw_spans.get(name, cx.span),
+                           "unknown keyword", notes=[f"parameters: {', '.join(rule.params)}"])
+        if name in bound:
+            raise ArrError("E0103", f"`{name}` given twice", cx.kw_spans.get(name, cx.span), "given again here")
+        bound[name] = value
+        cx.spans_by_name[name] = cx.kw_spans.get(name, cx.span)
+    for i, name in enumerate(rule.params):
+        if i < len(cx.arg_spans):
+            cx.spans_by_name.setdefault(name, cx.arg_spans[i])
+        if name not in bound:
+            if name not in rule.defaults:
+                raise ArrError("E0103", f"missing argument `{name}` in call to `{rule.name.lstrip('.')}`", cx.span,
+                               "missing argument", notes=[f"parameters: {', '.join(rule.params)}"])
+            bound[name] = rule.defaults[name]
+    return bound
+
+
+def weak_literal_fits(t: ArrayType, dtype: DType) -> bool:
+    """Whether a weakly typed value of type `t` may take `dtype` implicitly (int literal -> any number)."""
+    if t.dtype.is_float:
+        return dtype.is_float
+    return dtype.is_float or dtype.is_int or t.dtype == dtype
+
+
+@dataclass
+class CallCx:
+    """What a rule sees of its call site."""
+    walk: object
+    node: object
+    arg_spans: list
+    kw_spans: dict
+    spans_by_name: dict = field(default_factory=dict)
+
+    @property
+    def lowering(self) -> bool:
+        return self.walk.is_lowering
+
+    @property
+    def span(self):
+        return self.node.span
+
+    def at(self, name_or_index) -> object:
+        if isinstance(name_or_index, int):
+            return self.arg_spans[name_or_index] if name_or_index < len(self.arg_spans) else self.span
+        return self.spans_by_name.get(name_or_index, self.span)
+
+    def error(self, code: str, message: str, label: str = "", at=None, **kw):
+        raise ArrError(code, message, self.at(at) if at is not None else self.span, label, **kw)
+
+    def warn(self, code: str, message: str, label: str = "", at=None, **kw):
+        err = ArrError(code, message, self.at(at) if at is not None else self.span, label, **kw)
+        self.walk.report(err.diag)
+
+    def value(self, t: ArrayType, build: Callable | None = None, static=None) -> Val:
+        return Val(t, build() if (self.lowering and build is not None) else None, static)
+
+    def ir(self, v: Val, dtype: DType | None = None, shape=None):
+        return self.walk.materialize(v, dtype, None if shape is None else concrete(shape))
+
+    # -- argument readers ----------------------------------------------------------------
+    def array(self, v, name) -> Val:
+        if not isinstance(v, Val):
+            self.error("E0210", f"`{name}` must be an array, found {describe(v)}", f"this is {describe(v)}", at=name)
+        return v
+
+    def dtype(self, v, name) -> DType:
+        if isinstance(v, DTypeVal):
+            return v.dtype
+        self.error("E0210", f"`{name}` must be a dtype such as f32, found {describe(v)}", "not a dtype", at=name)
+
+    def static_int(self, v, name) -> Dim:
+        """A compile-time integer (literal, const, shape variable or arithmetic of those)."""
+        if isinstance(v, Val) and v.type.rank == 0 and isinstance(v.static, Dim):
+            return v.static
+        if isinstance(v, Val) and v.type.rank == 0 and (v.type.dtype.is_int or v.type.dtype.is_bool):
+            self.error("E0207", f"`{name}` must be known at compile time, but it is a run-time value", 
+                       "depends on run-time values", at=name,
+                       help="use a shape variable (a dimension of a parameter), a `const`, or a literal")
+        self.error("E0204", f"`{name}` must be an integer, found {describe(v)}", "not an integer", at=name)
+
+    def static_ints(self, v, name) -> list[Dim]:
+        """An int or a tuple of ints, known at compile time (shapes, axes, repetitions)."""
+        if isinstance(v, TupleVal):
+            return [self.static_int(i, name) for i in v.items]
+        return [self.static_int(v, name)]
+
+    def const_int(self, v, name) -> int:
+        d = self.static_int(v, name)
+        if not d.is_const:
+            self.error("E0204", f"`{name}` must be an integer literal or const here, found `{d}`", "symbolic", at=name)
+        return d.value
+
+    def axes(self, v, rank: int, name: str = "axis") -> list[int] | None:
+        """Normalized axes (None for all); negative axes count from the end."""
+        if v is None:
+            return None
+        out = []
+        for a in (self.static_ints(v, name)):
+            if not a.is_const:
+                self.error("E0204", f"`{name}` must be a literal integer", at=name)
+            ax = a.value
+            if not -rank <= ax < rank:
+                self.error("E0204", f"axis {ax} is out of range for an array of rank {rank}",
+                           f"rank is {rank}", at=name)
+            ax %= rank if rank else 1
+            if ax in out:
+                self.error("E0204", f"axis {ax} appears twice", at=name)
+            out.append(ax)
+        return out
+
+    def bool_flag(self, v, name) -> bool:
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, Val) and v.type.dtype.is_bool and isinstance(v.static, (bool, np.bool_)):
+            return bool(v.static)
+        self.error("E0204", f"`{name}` must be `true` or `false`", "not a literal bool", at=name)
+
+    def shape(self, v, name) -> tuple:
+        dims = tuple(self.static_ints(v, name))
+        for d in dims:
+            if d.is_const and d.value < 0:
+                self.error("E0204", f"negative dimension {d.value} in `{name}`", at=name)
+        return dims
+
+
+def concrete(shape) -> tuple[int, ...]:
+    return tuple(d.value if isinstance(d, Dim) else int(d) for d in shape)
+
+
+# ---- shapes and dtypes of elementwise operations ----------------------------------------
+def broadcast_shapes(cx: CallCx, a: ArrayType, b: ArrayType, what: str) -> tuple:
+    ra, rb = a.shape[::-1], b.shape[::-1]
+    out = []
+    for i in range(max(len(ra), len(rb))):
+        da = ra[i] if i < len(ra) else Dim.const(1)
+        db = rb[i] if i < len(rb) else Dim.const(1)
+        if da == db or db == 1:
+            out.append(da)
+        elif da == 1:
+            out.append(db)
+        else:
+            cx.error("E0202", f"cannot broadcast {a} with {b} in {what}",
+                     f"dimension {da} does not match {db}",
+                     labels=[Label(cx.at(0), f"this is {a}"), Label(cx.at(1), f"this is {b}")],
+                     notes=["shapes broadcast when, aligned from the right, each pair of dimensions is equal "
+                            "or one of them is 1"] + (["two different shape variables never match"]
+                                                      if da.variables and db.variables else []))
+    return tuple(out[::-1])
+
+
+def check_literal(cx: CallCx, v: Val, dtype: DType, at) -> None:
+    """A weak literal must be representable in the dtype it takes (JAX raises OverflowError too)."""
+    if not (v.type.weak and v.static is not None):
+        return
+    if dtype.is_int or dtype.is_bool:
+        value = v.static.value if isinstance(v.static, Dim) and v.static.is_const else None
+        if isinstance(v.static, float):
+            cx.error("E0201", f"float literal {v.static} cannot take dtype {dtype}", "a float", at=at)
+        if value is not None:
+            lo, hi = int_range(dtype)
+            if not lo <= value <= hi:
+                cx.error("E0211", f"literal {value} is out of range for {dtype} ({lo}..{hi})",
+                         f"does not fit in {dtype}", at=at, help=f"cast the other operand, e.g. `.astype(i64)`")
+
+
+def elementwise_type(cx: CallCx, args: list, what: str) -> tuple[DType, bool, tuple]:
+    """Promoted dtype, weakness and broadcast shape of elementwise operands (with checks and warnings)."""
+    types = [a.type for a in args]
+    shape = types[0].shape
+    for i, t in enumerate(types[1:], 1):
+        shape = broadcast_shapes(_pair_cx(cx, 0 if i == 1 else None, i), ArrayType(types[0].dtype, shape), t, what)
+    dtype, weak = promote(types)
+    for i, a in enumerate(args):
+        check_literal(cx, a, dtype, i)
+    lossy = lossy_promotion(types, dtype)
+    if lossy is not None:
+        others = " and ".join(str(t.dtype) for t in types)
+        cx.warn("W0001", f"implicit promotion of {others} to {dtype} may lose precision", f"computed in {dtype}",
+                help=f"convert explicitly, e.g. `.astype({dtype})`, to show it is intended")
+    return dtype, weak, shape
+
+
+def _pair_cx(cx: CallCx, i, j) -> CallCx:
+    if i is None:
+        return cx
+    return CallCx(cx.walk, cx.node, [cx.at(i), cx.at(j)], cx.kw_spans, cx.spans_by_name)
+
+
+def elementwise(cx: CallCx, args: list, dtype: DType, shape, build) -> list:
+    """Materialize the operands of an elementwise op in `dtype`, broadcast to `shape`."""
+    return [cx.ir(a, dtype, shape) for a in args]
+
+
+def float_dtype_for(dt: DType) -> DType:
+    """The float dtype that math on `dt` computes in (ints: f32, or f64 for 64-bit ints)."""
+    return dt if dt.is_float else true_divide_dtype(dt)
+
+
+# ---- binary operators --------------------------------------------------------------------
+def _require_arrays(cx: CallCx, args: list, what: str) -> None:
+    for i, a in enumerate(args):
+        if not isinstance(a, Val):
+            cx.error("E0210", f"operand of {what} must be an array or scalar, found {describe(a)}",
+                     f"this is {describe(a)}", at=i)
+
+
+def arithmetic(op_name: str, build_float, build_int=None, allow_bool=False):
+    build_int = build_int or build_float
+
+    def rule(cx: CallCx, x, y):
+        _require_arrays(cx, [x, y], f"`{op_name}`")
+        dtype, weak, shape = elementwise_type(cx, [x, y], f"`{op_name}`")
+        if dtype.is_bool and not allow_bool:
+            cx.error("E0201", f"`{op_name}` is not defined on bool", "both operands are bool",
+                     help="convert with `.astype(i32)` first")
+        static = _fold(op_name, x, y) if dtype.is_int else None
+
+        def build():
+            a, b = (cx.ir(v, dtype, shape) for v in (x, y))
+            return (build_float if dtype.is_float else build_int)(a, b, dtype)
+        if static is not None:
+            return Val(ArrayType(dtype, shape, weak), None, static)
+        return cx.value(ArrayType(dtype, shape, weak), build)
+    return rule
+
+
+def _fold(op: str, x: Val, y: Val):
+    """Compile-time integers stay compile-time (shape arithmetic: `n + 1`, `2 * n`)."""
+    if not (isinstance(x.static, Dim) and isinstance(y.static, Dim)) or x.type.rank or y.type.rank:
+        return None
+    a, b = x.static, y.static
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "//":
+        if b == 0:
+            return None
+        out = a.floordiv(b)
+        return out if out is not None else Dim.var(f"({a} // {b})")
+    return None
+
+
+def _floor_div_int(a, b, dt: DType):
+    shape = emit.shape_of(a)
+    zero, one = emit.const(0, dt, shape), emit.const(1, dt, shape)
+    is_zero = emit.compare(b, zero, "EQ", dt)
+    safe = emit.select(is_zero, one, b)
+    if dt.kind == "uint":
+        return emit.select(is_zero, zero, hlo.divide(a, safe))
+    minus_one = emit.const(-1, dt, shape)
+    by_minus_one = emit.compare(safe, minus_one, "EQ", dt)
+    safe = emit.select(by_minus_one, one, safe)              # INT_MIN / -1 overflows in hardware
+    q = hlo.divide(a, safe)
+    r = hlo.remainder(a, safe)
+    adjust = hlo.and_(emit.compare(r, zero, "NE", dt),
+                      emit.compare(emit.compare(r, zero, "LT", dt), emit.compare(safe, zero, "LT", dt), "NE", BOOL))
+    q = emit.select(adjust, hlo.subtract(q, one), q)
+    q = emit.select(by_minus_one, hlo.negate(a), q)
+    return emit.select(is_zero, zero, q)
+
+
+def _mod_int(a, b, dt: DType):
+    shape = emit.shape_of(a)
+    zero, one = emit.const(0, dt, shape), emit.const(1, dt, shape)
+    is_zero = emit.compare(b, zero, "EQ", dt)
+    safe = emit.select(is_zero, one, b)
+    if dt.kind == "int":
+        safe = emit.select(emit.compare(safe, emit.const(-1, dt, shape), "EQ", dt), one, safe)
+    r = hlo.remainder(a, safe)
+    if dt.kind == "int":
+        adjust = hlo.and_(emit.compare(r, zero, "NE", dt),
+                          emit.compare(emit.compare(r, zero, "LT", dt), emit.compare(safe, zero, "LT", dt), "NE", BOOL))
+        r = emit.select(adjust, hlo.add(r, safe), r)
+    return emit.select(is_zero, zero, r)
+
+
+def _float_mod(a, b, dt: DType):
+    # jax.numpy.remainder: the sign of the divisor.
+    shape = emit.shape_of(a)
+    zero = emit.const(0, dt, shape)
+    r = hlo.remainder(a, b)
+    adjust = hlo.and_(emit.compare(r, zero, "NE", dt),
+                      emit.compare(emit.compare(r, zero, "LT", dt), emit.compare(b, zero, "LT", dt), "NE", BOOL))
+    return emit.select(adjust, hlo.add(r, b), r)
+
+
+def _float_floor_div(a, b, dt: DType):
+    # jax.numpy.floor_divide on floats (NumPy's divmod formula).
+    shape = emit.shape_of(a)
+    zero, one = emit.const(0, dt, shape), emit.const(1, dt, shape)
+    mod = hlo.remainder(a, b)
+    div = hlo.divide(hlo.subtract(a, mod), b)
+    ind = hlo.and_(emit.compare(mod, zero, "NE", dt),
+                   emit.compare(emit.compare(mod, zero, "LT", dt), emit.compare(b, zero, "LT", dt), "NE", BOOL))
+    div = emit.select(ind, hlo.subtract(div, one), div)
+    floor = hlo.floor(div)
+    # Where the quotient is not finite (b == 0), NumPy returns a / b.
+    finite = hlo.is_finite(div)
+    return emit.select(finite, floor, hlo.divide(a, b))
+
+
+register("+", params="x, y", table=OPERATORS)(arithmetic("+", lambda a, b, dt: hlo.add(a, b)))
+register("-", params="x, y", table=OPERATORS)(arithmetic("-", lambda a, b, dt: hlo.subtract(a, b)))
+register("*", params="x, y", table=OPERATORS)(arithmetic("*", lambda a, b, dt: hlo.multiply(a, b)))
+register("//", params="x, y", table=OPERATORS)(arithmetic("//", _float_floor_div, _floor_div_int))
+register("%", params="x, y", table=OPERATORS)(arithmetic("%", _float_mod, _mod_int))
+register("maximum", params="x, y")(arithmetic("maximum", lambda a, b, dt: hlo.maximum(a, b), allow_bool=True))
+register("minimum", params="x, y")(arithmetic("minimum", lambda a, b, dt: hlo.minimum(a, b), allow_bool=True))
+register("atan2", params="x, y")(arithmetic("atan2", lambda a, b, dt: hlo.atan2(a, b)))
+
+
+@register("/", params="x, y", table=OPERATORS)
+def _true_divide(cx: CallCx, x, y):
+    _require_arrays(cx, [x, y], "`/`")
+    dtype, weak, shape = elementwise_type(cx, [x, y], "`/`")
+    if not dtype.is_float:
+        dtype, weak = true_divide_dtype(dtype), False
+    return cx.value(ArrayType(dtype, shape, weak), lambda: hlo.divide(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+
+
+def _power(cx: CallCx, x, y):
+    _require_arrays(cx, [x, y], "`**`")
+    dtype, weak, shape = elementwise_type(cx, [x, y], "`**`")
+    if dtype.is_bool:
+        cx.error("E0201", "`**` is not defined on bool", help="convert with `.astype(i32)` first")
+    return cx.value(ArrayType(dtype, shape, weak), lambda: hlo.power(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+
+
+register("**", params="x, y", table=OPERATORS)(_power)
+register("pow", params="x, y")(_power)
+
+
+def comparison(op: str):
+    def rule(cx: CallCx, x, y):
+        _require_arrays(cx, [x, y], f"`{op}`")
+        dtype, _, shape = elementwise_type(cx, [x, y], f"`{op}`")
+        return cx.value(ArrayType(BOOL, shape),
+                        lambda: emit.compare_op(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape), op, dtype))
+    return rule
+
+
+for _op in ("==", "!=", "<", "<=", ">", ">="):
+    register(_op, params="x, y", table=OPERATORS)(comparison(_op))
+
+
+def bitwise(op: str, build, bool_only=False):
+    def rule(cx: CallCx, x, y):
+        _require_arrays(cx, [x, y], f"`{op}`")
+        dtype, weak, shape = elementwise_type(cx, [x, y], f"`{op}`")
+        if dtype.is_float or (bool_only and not dtype.is_bool):
+            kinds = "bool" if bool_only else "bool or integer"
+            cx.error("E0201", f"`{op}` needs {kinds} operands, found {x.type.dtype} and {y.type.dtype}",
+                     f"computed in {dtype}", help="compare first (e.g. `x > 0`) to get bools" if bool_only else
+                     "use `and`/`or` on comparisons, or cast to an integer dtype")
+        return cx.value(ArrayType(dtype, shape, weak), lambda: build(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+    return rule
+
+
+register("&", params="x, y", table=OPERATORS)(bitwise("&", hlo.and_))
+register("|", params="x, y", table=OPERATORS)(bitwise("|", hlo.or_))
+register("^", params="x, y", table=OPERATORS)(bitwise("^", hlo.xor))
+register("and", params="x, y", table=OPERATORS)(bitwise("and", hlo.and_, bool_only=True))
+register("or", params="x, y", table=OPERATORS)(bitwise("or", hlo.or_, bool_only=True))
+
+
+# ---- unary operators ------------------------------------------------------------------------
+@register("unary-", params="x", table=OPERATORS)
+def _negate(cx: CallCx, x):
+    _require_arrays(cx, [x], "unary `-`")
+    if x.type.dtype.is_bool:
+        cx.error("E0201", "unary `-` is not defined on bool", help="use `not x` or `~x`")
+    if isinstance(x.static, Dim):
+        return Val(x.type, None, -x.static)
+    if isinstance(x.static, float):
+        return Val(x.type, None, -x.static)
+    return cx.value(x.type, lambda: hlo.negate(cx.ir(x)))
+
+
+@register("unary+", params="x", table=OPERATORS)
+def _positive(cx: CallCx, x):
+    _require_arrays(cx, [x], "unary `+`")
+    return x
+
+
+@register("unary~", params="x", table=OPERATORS)
+def _invert(cx: CallCx, x):
+    _require_arrays(cx, [x], "`~`")
+    if x.type.dtype.is_float:
+        cx.error("E0201", f"`~` needs a bool or integer operand, found {x.type.dtype}", f"this is {x.type}")
+    return cx.value(x.type.strong() if x.type.dtype.is_bool else x.type, lambda: hlo.not_(cx.ir(x)))
+
+
+@register("unarynot", params="x", table=OPERATORS)
+def _not(cx: CallCx, x):
+    _require_arrays(cx, [x], "`not`")
+    if not x.type.dtype.is_bool:
+        cx.error("E0201", f"`not` needs a bool operand, found {x.type.dtype}", f"this is {x.type}",
+                 help="compare first, e.g. `not (x > 0)`, or use `~` for bitwise not")
+    if isinstance(x.static, (bool, np.bool_)):
+        return Val(x.type, None, not x.static)
+    return cx.value(x.type, lambda: hlo.not_(cx.ir(x)))
+
+
+# ---- elementwise math ---------------------------------------------------------------------
+def unary_float(build):
+    def rule(cx: CallCx, x):
+        x = cx.array(x, "x")
+        dtype = float_dtype_for(x.type.dtype)
+        t = ArrayType(dtype, x.type.shape, x.type.weak)
+        return cx.value(t, lambda: build(cx.ir(x, dtype)))
+    return rule
+
+
+_UNARY_FLOAT = {
+    "exp": hlo.exponential, "expm1": hlo.exponential_minus_one, "log": hlo.log, "log1p": hlo.log_plus_one,
+    "sqrt": hlo.sqrt, "rsqrt": hlo.rsqrt, "cbrt": hlo.cbrt, "sin": hlo.sine, "cos": hlo.cosine, "tan": hlo.tan,
+    "tanh": hlo.tanh, "asin": chlo.asin, "acos": chlo.acos, "atan": chlo.atan, "sinh": chlo.sinh,
+    "cosh": chlo.cosh, "erf": chlo.erf, "sigmoid": hlo.logistic,
+}
+for _name, _build in _UNARY_FLOAT.items():
+    register(_name)(unary_float(_build))
+
+
+def unary_same(build_float, build_int=None, allow_bool=False):
+    """Ops that keep the dtype; `build_int` None means the op is the identity on integers.
+    Builders take (mlir value, dtype)."""
+    def rule(cx: CallCx, x):
+        x = cx.array(x, "x")
+        dt = x.type.dtype
+        if dt.is_bool and not allow_bool:
+            cx.error("E0201", f"this operation is not defined on bool", f"this is {x.type}", at=0,
+                     help="convert with `.astype(i32)` or `.astype(f32)` first")
+        if dt.is_float:
+            return cx.value(x.type, lambda: build_float(cx.ir(x), dt))
+        if build_int is None:
+            return x
+        return cx.value(x.type, lambda: build_int(cx.ir(x), dt))
+    return rule
+
+
+def _zero(x, dt: DType):
+    return emit.const(0, dt, emit.shape_of(x))
+
+
+def _sign_int(x, dt: DType):
+    if dt.kind == "int":
+        return hlo.sign(x)
+    return hlo.convert(x.type, emit.compare(x, _zero(x, dt), "NE", dt))
+
+
+def _trunc(x, dt: DType):
+    return hlo.select(emit.compare(x, _zero(x, dt), "LT", dt), hlo.ceil(x), hlo.floor(x))
+
+
+register("abs")(unary_same(lambda x, dt: hlo.abs(x), lambda x, dt: hlo.abs(x) if dt.kind == "int" else x))
+register("sign")(unary_same(lambda x, dt: hlo.sign(x), _sign_int))
+register("floor")(unary_same(lambda x, dt: hlo.floor(x)))
+register("ceil")(unary_same(lambda x, dt: hlo.ceil(x)))
+register("round")(unary_same(lambda x, dt: hlo.round_nearest_even(x)))
+register("trunc")(unary_same(_trunc))
+register("relu")(unary_same(lambda x, dt: hlo.maximum(x, _zero(x, dt)), lambda x, dt: hlo.maximum(x, _zero(x, dt))))
+
+
+def predicate(build_float, int_value: bool):
+    def rule(cx: CallCx, x):
+        x = cx.array(x, "x")
+        t = ArrayType(BOOL, x.type.shape)
+        if not x.type.dtype.is_float:
+            return cx.value(t, lambda: emit.const(int_value, BOOL, concrete(x.type.shape)))
+        return cx.value(t, lambda: build_float(cx.ir(x), x.type.dtype))
+    return rule
+
+
+def _isnan(x, dt):
+    return emit.compare(x, x, "NE", dt)
+
+
+def _isinf(x, dt):
+    return emit.compare(hlo.abs(x), emit.const(np.inf, dt, emit.shape_of(x)), "EQ", dt)
+
+
+register("isnan")(predicate(_isnan, False))
+register("isinf")(predicate(_isinf, False))
+register("isfinite")(predicate(lambda x, dt: hlo.is_finite(x), True))
+
+
+@register("where", params="condition, x, y")
+def _where(cx: CallCx, condition, x, y):
+    _require_arrays(cx, [condition, x, y], "`where`")
+    if not condition.type.dtype.is_bool:
+        cx.error("E0201", f"`where` needs a bool condition, found {condition.type}", "not bool", at=0,
+                 help="compare to get a bool array, e.g. `where(x > 0, x, 0)`")
+    dtype, weak, shape = elementwise_type(_pair_cx(cx, 1, 2), [x, y], "`where`")
+    shape = broadcast_shapes(_pair_cx(cx, 0, 1), condition.type, ArrayType(dtype, shape), "`where`")
+    return cx.value(ArrayType(dtype, shape, weak),
+                    lambda: hlo.select(cx.ir(condition, BOOL, shape), cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+
+
+@register("clip", params="x, lo, hi")
+def _clip(cx: CallCx, x, lo, hi):
+    _require_arrays(cx, [x, lo, hi], "`clip`")
+    dtype, weak, shape = elementwise_type(cx, [x, lo, hi], "`clip`")
+    return cx.value(ArrayType(dtype, shape, weak),
+                    lambda: hlo.minimum(hlo.maximum(cx.ir(x, dtype, shape), cx.ir(lo, dtype, shape)),
+                                        cx.ir(hi, dtype, shape)))
+
+
+@register("__cond__", params="cond, x, y")
+def _cond_expr(cx: CallCx, cond, x, y):
+    _require_arrays(cx, [cond, x, y], "`if ... else`")
+    if cond.type.rank != 0 or not cond.type.dtype.is_bool:
+        cx.error("E0213", f"the condition of `a if c else b` must be a scalar bool, found {cond.type}",
+                 f"this is {cond.type}", at=0, help="for elementwise choice use `where(c, a, b)`")
+    if isinstance(cond.static, (bool, np.bool_)):
+        dtype, weak, shape = elementwise_type(_pair_cx(cx, 1, 2), [x, y], "`if ... else`")
+        chosen = x if cond.static else y
+        return cx.value(ArrayType(dtype, shape, weak), lambda: cx.ir(chosen, dtype, shape))
+    dtype, weak, shape = elementwise_type(_pair_cx(cx, 1, 2), [x, y], "`if ... else`")
+    return cx.value(ArrayType(dtype, shape, weak),
+                    lambda: hlo.select(cx.ir(cond, BOOL, shape), cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+
+
+# ---- casts -----------------------------------------------------------------------------------
+@register(".astype", params="x, dtype", method=True)
+def _astype(cx: CallCx, x, dtype):
+    x = cx.array(x, "x")
+    dt = cx.dtype(dtype, "dtype")
+    if x.type.weak and x.static is not None and not isinstance(x.static, np.ndarray):
+        static = x.static.value if isinstance(x.static, Dim) and x.static.is_const else None
+        if static is not None and (dt.is_int and int_range(dt)[0] <= static <= int_range(dt)[1]):
+            return Val(ArrayType(dt, ()), None, x.static)
+    return cx.value(ArrayType(dt, x.type.shape), lambda: emit.cast(cx.ir(x), x.type.dtype, dt))
+
+
+@register("bitcast", params="x, dtype")
+def _bitcast(cx: CallCx, x, dtype):
+    x = cx.array(x, "x")
+    dt = cx.dtype(dtype, "dtype")
+    if dt.bits != x.type.dtype.bits or dt.is_bool or x.type.dtype.is_bool:
+        cx.error("E0201", f"bitcast needs dtypes of the same width: {x.type.dtype} is {x.type.dtype.bits} bits, "
+                          f"{dt} is {dt.bits}", f"this is {x.type}", at=0)
+    return cx.value(ArrayType(dt, x.type.shape),
+                    lambda: hlo.bitcast_convert(emit.tensor_type(concrete(x.type.shape), dt), cx.ir(x)))
+
+
+# ---- attributes ------------------------------------------------------------------------------
+def _int_val(d: Dim) -> Val:
+    return Val(ArrayType(I32, (), weak=True), None, d)
+
+
+@register(".shape")
+def _shape_attr(cx: CallCx, x):
+    x = cx.array(x, "x")
+    return TupleVal([_int_val(d) for d in x.type.shape])
+
+
+@register(".ndim")
+def _ndim_attr(cx: CallCx, x):
+    return _int_val(Dim.const(cx.array(x, "x").type.rank))
+
+
+@register(".size")
+def _size_attr(cx: CallCx, x):
+    size = Dim.const(1)
+    for d in cx.array(x, "x").type.shape:
+        size = size * d
+    return _int_val(size)
+
+
+@register(".dtype")
+def _dtype_attr(cx: CallCx, x):
+    return DTypeVal(cx.array(x, "x").type.dtype)
+
+
+@register(".T")
+def _transpose_attr(cx: CallCx, x):
+    x = cx.array(x, "x")
+    perm = list(range(x.type.rank))[::-1]
+    return cx.value(x.type.with_shape([x.type.shape[p] for p in perm]), lambda: hlo.transpose(cx.ir(x), perm))
+
+
+# ---- array literals ----------------------------------------------------------------------------
+@register("__array__", params="elems")
+def array_literal(cx: CallCx, elems: list) -> Val:
+    if not elems:
+        cx.error("E0204", "empty array literal has no dtype", help="use `zeros(0, dtype=f32)`")
+    for i, e in enumerate(elems):
+        if not isinstance(e, Val):
+            cx.error("E0210", f"array literal elements must be numbers or arrays, found {describe(e)}", at=i)
+    shapes = [e.type.shape for e in elems]
+    for i, s in enumerate(shapes):
+        if s != shapes[0]:
+            cx.error("E0202", f"array literal is not rectangular: element {i} has shape {shape_str(s)}, "
+                              f"element 0 has {shape_str(shapes[0])}", f"shape {shape_str(s)}", at=i)
+    dtype, _ = promote([e.type for e in elems])
+    for i, e in enumerate(elems):
+        check_literal(cx, e, dtype, i)
+    shape = (Dim.const(len(elems)),) + tuple(shapes[0])
+    t = ArrayType(dtype, shape)
+    if all(_literal_static(e) is not None for e in elems):
+        data = np.array([_literal_static(e) for e in elems])
+        data = data.astype(dtype.np) if dtype.is_float or dtype.is_bool else data
+        return Val(t, None, data)
+
+    def build():
+        inner = concrete(shapes[0])
+        parts = [hlo.reshape(emit.tensor_type((1,) + inner, dtype), cx.ir(e, dtype)) for e in elems]
+        return hlo.concatenate(parts, 0)
+    return cx.value(t, build)
+
+
+def _literal_static(e: Val):
+    s = e.static
+    if isinstance(s, Dim):
+        return s.value if s.is_const else None
+    if isinstance(s, (float, bool, np.bool_, np.ndarray)):
+        return s
+    return None
+
+
+def _all_ops_modules():
+    from . import ops_index, ops_reduce, ops_shape  # noqa: F401  (they register into the tables)
+
+
+_all_ops_modules()

@@ -1,0 +1,519 @@
+"""The checker: one walk over a function body that computes types (and, while lowering, MLIR values).
+
+The same walk runs in two modes:
+- at definition, with symbolic shapes (`Dim` polynomials over the shape variables) and no MLIR:
+  every error that the types alone decide is reported here, once per function;
+- at specialization, with concrete shapes and a `Lowering` attached: the conditions that could not be
+  decided symbolically are decided now (same spans, concrete values), and each rule emits StableHLO.
+"""
+from __future__ import annotations
+
+import difflib
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import ast
+from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, weak_literal_fits
+from .diagnostics import Diagnostic, Label, Reporter
+from .types import DTYPES, I32, ArrayType, Dim, promote
+from .values import POISON, ArrError, DTypeVal, Poisoned, StrVal, TupleVal, Val, describe
+
+NAMED_CONSTANTS = {"nan": float("nan"), "inf": float("inf"), "pi": float(np.pi)}
+
+
+# ---- signatures -------------------------------------------------------------------
+@dataclass
+class Signature:
+    name: str
+    params: list            # [(name, ArrayType, span)]
+    results: list           # [ArrayType]
+    result_spans: list
+    tuple_result: bool
+    shape_vars: list        # in order of first appearance
+
+    def __str__(self) -> str:
+        params = ", ".join(f"{n}: {t}" for n, t, _ in self.params)
+        res = ", ".join(str(t) for t in self.results)
+        return f"({params}) -> " + (f"({res})" if self.tuple_result else res)
+
+
+def dim_of(expr, consts: dict, shape_vars: list | None, file_errors: list) -> Dim | None:
+    """Evaluate a dimension expression; unknown names become shape variables when `shape_vars` allows."""
+    if isinstance(expr, ast.DimInt):
+        return Dim.const(expr.value)
+    if isinstance(expr, ast.DimName):
+        if expr.name in consts:
+            return consts[expr.name]
+        if shape_vars is None:
+            file_errors.append(ArrError("E0206", f"shape variable `{expr.name}` is not bound by the parameters",
+                                        expr.span, "not a parameter's dimension",
+                                        help="use only shape variables that appear in the parameter types").diag)
+            return None
+        if expr.name not in shape_vars:
+            shape_vars.append(expr.name)
+        return Dim.var(expr.name)
+    lhs = dim_of(expr.lhs, consts, shape_vars, file_errors)
+    rhs = dim_of(expr.rhs, consts, shape_vars, file_errors)
+    if lhs is None or rhs is None:
+        return None
+    if expr.op == "+":
+        return lhs + rhs
+    if expr.op == "-":
+        return lhs - rhs
+    if expr.op == "*":
+        return lhs * rhs
+    out = lhs.floordiv(rhs)
+    if out is None:
+        file_errors.append(ArrError("E0205", f"`{lhs} // {rhs}` is not a whole polynomial", expr.span,
+                                    "cannot divide", help="make the divided dimension a shape variable").diag)
+    return out
+
+
+def type_of(texpr: ast.TypeExpr, consts: dict, shape_vars: list | None, errors: list) -> ArrayType | None:
+    dt = DTYPES.get(texpr.dtype)
+    if dt is None:
+        close = difflib.get_close_matches(texpr.dtype, DTYPES, 1)
+        errors.append(ArrError("E0205", f"unknown dtype `{texpr.dtype}`", texpr.span, "not a dtype",
+                               help=f"did you mean `{close[0]}`?" if close else
+                               "dtypes are " + " ".join(DTYPES)).diag)
+        return None
+    dims = []
+    for d in texpr.dims or ():
+        dim = dim_of(d, consts, shape_vars, errors)
+        if dim is None:
+            return None
+        if dim.is_const and dim.value < 0:
+            errors.append(ArrError("E0205", f"negative dimension {dim.value}", d.span, "negative").diag)
+            return None
+        dims.append(dim)
+    return ArrayType(dt, tuple(dims))
+
+
+def unify(sig: Signature, args: list, arg_spans: list, call_span) -> dict:
+    """Bind the callee's shape variables from argument types; raises ArrError E0212 on a mismatch."""
+    env: dict = {}
+    pending = []
+    for (pname, ptype, pspan), arg, aspan in zip(sig.params, args, arg_spans):
+        if not isinstance(arg, Val):
+            raise ArrError("E0212", f"argument `{pname}` of `{sig.name}` must be an array, found {describe(arg)}",
+                           aspan, f"expected {ptype}")
+        at = arg.type
+        dtype_ok = at.dtype == ptype.dtype or (at.weak and at.rank == 0 and weak_literal_fits(at, ptype.dtype))
+        if not dtype_ok or at.rank != ptype.rank:
+            raise ArrError("E0212", f"argument `{pname}` of `{sig.name}` has type {at}, expected {ptype}", aspan,
+                           f"this is {at}", labels=[Label(pspan, f"parameter declared as {ptype}")],
+                           help=f"convert it with `.astype({ptype.dtype})`" if dtype_ok is False and
+                           at.rank == ptype.rank else None)
+        for pd, ad in zip(ptype.shape, at.shape):
+            if len(pd.terms) == 1 and pd.linear_in(next(iter(pd.variables), "")) == 1 and \
+                    not pd.variables & env.keys():
+                env[next(iter(pd.variables))] = ad
+            else:
+                pending.append((pname, ptype, pspan, pd, ad, at, aspan))
+    for pname, ptype, pspan, pd, ad, at, aspan in pending:
+        expected = pd.subs(env)
+        free = [v for v in expected.variables if v in sig.shape_vars and v not in env]
+        if len(free) == 1 and expected.linear_in(free[0]):
+            coeff = expected.linear_in(free[0])
+            rest = expected - Dim.var(free[0]) * Dim.const(coeff)
+            solved = (ad - rest).floordiv(Dim.const(coeff))
+            if solved is not None and (solved * Dim.const(coeff) + rest) == ad:
+                env[free[0]] = solved
+                expected = pd.subs(env)
+        if expected != ad:
+            bound = ", ".join(f"{k} = {v}" for k, v in env.items())
+            raise ArrError("E0212", f"argument `{pname}` of `{sig.name}` has type {at}, expected {ptype.subs(env)}",
+                           aspan, f"this is {at}", labels=[Label(pspan, f"parameter declared as {ptype}")],
+                           notes=[f"from the other arguments: {bound}"] if bound else [])
+    return env
+
+
+# ---- the walker ---------------------------------------------------------------------
+class Return_(Exception):
+    pass
+
+
+@dataclass
+class FunctionWalk:
+    """Walks one function body (see the module docstring for the two modes)."""
+    program: "object"                    # compiler.program.Program
+    fn: ast.FunctionDef
+    reporter: Reporter
+    lowering: "object | None" = None     # compiler.lower.FunctionLowering while lowering
+    bindings: dict = field(default_factory=dict)
+    env: dict = field(default_factory=dict)
+    returned: list | None = None
+    calls: list = field(default_factory=list)   # (callee name, span) for the recursion check
+
+    @property
+    def is_lowering(self) -> bool:
+        return self.lowering is not None
+
+    # -- entry ------------------------------------------------------------------------
+    def run(self, param_values: list) -> list | None:
+        sig = self.program.signatures[self.fn.name]
+        for var in sig.shape_vars:
+            value = Dim.const(self.bindings[var]) if var in self.bindings else Dim.var(var)
+            self.env[var] = Val(ArrayType(I32, (), weak=True), None, value)
+        for (name, _, _), value in zip(sig.params, param_values):
+            self.env[name] = value
+        self.block(self.fn.body)
+        if self.returned is None:
+            end = self.fn.body[-1].span if self.fn.body else self.fn.span
+            self.report(ArrError("E0214", f"function `{self.fn.name}` does not return a value", end,
+                                 "the body ends here without `return`",
+                                 labels=[Label(self.fn.name_span, f"declared to return {self._declared()}")],
+                                 help="end the function with `return <value>`").diag)
+        return self.returned
+
+    def _declared(self) -> str:
+        sig = self.program.signatures[self.fn.name]
+        res = ", ".join(str(t) for t in sig.results)
+        return f"({res})" if sig.tuple_result else res
+
+    def report(self, diag: Diagnostic) -> None:
+        if self.is_lowering and diag.severity == "error" and self.bindings:
+            diag.notes.append("in " + self.fn.name + " with " +
+                              ", ".join(f"{k} = {v}" for k, v in self.bindings.items()))
+        self.reporter.add(diag)
+
+    # -- statements ---------------------------------------------------------------------
+    def block(self, stmts) -> None:
+        for i, stmt in enumerate(stmts):
+            if self.returned is not None:
+                self.report(ArrError("E0106", "statement after `return` is never executed", stmt.span,
+                                     "unreachable", help="remove it or move the `return` to the end").diag)
+                return
+            try:
+                self.stmt(stmt)
+            except ArrError as err:
+                self.report(err.diag)
+                self._poison_targets(stmt)
+            except RecursionError:
+                self.report(Diagnostic("E0004", "expression nested too deeply", stmt.span, "here",
+                                       help="split it into several assignments"))
+                self._poison_targets(stmt)
+
+    def _poison_targets(self, stmt) -> None:
+        if isinstance(stmt, ast.Assign):
+            for t in stmt.targets:
+                if isinstance(t, ast.NameTarget):
+                    self.env[t.name] = POISON
+        elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.NameTarget):
+            self.env[stmt.target.name] = POISON
+        elif isinstance(stmt, ast.Return):
+            self.returned = []
+
+    def stmt(self, stmt) -> None:
+        handler = getattr(self, "stmt_" + type(stmt).__name__, None)
+        if handler is None:
+            raise ArrError("E0106", f"`{type(stmt).__name__.lower()}` statements are not supported yet", stmt.span,
+                           "not supported in this version of arrc",
+                           help="see docs/language.md for what is implemented")
+        handler(stmt)
+
+    def stmt_Pass(self, stmt) -> None:
+        pass
+
+    def stmt_ExprStmt(self, stmt) -> None:
+        self.eval(stmt.expr)
+
+    def stmt_Assign(self, stmt) -> None:
+        value = self.eval(stmt.value)
+        targets = stmt.targets
+        if len(targets) == 1:
+            self.assign(targets[0], value)
+            return
+        if isinstance(value, Poisoned):
+            for t in targets:
+                self.assign(t, POISON)
+            return
+        if not isinstance(value, TupleVal) or len(value.items) != len(targets):
+            count = len(value.items) if isinstance(value, TupleVal) else 1
+            raise ArrError("E0209", f"cannot unpack {count} value{'s' if count != 1 else ''} into "
+                                    f"{len(targets)} names", stmt.value.span, f"this is {describe(value)}")
+        for t, v in zip(targets, value.items):
+            self.assign(t, v)
+
+    def assign(self, target, value) -> None:
+        if isinstance(target, ast.IndexTarget):
+            raise ArrError("E0106", "indexed assignment is not supported yet", target.span,
+                           "not supported in this version of arrc")
+        name = target.name
+        if name in self.program.consts or name in self.program.signatures:
+            what = "constant" if name in self.program.consts else "function"
+            raise ArrError("E0105", f"cannot assign to `{name}`: it is a module {what}", target.span,
+                           f"`{name}` is a {what}", help="choose another name for the local")
+        if name in self.bindings or (name in self.env and self._is_shape_var(name)):
+            raise ArrError("E0105", f"cannot assign to shape variable `{name}`", target.span, "a shape variable",
+                           help="shape variables are fixed by the argument shapes; choose another name")
+        self.env[name] = value
+
+    def _is_shape_var(self, name: str) -> bool:
+        return name in self.program.signatures[self.fn.name].shape_vars
+
+    def stmt_AugAssign(self, stmt) -> None:
+        if isinstance(stmt.target, ast.IndexTarget):
+            raise ArrError("E0106", "indexed assignment is not supported yet", stmt.target.span,
+                           "not supported in this version of arrc")
+        current = self.eval(ast.Name(stmt.target.span, stmt.target.name))
+        rhs = self.eval(stmt.value)
+        with self.location(stmt, stmt.op):
+            value = self.apply_operator(stmt.op, [current, rhs], stmt, [stmt.target.span, stmt.value.span])
+        if isinstance(value, Val) and isinstance(current, Val) and value.type.dtype != current.type.dtype \
+                and not current.type.weak:
+            raise ArrError("E0201", f"`{stmt.op}=` would change `{stmt.target.name}` from {current.type} "
+                                    f"to {value.type}", stmt.span, "changes the dtype",
+                           help=f"write `{stmt.target.name} = {stmt.target.name} {stmt.op} ...` to rebind "
+                                f"with the new type")
+        self.assign(stmt.target, value)
+
+    def stmt_Return(self, stmt) -> None:
+        sig = self.program.signatures[self.fn.name]
+        values = [self.eval(v) for v in stmt.values]
+        if len(values) == 1 and isinstance(values[0], TupleVal) and len(sig.results) > 1:
+            values = list(values[0].items)
+        if len(values) != len(sig.results):
+            raise ArrError("E0203", f"`{self.fn.name}` returns {len(values)} value(s), declared "
+                                    f"{len(sig.results)}", stmt.span, f"returns {len(values)}",
+                           labels=[Label(self.fn.name_span, f"declared to return {self._declared()}")])
+        out = []
+        for value, node, declared, dspan in zip(values, stmt.values or [stmt], sig.results, sig.result_spans):
+            declared = declared.subs(self.bindings)
+            if isinstance(value, Poisoned):
+                out.append(value)
+                continue
+            ok = isinstance(value, Val) and value.type.shape == declared.shape and (
+                value.type.dtype == declared.dtype or (value.type.weak and weak_literal_fits(value.type, declared.dtype)))
+            if not ok:
+                found = describe(value)
+                raise ArrError("E0203", f"returned value has type {found}, declared {declared}", node.span,
+                               f"this is {found}", labels=[Label(dspan, "declared here")],
+                               help=_result_help(value, declared))
+            out.append(Val(declared, self.materialize(value, declared.dtype) if self.is_lowering else None))
+        self.returned = out
+
+    # -- expressions ----------------------------------------------------------------------
+    def location(self, node, what: str):
+        if not self.is_lowering:
+            return nullcontext()
+        return self.lowering.location(node.span, what)
+
+    def eval(self, expr):
+        handler = getattr(self, "expr_" + type(expr).__name__)
+        with self.location(expr, _location_name(expr)):
+            return handler(expr)
+
+    def expr_IntLit(self, e):
+        if e.value > 2 ** 64:
+            raise ArrError("E0211", "integer literal too large", e.span, "does not fit in 64 bits")
+        return Val(ArrayType(I32, (), weak=True), None, Dim.const(e.value))
+
+    def expr_FloatLit(self, e):
+        return Val(ArrayType(DTYPES["f32"], (), weak=True), None, e.value)
+
+    def expr_BoolLit(self, e):
+        return Val(ArrayType(DTYPES["bool"], ()), None, e.value)
+
+    def expr_StrLit(self, e):
+        return StrVal(e.value)
+
+    def expr_Name(self, e):
+        if e.id in self.env:
+            return self.env[e.id]
+        if e.id in self.program.consts:
+            return self.program.const_value(e.id, self)
+        if e.id in NAMED_CONSTANTS:
+            return Val(ArrayType(DTYPES["f32"], (), weak=True), None, NAMED_CONSTANTS[e.id])
+        if e.id in DTYPES:
+            return DTypeVal(DTYPES[e.id])
+        if e.id in self.program.signatures or e.id in BUILTINS:
+            raise ArrError("E0210", f"`{e.id}` is a function; call it", e.span, "a function, not a value")
+        known = list(self.env) + list(self.program.consts) + list(NAMED_CONSTANTS)
+        close = difflib.get_close_matches(e.id, known, 1)
+        raise ArrError("E0101", f"undefined name `{e.id}`", e.span, "not defined",
+                       help=f"did you mean `{close[0]}`?" if close else None)
+
+    def expr_TupleLit(self, e):
+        return TupleVal([self.eval(x) for x in e.elems])
+
+    def expr_ArrayLit(self, e):
+        elems = [self.eval(x) for x in e.elems]
+        if any(isinstance(x, Poisoned) for x in elems):
+            return POISON
+        return self.call_builtin(BUILTINS["__array__"], [elems], {}, e, [x.span for x in e.elems])
+
+    def expr_Binary(self, e):
+        lhs = self.eval(e.lhs)
+        rhs = self.eval(e.rhs)
+        return self.apply_operator(e.op, [lhs, rhs], e, [e.lhs.span, e.rhs.span])
+
+    def expr_Unary(self, e):
+        operand = self.eval(e.operand)
+        return self.apply_operator("unary" + e.op, [operand], e, [e.operand.span])
+
+    def apply_operator(self, op: str, operands: list, node, spans: list):
+        if any(isinstance(o, Poisoned) for o in operands):
+            return POISON
+        return self.call_builtin(OPERATORS[op], operands, {}, node, spans)
+
+    def expr_CondExpr(self, e):
+        cond = self.eval(e.cond)
+        then = self.eval(e.then)
+        orelse = self.eval(e.orelse)
+        if any(isinstance(o, Poisoned) for o in (cond, then, orelse)):
+            return POISON
+        return self.call_builtin(BUILTINS["__cond__"], [cond, then, orelse], {}, e,
+                                 [e.cond.span, e.then.span, e.orelse.span])
+
+    def expr_Attribute(self, e):
+        base = self.eval(e.base)
+        if isinstance(base, Poisoned):
+            return POISON
+        rule = BUILTINS.get("." + e.name)
+        if rule is None or rule.method:
+            raise ArrError("E0210", f"{describe(base)} has no attribute `{e.name}`", e.span,
+                           "unknown attribute" if rule is None else "a method: call it",
+                           help="attributes are .shape .ndim .size .dtype .T and the method .astype(dtype)")
+        return self.call_builtin(rule, [base], {}, e, [e.base.span])
+
+    def expr_Index(self, e):
+        base = self.eval(e.base)
+        subs = []
+        for s in e.subscripts:
+            if isinstance(s, ast.Slice):
+                parts = [None if p is None else self.eval(p) for p in (s.start, s.stop, s.step)]
+                subs.append(("slice", parts, s))
+            elif isinstance(s, ast.EllipsisIndex):
+                subs.append(("...", None, s))
+            else:
+                subs.append(("index", self.eval(s), s))
+        if isinstance(base, Poisoned) or any(isinstance(v, Poisoned) for _, v, _ in subs) or \
+                any(isinstance(p, Poisoned) for k, v, _ in subs if k == "slice" for p in v):
+            return POISON
+        return self.call_builtin(BUILTINS["__index__"], [base, subs], {}, e, [e.base.span])
+
+    def expr_Call(self, e):
+        args = [self.eval(a) for a in e.args]
+        kwargs = {k.name: self.eval(k.value) for k in e.kwargs}
+        spans = [a.span for a in e.args]
+        kw_spans = {k.name: k.span for k in e.kwargs}
+        if isinstance(e.func, ast.Attribute):
+            base = self.eval(e.func.base)
+            rule = BUILTINS.get("." + e.func.name)
+            if rule is None or not rule.method:
+                raise ArrError("E0210", f"{describe(base)} has no method `{e.func.name}`", e.func.span,
+                               "unknown method", help="the only method is .astype(dtype)")
+            args = [base] + args
+            spans = [e.func.base.span] + spans
+        elif isinstance(e.func, ast.Name):
+            name = e.func.id
+            if name in self.env:
+                raise ArrError("E0210", f"`{name}` is a value, not a function", e.func.span, "not callable")
+            if name in self.program.signatures:
+                if any(isinstance(a, Poisoned) for a in list(args) + list(kwargs.values())):
+                    return POISON
+                return self.call_user(name, args, kwargs, e, spans, kw_spans)
+            if name in DTYPES:
+                rule, args, spans = BUILTINS[".astype"], args + [DTypeVal(DTYPES[name])], spans + [e.func.span]
+            else:
+                rule = BUILTINS.get(name)
+            if rule is None or rule.name.startswith(("__", ".")):
+                close = difflib.get_close_matches(name, [n for n in BUILTINS if n[0].isalpha()] +
+                                                  list(self.program.signatures), 1)
+                raise ArrError("E0101", f"unknown function `{name}`", e.func.span, "not defined",
+                               help=f"did you mean `{close[0]}`?" if close else None)
+        else:
+            raise ArrError("E0210", "only named functions can be called", e.func.span, "not callable")
+        if any(isinstance(a, Poisoned) for a in list(args) + list(kwargs.values())):
+            return POISON
+        return self.call_builtin(rule, args, kwargs, e, spans, kw_spans)
+
+    # -- calls ------------------------------------------------------------------------------
+    def call_builtin(self, rule: Builtin, args, kwargs, node, spans, kw_spans=None):
+        cx = CallCx(self, node, spans, kw_spans or {})
+        bound = bind_arguments(rule, args, kwargs, cx)
+        return rule.fn(cx, **bound)
+
+    def call_user(self, name, args, kwargs, node, spans, kw_spans):
+        sig = self.program.signatures[name]
+        self.calls.append((name, node.span))
+        params = [p[0] for p in sig.params]
+        ordered = list(args)
+        arg_spans = list(spans)
+        if len(ordered) > len(params):
+            raise ArrError("E0103", f"`{name}` takes {len(params)} argument(s), {len(ordered)} given", node.span,
+                           "too many arguments", notes=[f"signature: {name}{sig}"])
+        for kw, value in kwargs.items():
+            if kw not in params:
+                raise ArrError("E0103", f"`{name}` has no parameter `{kw}`", kw_spans[kw], "unknown keyword",
+                               notes=[f"signature: {name}{sig}"])
+            i = params.index(kw)
+            if i < len(ordered):
+                raise ArrError("E0103", f"`{kw}` given twice", kw_spans[kw], "given again here")
+        by_name = dict(zip(params, zip(ordered, arg_spans)))
+        for kw, value in kwargs.items():
+            by_name[kw] = (value, kw_spans[kw])
+        missing = [p for p in params if p not in by_name]
+        if missing:
+            raise ArrError("E0103", f"missing argument `{missing[0]}` in call to `{name}`", node.span,
+                           "missing argument", notes=[f"signature: {name}{sig}"])
+        values = [by_name[p][0] for p in params]
+        value_spans = [by_name[p][1] for p in params]
+        env = unify(sig, values, value_spans, node.span)
+        results = [ArrayType(t.dtype, tuple(d.subs(env) for d in t.shape)) for t in sig.results]
+        for t, span in zip(results, sig.result_spans):
+            unbound = set().union(*[d.variables for d in t.shape]) - set(self.program.signatures[name].shape_vars) \
+                if t.shape else set()
+            if unbound:
+                raise ArrError("E0206", "result uses an unbound shape variable", span)
+        if self.is_lowering:
+            param_types = [p[1].subs(env) for p in sig.params]
+            irs = self.lowering.call(name, [self.materialize(v, pt.dtype) for v, pt in zip(values, param_types)],
+                                     param_types, node.span)
+            out = [Val(t, r) for t, r in zip(results, irs)]
+        else:
+            out = [Val(t) for t in results]
+        return TupleVal(out) if sig.tuple_result else out[0]
+
+    # -- MLIR values ---------------------------------------------------------------------------
+    def materialize(self, v: Val, dtype=None, shape=None):
+        """The MLIR value of `v`, converted to `dtype` and broadcast to `shape` (concrete)."""
+        from . import emit
+        dtype = dtype or v.type.dtype
+        if v.ir is None:
+            static = v.static
+            if isinstance(static, Dim):
+                static = static.value
+            value = emit.const(static, dtype, v.type.concrete_shape)
+        else:
+            value = emit.convert(v.ir, v.type.dtype, dtype)
+        if shape is not None:
+            value = emit.broadcast(value, tuple(shape))
+        return value
+
+
+def _result_help(value, declared: ArrayType) -> str | None:
+    if isinstance(value, Val) and value.type.shape == declared.shape and value.type.dtype != declared.dtype:
+        return f"convert it with `.astype({declared.dtype})` or change the declared type"
+    if isinstance(value, Val) and value.type.dtype == declared.dtype and value.type.rank != declared.rank:
+        return "reshape it, or reduce it (sum/mean/...) to the declared rank"
+    return None
+
+
+_OP_NAMES = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "//": "floor_divide", "%": "remainder",
+             "**": "power", "@": "matmul", "==": "compare", "!=": "compare", "<": "compare", "<=": "compare",
+             ">": "compare", ">=": "compare", "&": "and", "|": "or", "^": "xor", "and": "and", "or": "or"}
+
+
+def _location_name(expr) -> str:
+    if isinstance(expr, ast.Binary):
+        return _OP_NAMES.get(expr.op, expr.op)
+    if isinstance(expr, ast.Unary):
+        return {"-": "negate", "+": "positive", "~": "not", "not": "not"}[expr.op]
+    if isinstance(expr, ast.Call):
+        f = expr.func
+        return f.id if isinstance(f, ast.Name) else f.name if isinstance(f, ast.Attribute) else "call"
+    return type(expr).__name__.lower()

@@ -1,0 +1,150 @@
+"""Diagnostics as data, rendered in one place (text, rustc-style, and JSON)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from .span import Source, Span
+
+# code -> one-line title. Long explanations live in docs/errors/CODE.md.
+CODES: dict[str, str] = {
+    "E0001": "syntax error",
+    "E0002": "tab in indentation",
+    "E0003": "invalid source text",
+    "E0004": "program nested too deeply",
+    "E0101": "undefined name",
+    "E0102": "duplicate definition",
+    "E0103": "wrong arguments in a call",
+    "E0104": "recursion is not allowed",
+    "E0105": "cannot assign to this name",
+    "E0106": "not a statement arr supports at module level",
+    "E0201": "dtype not allowed for this operation",
+    "E0202": "shapes do not match",
+    "E0203": "result does not match the declared type",
+    "E0204": "invalid argument to a builtin",
+    "E0205": "invalid type",
+    "E0206": "shape variable not bound by the parameters",
+    "E0207": "shape depends on a run-time value",
+    "E0208": "index out of range",
+    "E0209": "wrong number of values to unpack",
+    "E0210": "value of the wrong kind",
+    "E0211": "literal out of range for its dtype",
+    "E0212": "argument type does not match the parameter",
+    "E0213": "condition must be a scalar bool",
+    "E0214": "missing return",
+    "E0301": "variable has different types on different paths",
+    "E0302": "loop changes the type of a carried variable",
+    "E0303": "boolean mask indexing has a value-dependent shape",
+    "E0304": "slice length is not static",
+    "E0401": "target does not support 64-bit types",
+    "E0501": "StableHLO module has a dynamic shape",
+    "E0502": "invalid StableHLO module",
+    "W0001": "lossy implicit promotion",
+}
+
+
+@dataclass(frozen=True)
+class Label:
+    span: Span
+    message: str
+
+
+@dataclass
+class Diagnostic:
+    code: str
+    message: str
+    span: Span | None
+    label: str = ""                      # text under the primary carets
+    labels: list[Label] = field(default_factory=list)   # secondary spans
+    notes: list[str] = field(default_factory=list)
+    help: str | None = None
+    severity: str = ""                   # "error" or "warning"; derived from the code unless set
+
+    def __post_init__(self):
+        if not self.severity:
+            self.severity = "warning" if self.code.startswith("W") else "error"
+
+    def as_dict(self) -> dict:
+        return {
+            "code": self.code, "severity": self.severity, "message": self.message,
+            "span": self.span.as_dict() if self.span else None,
+            "label": self.label,
+            "labels": [{"span": l.span.as_dict(), "message": l.message} for l in self.labels],
+            "notes": list(self.notes), "help": self.help,
+        }
+
+
+class CompileError(Exception):
+    """Raised when a program has errors; `.diagnostics` lists them all, `str()` renders them."""
+
+    def __init__(self, diagnostics: list[Diagnostic], sources: dict[str, Source] | None = None):
+        self.diagnostics = diagnostics
+        self.sources = sources or {}
+        super().__init__(render_all(diagnostics, self.sources))
+
+    def __str__(self) -> str:
+        return render_all(self.diagnostics, self.sources)
+
+
+def _snippet(span: Span, label: str, sources: dict[str, Source], gutter: int, marker: str) -> list[str]:
+    src = sources.get(span.file)
+    if src is None:
+        return []
+    line_text = src.line_text(span.line)
+    end_col = span.end_col if span.end_line == span.line else len(line_text) + 1
+    width = max(1, end_col - span.col)
+    pad = " " * gutter
+    carets = " " * (span.col - 1) + marker * width
+    return [f"{str(span.line).rjust(gutter)} | {line_text}",
+            f"{pad} | {carets}" + (f" {label}" if label else "")]
+
+
+def render(diag: Diagnostic, sources: dict[str, Source]) -> str:
+    """Render one diagnostic rustc-style: header, location, source lines with carets, notes, help."""
+    out = [f"{diag.severity}[{diag.code}]: {diag.message}"]
+    spans = ([diag.span] if diag.span else []) + [l.span for l in diag.labels]
+    gutter = max([len(str(s.line)) for s in spans] + [1])
+    pad = " " * gutter
+    if diag.span:
+        out.append(f"{pad}--> {diag.span}")
+        body = _snippet(diag.span, diag.label, sources, gutter, "^")
+        if body:
+            out.append(f"{pad} |")
+            out.extend(body)
+    for lab in diag.labels:
+        if diag.span is None or lab.span.file != diag.span.file:
+            out.append(f"{pad}::: {lab.span}")
+        out.extend(_snippet(lab.span, lab.message, sources, gutter, "-"))
+    if diag.notes or diag.help:
+        out.append(f"{pad} |")
+    out.extend(f"{pad} = note: {n}" for n in diag.notes)
+    if diag.help:
+        out.append(f"{pad} = help: {diag.help}")
+    return "\n".join(out) + "\n"
+
+
+def render_all(diags: list[Diagnostic], sources: dict[str, Source]) -> str:
+    return "\n".join(render(d, sources) for d in diags)
+
+
+def render_json(diags: list[Diagnostic]) -> str:
+    return json.dumps({"diagnostics": [d.as_dict() for d in diags]}, indent=2)
+
+
+class Reporter:
+    """Collects the diagnostics of one compilation (all errors of a file in one run)."""
+
+    def __init__(self, werror: bool = False):
+        self.diagnostics: list[Diagnostic] = []
+        self.werror = werror
+
+    def add(self, diag: Diagnostic) -> None:
+        if diag.severity == "warning" and self.werror:
+            diag.severity = "error"
+            diag.notes.append("warnings are errors here (--werror)")
+        if diag not in self.diagnostics:
+            self.diagnostics.append(diag)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "error"]

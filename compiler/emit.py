@@ -1,0 +1,210 @@
+"""Small helpers over jaxlib's MLIR bindings used by the lowering rules.
+
+Every helper expects an active context, location and insertion point (the
+lowering driver owns them), and works on concrete shapes (tuples of ints).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from jaxlib.mlir import ir
+from jaxlib.mlir._mlir_libs import _jax_mlir_ext
+from jaxlib.mlir.dialects import chlo, func, stablehlo as hlo  # noqa: F401  (re-exported for rules)
+
+from .types import DType, int_range
+
+
+def make_context() -> ir.Context:
+    registry = ir.DialectRegistry()
+    _jax_mlir_ext.register_dialects(registry)
+    ctx = ir.Context()
+    ctx.append_dialect_registry(registry)
+    ctx.load_all_available_dialects()
+    hlo.register_dialect(ctx)
+    chlo.register_dialect(ctx)
+    return ctx
+
+
+def ir_dtype(dt: DType) -> ir.Type:
+    if dt.kind == "bool":
+        return ir.IntegerType.get_signless(1)
+    if dt.kind == "int":
+        return ir.IntegerType.get_signless(dt.bits)
+    if dt.kind == "uint":
+        return ir.IntegerType.get_unsigned(dt.bits)
+    return {"f16": ir.F16Type, "bf16": ir.BF16Type, "f32": ir.F32Type, "f64": ir.F64Type}[dt.name].get()
+
+
+def tensor_type(shape, dt: DType) -> ir.RankedTensorType:
+    return ir.RankedTensorType.get(list(shape), ir_dtype(dt))
+
+
+def shape_of(x: ir.Value) -> tuple[int, ...]:
+    return tuple(ir.RankedTensorType(x.type).shape)
+
+
+def const(value, dt: DType, shape=()) -> ir.Value:
+    """A constant of dtype `dt` and `shape`; `value` is a Python scalar or an array of that shape."""
+    arr = np.asarray(value)
+    if arr.ndim == 0:
+        arr = np.asarray(_to_numpy_scalar(arr.item(), dt))
+        splat = True
+    else:
+        arr = np.ascontiguousarray(arr.astype(dt.np))
+        splat = False
+    ttype = tensor_type(shape, dt)
+    if dt.kind == "bool":
+        if splat:
+            return hlo.constant(ir.DenseElementsAttr.get_splat(ttype, ir.BoolAttr.get(bool(arr))))
+        return hlo.constant(ir.DenseElementsAttr.get(arr.astype(np.bool_), type=ir_dtype(dt), shape=list(shape)))
+    if splat:
+        elem = ir_dtype(dt)
+        if dt.is_float:
+            scalar_attr = ir.FloatAttr.get(elem, float(arr))
+        else:
+            scalar_attr = ir.IntegerAttr.get(elem, int(arr))
+        return hlo.constant(ir.DenseElementsAttr.get_splat(ttype, scalar_attr))
+    if dt.name == "bf16":
+        arr = arr.view(np.uint16)
+    return hlo.constant(ir.DenseElementsAttr.get(arr, type=ir_dtype(dt), shape=list(shape)))
+
+
+def _to_numpy_scalar(v, dt: DType):
+    if dt.kind == "bool":
+        return bool(v)
+    if dt.is_int:
+        lo, hi = int_range(dt)
+        v = int(v)
+        return ((v - lo) % (hi - lo + 1)) + lo   # literals are range-checked before; wrap for safety
+    return float(dt.np.type(v))
+
+
+def zeros_like_type(shape, dt: DType) -> ir.Value:
+    return const(0, dt, shape)
+
+
+def broadcast(x: ir.Value, to_shape) -> ir.Value:
+    """NumPy broadcasting of `x` to `to_shape` (right-aligned, size-1 dims stretch)."""
+    from_shape = shape_of(x)
+    if tuple(from_shape) == tuple(to_shape):
+        return x
+    elem = ir.RankedTensorType(x.type).element_type
+    offset = len(to_shape) - len(from_shape)
+    return hlo.broadcast_in_dim(ir.RankedTensorType.get(list(to_shape), elem), x,
+                                list(range(offset, len(to_shape))))
+
+
+def convert(x: ir.Value, src: DType, dst: DType) -> ir.Value:
+    """Implicit promotion between dtypes (value-preserving or rounding; never out of range)."""
+    if src == dst:
+        return x
+    shape = shape_of(x)
+    if dst.kind == "bool":
+        return compare(x, const(0, src, shape), "NE", src)
+    return hlo.convert(tensor_type(shape, dst), x)
+
+
+def compare_type(dt: DType) -> str:
+    return {"float": "FLOAT", "int": "SIGNED", "uint": "UNSIGNED", "bool": "UNSIGNED"}[dt.kind]
+
+
+def compare(a: ir.Value, b: ir.Value, direction: str, dt: DType) -> ir.Value:
+    return hlo.compare(a, b, hlo.ComparisonDirectionAttr.get(direction),
+                       compare_type=hlo.ComparisonTypeAttr.get(compare_type(dt)))
+
+
+def select(pred: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
+    return hlo.select(pred, a, b)
+
+
+def cast(x: ir.Value, src: DType, dst: DType) -> ir.Value:
+    """Explicit casts, with one meaning on every backend (LANGUAGE.md section 4)."""
+    if src == dst:
+        return x
+    shape = shape_of(x)
+    if dst.kind == "bool":
+        return compare(x, const(0, src, shape), "NE", src)
+    if src.kind == "bool":
+        return hlo.convert(tensor_type(shape, dst), x)
+    if src.is_float and dst.is_float:
+        return hlo.convert(tensor_type(shape, dst), x)     # IEEE: round to nearest even, overflow -> inf
+    if src.is_int and dst.is_float:
+        return hlo.convert(tensor_type(shape, dst), x)
+    if src.is_float:
+        return _float_to_int(x, src, dst, shape)
+    return _int_to_int(x, src, dst, shape)
+
+
+def _float_to_int(x, src: DType, dst: DType, shape) -> ir.Value:
+    # Compare in a float wide enough to hold the powers of two bounding dst exactly.
+    from .types import DTYPES
+    wide = src if src.bits >= 32 else DTYPES["f32"]
+    xw = hlo.convert(tensor_type(shape, wide), x) if wide != src else x
+    lo, hi = int_range(dst)
+    upper = float(hi + 1)               # a power of two: exact in f32/f64
+    result = hlo.convert(tensor_type(shape, dst), xw)
+    too_big = compare(xw, const(upper, wide, shape), "GE", wide)
+    result = select(too_big, const(hi, dst, shape), result)
+    if dst.kind == "uint":
+        too_small = compare(xw, const(0.0, wide, shape), "LT", wide)
+        result = select(too_small, const(0, dst, shape), result)
+    else:
+        too_small = compare(xw, const(float(lo), wide, shape), "LE", wide)
+        result = select(too_small, const(lo, dst, shape), result)
+    is_nan = compare(xw, xw, "NE", wide)
+    return select(is_nan, const(0, dst, shape), result)
+
+
+def _int_to_int(x, src: DType, dst: DType, shape) -> ir.Value:
+    """Two's-complement wrap, built from conversions that never leave their range."""
+    from .types import DTYPES
+    unsigned = {b: DTYPES[f"u{b}"] for b in (8, 16, 32, 64)}
+    signed = {b: DTYPES[f"i{b}"] for b in (8, 16, 32, 64)}
+    same_kind = (unsigned if src.kind == "uint" else signed)
+    if dst.bits >= src.bits:
+        widened = x if dst.bits == src.bits else hlo.convert(tensor_type(shape, same_kind[dst.bits]), x)
+        if same_kind[dst.bits] == dst:
+            return widened
+        return hlo.bitcast_convert(tensor_type(shape, dst), widened)
+    as_unsigned = x if src.kind == "uint" else hlo.bitcast_convert(tensor_type(shape, unsigned[src.bits]), x)
+    mask = const(2 ** dst.bits - 1, unsigned[src.bits], shape)
+    low_bits = hlo.and_(as_unsigned, mask)
+    narrowed = hlo.convert(tensor_type(shape, unsigned[dst.bits]), low_bits)
+    if dst.kind == "uint":
+        return narrowed
+    return hlo.bitcast_convert(tensor_type(shape, dst), narrowed)
+
+
+def reduce(x: ir.Value, init: ir.Value, dims, body, dt: DType) -> ir.Value:
+    """Reduce `x` over `dims` with the binary `body(a, b)` (an hlo op builder)."""
+    in_shape = shape_of(x)
+    out_shape = [d for i, d in enumerate(in_shape) if i not in dims]
+    op = hlo.ReduceOp([tensor_type(out_shape, dt)], [x], [init], list(dims))
+    scalar = tensor_type((), dt)
+    block = op.body.blocks.append(scalar, scalar)
+    with ir.InsertionPoint(block):
+        hlo.return_([body(block.arguments[0], block.arguments[1])])
+    return op.result
+
+
+def scalar_arith_min(dt: DType):
+    """The identity of `max` for dtype `dt` (-inf for floats)."""
+    if dt.is_float:
+        return -np.inf
+    return int_range(dt)[0]
+
+
+def scalar_arith_max(dt: DType):
+    if dt.is_float:
+        return np.inf
+    return int_range(dt)[1]
+
+
+@functools.lru_cache(maxsize=None)
+def _direction(op: str) -> str:
+    return {"==": "EQ", "!=": "NE", "<": "LT", "<=": "LE", ">": "GT", ">=": "GE"}[op]
+
+
+def compare_op(a, b, op: str, dt: DType):
+    return compare(a, b, _direction(op), dt)

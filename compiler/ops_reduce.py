@@ -1,0 +1,200 @@
+"""Reductions: sum prod mean max min argmax argmin any all var std logsumexp (axis=, keepdims=)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import emit
+from .builtins import CallCx, concrete, float_dtype_for, register
+from .emit import hlo
+from .types import BOOL, DTYPES, I32, ArrayType, Dim
+
+
+def _reduced_shape(shape, axes, keepdims: bool):
+    if keepdims:
+        return tuple(Dim.const(1) if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def _accumulator_dtype(dt):
+    """sum/prod of small integers accumulate in 32 bits (as jax.numpy); bool counts in i32."""
+    if dt.is_bool:
+        return I32
+    if dt.kind == "int" and dt.bits < 32:
+        return I32
+    if dt.kind == "uint" and dt.bits < 32:
+        return DTYPES["u32"]
+    return dt
+
+
+def _finish(cx, x, axes, keepdims, out_dtype, reduced_ir_fn):
+    """Shape bookkeeping shared by all reductions; `reduced_ir_fn()` returns the reduced value (no keepdims)."""
+    out_shape = _reduced_shape(x.type.shape, axes, keepdims)
+    t = ArrayType(out_dtype, out_shape)
+
+    def build():
+        value = reduced_ir_fn()
+        if keepdims:
+            value = hlo.reshape(emit.tensor_type(concrete(out_shape), out_dtype), value)
+        return value
+    return cx.value(t, build)
+
+
+def _read(cx: CallCx, x, axis, keepdims):
+    x = cx.array(x, "x")
+    axes = cx.axes(axis, x.type.rank)
+    axes = list(range(x.type.rank)) if axes is None else sorted(axes)
+    keepdims = cx.bool_flag(keepdims, "keepdims")
+    return x, axes, keepdims
+
+
+def monoid(name: str, combine, identity, dtype_rule):
+    def rule(cx: CallCx, x, axis=None, keepdims=False):
+        x, axes, keepdims = _read(cx, x, axis, keepdims)
+        dt = dtype_rule(cx, x.type.dtype)
+        return _finish(cx, x, axes, keepdims, dt, lambda: emit.reduce(
+            cx.ir(x, dt), emit.const(identity(dt), dt), axes, combine, dt))
+    return rule
+
+
+def _numeric(name):
+    def rule(cx, dt):
+        return _accumulator_dtype(dt)
+    return rule
+
+
+def _same(cx, dt):
+    return dt
+
+
+def _as_bool(cx, dt):
+    return BOOL
+
+
+register("sum", params="x, axis=None, keepdims=False")(monoid("sum", hlo.add, lambda dt: 0, _numeric("sum")))
+register("prod", params="x, axis=None, keepdims=False")(monoid("prod", hlo.multiply, lambda dt: 1, _numeric("prod")))
+register("max", params="x, axis=None, keepdims=False")(
+    monoid("max", hlo.maximum, emit.scalar_arith_min, _same))
+register("min", params="x, axis=None, keepdims=False")(
+    monoid("min", hlo.minimum, emit.scalar_arith_max, _same))
+register("any", params="x, axis=None, keepdims=False")(monoid("any", hlo.or_, lambda dt: False, _as_bool))
+register("all", params="x, axis=None, keepdims=False")(monoid("all", hlo.and_, lambda dt: True, _as_bool))
+
+
+def _count(x, axes) -> int:
+    return int(np.prod([concrete(x.type.shape)[a] for a in axes])) if axes else 1
+
+
+def _mean_ir(cx, x, axes, dt, keep_shape=False):
+    total = emit.reduce(cx.ir(x, dt), emit.const(0, dt), axes, hlo.add, dt)
+    shape = emit.shape_of(total)
+    return hlo.divide(total, emit.const(_count(x, axes), dt, shape))
+
+
+@register("mean", params="x, axis=None, keepdims=False")
+def _mean(cx: CallCx, x, axis=None, keepdims=False):
+    x, axes, keepdims = _read(cx, x, axis, keepdims)
+    dt = float_dtype_for(x.type.dtype)
+    return _finish(cx, x, axes, keepdims, dt, lambda: _mean_ir(cx, x, axes, dt))
+
+
+def _variance_ir(cx, x, axes, dt, ddof: int):
+    value = cx.ir(x, dt)
+    in_shape = concrete(x.type.shape)
+    mean = _mean_ir(cx, x, axes, dt)
+    kept = [i for i in range(len(in_shape)) if i not in axes]
+    mean_b = hlo.broadcast_in_dim(emit.tensor_type(in_shape, dt), mean, kept)
+    centered = hlo.subtract(value, mean_b)
+    sq = hlo.multiply(centered, centered)
+    total = emit.reduce(sq, emit.const(0, dt), axes, hlo.add, dt)
+    return hlo.divide(total, emit.const(_count(x, axes) - ddof, dt, emit.shape_of(total)))
+
+
+@register("var", params="x, axis=None, keepdims=False, ddof=0")
+def _var(cx: CallCx, x, axis=None, keepdims=False, ddof=0):
+    x, axes, keepdims = _read(cx, x, axis, keepdims)
+    ddof = ddof if isinstance(ddof, int) else cx.const_int(ddof, "ddof")
+    dt = float_dtype_for(x.type.dtype)
+    return _finish(cx, x, axes, keepdims, dt, lambda: _variance_ir(cx, x, axes, dt, ddof))
+
+
+@register("std", params="x, axis=None, keepdims=False, ddof=0")
+def _std(cx: CallCx, x, axis=None, keepdims=False, ddof=0):
+    x, axes, keepdims = _read(cx, x, axis, keepdims)
+    ddof = ddof if isinstance(ddof, int) else cx.const_int(ddof, "ddof")
+    dt = float_dtype_for(x.type.dtype)
+    return _finish(cx, x, axes, keepdims, dt, lambda: hlo.sqrt(_variance_ir(cx, x, axes, dt, ddof)))
+
+
+def logsumexp_ir(cx, x, axes, dt):
+    value = cx.ir(x, dt)
+    in_shape = concrete(x.type.shape)
+    kept = [i for i in range(len(in_shape)) if i not in axes]
+    peak = emit.reduce(value, emit.const(-np.inf, dt), axes, hlo.maximum, dt)
+    # A row whose max is +-inf (all -inf, or an inf) must not produce inf - inf = nan.
+    safe_peak = hlo.select(hlo.is_finite(peak), peak, emit.const(0, dt, emit.shape_of(peak)))
+    peak_b = hlo.broadcast_in_dim(emit.tensor_type(in_shape, dt), safe_peak, kept)
+    total = emit.reduce(hlo.exponential(hlo.subtract(value, peak_b)), emit.const(0, dt), axes, hlo.add, dt)
+    return hlo.add(hlo.log(total), safe_peak)
+
+
+@register("logsumexp", params="x, axis=None, keepdims=False")
+def _logsumexp(cx: CallCx, x, axis=None, keepdims=False):
+    x, axes, keepdims = _read(cx, x, axis, keepdims)
+    dt = float_dtype_for(x.type.dtype)
+    return _finish(cx, x, axes, keepdims, dt, lambda: logsumexp_ir(cx, x, axes, dt))
+
+
+def arg_reduce(direction: str):
+    """argmax/argmin: first index of the extreme value; NaN counts as the extreme (as NumPy)."""
+    def rule(cx: CallCx, x, axis=None, keepdims=False):
+        x = cx.array(x, "x")
+        if axis is None:
+            axes = list(range(x.type.rank))
+        else:
+            axes = cx.axes(axis, x.type.rank)
+            if len(axes) != 1:
+                cx.error("E0204", "argmax/argmin take a single axis", at="axis")
+        keepdims = cx.bool_flag(keepdims, "keepdims")
+        dt = x.type.dtype
+
+        def reduced():
+            value = cx.ir(x)
+            in_shape = concrete(x.type.shape)
+            if axis is None:            # flatten: index into the raveled array, as NumPy
+                value = hlo.reshape(emit.tensor_type((int(np.prod(in_shape)),), dt), value)
+                red_axes = [0]
+                in_shape = (int(np.prod(in_shape)),)
+            else:
+                red_axes = axes
+            index = hlo.iota(emit.tensor_type(in_shape, I32), red_axes[0])
+            return _arg_reduce_ir(value, index, red_axes, dt, direction)
+        return _finish(cx, x, axes, keepdims, I32, reduced)
+    return rule
+
+
+def _arg_reduce_ir(value, index, axes, dt, direction):
+    from jaxlib.mlir import ir
+    in_shape = emit.shape_of(value)
+    out_shape = [d for i, d in enumerate(in_shape) if i not in axes]
+    init_v = emit.const(emit.scalar_arith_min(dt) if direction == "GT" else emit.scalar_arith_max(dt), dt)
+    init_i = emit.const(0, I32)
+    op = hlo.ReduceOp([emit.tensor_type(out_shape, dt), emit.tensor_type(out_shape, I32)], [value, index],
+                      [init_v, init_i], axes)
+    sv, si = emit.tensor_type((), dt), emit.tensor_type((), I32)
+    block = op.body.blocks.append(sv, si, sv, si)
+    with ir.InsertionPoint(block):
+        av, ai, bv, bi = block.arguments
+        better = emit.compare(av, bv, direction, dt)
+        if dt.is_float:
+            better = hlo.or_(better, emit.compare(av, av, "NE", dt))     # NaN wins
+        equal = emit.compare(av, bv, "EQ", dt)
+        if dt.is_float:
+            equal = hlo.or_(equal, hlo.and_(emit.compare(av, av, "NE", dt), emit.compare(bv, bv, "NE", dt)))
+        first = emit.compare(ai, bi, "LT", I32)
+        take_a = hlo.or_(hlo.and_(better, hlo.not_(equal)), hlo.and_(equal, first))
+        hlo.return_([hlo.select(take_a, av, bv), hlo.select(take_a, ai, bi)])
+    return op.results[1]
+
+
+register("argmax", params="x, axis=None, keepdims=False")(arg_reduce("GT"))
+register("argmin", params="x, axis=None, keepdims=False")(arg_reduce("LT"))

@@ -1,0 +1,397 @@
+"""Source text -> AST with spans. Syntax errors become E0001..E0004 diagnostics."""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark.indenter import DedentError, Indenter
+
+from . import ast
+from .diagnostics import CompileError, Diagnostic
+from .span import Source, Span
+
+GRAMMAR = Path(__file__).resolve().parent.parent / "grammar" / "arr.lark"
+MAX_NESTING = 200
+
+# Terminal names as a user reads them.
+TOKEN_WORDS = {
+    "NAME": "a name", "INT": "an integer", "FLOAT": "a number", "STRING": "a string",
+    "_NL": "a new line", "_INDENT": "an indented block", "_DEDENT": "the end of the block",
+    "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'", "COLON": "':'", "COMMA": "','",
+    "EQUAL": "'='", "DOT": "'.'", "MINUS": "'-'", "PLUS": "'+'", "TILDE": "'~'", "RARROW": "'->'",
+    "COMP_OP": "a comparison", "ADD_OP": "an operator", "MUL_OP": "an operator", "POW": "'**'",
+    "AUG_OP": "'+='", "$END": "the end of the file",
+}
+EXPRESSION_START = {"NAME", "INT", "FLOAT", "LPAR", "LSQB", "MINUS", "TILDE", "TRUE", "FALSE", "NOT"}
+
+
+class ArrIndenter(Indenter):
+    NL_type = "_NL"
+    OPEN_PAREN_types = ["LPAR", "LSQB"]
+    CLOSE_PAREN_types = ["RPAR", "RSQB"]
+    INDENT_type = "_INDENT"
+    DEDENT_type = "_DEDENT"
+    tab_len = 8
+
+    def _process(self, stream):
+        # Lark's Indenter asserts on an unmatched ')'; let the parser report it instead.
+        for token in stream:
+            if token.type == self.NL_type:
+                yield from self.handle_NL(token)
+            else:
+                yield token
+            if token.type in self.OPEN_PAREN_types:
+                self.paren_level += 1
+            elif token.type in self.CLOSE_PAREN_types:
+                self.paren_level = max(0, self.paren_level - 1)
+        while len(self.indent_level) > 1:
+            self.indent_level.pop()
+            yield Token.new_borrow_pos(self.DEDENT_type, "", token) if token else Token(self.DEDENT_type, "")
+
+
+@functools.lru_cache(maxsize=1)
+def _parser() -> Lark:
+    return Lark.open(str(GRAMMAR), parser="lalr", postlex=ArrIndenter(), propagate_positions=True,
+                     maybe_placeholders=True, start=["module", "expr", "type", "stmt"], cache=False)
+
+
+def _span(file: str, meta) -> Span:
+    return Span(file, meta.line, meta.column, meta.end_line, meta.end_column)
+
+
+def _tok_span(file: str, tok: Token) -> Span:
+    return Span(file, tok.line, tok.column, tok.end_line or tok.line, tok.end_column or tok.column + 1)
+
+
+@v_args(meta=True)
+class _ToAst(Transformer):
+    def __init__(self, file: str):
+        super().__init__()
+        self.file = file
+
+    def __default__(self, data, children, meta):
+        raise NotImplementedError(f"no AST rule for grammar rule {data!r}")
+
+    def _s(self, meta):
+        return _span(self.file, meta)
+
+    # module
+    def module(self, meta, items):
+        return ast.Module(self._s(meta), tuple(i for i in items if i is not None))
+
+    def definition(self, meta, ch):
+        name, params, (results, is_tuple), body = ch
+        return ast.FunctionDef(self._s(meta), str(name), tuple(params or ()), results, is_tuple, body,
+                               name_span=_tok_span(self.file, name))
+
+    def params(self, meta, ch):
+        return tuple(p for p in ch if p is not None)
+
+    def param(self, meta, ch):
+        return ast.Param(self._s(meta), str(ch[0]), ch[1])
+
+    def result_types(self, meta, ch):
+        types = tuple(c for c in ch if c is not None)
+        return types, len(types) > 1
+
+    def const_def(self, meta, ch):
+        return ast.ConstDef(self._s(meta), str(ch[0]), ch[1], ch[2])
+
+    # types
+    def type(self, meta, ch):
+        name, *dims = ch
+        if not dims:
+            return ast.TypeExpr(self._s(meta), str(name), None)
+        return ast.TypeExpr(self._s(meta), str(name), tuple(d for d in dims if d is not None))
+
+    def dim_int(self, meta, ch):
+        return ast.DimInt(self._s(meta), int(ch[0]))
+
+    def dim_name(self, meta, ch):
+        return ast.DimName(self._s(meta), str(ch[0]))
+
+    def _dim_bin(op):
+        def rule(self, meta, ch):
+            return ast.DimBin(self._s(meta), op, ch[0], ch[1])
+        return rule
+
+    dim_add, dim_sub, dim_mul, dim_floordiv = _dim_bin("+"), _dim_bin("-"), _dim_bin("*"), _dim_bin("//")
+
+    # statements
+    def suite(self, meta, ch):
+        return tuple(ch)
+
+    def assign(self, meta, ch):
+        return ast.Assign(self._s(meta), ch[0], ch[1])
+
+    def targets(self, meta, ch):
+        return tuple(t for t in ch if t is not None)
+
+    def name_target(self, meta, ch):
+        return ast.NameTarget(self._s(meta), str(ch[0]))
+
+    def index_target(self, meta, ch):
+        return ast.IndexTarget(self._s(meta), ch[0], ch[1])
+
+    def aug_assign(self, meta, ch):
+        return ast.AugAssign(self._s(meta), ch[0], str(ch[1])[:-1], ch[2])
+
+    def return_stmt(self, meta, ch):
+        return ast.Return(self._s(meta), tuple(c for c in ch if c is not None))
+
+    def pass_stmt(self, meta, ch):
+        return ast.Pass(self._s(meta))
+
+    def print_stmt(self, meta, ch):
+        args = ch[0] or ((), ())
+        return ast.Print(self._s(meta), args[0] + args[1])
+
+    def assert_stmt(self, meta, ch):
+        return ast.Assert(self._s(meta), ch[0], ch[1])
+
+    def expr_stmt(self, meta, ch):
+        return ast.ExprStmt(self._s(meta), ch[0])
+
+    def if_stmt(self, meta, ch):
+        cond, body, elifs, orelse = ch
+        orelse = orelse or ()
+        for elif_cond, elif_body, elif_span in reversed(elifs):
+            orelse = (ast.If(elif_span.to(orelse[-1].span) if orelse else elif_span, elif_cond, elif_body, orelse),)
+        return ast.If(self._s(meta), cond, body, orelse)
+
+    def elifs(self, meta, ch):
+        return list(ch)
+
+    def elif_(self, meta, ch):
+        return (ch[0], ch[1], self._s(meta))
+
+    def for_stmt(self, meta, ch):
+        name, args, body = ch
+        return ast.For(self._s(meta), str(name), args[0] + args[1], body)
+
+    def while_stmt(self, meta, ch):
+        return ast.While(self._s(meta), ch[0], ch[1])
+
+    # expressions
+    def cond_expr(self, meta, ch):
+        return ast.CondExpr(self._s(meta), ch[1], ch[0], ch[2])
+
+    def _binary(op=None):
+        def rule(self, meta, ch):
+            if op is None:
+                return ast.Binary(self._s(meta), str(ch[1]), ch[0], ch[2])
+            return ast.Binary(self._s(meta), op, ch[0], ch[1])
+        return rule
+
+    binary = compare = _binary()
+    or_, and_, bit_or, bit_xor, bit_and = _binary("or"), _binary("and"), _binary("|"), _binary("^"), _binary("&")
+
+    def pow(self, meta, ch):
+        return ast.Binary(self._s(meta), "**", ch[0], ch[2])
+
+    def _unary(op):
+        def rule(self, meta, ch):
+            return ast.Unary(self._s(meta), op, ch[0])
+        return rule
+
+    neg, pos, invert, not_ = _unary("-"), _unary("+"), _unary("~"), _unary("not")
+
+    def call(self, meta, ch):
+        args = ch[1] or ((), ())
+        return ast.Call(self._s(meta), ch[0], args[0], args[1])
+
+    def args(self, meta, ch):
+        ch = [c for c in ch if c is not None]
+        return tuple(c for c in ch if not isinstance(c, ast.Keyword)), \
+            tuple(c for c in ch if isinstance(c, ast.Keyword))
+
+    def kwarg(self, meta, ch):
+        return ast.Keyword(self._s(meta), str(ch[0]), ch[1])
+
+    def index(self, meta, ch):
+        return ast.Index(self._s(meta), ch[0], ch[1])
+
+    def subscripts(self, meta, ch):
+        return tuple(c for c in ch if c is not None)
+
+    def slice(self, meta, ch):
+        return ast.Slice(self._s(meta), *ch)
+
+    def ellipsis(self, meta, ch):
+        return ast.EllipsisIndex(self._s(meta))
+
+    def attribute(self, meta, ch):
+        return ast.Attribute(self._s(meta), ch[0], str(ch[1]))
+
+    def name(self, meta, ch):
+        return ast.Name(self._s(meta), str(ch[0]))
+
+    def int_lit(self, meta, ch):
+        return ast.IntLit(self._s(meta), int(ch[0]))
+
+    def float_lit(self, meta, ch):
+        return ast.FloatLit(self._s(meta), float(ch[0]))
+
+    def string_lit(self, meta, ch):
+        text = str(ch[0])[1:-1]
+        return ast.StrLit(self._s(meta), text.encode("latin-1", "backslashreplace").decode("unicode_escape"))
+
+    def true_lit(self, meta, ch):
+        return ast.BoolLit(self._s(meta), True)
+
+    def false_lit(self, meta, ch):
+        return ast.BoolLit(self._s(meta), False)
+
+    def array_lit(self, meta, ch):
+        return ast.ArrayLit(self._s(meta), tuple(c for c in ch if c is not None))
+
+    def tuple_lit(self, meta, ch):
+        return ast.TupleLit(self._s(meta), tuple(c for c in ch if c is not None))
+
+
+def _describe_expected(expected: set[str]) -> str:
+    expected = {e for e in expected if not e.startswith("__")}
+    words = []
+    if len(expected & EXPRESSION_START) >= 4:
+        words.append("an expression")
+        expected -= EXPRESSION_START
+    for e in sorted(expected):
+        word = TOKEN_WORDS.get(e, f"'{e.lower()}'" if e.isalpha() else e)
+        if word not in words:
+            words.append(word)
+    if not words:
+        return ""
+    if len(words) > 6:
+        words = words[:6] + ["..."]
+    return "expected " + (words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1])
+
+
+def _token_text(tok: Token) -> str:
+    if tok.type == "$END":
+        return "end of file"
+    if tok.type == "_NL":
+        return "end of line"
+    if tok.type == "_INDENT":
+        return "indentation"
+    if tok.type == "_DEDENT":
+        return "end of block"
+    return repr(str(tok))
+
+
+def _syntax_error(err: UnexpectedInput, source: Source) -> Diagnostic:
+    file = source.name
+    if isinstance(err, UnexpectedCharacters):
+        ch = source.text[err.pos_in_stream] if err.pos_in_stream < len(source.text) else ""
+        span = Span(file, err.line, err.column, err.line, err.column + 1)
+        what = f"unexpected character {ch!r}"
+        if ch in "\"'":
+            what = "unterminated string literal"
+        return Diagnostic("E0001", what, span, "not valid here", help=_describe_expected(set(err.allowed or ())) or None)
+    if isinstance(err, UnexpectedToken):
+        tok = err.token
+        if tok.type in ("$END",) or tok.line is None:
+            lines = source.text.splitlines() or [""]
+            span = Span(file, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 2)
+        elif tok.type in ("_NL", "_DEDENT", "_INDENT"):
+            prev = err.token_history[-1] if err.token_history else None
+            line = prev.end_line if prev is not None else tok.line
+            col = prev.end_column if prev is not None else tok.column
+            span = Span(file, line, col, line, col + 1)
+        else:
+            span = _tok_span(file, tok)
+        expected = _describe_expected(set(err.expected))
+        msg = f"unexpected {_token_text(tok)}"
+        if tok.type == "_INDENT":
+            msg = "unexpected indentation"
+        return Diagnostic("E0001", msg, span, expected)
+    if isinstance(err, UnexpectedEOF):
+        lines = source.text.splitlines() or [""]
+        span = Span(file, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 2)
+        return Diagnostic("E0001", "unexpected end of file", span, _describe_expected(set(err.expected)))
+    return Diagnostic("E0001", "syntax error", None)
+
+
+def _prescan(source: Source) -> list[Diagnostic]:
+    """Errors found before parsing: tabs in indentation, nesting deeper than the compiler accepts."""
+    diags = []
+    depth = 0
+    for lineno, line in enumerate(source.text.splitlines(), 1):
+        indent = line[: len(line) - len(line.lstrip(" \t"))]
+        if "\t" in indent and line.strip():
+            col = indent.index("\t") + 1
+            diags.append(Diagnostic("E0002", "tab in indentation", Span(source.name, lineno, col, lineno, col + 1),
+                                    "a tab", help="indent with spaces only (4 per level is usual)"))
+        for col, ch in enumerate(line, 1):
+            if ch in "([":
+                depth += 1
+                if depth == MAX_NESTING + 1:
+                    diags.append(Diagnostic("E0004", f"brackets nested more than {MAX_NESTING} deep",
+                                            Span(source.name, lineno, col, lineno, col + 1), "too deep here",
+                                            help="split the expression into several assignments"))
+            elif ch in ")]":
+                depth = max(0, depth - 1)
+    return diags
+
+
+def parse(source: Source, start: str = "module"):
+    """Parse `source` into an AST node; raises CompileError with E0001-E0004 diagnostics."""
+    diags = _prescan(source)
+    if diags:
+        raise CompileError(diags, {source.name: source})
+    text = source.text if source.text.endswith("\n") else source.text + "\n"
+    try:
+        tree = _parser().parse(text, start=start)
+    except UnexpectedInput as err:
+        raise CompileError([_syntax_error(err, source)], {source.name: source}) from None
+    except DedentError:
+        line = _bad_dedent_line(source)
+        span = Span(source.name, line, 1, line, 2)
+        raise CompileError([Diagnostic("E0001", "unindent does not match any outer indentation level", span,
+                                       "this line", help="indent this line like the block it belongs to")],
+                           {source.name: source}) from None
+    try:
+        return _ToAst(source.name).transform(tree)
+    except VisitError as err:
+        if isinstance(err.orig_exc, RecursionError):
+            raise _too_deep(source) from None
+        raise err.orig_exc from None
+    except RecursionError:
+        raise _too_deep(source) from None
+
+
+def _too_deep(source: Source) -> CompileError:
+    return CompileError([Diagnostic("E0004", "program nested too deeply", Span(source.name, 1, 1, 1, 2),
+                                    help="split long expressions into several assignments")],
+                        {source.name: source})
+
+
+def _bad_dedent_line(source: Source) -> int:
+    stack = [0]
+    for lineno, line in enumerate(source.text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        if indent > stack[-1]:
+            stack.append(indent)
+        else:
+            while indent < stack[-1]:
+                stack.pop()
+            if indent != stack[-1]:
+                return lineno
+    return 1
+
+
+def decode(data: bytes, name: str) -> Source:
+    """Decode file bytes as UTF-8; invalid bytes are an E0003 diagnostic pointing at the first one."""
+    try:
+        return Source(name, data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        prefix = data[: err.start].decode("utf-8", "replace")
+        line = prefix.count("\n") + 1
+        col = len(prefix) - (prefix.rfind("\n") + 1) + 1
+        text = data.decode("utf-8", "replace")
+        raise CompileError([Diagnostic("E0003", f"file is not valid UTF-8 (byte 0x{data[err.start]:02x})",
+                                       Span(name, line, col, line, col + 1), "invalid byte",
+                                       help="save the file as UTF-8")], {name: Source(name, text)}) from None

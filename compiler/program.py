@@ -1,0 +1,174 @@
+"""Module-level checking: definitions, constants, signatures, recursion; every function body checked once."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import ast
+from .check import FunctionWalk, Signature, type_of
+from .diagnostics import CompileError, Diagnostic, Label, Reporter
+from .parse import parse
+from .span import Source
+from .types import ArrayType, Dim
+from .values import POISON, ArrError, Poisoned, Val, describe
+from .builtins import check_literal, weak_literal_fits
+
+
+@dataclass
+class Program:
+    source: Source
+    module: ast.Module
+    functions: dict = field(default_factory=dict)      # name -> FunctionDef
+    consts: dict = field(default_factory=dict)         # name -> ConstDef
+    const_types: dict = field(default_factory=dict)    # name -> ArrayType
+    const_dims: dict = field(default_factory=dict)     # integer scalar consts usable in shapes: name -> Dim
+    signatures: dict = field(default_factory=dict)     # name -> Signature
+    warnings: list = field(default_factory=list)
+
+    def const_value(self, name: str, walk: FunctionWalk):
+        """The value of a module constant inside `walk` (emitted inline while lowering)."""
+        declared = self.const_types.get(name)
+        if declared is None:
+            return POISON
+        if name in self.const_dims:
+            return Val(declared, None, self.const_dims[name])
+        value = walk.eval(self.consts[name].value)
+        if isinstance(value, Poisoned):
+            return value
+        if walk.is_lowering:
+            return Val(declared, walk.materialize(value, declared.dtype))
+        return Val(declared, None, value.static if isinstance(value.static, np.ndarray) else None)
+
+
+def check_program(source: Source, werror: bool = False) -> Program:
+    """Parse and check `source`; raises CompileError listing every error found."""
+    module = parse(source)
+    reporter = Reporter(werror)
+    program = Program(source, module)
+    _collect(program, reporter)
+    for const in program.consts.values():
+        _check_const(program, const, reporter)
+    for fn in program.functions.values():
+        _signature(program, fn, reporter)
+    calls = {}
+    for fn in program.functions.values():
+        if fn.name not in program.signatures:
+            continue
+        walk = FunctionWalk(program, fn, reporter)
+        sig = program.signatures[fn.name]
+        params = [Val(t) for _, t, _ in sig.params]
+        try:
+            walk.run(params)
+        except RecursionError:
+            reporter.add(Diagnostic("E0004", "function nested too deeply", fn.name_span, "in this function",
+                                    help="split long expressions into several assignments"))
+        calls[fn.name] = walk.calls
+    _check_recursion(calls, reporter)
+    if reporter.errors:
+        raise CompileError(reporter.diagnostics, {source.name: source})
+    program.warnings = reporter.diagnostics
+    return program
+
+
+def _collect(program: Program, reporter: Reporter) -> None:
+    seen: dict = {}
+    for item in program.module.items:
+        span = item.name_span if isinstance(item, ast.FunctionDef) else item.span
+        if item.name in seen:
+            reporter.add(Diagnostic("E0102", f"`{item.name}` is defined twice", span, "defined again here",
+                                    [Label(seen[item.name], "first defined here")],
+                                    help="rename one of them"))
+            continue
+        seen[item.name] = span
+        if isinstance(item, ast.FunctionDef):
+            program.functions[item.name] = item
+        else:
+            program.consts[item.name] = item
+
+
+def _check_const(program: Program, const: ast.ConstDef, reporter: Reporter) -> None:
+    errors: list = []
+    declared = type_of(const.type, program.const_dims, None, errors)
+    for d in errors:
+        reporter.add(d)
+    if declared is None:
+        return
+    walk = FunctionWalk(program, None, reporter)
+    try:
+        value = walk.eval(const.value)
+    except ArrError as err:
+        reporter.add(err.diag)
+        return
+    if isinstance(value, Poisoned):
+        return
+    fits = isinstance(value, Val) and value.type.shape == declared.shape and (
+        value.type.dtype == declared.dtype or (value.type.weak and weak_literal_fits(value.type, declared.dtype)))
+    if not fits:
+        reporter.add(Diagnostic("E0203", f"constant `{const.name}` has a value of type {describe(value)}, "
+                                         f"declared {declared}", const.value.span, f"this is {describe(value)}",
+                                [Label(const.type.span, "declared here")]))
+        return
+    try:
+        from .builtins import CallCx
+        check_literal(CallCx(walk, const, [const.value.span], {}), value, declared.dtype, 0)
+    except ArrError as err:
+        reporter.add(err.diag)
+        return
+    program.const_types[const.name] = declared
+    if declared.rank == 0 and declared.dtype.is_int and isinstance(value.static, Dim) and value.static.is_const:
+        program.const_dims[const.name] = value.static
+
+
+def _signature(program: Program, fn: ast.FunctionDef, reporter: Reporter) -> None:
+    errors: list = []
+    shape_vars: list = []
+    params = []
+    names = set()
+    for p in fn.params:
+        if p.name in names:
+            errors.append(Diagnostic("E0102", f"parameter `{p.name}` appears twice", p.span, "again here"))
+        names.add(p.name)
+        t = type_of(p.type, program.const_dims, shape_vars, errors)
+        if t is not None:
+            params.append((p.name, t, p.type.span))
+    for var in shape_vars:
+        if var in names:
+            span = next(p.span for p in fn.params if p.name == var)
+            errors.append(Diagnostic("E0102", f"`{var}` is both a parameter and a shape variable", span,
+                                     "parameter", help="rename the parameter or the dimension"))
+    results = [type_of(r, program.const_dims, list(shape_vars), errors) for r in fn.results]
+    for r, texpr in zip(results, fn.results):
+        if r is None:
+            continue
+        unbound = set().union(set(), *[d.variables for d in r.shape]) - set(shape_vars)
+        if unbound:
+            errors.append(Diagnostic("E0206", f"result type uses `{sorted(unbound)[0]}`, which no parameter binds",
+                                     texpr.span, "unbound shape variable",
+                                     help="a result's dimensions may use only shape variables of the parameters; "
+                                          "use a `const` or a literal for a fixed size"))
+    for d in errors:
+        reporter.add(d)
+    if errors or None in results or len(params) != len(fn.params):
+        return
+    program.signatures[fn.name] = Signature(fn.name, params, results, [r.span for r in fn.results],
+                                            fn.tuple_result, shape_vars)
+
+
+def _check_recursion(calls: dict, reporter: Reporter) -> None:
+    done: set = set()
+
+    def visit(name, path):
+        for callee, span in calls.get(name, ()):
+            if callee in path:
+                cycle = path[path.index(callee):] + [callee]
+                reporter.add(Diagnostic("E0104", f"recursive call: {' -> '.join(cycle)}", span,
+                                        "calls a function that is still running",
+                                        help="arr functions cannot be recursive; use a `for` or `while` loop"))
+            elif callee not in done:
+                visit(callee, path + [callee])
+        done.add(name)
+
+    for name in calls:
+        if name not in done:
+            visit(name, [name])

@@ -1,0 +1,40 @@
+"""Source text and spans: one span type for the whole compiler."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Source:
+    """A source file: its name and its text."""
+    name: str
+    text: str
+
+    def line_text(self, line: int) -> str:
+        lines = self.text.splitlines()
+        return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+@dataclass(frozen=True)
+class Span:
+    """A region of a source file; lines and columns are 1-based, end inclusive of its last column + 1."""
+    file: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+    def to(self, other: "Span") -> "Span":
+        return Span(self.file, self.line, self.col, other.end_line, other.end_col)
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+    def as_dict(self) -> dict:
+        return {"file": self.file, "line": self.line, "col": self.col,
+                "end_line": self.end_line, "end_col": self.end_col}
+
+
+def span_field():
+    """A dataclass field for spans that takes no part in equality (parser tests compare structure)."""
+    return field(default=None, compare=False, repr=False)

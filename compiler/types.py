@@ -1,0 +1,279 @@
+"""dtypes, symbolic dimensions (polynomials over shape variables), array types and promotion."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import ml_dtypes
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str
+    kind: str          # "bool" | "int" | "uint" | "float"
+    bits: int
+    np: object         # numpy dtype
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in ("int", "uint")
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "bool"
+
+    @property
+    def is_64bit(self) -> bool:
+        return self.bits == 64
+
+
+DTYPES: dict[str, DType] = {d.name: d for d in [
+    DType("bool", "bool", 1, np.dtype(np.bool_)),
+    DType("i8", "int", 8, np.dtype(np.int8)), DType("i16", "int", 16, np.dtype(np.int16)),
+    DType("i32", "int", 32, np.dtype(np.int32)), DType("i64", "int", 64, np.dtype(np.int64)),
+    DType("u8", "uint", 8, np.dtype(np.uint8)), DType("u16", "uint", 16, np.dtype(np.uint16)),
+    DType("u32", "uint", 32, np.dtype(np.uint32)), DType("u64", "uint", 64, np.dtype(np.uint64)),
+    DType("f16", "float", 16, np.dtype(np.float16)), DType("bf16", "float", 16, np.dtype(ml_dtypes.bfloat16)),
+    DType("f32", "float", 32, np.dtype(np.float32)), DType("f64", "float", 64, np.dtype(np.float64)),
+]}
+BOOL, I32, I64, U64, F32, F64 = (DTYPES[n] for n in ("bool", "i32", "i64", "u64", "f32", "f64"))
+_BY_NUMPY = {d.np: d for d in DTYPES.values()}
+
+
+def dtype_of_numpy(np_dtype) -> DType | None:
+    return _BY_NUMPY.get(np.dtype(np_dtype))
+
+
+def int_range(dt: DType) -> tuple[int, int]:
+    if dt.kind == "bool":
+        return 0, 1
+    if dt.kind == "uint":
+        return 0, 2 ** dt.bits - 1
+    return -(2 ** (dt.bits - 1)), 2 ** (dt.bits - 1) - 1
+
+
+# ---- dimensions ----------------------------------------------------------------
+class Dim:
+    """A dimension: an integer polynomial over shape variables, e.g. `2 * n + 1`.
+
+    Equality is structural on the normalized polynomial, so `n + n == 2 * n`; two
+    different variables never compare equal.
+    """
+    __slots__ = ("terms",)
+
+    def __init__(self, terms: dict):
+        self.terms = {m: c for m, c in terms.items() if c != 0}
+
+    @staticmethod
+    def const(v: int) -> "Dim":
+        return Dim({(): int(v)})
+
+    @staticmethod
+    def var(name: str) -> "Dim":
+        return Dim({(name,): 1})
+
+    @property
+    def is_const(self) -> bool:
+        return all(m == () for m in self.terms)
+
+    @property
+    def value(self) -> int:
+        assert self.is_const, self
+        return self.terms.get((), 0)
+
+    @property
+    def variables(self) -> set[str]:
+        return {v for m in self.terms for v in m}
+
+    def __add__(self, other: "Dim") -> "Dim":
+        t = dict(self.terms)
+        for m, c in other.terms.items():
+            t[m] = t.get(m, 0) + c
+        return Dim(t)
+
+    def __neg__(self) -> "Dim":
+        return Dim({m: -c for m, c in self.terms.items()})
+
+    def __sub__(self, other: "Dim") -> "Dim":
+        return self + (-other)
+
+    def __mul__(self, other: "Dim") -> "Dim":
+        t: dict = {}
+        for m1, c1 in self.terms.items():
+            for m2, c2 in other.terms.items():
+                m = tuple(sorted(m1 + m2))
+                t[m] = t.get(m, 0) + c1 * c2
+        return Dim(t)
+
+    def floordiv(self, other: "Dim") -> "Dim | None":
+        """Exact or constant floor division; None where it is not a polynomial."""
+        if other.is_const and other.value != 0:
+            d = other.value
+            if self.is_const:
+                return Dim.const(self.value // d)
+            if all(c % d == 0 for c in self.terms.values()):
+                return Dim({m: c // d for m, c in self.terms.items()})
+        if self == other and self.terms:
+            return Dim.const(1)
+        return None
+
+    def subs(self, env: dict) -> "Dim":
+        """Substitute variables by ints or Dims."""
+        out = Dim({})
+        for m, c in self.terms.items():
+            term = Dim.const(c)
+            for v in m:
+                value = env.get(v, Dim.var(v))
+                term = term * (value if isinstance(value, Dim) else Dim.const(value))
+            out = out + term
+        return out
+
+    def linear_in(self, var: str) -> int | None:
+        """The coefficient of `var` if `var` occurs only as a linear term, else None."""
+        occurrences = [(m, c) for m, c in self.terms.items() if var in m]
+        if len(occurrences) == 1 and occurrences[0][0] == (var,):
+            return occurrences[0][1]
+        return None
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, int):
+            return self.is_const and self.value == other
+        return isinstance(other, Dim) and self.terms == other.terms
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self.terms.items()))
+
+    def __str__(self) -> str:
+        if not self.terms:
+            return "0"
+        parts = []
+        for m, c in sorted(self.terms.items(), key=lambda mc: (-len(mc[0]), mc[0])):
+            body = " * ".join(m)
+            if not m:
+                text = str(abs(c))
+            elif abs(c) == 1:
+                text = body
+            else:
+                text = f"{abs(c)} * {body}"
+            if not parts:
+                parts.append(("-" if c < 0 else "") + text)
+            else:
+                parts.append(("- " if c < 0 else "+ ") + text)
+        return " ".join(parts)
+
+    __repr__ = __str__
+
+
+# ---- types of values -------------------------------------------------------------
+@dataclass(frozen=True)
+class ArrayType:
+    """An array (or scalar, rank 0) of `dtype`; `weak` marks a type that came from a literal only."""
+    dtype: DType
+    shape: tuple = ()
+    weak: bool = False
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_concrete(self) -> bool:
+        return all(d.is_const for d in self.shape)
+
+    @property
+    def concrete_shape(self) -> tuple[int, ...]:
+        return tuple(d.value for d in self.shape)
+
+    def with_dtype(self, dtype: DType, weak: bool = False) -> "ArrayType":
+        return ArrayType(dtype, self.shape, weak)
+
+    def with_shape(self, shape) -> "ArrayType":
+        return ArrayType(self.dtype, tuple(shape), self.weak)
+
+    def strong(self) -> "ArrayType":
+        return ArrayType(self.dtype, self.shape, False)
+
+    def subs(self, env: dict[str, int]) -> "ArrayType":
+        return ArrayType(self.dtype, tuple(d.subs(env) for d in self.shape), self.weak)
+
+    def __str__(self) -> str:
+        if not self.shape:
+            return self.dtype.name
+        return f"{self.dtype.name}[{', '.join(str(d) for d in self.shape)}]"
+
+
+def shape_str(shape) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+# ---- promotion (JAX's lattice, with arr's 32-bit defaults) -----------------------
+# Nodes are dtype names plus the weak kinds "i*" and "f*" (JAX's weakly typed int/float).
+_LATTICE = {
+    "bool": ["i*"], "i*": ["u8", "i8"], "u8": ["i16", "u16"], "u16": ["i32", "u32"], "u32": ["i64", "u64"],
+    "u64": ["f*"], "i8": ["i16"], "i16": ["i32"], "i32": ["i64"], "i64": ["f*"],
+    "f*": ["bf16", "f16"], "bf16": ["f32"], "f16": ["f32"], "f32": ["f64"], "f64": [],
+}
+
+
+@lru_cache(maxsize=None)
+def _upper_bounds(node: str) -> frozenset:
+    out = {node}
+    for nxt in _LATTICE[node]:
+        out |= _upper_bounds(nxt)
+    return frozenset(out)
+
+
+def _node(t: ArrayType) -> str:
+    if t.weak and t.dtype.is_int:
+        return "i*"
+    if t.weak and t.dtype.is_float:
+        return "f*"
+    return t.dtype.name
+
+
+@lru_cache(maxsize=None)
+def _join(a: str, b: str) -> str:
+    common = _upper_bounds(a) & _upper_bounds(b)
+    least = [n for n in common if all(m in _upper_bounds(n) for m in common)]
+    return least[0]
+
+
+def promote(types: list[ArrayType]) -> tuple[DType, bool]:
+    """The dtype and weakness that `types` promote to; shapes are not looked at."""
+    node = types[0] and _node(types[0])
+    for t in types[1:]:
+        node = _join(node, _node(t))
+    weak = all(t.weak for t in types)
+    if node == "i*":
+        return I32, weak
+    if node == "f*":
+        # JAX with x64 would default to f64 here; arr stays at 32 bits unless a 64-bit value took part.
+        wide = any(t.dtype.is_64bit and not t.weak for t in types)
+        return (F64 if wide else F32), weak
+    return DTYPES[node], weak
+
+
+def lossy_promotion(types: list[ArrayType], result: DType) -> ArrayType | None:
+    """The operand whose value may not survive the implicit promotion to `result`, if any."""
+    if not result.is_float:
+        return None
+    strong_ints = [t for t in types if t.dtype.is_int and not t.weak]
+    for t in strong_ints:
+        if t.dtype.bits > result.bits:
+            return t
+    if len(strong_ints) == len(types) and len(types) > 1:
+        return strong_ints[0]       # e.g. u64 with i64 -> f64
+    return None
+
+
+def true_divide_dtype(dt: DType) -> DType:
+    """The float dtype of `/` between integers (or bools) of dtype `dt`."""
+    return F64 if dt.is_64bit else F32

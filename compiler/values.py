@@ -1,0 +1,71 @@
+"""Values seen by the checker/lowering walk, and the error that rules raise."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .diagnostics import Diagnostic, Label
+from .span import Span
+from .types import ArrayType, DType
+
+
+class ArrError(Exception):
+    """A user error found by a rule; the walker turns it into a Diagnostic at the right span."""
+
+    def __init__(self, code: str, message: str, span: Span | None = None, label: str = "",
+                 notes=(), help: str | None = None, labels=()):
+        super().__init__(message)
+        self.diag = Diagnostic(code, message, span, label, list(labels), list(notes), help)
+
+
+@dataclass
+class Val:
+    """An array value. `ir` is its MLIR value while lowering; `static` its compile-time value if known
+    (a `Dim` for integers, Python float/bool, or a NumPy array for literals)."""
+    type: ArrayType
+    ir: Any = None
+    static: Any = None
+
+
+@dataclass
+class TupleVal:
+    items: list = field(default_factory=list)
+
+
+@dataclass
+class DTypeVal:
+    dtype: DType
+
+
+@dataclass
+class StrVal:
+    text: str
+
+
+class Poisoned:
+    """The value of an expression that already produced an error; uses of it stay silent."""
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+
+POISON = Poisoned()
+
+
+def describe(v) -> str:
+    if isinstance(v, Val):
+        return str(v.type)
+    if isinstance(v, TupleVal):
+        return "(" + ", ".join(describe(i) for i in v.items) + ")"
+    if isinstance(v, DTypeVal):
+        return f"dtype {v.dtype}"
+    if isinstance(v, StrVal):
+        return "string"
+    return "?"
+
+
+def note_label(span: Span, message: str) -> Label:
+    return Label(span, message)

@@ -1,0 +1,1 @@
+"""PJRT runtime: devices, compilation (cached), argument transfer and execution."""
