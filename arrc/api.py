@@ -97,6 +97,18 @@ class Function:
     def __repr__(self) -> str:
         return f"<arr function {self.name}{self._sig}>"
 
+    @property
+    def shape_vars(self) -> list[str]:
+        return list(self._sig.shape_vars)
+
+    def arg_types_for(self, shapes: dict[str, int]) -> list[ArrayType]:
+        """Concrete argument types with each shape variable set from `shapes` (e.g. for `--shape n=8`)."""
+        missing = [v for v in self._sig.shape_vars if v not in shapes]
+        if missing:
+            raise ArgumentError(f"{self.name}{self._sig} needs a size for shape variable `{missing[0]}` "
+                                f"(e.g. --shape {missing[0]}=8)")
+        return [t.subs(shapes) for _, t, _ in self._sig.params]
+
     def lower(self, *arg_types: ArrayType) -> Lowered:
         """Specialize to concrete argument types and lower to StableHLO."""
         self._check_types(list(arg_types))
