@@ -18,7 +18,8 @@ from . import ast
 from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, weak_literal_fits
 from .diagnostics import Diagnostic, Label, Reporter
 from .types import DTYPES, I32, ArrayType, Dim, promote
-from .values import POISON, ArrError, DTypeVal, Poisoned, StrVal, TupleVal, Val, describe
+from .control import ControlFlow
+from .values import POISON, ArrError, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe
 
 NAMED_CONSTANTS = {"nan": float("nan"), "inf": float("inf"), "pi": float(np.pi)}
 
@@ -136,7 +137,7 @@ class Return_(Exception):
 
 
 @dataclass
-class FunctionWalk:
+class FunctionWalk(ControlFlow):
     """Walks one function body (see the module docstring for the two modes)."""
     program: "object"                    # compiler.program.Program
     fn: ast.FunctionDef
@@ -146,6 +147,8 @@ class FunctionWalk:
     env: dict = field(default_factory=dict)
     returned: list | None = None
     calls: list = field(default_factory=list)   # (callee name, span) for the recursion check
+    spans: dict = field(default_factory=dict)   # name -> span of its latest assignment
+    loop_depth: int = 0
 
     @property
     def is_lowering(self) -> bool:
@@ -250,6 +253,7 @@ class FunctionWalk:
             raise ArrError("E0105", f"cannot assign to shape variable `{name}`", target.span, "a shape variable",
                            help="shape variables are fixed by the argument shapes; choose another name")
         self.env[name] = value
+        self.spans[name] = target.span
 
     def _is_shape_var(self, name: str) -> bool:
         return name in self.program.signatures[self.fn.name].shape_vars
@@ -272,6 +276,9 @@ class FunctionWalk:
 
     def stmt_Return(self, stmt) -> None:
         sig = self.program.signatures[self.fn.name]
+        if self.loop_depth:
+            raise ArrError("E0106", "`return` inside a loop is not supported", stmt.span, "inside a loop",
+                           help="keep the result in a variable and return it after the loop")
         values = [self.eval(v) for v in stmt.values]
         if len(values) == 1 and isinstance(values[0], TupleVal) and len(sig.results) > 1:
             values = list(values[0].items)
@@ -322,7 +329,13 @@ class FunctionWalk:
 
     def expr_Name(self, e):
         if e.id in self.env:
-            return self.env[e.id]
+            value = self.env[e.id]
+            if isinstance(value, Unbound):
+                raise ArrError("E0101", f"`{e.id}` may be undefined here", e.span, "possibly undefined",
+                               labels=[Label(value.span, "assigned here")] if value.span else [],
+                               notes=[value.reason],
+                               help=f"assign `{e.id}` before the `if`/loop so it has a value on every path")
+            return value
         if e.id in self.program.consts:
             return self.program.const_value(e.id, self)
         if e.id in NAMED_CONSTANTS:

@@ -340,7 +340,7 @@ def parse(source: Source, start: str = "module"):
     diags = _prescan(source)
     if diags:
         raise CompileError(diags, {source.name: source})
-    text = source.text if source.text.endswith("\n") else source.text + "\n"
+    text = source.text if source.text.endswith("\n") or start in ("expr", "type") else source.text + "\n"
     try:
         tree = _parser().parse(text, start=start)
     except UnexpectedInput as err:

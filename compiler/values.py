@@ -69,3 +69,10 @@ def describe(v) -> str:
 
 def note_label(span: Span, message: str) -> Label:
     return Label(span, message)
+
+
+@dataclass
+class Unbound:
+    """A name that exists on some paths only (assigned in one branch, or only inside a loop)."""
+    reason: str
+    span: Span | None = None

@@ -1,0 +1,359 @@
+"""Control flow for the function walk: `if/elif/else`, `for ... in range(...)`, `while`.
+
+A run-time `if` lowers to `stablehlo.if`, loops to `stablehlo.while`; the variables that flow out of a
+branch or around a loop are found from the assignments in the body. Conditions known at compile time
+(literals, consts, shape variables) choose a branch statically.
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import numpy as np
+from jaxlib.mlir import ir
+
+from . import ast, emit
+from .builtins import weak_literal_fits
+from .diagnostics import Label
+from .emit import hlo
+from .types import BOOL, I32, ArrayType, Dim, promote
+from .values import POISON, ArrError, Poisoned, TupleVal, Unbound, Val, describe
+
+MAX_TYPE_ROUNDS = 4
+
+
+def assigned_names(stmts) -> list[str]:
+    """Names a block may rebind, in order of first assignment (nested blocks included)."""
+    out: list[str] = []
+
+    def add(name):
+        if name not in out:
+            out.append(name)
+
+    def visit(block):
+        for s in block:
+            if isinstance(s, ast.Assign):
+                for t in s.targets:
+                    add(t.name if isinstance(t, ast.NameTarget) else _base_name(t))
+            elif isinstance(s, ast.AugAssign):
+                add(s.target.name if isinstance(s.target, ast.NameTarget) else _base_name(s.target))
+            elif isinstance(s, ast.If):
+                visit(s.body)
+                visit(s.orelse)
+            elif isinstance(s, (ast.For, ast.While)):
+                visit(s.body)
+    visit(stmts)
+    return [n for n in out if n is not None]
+
+
+def _base_name(target) -> str | None:
+    base = target.base
+    while isinstance(base, ast.Index):
+        base = base.base
+    return base.id if isinstance(base, ast.Name) else None
+
+
+def static_bool(v) -> bool | None:
+    if isinstance(v, Val) and isinstance(v.static, (bool, np.bool_)):
+        return bool(v.static)
+    return None
+
+
+def merge_type(a: ArrayType, b: ArrayType) -> ArrayType | None:
+    """The type a variable has after two paths, or None when they disagree (weak literals adapt)."""
+    if a.shape != b.shape:
+        return None
+    if a.dtype == b.dtype:
+        return ArrayType(a.dtype, a.shape, a.weak and b.weak)
+    if a.weak and weak_literal_fits(a, b.dtype) and not b.weak:
+        return b.strong()
+    if b.weak and weak_literal_fits(b, a.dtype) and not a.weak:
+        return a.strong()
+    if a.weak and b.weak:
+        dtype, _ = promote([a, b])
+        return ArrayType(dtype, a.shape, True)
+    return None
+
+
+class ControlFlow:
+    """Mixed into FunctionWalk."""
+
+    # -- helpers -------------------------------------------------------------------------
+    def _scalar_bool(self, v, node, what: str) -> None:
+        if not isinstance(v, Val) or v.type.rank != 0 or not v.type.dtype.is_bool:
+            found = describe(v)
+            raise ArrError("E0213", f"the condition of `{what}` must be a scalar bool, found {found}", node.span,
+                           f"this is {found}",
+                           help="reduce it with any(...) or all(...)" if isinstance(v, Val) and v.type.rank else
+                           "compare it, e.g. `x > 0`")
+
+    def _scratch(self):
+        """A block to walk a branch into before the real op (whose result types are not known yet) exists."""
+        holder = hlo.IfOp([], emit.const(True, BOOL))
+        return holder, holder.true_branch.blocks.append()
+
+    def _types_only(self):
+        """Walk without emitting (used to find the types flowing around a loop before lowering it)."""
+        walk = self
+
+        class _Scope:
+            def __enter__(self):
+                self.saved = walk.lowering
+                walk.lowering = None
+
+            def __exit__(self, *exc):
+                walk.lowering = self.saved
+        return _Scope()
+
+    def _yield_values(self, values: list, types: list[ArrayType]) -> list:
+        return [self.materialize(v, t.dtype) for v, t in zip(values, types)]
+
+    # -- if ---------------------------------------------------------------------------------
+    def stmt_If(self, stmt) -> None:
+        cond = self.eval(stmt.cond)
+        if isinstance(cond, Poisoned):
+            for name in assigned_names(stmt.body) + assigned_names(stmt.orelse):
+                self.env[name] = POISON
+            return
+        self._scalar_bool(cond, stmt.cond, "if")
+        chosen = static_bool(cond)
+        if chosen is not None:
+            self.block(stmt.body if chosen else stmt.orelse)
+            return
+        before, before_spans = dict(self.env), dict(self.spans)
+        branches = []
+        holder = None
+        for body in (stmt.body, stmt.orelse):
+            self.env, self.spans, self.returned = dict(before), dict(before_spans), None
+            block = None
+            if self.is_lowering:
+                holder, block = self._scratch()
+            with ir.InsertionPoint(block) if block is not None else nullcontext():
+                self.block(body)
+            branches.append((self.env, self.spans, self.returned, block, holder, body))
+        self.env, self.spans, self.returned = dict(before), dict(before_spans), None
+        (env_t, spans_t, ret_t, *_), (env_f, spans_f, ret_f, *_) = branches
+
+        outputs, out_types = [], []          # (name or None for a returned value)
+        if (ret_t is None) != (ret_f is None):
+            span = (stmt.body if ret_t is not None else stmt.orelse or stmt.body)[-1].span
+            raise ArrError("E0106", "`return` in only one branch of a run-time `if` is not supported", span,
+                           "returns here", labels=[Label(stmt.cond.span, "the condition is a run-time value")],
+                           help="assign the value to a variable in each branch and return it after the `if`")
+        if ret_t is not None:
+            if any(isinstance(v, Poisoned) for v in ret_t + ret_f):
+                self.returned = [POISON] * len(ret_t)
+                return
+            for i, (a, b) in enumerate(zip(ret_t, ret_f)):
+                outputs.append(("return", i))
+                out_types.append(a.type)
+        for name in sorted(set(env_t) | set(env_f), key=lambda n: (n not in before, n)):
+            vt, vf = env_t.get(name), env_f.get(name)
+            if vt is before.get(name) and vf is before.get(name):
+                continue
+            if vt is None or vf is None:
+                where = spans_t.get(name) if vt is not None else spans_f.get(name)
+                self.env[name] = Unbound(f"`{name}` is assigned in only one branch of the `if`", where)
+                continue
+            if isinstance(vt, Poisoned) or isinstance(vf, Poisoned):
+                self.env[name] = POISON
+                continue
+            if isinstance(vt, Unbound) or isinstance(vf, Unbound):
+                self.env[name] = vt if isinstance(vt, Unbound) else vf
+                continue
+            if not isinstance(vt, Val) or not isinstance(vf, Val):
+                if vt is vf:
+                    continue
+                raise ArrError("E0301", f"`{name}` must be an array after the `if`, found {describe(vt)} and "
+                                        f"{describe(vf)}", spans_t.get(name, stmt.span), "assigned here")
+            merged = merge_type(vt.type, vf.type)
+            if merged is None:
+                raise ArrError("E0301", f"`{name}` has type {vt.type} in one branch and {vf.type} in the other",
+                               spans_t.get(name, stmt.span), f"{vt.type} here",
+                               labels=[Label(spans_f.get(name, stmt.span), f"{vf.type} here")],
+                               help="give the variable one type on every path, e.g. with `.astype(...)`")
+            if merged.weak and vt.static is not None and vf.static is not None and vt.static == vf.static:
+                self.env[name] = vt
+                continue
+            outputs.append(("name", name))
+            out_types.append(merged)
+            self.spans[name] = spans_t.get(name, spans_f.get(name))
+
+        def value_in(env, returned, key):
+            return returned[key[1]] if key[0] == "return" else env[key[1]]
+
+        if not self.is_lowering:
+            results = [Val(t) for t in out_types]
+        else:
+            result_types = [emit.tensor_type(t.concrete_shape, t.dtype) for t in out_types]
+            real = hlo.IfOp(result_types, self.materialize(cond))
+            for (env, _, returned, block, holder, body), region in zip(branches, (real.true_branch, real.false_branch)):
+                with ir.InsertionPoint(block), self.location(body[-1] if body else stmt, "yield"):
+                    hlo.return_(self._yield_values([value_in(env, returned, k) for k in outputs], out_types))
+                block.append_to(region)
+                holder.operation.erase()
+            results = [Val(t, r) for t, r in zip(out_types, real.results)]
+        returned = []
+        for key, value in zip(outputs, results):
+            if key[0] == "return":
+                returned.append(value)
+            else:
+                self.env[key[1]] = value
+        if ret_t is not None:
+            self.returned = returned
+
+    # -- loops ---------------------------------------------------------------------------------
+    def stmt_While(self, stmt) -> None:
+        self._loop(stmt, counter=None)
+
+    def stmt_For(self, stmt) -> None:
+        args = [self.eval(a) for a in stmt.args]
+        if any(isinstance(a, Poisoned) for a in args):
+            for name in assigned_names(stmt.body):
+                self.env[name] = POISON
+            return
+        if not 1 <= len(args) <= 3:
+            raise ArrError("E0103", f"range takes 1 to 3 arguments, {len(args)} given", stmt.span, "in this loop")
+        for a, node in zip(args, stmt.args):
+            if not isinstance(a, Val) or a.type.rank != 0 or not a.type.dtype.is_int:
+                raise ArrError("E0201", f"range arguments must be integer scalars, found {describe(a)}", node.span,
+                               f"this is {describe(a)}", help="convert with `i32(...)`")
+        start, stop, step = (args if len(args) == 3 else
+                             args + [Val(ArrayType(I32, (), True), None, Dim.const(1))] if len(args) == 2 else
+                             [Val(ArrayType(I32, (), True), None, Dim.const(0)), args[0],
+                              Val(ArrayType(I32, (), True), None, Dim.const(1))])
+        if isinstance(step.static, Dim) and step.static == 0:
+            raise ArrError("E0204", "range step cannot be zero", stmt.args[2].span, "zero")
+        dtype, _ = promote([start.type, stop.type, step.type])
+        self._loop(stmt, counter=(start, stop, step, ArrayType(dtype, ())))
+
+    def _loop(self, stmt, counter) -> None:
+        before = dict(self.env)
+        names = [n for n in assigned_names(stmt.body) if n in before and isinstance(before[n], Val)]
+        for n in assigned_names(stmt.body):
+            if n in before and isinstance(before[n], (TupleVal,)):
+                raise ArrError("E0302", f"`{n}` is a tuple and cannot be changed inside a loop", self.spans.get(n, stmt.span),
+                               "a tuple", help="unpack it into separate variables before the loop")
+        types = {n: before[n].type for n in names}
+        first_spans = {n: self.spans.get(n, stmt.span) for n in names}
+        if counter is not None and stmt.var in before:
+            pass                                   # the loop variable shadows; it is rebound each iteration
+        # Find the types that flow around the loop (weak literals adopt the body's dtype).
+        for _ in range(MAX_TYPE_ROUNDS):
+            with self._types_only():
+                after, spans_after = self._walk_body(stmt, counter, {n: Val(t) for n, t in types.items()}, before)
+            changed = False
+            for n in names:
+                new = after.get(n)
+                if isinstance(new, Poisoned) or new is None or isinstance(new, Unbound):
+                    continue
+                if not isinstance(new, Val):
+                    raise ArrError("E0302", f"loop changes `{n}` from {types[n]} to {describe(new)}",
+                                   spans_after.get(n, stmt.span), f"now {describe(new)}",
+                                   labels=[Label(first_spans[n], f"{types[n]} before the loop")])
+                merged = merge_type(types[n], new.type)
+                if merged is None or merged.shape != types[n].shape or (
+                        merged.dtype != types[n].dtype and not types[n].weak):
+                    raise ArrError("E0302", f"loop changes the type of `{n}` from {types[n]} to {new.type}",
+                                   spans_after.get(n, stmt.span), f"{new.type} here",
+                                   labels=[Label(first_spans[n], f"{types[n]} before the loop")],
+                                   notes=["a variable carried around a loop keeps one type (JAX's fori_loop "
+                                          "fails at trace time here)"],
+                                   help=f"convert the new value to {types[n]}, or give `{n}` its final type "
+                                        f"before the loop")
+                if merged != types[n]:
+                    types[n], changed = merged, True
+            if not changed:
+                break
+        if self.reporter.errors and not self.is_lowering:
+            for n in names:
+                self.env[n] = POISON if isinstance(after.get(n), Poisoned) else Val(types[n])
+            self._unbind_loop_locals(stmt, before, after, spans_after)
+            return
+        if not self.is_lowering:
+            for n in names:
+                self.env[n] = Val(types[n].strong() if not before[n].type.weak else types[n])
+            self._unbind_loop_locals(stmt, before, after, spans_after)
+            return
+        self._lower_loop(stmt, counter, names, types, before)
+
+    def _walk_body(self, stmt, counter, carried: dict, before: dict):
+        self.env, saved_spans = dict(before), dict(self.spans)
+        self.env.update(carried)
+        if counter is not None:
+            self.env[stmt.var] = Val(counter[3])
+        else:
+            cond = self.eval(stmt.cond)
+            if not isinstance(cond, Poisoned):
+                self._scalar_bool(cond, stmt.cond, "while")
+        self._block_in_loop(stmt.body)
+        after, spans_after = self.env, self.spans
+        self.env, self.spans = dict(before), saved_spans
+        return after, spans_after
+
+    def _block_in_loop(self, body) -> None:
+        saved = self.returned
+        self.returned = None
+        self.loop_depth += 1
+        try:
+            self.block(body)
+        finally:
+            self.loop_depth -= 1
+        if self.returned is not None:
+            self.returned = saved
+
+    def _unbind_loop_locals(self, stmt, before, after, spans_after) -> None:
+        for n in assigned_names(stmt.body):
+            if n not in before:
+                self.env[n] = Unbound(f"`{n}` is assigned only inside the loop", spans_after.get(n))
+        if counter_name := getattr(stmt, "var", None):
+            if counter_name not in before:
+                self.env[counter_name] = Unbound(f"`{counter_name}` exists only inside the loop", stmt.span)
+
+    def _lower_loop(self, stmt, counter, names, types, before) -> None:
+        state_types = [types[n] for n in names]
+        inits = [self.materialize(before[n], types[n].dtype) for n in names]
+        if counter is not None:
+            start, stop, step, ctype = counter
+            state_types = [ctype, ctype, ctype] + state_types
+            inits = [self.materialize(v, ctype.dtype) for v in (start, stop, step)] + inits
+        ir_types = [emit.tensor_type(t.concrete_shape, t.dtype) for t in state_types]
+        op = hlo.WhileOp(ir_types, inits)
+        cond_block = op.cond.blocks.append(*ir_types)
+        body_block = op.body.blocks.append(*ir_types)
+        k = 3 if counter is not None else 0
+
+        def bind(block):
+            self.env = dict(before)
+            for n, t, arg in zip(names, state_types[k:], list(block.arguments)[k:]):
+                self.env[n] = Val(t, arg)
+
+        with ir.InsertionPoint(cond_block):
+            bind(cond_block)
+            if counter is not None:
+                i, stop_v, step_v = cond_block.arguments[:3]
+                dt = counter[3].dtype
+                with self.location(stmt, "for"):
+                    zero = emit.const(0, dt)
+                    up = hlo.and_(emit.compare(step_v, zero, "GT", dt), emit.compare(i, stop_v, "LT", dt))
+                    down = hlo.and_(emit.compare(step_v, zero, "LT", dt), emit.compare(i, stop_v, "GT", dt))
+                    hlo.return_([hlo.or_(up, down)])
+            else:
+                cond = self.eval(stmt.cond)
+                with self.location(stmt.cond, "while"):
+                    hlo.return_([self.materialize(cond)])
+        with ir.InsertionPoint(body_block):
+            bind(body_block)
+            if counter is not None:
+                i, stop_v, step_v = body_block.arguments[:3]
+                self.env[stmt.var] = Val(counter[3], i)
+            self._block_in_loop(stmt.body)
+            values = self._yield_values([self.env[n] for n in names], types_list := [types[n] for n in names])
+            with self.location(stmt.body[-1], "yield"):
+                if counter is not None:
+                    values = [hlo.add(i, step_v), stop_v, step_v] + values
+                hlo.return_(values)
+        after_spans = dict(self.spans)
+        self.env = dict(before)
+        for n, t, r in zip(names, types_list, list(op.results)[k:]):
+            self.env[n] = Val(t, r)
+        self._unbind_loop_locals(stmt, before, {}, after_spans)
