@@ -285,8 +285,29 @@ def arithmetic(op_name: str, build_float, build_int=None, allow_bool=False):
             return (build_float if dtype.is_float else build_int)(a, b, dtype)
         if static is not None:
             return Val(ArrayType(dtype, shape, weak), None, static)
-        return cx.value(ArrayType(dtype, shape, weak), build)
+        result = cx.value(ArrayType(dtype, shape, weak), build)
+        result.affine = _affine(op_name, x, y) if dtype.is_int and not shape else None
+        return result
     return rule
+
+
+def _affine(op: str, x: Val, y: Val):
+    """Track run-time `i + c` / `i - c` so that slices like `x[i:i + 4]` have a provable length."""
+    def const(v):
+        return v.static.value if isinstance(v.static, Dim) and v.static.is_const else None
+
+    def parts(v):
+        return v.affine if v.affine is not None else (v, 0)
+    if op == "+" and const(y) is not None and const(x) is None:
+        base, off = parts(x)
+        return base, off + const(y)
+    if op == "+" and const(x) is not None and const(y) is None:
+        base, off = parts(y)
+        return base, off + const(x)
+    if op == "-" and const(y) is not None and const(x) is None:
+        base, off = parts(x)
+        return base, off - const(y)
+    return None
 
 
 def _fold(op: str, x: Val, y: Val):

@@ -242,8 +242,8 @@ class FunctionWalk(ControlFlow):
 
     def assign(self, target, value) -> None:
         if isinstance(target, ast.IndexTarget):
-            raise ArrError("E0106", "indexed assignment is not supported yet", target.span,
-                           "not supported in this version of arrc")
+            self.assign_index(target, value)
+            return
         name = target.name
         if name in self.program.consts or name in self.program.signatures:
             what = "constant" if name in self.program.consts else "function"
@@ -258,10 +258,30 @@ class FunctionWalk(ControlFlow):
     def _is_shape_var(self, name: str) -> bool:
         return name in self.program.signatures[self.fn.name].shape_vars
 
+    def assign_index(self, target: ast.IndexTarget, value) -> None:
+        """`x[...] = value` rebinds the local `x` to an updated copy (callers never see the change)."""
+        if not isinstance(target.base, ast.Name):
+            raise ArrError("E0105", "only a local variable can be updated by index", target.base.span,
+                           "not a plain name", help="assign the inner value to a local first")
+        current = self.eval(target.base)
+        subs = self._subscripts(target.subscripts)
+        if isinstance(current, Poisoned) or isinstance(value, Poisoned) or subs is None:
+            self.env[target.base.id] = POISON
+            return
+        from .ops_index import update
+        with self.location(target, "update"):
+            cx = CallCx(self, target, [target.base.span], {})
+            new = update(cx, current, subs, value)
+        self.assign(ast.NameTarget(target.base.span, target.base.id), new)
+
     def stmt_AugAssign(self, stmt) -> None:
         if isinstance(stmt.target, ast.IndexTarget):
-            raise ArrError("E0106", "indexed assignment is not supported yet", stmt.target.span,
-                           "not supported in this version of arrc")
+            current = self.eval(ast.Index(stmt.target.span, stmt.target.base, stmt.target.subscripts))
+            rhs = self.eval(stmt.value)
+            with self.location(stmt, stmt.op):
+                value = self.apply_operator(stmt.op, [current, rhs], stmt, [stmt.target.span, stmt.value.span])
+            self.assign_index(stmt.target, value)
+            return
         current = self.eval(ast.Name(stmt.target.span, stmt.target.name))
         rhs = self.eval(stmt.value)
         with self.location(stmt, stmt.op):
@@ -394,8 +414,15 @@ class FunctionWalk(ControlFlow):
 
     def expr_Index(self, e):
         base = self.eval(e.base)
+        subs = self._subscripts(e.subscripts)
+        if isinstance(base, Poisoned) or subs is None:
+            return POISON
+        return self.call_builtin(BUILTINS["__index__"], [base, subs], {}, e, [e.base.span])
+
+    def _subscripts(self, subscripts):
+        """Evaluated subscripts as (kind, value, node); None if one of them is poisoned."""
         subs = []
-        for s in e.subscripts:
+        for s in subscripts:
             if isinstance(s, ast.Slice):
                 parts = [None if p is None else self.eval(p) for p in (s.start, s.stop, s.step)]
                 subs.append(("slice", parts, s))
@@ -403,10 +430,10 @@ class FunctionWalk(ControlFlow):
                 subs.append(("...", None, s))
             else:
                 subs.append(("index", self.eval(s), s))
-        if isinstance(base, Poisoned) or any(isinstance(v, Poisoned) for _, v, _ in subs) or \
+        if any(isinstance(v, Poisoned) for _, v, _ in subs) or \
                 any(isinstance(p, Poisoned) for k, v, _ in subs if k == "slice" for p in v):
-            return POISON
-        return self.call_builtin(BUILTINS["__index__"], [base, subs], {}, e, [e.base.span])
+            return None
+        return subs
 
     def expr_Call(self, e):
         args = [self.eval(a) for a in e.args]

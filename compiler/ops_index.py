@@ -1,74 +1,117 @@
-"""Indexing and slicing with static indices: `x[2]`, `x[-1]`, `x[1:3]`, `x[:, 0]`, `x[::-1]`, `x[..., 0]`."""
+"""Indexing, slicing and indexed updates.
+
+Static: `x[2]`, `x[-1]`, `x[1:3]`, `x[:, 0]`, `x[::-1]`, `x[..., 0]`. Run-time: `x[i]`, `x[i, :]`,
+`x[i:i + 4]` (its length is provably 4) as dynamic slices, clamped into range like XLA; `x[idx]` with an
+integer array gathers. Updates `x[...] = v` lower to dynamic_update_slice (or scatter for `x[idx]`).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import emit
 from .builtins import CallCx, concrete, register
 from .emit import hlo
-from .types import ArrayType, Dim
+from .types import I32, ArrayType, Dim, promote
 from .values import TupleVal, Val, describe
 
 
 @dataclass
 class _Axis:
-    """What one source dimension becomes: kept with (start, length, step), or taken at `start` (dropped)."""
-    start: Dim
+    """What one dimension of the indexed array becomes.
+
+    `start` is a Dim (static) or a run-time integer Val; `length` and `step` are static. `dropped` marks
+    an integer index (the dimension disappears); `gather` holds an integer index array.
+    """
+    start: object
     length: Dim
-    step: int
-    dropped: bool
+    step: int = 1
+    dropped: bool = False
+    gather: Val | None = None
 
 
-def _static_index(cx: CallCx, v, node, what: str) -> Dim:
-    if isinstance(v, Val) and v.type.rank == 0 and isinstance(v.static, Dim):
-        return v.static
+def affine_parts(v: Val) -> tuple[object, int]:
+    """(base, offset) of a run-time integer: `i + 4` is (i, 4), so `x[i:i + 4]` has a static length."""
+    return v.affine if v.affine is not None else (v, 0)
+
+
+def _is_runtime_int(v) -> bool:
+    return isinstance(v, Val) and v.type.rank == 0 and v.type.dtype.is_int and not isinstance(v.static, Dim)
+
+
+def _check_index_value(cx: CallCx, v, what: str) -> None:
     if isinstance(v, Val) and v.type.dtype.is_bool and v.type.rank > 0:
-        cx.error("E0303", "boolean mask indexing gives a value-dependent shape", "a bool mask", at=None,
+        cx.error("E0303", "boolean mask indexing gives a value-dependent shape", "a bool mask",
                  help="use `where(mask, x, 0)` to keep the shape, or `nonzero(mask, size=N, fill=v)` "
                       "for at most N indices",
                  notes=["the number of true elements is only known at run time, so the result shape would be too"])
-    if isinstance(v, Val) and v.type.rank == 0 and v.type.dtype.is_int:
-        cx.error("E0106", f"run-time {what} is not supported yet", "run-time value", at=None,
-                 help="index with a literal, a const or a shape variable")
-    cx.error("E0204", f"{what} must be an integer, found {describe(v)}", f"this is {describe(v)}")
+    if not isinstance(v, Val) or not (v.type.dtype.is_int or isinstance(v.static, Dim)):
+        cx.error("E0204", f"{what} must be an integer, found {describe(v)}", f"this is {describe(v)}")
 
 
-def _normalize(cx: CallCx, i: Dim, size: Dim, node) -> Dim:
+def _normalize(cx: CallCx, i: Dim, size: Dim) -> Dim:
     """A negative constant index counts from the end; out of range is an error once sizes are known."""
+    raw = i
     if i.is_const and i.value < 0:
         i = size + i
     if i.is_const and size.is_const and not 0 <= i.value < size.value:
-        raw = i.value - size.value if i.value < 0 else i.value
-        cx.error("E0208", f"index {raw if raw >= 0 else i.value} is out of range for a dimension of size "
-                          f"{size.value}", f"valid indices are {-size.value}..{size.value - 1}", at=None)
+        cx.error("E0208", f"index {raw.value} is out of range for a dimension of size {size.value}",
+                 f"valid indices are {-size.value}..{size.value - 1}")
     return i
 
 
 def _slice_axis(cx: CallCx, parts, size: Dim) -> _Axis:
-    start, stop, step = (None if p is None else _static_index(cx, p, None, "slice bound") for p in parts)
-    if step is not None and not step.is_const:
-        cx.error("E0204", "slice step must be a literal integer", "symbolic step")
-    step_v = 1 if step is None else step.value
+    for p in parts:
+        if p is not None:
+            _check_index_value(cx, p, "a slice bound")
+    start, stop, step = parts
+    if step is not None and not (isinstance(step.static, Dim) and step.static.is_const):
+        cx.error("E0204", "slice step must be a literal integer or const", "not a constant step")
+    step_v = 1 if step is None else step.static.value
     if step_v == 0:
         cx.error("E0204", "slice step cannot be zero", "zero step")
+    if _is_runtime_int(start) or _is_runtime_int(stop):
+        return _dynamic_slice_axis(cx, start, stop, step_v)
+    start = None if start is None else start.static
+    stop = None if stop is None else stop.static
     if size.is_const and all(p is None or p.is_const for p in (start, stop)):
         indices = range(size.value)[slice(None if start is None else start.value,
                                           None if stop is None else stop.value, step_v)]
         first = indices.start if len(indices) else 0
-        return _Axis(Dim.const(first), Dim.const(len(indices)), step_v, False)
-    # Symbolic size: Python's clamping cannot be decided, so bounds are taken as given (checked when lowering).
+        return _Axis(Dim.const(first), Dim.const(len(indices)), step_v)
+
+    # Symbolic size: Python's clamping cannot be decided, so bounds are taken as given.
     def bound(b: Dim | None, default: Dim) -> Dim:
         if b is None:
             return default
         return size + b if b.is_const and b.value < 0 else b
     if step_v > 0:
         lo, hi = bound(start, Dim.const(0)), bound(stop, size)
-        length = hi - lo if step_v == 1 else _ceil_div(hi - lo, step_v)
-        return _Axis(lo, length, step_v, False)
+        return _Axis(lo, _ceil_div(hi - lo, step_v), step_v)
     hi = bound(start, size - Dim.const(1))
     lo_excl = bound(stop, Dim.const(-1)) if stop is not None else Dim.const(-1)
-    length = _ceil_div(hi - lo_excl, -step_v)
-    return _Axis(hi, length, step_v, False)
+    return _Axis(hi, _ceil_div(hi - lo_excl, -step_v), step_v)
+
+
+def _dynamic_slice_axis(cx: CallCx, start, stop, step: int) -> _Axis:
+    def fail():
+        cx.error("E0304", "the length of this slice is not known at compile time", "run-time length",
+                 help="write the stop as the start plus a constant (`x[i:i + 4]`), or use "
+                      "`dynamic_slice(x, (i,), (4,))`")
+    if start is None or stop is None or step < 0:
+        fail()
+    if _is_runtime_int(start) and _is_runtime_int(stop):
+        base_a, off_a = affine_parts(start)
+        base_b, off_b = affine_parts(stop)
+        if base_a is not base_b:
+            fail()
+        length = off_b - off_a
+    else:
+        fail()
+    if length < 0:
+        cx.error("E0204", f"slice length {length} is negative", "stop is before start")
+    return _Axis(start, _ceil_div(Dim.const(length), step), step)
 
 
 def _ceil_div(a: Dim, k: int) -> Dim:
@@ -79,18 +122,14 @@ def _ceil_div(a: Dim, k: int) -> Dim:
     return out if out is not None else Dim.var(f"(({num}) // {k})")
 
 
-@register("__index__", params="x, subscripts")
-def index(cx: CallCx, x, subscripts):
-    if isinstance(x, TupleVal):
-        return _index_tuple(cx, x, subscripts)
-    x = cx.array(x, "x")
+def resolve(cx: CallCx, x: Val, subscripts) -> list[_Axis]:
+    """One _Axis per dimension of `x` (missing trailing subscripts are full slices)."""
     rank = x.type.rank
     explicit = [s for s in subscripts if s[0] != "..."]
     if sum(1 for s in subscripts if s[0] == "...") > 1:
         cx.error("E0204", "an index can have only one `...`")
     if len(explicit) > rank:
-        cx.error("E0208", f"too many indices: {len(explicit)} for an array of rank {rank}", f"this is {x.type}",
-                 at=0)
+        cx.error("E0208", f"too many indices: {len(explicit)} for an array of rank {rank}", f"this is {x.type}", at=0)
     expanded = []
     for kind, value, node in subscripts:
         if kind == "...":
@@ -100,43 +139,230 @@ def index(cx: CallCx, x, subscripts):
     expanded += [("slice", [None, None, None], None)] * (rank - len(expanded))
     axes = []
     for (kind, value, node), size in zip(expanded, x.type.shape):
-        sub_cx = CallCx(cx.walk, node or cx.node, cx.arg_spans, cx.kw_spans) if node is not None else cx
-        if kind == "index" and isinstance(value, Val) and value.type.dtype.is_bool and value.type.rank > 0:
-            _static_index(cx, value, node, "index")           # reports E0303 at the whole `x[mask]`
-        if kind == "index":
-            i = _normalize(sub_cx, _static_index(sub_cx, value, node, "index"), size, node)
-            axes.append(_Axis(i, Dim.const(1), 1, True))
+        sub = CallCx(cx.walk, node, cx.arg_spans, cx.kw_spans) if node is not None else cx
+        if kind == "slice":
+            axes.append(_slice_axis(sub, value, size))
+            continue
+        if isinstance(value, Val) and value.type.dtype.is_bool and value.type.rank > 0:
+            _check_index_value(cx, value, "an index")          # E0303 at the whole `x[mask]`
+        _check_index_value(sub, value, "an index")
+        if value.type.rank > 0:
+            axes.append(_Axis(Dim.const(0), size, 1, False, gather=value))
+        elif isinstance(value.static, Dim):
+            axes.append(_Axis(_normalize(sub, value.static, size), Dim.const(1), 1, True))
         else:
-            axes.append(_slice_axis(sub_cx, value, size))
-    out_shape = tuple(a.length for a in axes if not a.dropped)
-    t = ArrayType(x.type.dtype, out_shape)
+            axes.append(_Axis(value, Dim.const(1), 1, True))
+    gathers = [a for a in axes if a.gather is not None]
+    if len(gathers) > 1 or (gathers and any(a.dropped or a.length != s or a.step != 1 or
+                                            (isinstance(a.start, Dim) and a.start != 0)
+                                            for a, s in zip(axes, x.type.shape) if a.gather is None)):
+        cx.error("E0204", "an integer-array index must be the only index that is not a full slice `:`",
+                 help="index in two steps, e.g. `y = x[idx]` then `y[:, 0]`")
+    return axes
 
-    def build():
-        value = cx.ir(x)
-        reversed_dims = [d for d, a in enumerate(axes) if a.step < 0]
-        sizes = concrete(x.type.shape)
-        starts, limits, strides = [], [], []
-        for d, a in enumerate(axes):
-            start, length, step = a.start.value, a.length.value, abs(a.step)
-            if a.step < 0:
-                start = sizes[d] - 1 - start           # position in the reversed dimension
-            starts.append(start)
-            limits.append(start + (length - 1) * step + 1 if length else start)
-            strides.append(step)
-        if reversed_dims:
-            value = hlo.reverse(value, reversed_dims)
-        value = hlo.slice(value, starts, limits, strides)
-        if any(a.dropped for a in axes):
-            value = hlo.reshape(emit.tensor_type(concrete(out_shape), x.type.dtype), value)
-        return value
-    return cx.value(t, build)
+
+def _out_shape(x: Val, axes: list[_Axis]) -> tuple:
+    shape = []
+    for a in axes:
+        if a.gather is not None:
+            shape.extend(a.gather.type.shape)
+        elif not a.dropped:
+            shape.append(a.length)
+    return tuple(shape)
+
+
+def _start_ir(cx: CallCx, a: _Axis, size: int, index_dtype):
+    """A scalar start index; run-time negative indices count from the end, as NumPy."""
+    if isinstance(a.start, Dim):
+        start = a.start.value
+        if a.step < 0:
+            start = size - 1 - start       # position in the reversed dimension
+        return emit.const(start, index_dtype)
+    value = cx.ir(a.start, index_dtype)
+    if a.dropped:
+        zero = emit.const(0, index_dtype)
+        wrapped = hlo.add(value, emit.const(size, index_dtype))
+        value = hlo.select(emit.compare(value, zero, "LT", index_dtype), wrapped, value)
+    return value
+
+
+def _index_dtype(axes):
+    dts = [a.start.type for a in axes if isinstance(a.start, Val)] + [a.gather.type for a in axes if a.gather]
+    dt, _ = promote(dts) if dts else (I32, True)
+    return dt if dt.is_int else I32
+
+
+@register("__index__", params="x, subscripts")
+def index(cx: CallCx, x, subscripts):
+    if isinstance(x, TupleVal):
+        return _index_tuple(cx, x, subscripts)
+    x = cx.array(x, "x")
+    axes = resolve(cx, x, subscripts)
+    out_shape = _out_shape(x, axes)
+    return cx.value(ArrayType(x.type.dtype, out_shape), lambda: _lower_index(cx, x, axes, out_shape))
+
+
+def _lower_index(cx: CallCx, x: Val, axes: list[_Axis], out_shape):
+    value = cx.ir(x)
+    sizes = concrete(x.type.shape)
+    dt = x.type.dtype
+    gather = next((d for d, a in enumerate(axes) if a.gather is not None), None)
+    if gather is not None:
+        return _lower_gather(cx, value, axes[gather].gather, gather, sizes, dt, out_shape)
+    reversed_dims = [d for d, a in enumerate(axes) if a.step < 0]
+    if reversed_dims:
+        value = hlo.reverse(value, reversed_dims)
+    spans = [(a.length.value - 1) * abs(a.step) + 1 if a.length.value else 0 for a in axes]
+    if any(isinstance(a.start, Val) for a in axes):
+        idt = _index_dtype(axes)
+        starts = [_start_ir(cx, a, size, idt) for a, size in zip(axes, sizes)]
+        value = hlo.dynamic_slice(value, starts, spans)
+        if any(abs(a.step) != 1 for a in axes):
+            value = hlo.slice(value, [0] * len(axes), spans, [abs(a.step) for a in axes])
+    else:
+        starts = [_start_ir_static(a, size) for a, size in zip(axes, sizes)]
+        value = hlo.slice(value, starts, [s + n for s, n in zip(starts, spans)], [abs(a.step) for a in axes])
+    if any(a.dropped for a in axes):
+        value = hlo.reshape(emit.tensor_type(concrete(out_shape), dt), value)
+    return value
+
+
+def _start_ir_static(a: _Axis, size: int) -> int:
+    return size - 1 - a.start.value if a.step < 0 else a.start.value
+
+
+def _lower_gather(cx: CallCx, value, idx: Val, axis: int, sizes, dt, out_shape):
+    idt = idx.type.dtype
+    indices = cx.ir(idx)
+    zero = emit.const(0, idt, concrete(idx.type.shape))
+    wrapped = hlo.add(indices, emit.const(sizes[axis], idt, concrete(idx.type.shape)))
+    indices = hlo.select(emit.compare(indices, zero, "LT", idt), wrapped, indices)
+    k = idx.type.rank
+    rank = len(sizes)
+    offset_dims = list(range(axis)) + list(range(axis + k, rank - 1 + k))
+    dnums = hlo.GatherDimensionNumbers.get(
+        offset_dims=offset_dims, collapsed_slice_dims=[axis], operand_batching_dims=[],
+        start_indices_batching_dims=[], start_index_map=[axis], index_vector_dim=k)
+    slice_sizes = [1 if d == axis else s for d, s in enumerate(sizes)]
+    return hlo.gather(value, indices, dnums, slice_sizes, indices_are_sorted=False)
 
 
 def _index_tuple(cx: CallCx, x: TupleVal, subscripts):
-    if len(subscripts) != 1 or subscripts[0][0] != "index":
-        cx.error("E0204", "a tuple takes one integer index")
-    i = _static_index(cx, subscripts[0][1], None, "tuple index")
+    if len(subscripts) != 1 or subscripts[0][0] != "index" or not isinstance(subscripts[0][1], Val) or \
+            not isinstance(subscripts[0][1].static, Dim):
+        cx.error("E0204", "a tuple takes one compile-time integer index")
+    i = subscripts[0][1].static
     n = len(x.items)
     if not i.is_const or not -n <= i.value < n:
         cx.error("E0208", f"tuple index {i} is out of range for a tuple of {n}", f"{n} items")
     return x.items[i.value]
+
+
+# ---- indexed updates ------------------------------------------------------------------------
+def update(cx: CallCx, x: Val, subscripts, new) -> Val:
+    """`x[subscripts] = new`, functionally: the result is an updated copy of `x`."""
+    if not isinstance(new, Val):
+        cx.error("E0210", f"cannot store {describe(new)} into an array", f"this is {describe(new)}")
+    axes = resolve(cx, x, subscripts)
+    region = _out_shape(x, axes)
+    dt = x.type.dtype
+    fits = new.type.dtype == dt or (new.type.weak and _weak_fits(new, dt)) or promote([x.type, new.type.strong()])[0] == dt
+    if not fits:
+        cx.error("E0201", f"cannot store {new.type} into {x.type} without losing information",
+                 f"this is {new.type}", help=f"convert it first: `.astype({dt})`")
+    from .builtins import broadcast_shapes, check_literal
+    check_literal(cx, new, dt, None)
+    shape = broadcast_shapes(cx, ArrayType(dt, region), new.type, "an indexed assignment")
+    if shape != region:
+        cx.error("E0202", f"cannot store {new.type} into a region of shape [{', '.join(map(str, region))}]",
+                 f"this is {new.type}")
+    if any(a.step != 1 for a in axes):
+        cx.error("E0204", "indexed assignment supports step-1 slices only", "a strided slice",
+                 help="build the strided result with `where` or update element by element in a loop")
+
+    def build():
+        target = cx.ir(x)
+        sizes = concrete(x.type.shape)
+        gather = next((d for d, a in enumerate(axes) if a.gather is not None), None)
+        values = cx.ir(new, dt, concrete(region))
+        if gather is not None:
+            return _lower_scatter(cx, target, axes[gather].gather, gather, sizes, dt, values)
+        full = tuple(1 if a.dropped else a.length.value for a in axes)
+        values = hlo.reshape(emit.tensor_type(full, dt), values)
+        idt = _index_dtype(axes)
+        starts = [_start_ir(cx, a, size, idt) for a, size in zip(axes, sizes)]
+        return hlo.dynamic_update_slice(target, values, starts)
+    return cx.value(x.type.strong(), build)
+
+
+def _weak_fits(v: Val, dt) -> bool:
+    from .builtins import weak_literal_fits
+    return weak_literal_fits(v.type, dt)
+
+
+def _lower_scatter(cx: CallCx, target, idx: Val, axis: int, sizes, dt, values):
+    from jaxlib.mlir import ir
+    idt = idx.type.dtype
+    ishape = concrete(idx.type.shape)
+    indices = cx.ir(idx)
+    zero = emit.const(0, idt, ishape)
+    wrapped = hlo.add(indices, emit.const(sizes[axis], idt, ishape))
+    indices = hlo.select(emit.compare(indices, zero, "LT", idt), wrapped, indices)
+    k = idx.type.rank
+    rank = len(sizes)
+    dnums = hlo.ScatterDimensionNumbers.get(
+        update_window_dims=list(range(axis)) + list(range(axis + k, rank - 1 + k)),
+        inserted_window_dims=[axis], input_batching_dims=[], scatter_indices_batching_dims=[],
+        scattered_dims_to_operand_dims=[axis], index_vector_dim=k)
+    op = hlo.ScatterOp([target.type], [target], indices, [values], dnums,
+                       indices_are_sorted=False, unique_indices=False)
+    scalar = emit.tensor_type((), dt)
+    block = op.update_computation.blocks.append(scalar, scalar)
+    with ir.InsertionPoint(block):
+        hlo.return_([block.arguments[1]])
+    return op.results[0]
+
+
+@register("dynamic_slice", params="x, start, sizes")
+def _dynamic_slice(cx: CallCx, x, start, sizes):
+    x = cx.array(x, "x")
+    starts = start.items if isinstance(start, TupleVal) else [start]
+    lengths = cx.shape(sizes, "sizes")
+    if len(starts) != x.type.rank or len(lengths) != x.type.rank:
+        cx.error("E0204", f"dynamic_slice needs one start and one size per dimension ({x.type.rank})",
+                 f"this is {x.type}", at=0)
+    for s in starts:
+        _check_index_value(cx, s, "a start index")
+    for d, (n, size) in enumerate(zip(lengths, x.type.shape)):
+        if n.is_const and size.is_const and n.value > size.value:
+            cx.error("E0208", f"slice size {n.value} is larger than dimension {d} of size {size.value}", at="sizes")
+    axes = [_Axis(s.static if isinstance(s.static, Dim) else s, n) for s, n in zip(starts, lengths)]
+    t = ArrayType(x.type.dtype, tuple(lengths))
+
+    def build():
+        idt = _index_dtype(axes)
+        ir_starts = [emit.const(a.start.value, idt) if isinstance(a.start, Dim) else cx.ir(a.start, idt) for a in axes]
+        return hlo.dynamic_slice(cx.ir(x), ir_starts, concrete(lengths))
+    return cx.value(t, build)
+
+
+@register("dynamic_update_slice", params="x, values, start")
+def _dus(cx: CallCx, x, values, start):
+    x = cx.array(x, "x")
+    values = cx.array(values, "values")
+    starts = start.items if isinstance(start, TupleVal) else [start]
+    if len(starts) != x.type.rank or values.type.rank != x.type.rank:
+        cx.error("E0204", f"dynamic_update_slice needs values of rank {x.type.rank} and one start per dimension",
+                 f"this is {values.type}", at=1)
+    if values.type.dtype != x.type.dtype and not values.type.weak:
+        cx.error("E0201", f"values have dtype {values.type.dtype}, the array {x.type.dtype}", at=1,
+                 help=f"convert with `.astype({x.type.dtype})`")
+    for s in starts:
+        _check_index_value(cx, s, "a start index")
+    axes = [_Axis(s.static if isinstance(s.static, Dim) else s, n) for s, n in zip(starts, values.type.shape)]
+
+    def build():
+        idt = _index_dtype(axes)
+        ir_starts = [emit.const(a.start.value, idt) if isinstance(a.start, Dim) else cx.ir(a.start, idt) for a in axes]
+        return hlo.dynamic_update_slice(cx.ir(x), cx.ir(values, x.type.dtype), ir_starts)
+    return cx.value(x.type.strong(), build)

@@ -25,6 +25,7 @@ class Val:
     type: ArrayType
     ir: Any = None
     static: Any = None
+    affine: Any = None     # (base Val, int offset) for run-time integers like `i + 4`
 
 
 @dataclass
