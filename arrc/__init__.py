@@ -2,7 +2,9 @@
 from arrc.api import ArgumentError, Function, Module, load, loads, spec
 from arrc.compiler.diagnostics import CompileError, Diagnostic
 from arrc.compiler.span import Span
+from arrc.runtime.reports import AssertionFailed, BoundsError, DivisionByZero, GuardError, InfError, NaNError
 
 __version__ = "0.1.0"
-__all__ = ["ArgumentError", "CompileError", "Diagnostic", "Function", "Module", "Span", "load", "loads", "spec",
+__all__ = ["AssertionFailed", "BoundsError", "DivisionByZero", "GuardError", "InfError", "NaNError",
+           "ArgumentError", "CompileError", "Diagnostic", "Function", "Module", "Span", "load", "loads", "spec",
            "__version__"]

@@ -133,13 +133,32 @@ class Function:
             with self._lock:
                 executable = self._compiled.get(key)
                 if executable is None:
+                    from arrc.runtime.effects import host_callbacks
                     from arrc.runtime.pjrt import Executable
                     lowered = self.lower(*types)
-                    executable = (Executable(lowered.module), lowered)
+                    sources = {self.module._program.source.name: self.module._program.source}
+                    callbacks = host_callbacks(lowered.effect_sites, sources)
+                    executable = (Executable(lowered.module, host_callbacks=callbacks), lowered)
                     self._compiled[key] = executable
         exe, lowered = executable
-        results = exe(values)
+        if lowered.effect_sites:
+            results = self._run_with_effects(exe, values)
+        else:
+            results = exe(values)
         return tuple(results) if lowered.tuple_result else results[0]
+
+    def _run_with_effects(self, exe, values: list) -> list:
+        from arrc.runtime import effects
+        run_id, state = effects.begin()
+        try:
+            results = exe([np.int32(run_id), np.int32(0)] + list(values))[:-1]
+            for r in results:
+                r.block_until_ready()
+        finally:
+            effects.end(run_id)
+        if state.failure is not None:
+            raise state.failure
+        return results
 
     def _bind(self, args, kwargs) -> list:
         params = self._sig.params

@@ -149,6 +149,7 @@ class FunctionWalk(ControlFlow):
     calls: list = field(default_factory=list)   # (callee name, span) for the recursion check
     spans: dict = field(default_factory=dict)   # name -> span of its latest assignment
     loop_depth: int = 0
+    loop_counters: list = field(default_factory=list)   # run-time `for` counters, outermost first
 
     @property
     def is_lowering(self) -> bool:
@@ -219,6 +220,30 @@ class FunctionWalk(ControlFlow):
 
     def stmt_Pass(self, stmt) -> None:
         pass
+
+    def stmt_Print(self, stmt) -> None:
+        """`print(...)` runs at run time, on every call, in program order (a host callback, see effects.py)."""
+        values = [self.eval(a) for a in stmt.args]
+        for a, v in zip(stmt.args, values):
+            if not isinstance(v, (Val, StrVal, Poisoned)):
+                raise ArrError("E0210", f"cannot print {describe(v)}", a.span, f"this is {describe(v)}",
+                               help="print arrays, scalars and strings")
+        if self.is_lowering:
+            self.lowering.print(self, stmt, values)
+
+    def stmt_Assert(self, stmt) -> None:
+        cond = self.eval(stmt.cond)
+        message = self.eval(stmt.message) if stmt.message is not None else StrVal("")
+        if isinstance(cond, Poisoned):
+            return
+        if not isinstance(cond, Val) or not cond.type.dtype.is_bool:
+            raise ArrError("E0213", f"an assertion needs a bool condition, found {describe(cond)}", stmt.cond.span,
+                           f"this is {describe(cond)}", help="compare, e.g. `assert x > 0, \"x must be positive\"`")
+        if not isinstance(message, StrVal):
+            raise ArrError("E0210", "the message of `assert` must be a string literal", stmt.message.span,
+                           f"this is {describe(message)}")
+        if self.is_lowering:
+            self.lowering.assert_(self, stmt, cond, message.text)
 
     def stmt_ExprStmt(self, stmt) -> None:
         self.eval(stmt.expr)
@@ -511,7 +536,7 @@ class FunctionWalk(ControlFlow):
                 raise ArrError("E0206", "result uses an unbound shape variable", span)
         if self.is_lowering:
             param_types = [p[1].subs(env) for p in sig.params]
-            irs = self.lowering.call(name, [self.materialize(v, pt.dtype) for v, pt in zip(values, param_types)],
+            irs = self.lowering.call(self, name, [self.materialize(v, pt.dtype) for v, pt in zip(values, param_types)],
                                      param_types, node.span)
             out = [Val(t, r) for t, r in zip(results, irs)]
         else:

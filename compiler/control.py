@@ -19,6 +19,7 @@ from .types import BOOL, I32, ArrayType, Dim, promote
 from .values import POISON, ArrError, Poisoned, TupleVal, Unbound, Val, describe
 
 MAX_TYPE_ROUNDS = 4
+IO = "$io"        # the hidden variable that orders run-time effects (print/assert); see effects.py
 
 
 def assigned_names(stmts) -> list[str]:
@@ -42,7 +43,7 @@ def assigned_names(stmts) -> list[str]:
             elif isinstance(s, (ast.For, ast.While)):
                 visit(s.body)
     visit(stmts)
-    return [n for n in out if n is not None]
+    return [n for n in out if n is not None] + [IO]
 
 
 def _base_name(target) -> str | None:
@@ -346,7 +347,10 @@ class ControlFlow:
             if counter is not None:
                 i, stop_v, step_v = body_block.arguments[:3]
                 self.env[stmt.var] = Val(counter[3], i)
+                self.loop_counters.append(Val(counter[3], i))
             self._block_in_loop(stmt.body)
+            if counter is not None:
+                self.loop_counters.pop()
             values = self._yield_values([self.env[n] for n in names], types_list := [types[n] for n in names])
             with self.location(stmt.body[-1], "yield"):
                 if counter is not None:

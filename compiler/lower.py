@@ -5,11 +5,12 @@ from contextlib import contextmanager
 
 from jaxlib.mlir import ir
 
-from . import emit
+from . import effects, emit
 from .check import FunctionWalk, unify
+from .control import IO
 from .diagnostics import CompileError, Reporter
 from .emit import func, hlo
-from .types import ArrayType
+from .types import I32, ArrayType
 from .values import ArrError, Val
 
 
@@ -17,8 +18,9 @@ class Lowered:
     """A lowered entry point: the MLIR module and the types at its boundary."""
 
     def __init__(self, module: ir.Module, context: ir.Context, arg_types: list, result_types: list,
-                 tuple_result: bool, warnings: list):
+                 tuple_result: bool, warnings: list, effect_sites: list | None = None):
         self.module = module
+        self.effect_sites = effect_sites or []     # non-empty: the entry takes (run id, io) first, returns io last
         self.context = context
         self.arg_types = arg_types
         self.result_types = result_types
@@ -45,6 +47,7 @@ class ModuleLowering:
         self.instances: dict = {}
         self.reporter = Reporter()
         self.symbol_counts: dict = {}
+        self.effect_sites: list = []
 
     def lower(self, entry: str, arg_types: list[ArrayType]) -> Lowered:
         sig = self.program.signatures[entry]
@@ -59,7 +62,7 @@ class ModuleLowering:
             self.module.operation.verify()
         results = [t.subs(bindings) for t in sig.results]
         return Lowered(self.module, self.context, arg_types, results, sig.tuple_result,
-                       list(self.program.warnings))
+                       list(self.program.warnings), self.effect_sites if entry in self.program.effectful else [])
 
     def _instance(self, name: str, arg_types: list, bindings: dict, public: bool = False) -> tuple[str, list]:
         key = (name, tuple(arg_types), public)
@@ -71,20 +74,34 @@ class ModuleLowering:
         symbol = "main" if public else self._symbol(name)
         in_types = [emit.tensor_type(t.concrete_shape, t.dtype) for t in arg_types]
         out_types = [emit.tensor_type(t.concrete_shape, t.dtype) for t in results]
+        effectful = name in self.program.effectful
+        if effectful:
+            io_type = emit.tensor_type((), I32)
+            in_types, out_types = [io_type, io_type] + in_types, out_types + [io_type]
         with ir.InsertionPoint(self.module.body), self.location(fn_ast.name_span, name):
             fop = func.FuncOp(symbol, ir.FunctionType.get(in_types, out_types))
             fop.attributes["sym_visibility"] = ir.StringAttr.get("public" if public else "private")
             arg_locs = [self._file_loc(span) for _, _, span in sig.params]
+            if effectful:
+                arg_locs = [self._file_loc(fn_ast.name_span)] * 2 + arg_locs
             block = fop.body.blocks.append(*in_types, arg_locs=arg_locs)
         self.instances[key] = (symbol, results)
         walk = FunctionWalk(self.program, fn_ast, self.reporter, FunctionLowering(self), bindings)
+        args = list(block.arguments)
+        if effectful:
+            walk.env[effects.RUN] = Val(ArrayType(I32, ()), args[0])
+            walk.env[IO] = Val(ArrayType(I32, ()), args[1])
+            args = args[2:]
         with ir.InsertionPoint(block):
-            returned = walk.run([Val(t, arg) for t, arg in zip(arg_types, block.arguments)])
+            returned = walk.run([Val(t, arg) for t, arg in zip(arg_types, args)])
             if self.reporter.errors or returned is None or any(not isinstance(r, Val) for r in returned):
                 raise CompileError(self.reporter.diagnostics or [], {self.program.source.name: self.program.source})
             last = fn_ast.body[-1].span
             with self.location(last, "return"):
-                func.ReturnOp([r.ir for r in returned])
+                outs = [r.ir for r in returned]
+                if effectful:
+                    outs.append(walk.materialize(walk.env[IO]))
+                func.ReturnOp(outs)
         return symbol, results
 
     def _symbol(self, name: str) -> str:
@@ -113,11 +130,22 @@ class FunctionLowering:
     def location(self, span, what: str):
         return self.m.location(span, what)
 
-    def call(self, name: str, args: list, param_types: list, span) -> list:
+    def call(self, walk, name: str, args: list, param_types: list, span) -> list:
         sig = self.m.program.signatures[name]
         env = unify(sig, [Val(t) for t in param_types], [s for _, _, s in sig.params], span)
         bindings = {k: v.value for k, v in env.items()}
         symbol, results = self.m._instance(name, param_types, bindings)
         out_types = [emit.tensor_type(t.concrete_shape, t.dtype) for t in results]
-        call = func.CallOp(out_types, ir.FlatSymbolRefAttr.get(symbol), args)
-        return list(call.results)
+        if name not in self.m.program.effectful:
+            return list(func.CallOp(out_types, ir.FlatSymbolRefAttr.get(symbol), args).results)
+        io = [walk.materialize(walk.env[effects.RUN]), walk.materialize(walk.env[IO])]
+        call = func.CallOp(out_types + [emit.tensor_type((), I32)], ir.FlatSymbolRefAttr.get(symbol), io + args)
+        *outs, new_io = list(call.results)
+        walk.env[IO] = Val(ArrayType(I32, ()), new_io)
+        return outs
+
+    def print(self, walk, stmt, values) -> None:
+        effects.lower_print(walk, self.m.effect_sites, stmt, values)
+
+    def assert_(self, walk, stmt, cond, message) -> None:
+        effects.lower_assert(walk, self.m.effect_sites, stmt, cond, message)

@@ -1,1 +1,764 @@
-"""placeholder"""
+"""Construction, shape manipulation, linear algebra and neural-net helpers (LANGUAGE.md section 6).
+
+Construction: zeros ones full arange eye linspace.
+Shape: reshape transpose broadcast_to concat stack expand_dims squeeze flip pad tile.
+Linear algebra: `@` matmul dot einsum outer.
+Neural-net helpers: softmax log_softmax layer_norm one_hot.
+
+Every rule computes its result type from `Dim`s, so the same code checks symbolically at definition and
+concretely at specialization; what cannot be decided symbolically (divisibility in `reshape`, the size of a
+squeezed axis) is left to the concrete run, where the dims are constants.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import ast, emit
+from .builtins import OPERATORS, CallCx, check_literal, concrete, elementwise_type, float_dtype_for, register
+from .diagnostics import Label
+from .emit import hlo
+from .types import BOOL, F32, I32, I64, ArrayType, DType, Dim, promote, shape_str
+from .values import ArrError, StrVal, TupleVal, Val, describe
+
+ONE = Dim.const(1)
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+def _fail(code: str, message: str, span, label: str = "", **kw):
+    raise ArrError(code, message, span, label, **kw)
+
+
+def _prod(dims) -> Dim:
+    out = ONE
+    for d in dims:
+        out = out * d
+    return out
+
+
+def _opaque(d: Dim) -> bool:
+    """Whether `d` holds a stand-in for a non-polynomial expression such as `(n // 2)`."""
+    return any(not v.isidentifier() for v in d.variables)
+
+
+def _monomial_quotient(m: tuple, d: tuple) -> tuple | None:
+    rest = list(m)
+    for v in d:
+        if v not in rest:
+            return None
+        rest.remove(v)
+    return tuple(sorted(rest))
+
+
+def exact_div(a: Dim, b: Dim) -> Dim | None:
+    """`a / b` when it is a polynomial with integer coefficients, else None.
+
+    Long division under the graded-lex order: if b divides a, the leading term of every remainder is a
+    multiple of b's leading term, so a failed step proves there is no polynomial quotient.
+    """
+    if not b.terms:
+        return None
+    names = sorted(a.variables | b.variables)
+
+    def key(m):
+        return len(m), tuple(m.count(v) for v in names)
+    lead_b = max(b.terms, key=key)
+    quotient, rest = Dim({}), a
+    while rest.terms:
+        lead_r = max(rest.terms, key=key)
+        m = _monomial_quotient(lead_r, lead_b)
+        if m is None or rest.terms[lead_r] % b.terms[lead_b]:
+            return None
+        term = Dim({m: rest.terms[lead_r] // b.terms[lead_b]})
+        quotient, rest = quotient + term, rest - term * b
+    return quotient
+
+
+def _ceil_div(a: Dim, k: int) -> Dim:
+    out = exact_div(a + Dim.const(k - 1), Dim.const(k))
+    return out if out is not None else Dim.var(f"(({a}) // {k} rounded up)")
+
+
+def _promoted(cx: CallCx, vals: list, what: str) -> tuple[DType, bool]:
+    """Dtype and weakness of operands promoted as an elementwise op would (shapes are the caller's business)."""
+    stand_ins = [Val(ArrayType(v.type.dtype, (), v.type.weak), None, v.static if v.type.rank == 0 else None)
+                 for v in vals]
+    dtype, weak, _ = elementwise_type(cx, stand_ins, what)
+    return dtype, weak
+
+
+def _int_arg(cx: CallCx, v, name: str) -> Dim:
+    """A compile-time integer argument; Python ints are the defaults of omitted parameters."""
+    return Dim.const(v) if isinstance(v, int) and not isinstance(v, bool) else cx.static_int(v, name)
+
+
+def _axis_list(cx: CallCx, axis, rank: int, name: str = "axis") -> list[int]:
+    """Normalized axes; None means all; Python ints are defaults."""
+    if axis is None:
+        return list(range(rank))
+    if isinstance(axis, int) and not isinstance(axis, bool):
+        if not -rank <= axis < rank:
+            cx.error("E0204", f"axis {axis} is out of range for an array of rank {rank}", f"rank is {rank}",
+                     at=name)
+        return [axis % rank]
+    return cx.axes(axis, rank, name)
+
+
+def _single_axis(cx: CallCx, axis, rank: int) -> int:
+    if isinstance(axis, TupleVal):
+        cx.error("E0204", "`axis` must be a single integer here", "a tuple", at="axis")
+    return _axis_list(cx, axis, rank)[0]
+
+
+def _size(cx: CallCx, v, name: str) -> Dim:
+    d = cx.static_int(v, name)
+    if d.is_const and d.value < 0:
+        cx.error("E0204", f"`{name}` must not be negative, found {d.value}", "negative", at=name)
+    return d
+
+
+def _dtype_or(cx: CallCx, v, default: DType) -> DType:
+    return default if v is None else cx.dtype(v, "dtype")
+
+
+def _scalar_as(cx: CallCx, v: Val, dtype: DType):
+    """The MLIR value of scalar `v` in `dtype`: literals exactly, run-time values with cast semantics."""
+    if v.type.weak and v.static is not None and not (isinstance(v.static, float) and not dtype.is_float):
+        return cx.ir(v, dtype)
+    return emit.cast(cx.ir(v), v.type.dtype, dtype)
+
+
+def _check_fill(cx: CallCx, v: Val, dtype: DType, at) -> None:
+    """An integer literal must fit the dtype it fills; float literals are converted like `.astype`."""
+    if v.type.weak and isinstance(v.static, Dim):
+        check_literal(cx, v, dtype, at)
+
+
+def _kept(rank: int, axes) -> list[int]:
+    return [i for i in range(rank) if i not in axes]
+
+
+def _reduce_keep(value, axes, init, body, dt: DType):
+    """Reduce over `axes` and broadcast back to the input shape (a keepdims reduction, ready to combine)."""
+    shape = emit.shape_of(value)
+    reduced = emit.reduce(value, emit.const(init, dt), axes, body, dt)
+    return hlo.broadcast_in_dim(emit.tensor_type(shape, dt), reduced, _kept(len(shape), axes))
+
+
+def _tuple_items(cx: CallCx, xs, name: str) -> tuple[list[Val], list]:
+    """The arrays of a tuple argument `(a, b, ...)` and their spans (the items' own spans when written inline)."""
+    if not isinstance(xs, TupleVal) or not xs.items:
+        cx.error("E0210", f"`{name}` must be a tuple of arrays such as `(a, b)`, found {describe(xs)}",
+                 f"this is {describe(xs)}", at=name)
+    spans = [cx.at(name)] * len(xs.items)
+    node = cx.node
+    expr = node.args[0] if isinstance(node, ast.Call) and node.args else None
+    for kw in getattr(node, "kwargs", ()):
+        if kw.name == name:
+            expr = kw.value
+    if isinstance(expr, ast.TupleLit) and len(expr.elems) == len(xs.items):
+        spans = [e.span for e in expr.elems]
+    for item, span in zip(xs.items, spans):
+        if not isinstance(item, Val):
+            _fail("E0210", f"items of `{name}` must be arrays, found {describe(item)}", span,
+                  f"this is {describe(item)}")
+    return list(xs.items), spans
+
+
+# ---- construction ----------------------------------------------------------------------------
+def _filled(fill):
+    def rule(cx: CallCx, shape, dtype=None) -> Val:
+        dims = cx.shape(shape, "shape")
+        dt = _dtype_or(cx, dtype, F32)
+        return cx.value(ArrayType(dt, dims), lambda: emit.const(fill, dt, concrete(dims)))
+    return rule
+
+
+register("zeros", params="shape, dtype=None")(_filled(0))
+register("ones", params="shape, dtype=None")(_filled(1))
+
+
+@register("full", params="shape, fill_value, dtype=None")
+def _full(cx: CallCx, shape, fill_value, dtype=None) -> Val:
+    dims = cx.shape(shape, "shape")
+    v = cx.array(fill_value, "fill_value")
+    if dtype is None:
+        dt, weak = v.type.dtype, v.type.weak       # as jax.numpy.full: the fill value's (weak) type
+    else:
+        dt, weak = cx.dtype(dtype, "dtype"), False
+    _check_fill(cx, v, dt, "fill_value")
+    _broadcast_check(cx, v.type, dims, "fill_value")
+    return cx.value(ArrayType(dt, dims, weak), lambda: emit.broadcast(_scalar_as(cx, v, dt), concrete(dims)))
+
+
+def _static_number(cx: CallCx, v, name: str) -> Dim | float:
+    if isinstance(v, Val) and v.type.rank == 0 and isinstance(v.static, float):
+        return v.static
+    if isinstance(v, Val) and v.type.rank == 0 and v.static is None:
+        cx.error("E0207", f"`{name}` must be known at compile time, but it is a run-time value",
+                 "depends on run-time values", at=name,
+                 help="use a literal, a `const` or a shape variable: the length of the result depends on it")
+    return _int_arg(cx, v, name)
+
+
+@register("arange", params="start, stop=None, step=None, dtype=None")
+def _arange(cx: CallCx, start, stop=None, step=None, dtype=None) -> Val:
+    names = ["start", "stop", "step"]
+    if stop is None:
+        start, stop, names = 0, start, ["start", "start", "step"]    # arange(n): the one argument is the stop
+    lo = _static_number(cx, start, names[0])
+    hi = _static_number(cx, stop, names[1])
+    by = _static_number(cx, 1 if step is None else step, "step")
+    is_float = any(isinstance(b, float) for b in (lo, hi, by))
+    dt = _dtype_or(cx, dtype, F32 if is_float else I32)
+    if is_float:
+        bounds = []
+        for b, name in zip((lo, hi, by), names):
+            if isinstance(b, Dim) and not b.is_const:
+                cx.error("E0204", f"with float bounds, `{name}` must be a literal or a const, found `{b}`",
+                         "symbolic", at=name)
+            bounds.append(b.value if isinstance(b, Dim) else b)
+        if bounds[2] == 0:
+            cx.error("E0204", "`step` cannot be zero", "zero step", at="step")
+        values = np.arange(*bounds, dtype=dt.np)
+        return cx.value(ArrayType(dt, (Dim.const(len(values)),)), lambda: emit.const(values, dt, values.shape))
+    if not by.is_const:
+        cx.error("E0204", f"`step` must be a literal or a const, found `{by}`", "symbolic", at="step")
+    k = by.value
+    if k == 0:
+        cx.error("E0204", "`step` cannot be zero", "zero step", at="step")
+    if lo.is_const and hi.is_const:
+        length = Dim.const(len(range(lo.value, hi.value, k)))
+    else:
+        length = _ceil_div(hi - lo, k) if k > 0 else _ceil_div(lo - hi, -k)
+
+    def build():
+        n = concrete((length,))
+        iota = hlo.iota(emit.tensor_type(n, dt), 0)
+        scaled = iota if k == 1 else hlo.multiply(iota, emit.const(k, dt, n))
+        return scaled if lo.value == 0 else hlo.add(scaled, emit.const(lo.value, dt, n))
+    return cx.value(ArrayType(dt, (length,)), build)
+
+
+@register("eye", params="N, M=None, k=0, dtype=None")
+def _eye(cx: CallCx, N, M=None, k=0, dtype=None) -> Val:
+    rows = _size(cx, N, "N")
+    cols = rows if M is None else _size(cx, M, "M")
+    diag = _int_arg(cx, k, "k")
+    dt = _dtype_or(cx, dtype, F32)
+    shape = (rows, cols)
+
+    def build():
+        s = concrete(shape)
+        t = emit.tensor_type(s, I64)
+        offset = hlo.subtract(hlo.iota(t, 1), hlo.iota(t, 0))
+        on_diag = emit.compare(offset, emit.const(diag.value, I64, s), "EQ", I64)
+        return emit.convert(on_diag, BOOL, dt)
+    return cx.value(ArrayType(dt, shape), build)
+
+
+@register("linspace", params="start, stop, num=50, endpoint=True, dtype=None")
+def _linspace(cx: CallCx, start, stop, num=50, endpoint=True, dtype=None) -> Val:
+    lo, hi = cx.array(start, "start"), cx.array(stop, "stop")
+    for v, name in ((lo, "start"), (hi, "stop")):
+        if v.type.rank:
+            cx.error("E0204", f"`{name}` must be a scalar, found {v.type}", f"this is {v.type}", at=name)
+    count = _int_arg(cx, num, "num")
+    if count.is_const and count.value < 0:
+        cx.error("E0204", f"`num` must not be negative, found {count.value}", "negative", at="num")
+    endpoint = endpoint if isinstance(endpoint, bool) else cx.bool_flag(endpoint, "endpoint")
+    dt = float_dtype_for(promote([lo.type, hi.type])[0]) if dtype is None else cx.dtype(dtype, "dtype")
+    ct = float_dtype_for(dt)        # computed in floats (as jax.numpy), floored for integer dtypes
+
+    def build():
+        n = count.value
+        if n == 0:
+            return emit.const(0, dt, (0,))
+        a, b = _scalar_as(cx, lo, ct), _scalar_as(cx, hi, ct)
+        if n == 1:
+            out = hlo.reshape(emit.tensor_type((1,), ct), a)
+        else:
+            div = n - 1 if endpoint else n
+            s = (div,)
+            step = hlo.divide(hlo.iota(emit.tensor_type(s, ct), 0), emit.const(div, ct, s))
+            one_minus = hlo.subtract(emit.const(1, ct, s), step)
+            out = hlo.add(hlo.multiply(emit.broadcast(a, s), one_minus), hlo.multiply(emit.broadcast(b, s), step))
+            if endpoint:
+                out = hlo.concatenate([out, hlo.reshape(emit.tensor_type((1,), ct), b)], 0)
+        if not dt.is_float:
+            out = hlo.floor(out)
+        return emit.cast(out, ct, dt)
+    return cx.value(ArrayType(dt, (count,)), build)
+
+
+# ---- shape manipulation ----------------------------------------------------------------------
+@register("reshape", params="x, shape")
+def _reshape(cx: CallCx, x, shape) -> Val:
+    x = cx.array(x, "x")
+    dims = list(cx.static_ints(shape, "shape"))
+    holes = [i for i, d in enumerate(dims) if d == -1]
+    if len(holes) > 1:
+        cx.error("E0204", f"`shape` can have only one -1, found {len(holes)}", "more than one -1", at="shape",
+                 help="-1 stands for the one dimension that is inferred from the others")
+    for d in dims:
+        if d.is_const and d.value < -1:
+            cx.error("E0204", f"negative dimension {d.value} in `shape`", "negative", at="shape")
+    total = _prod(x.type.shape)
+    known = _prod(d for i, d in enumerate(dims) if i not in holes)
+    target = shape_str(["-1" if i in holes else d for i, d in enumerate(dims)])
+    if holes:
+        inferred = exact_div(total, known)
+        if inferred is None:
+            if total.is_const and known.is_const:
+                reason = "the other dimensions are 0" if known == 0 else \
+                    f"{total.value} is not a multiple of {known.value}"
+                cx.error("E0202", f"cannot reshape {x.type} ({total} elements) into shape {target}: {reason}",
+                         "sizes do not divide", at="x",
+                         labels=[Label(cx.at("shape"), f"the known dimensions hold {known} elements")])
+            # Not decidable as polynomials (e.g. `n` into (-1, 2)): checked when the shape is concrete.
+            inferred = Dim.var(f"({total} // {known})")
+        dims[holes[0]] = inferred
+    elif total != known and (total.is_const and known.is_const or not (_opaque(total) or _opaque(known))):
+        cx.error("E0202", f"cannot reshape {x.type} ({total} elements) into shape {target} ({known} elements)",
+                 "element counts differ", at="x",
+                 labels=[Label(cx.at("shape"), f"{known} elements")],
+                 help="use -1 for the dimension to infer, e.g. `reshape(x, (-1, 4))`",
+                 notes=[] if total.is_const and known.is_const else
+                 ["element counts are compared as polynomials over the shape variables"])
+    out = tuple(dims)
+    return cx.value(x.type.with_shape(out),
+                    lambda: hlo.reshape(emit.tensor_type(concrete(out), x.type.dtype), cx.ir(x)))
+
+
+@register("transpose", params="x, axes=None")
+def _transpose(cx: CallCx, x, axes=None) -> Val:
+    x = cx.array(x, "x")
+    rank = x.type.rank
+    perm = list(range(rank))[::-1] if axes is None else cx.axes(axes, rank, "axes")
+    if len(perm) != rank:
+        cx.error("E0204", f"`axes` must name every axis of {x.type} once: found {len(perm)} of {rank}",
+                 f"{len(perm)} axes", at="axes", help=f"give a permutation of 0..{rank - 1}")
+    return cx.value(x.type.with_shape([x.type.shape[p] for p in perm]), lambda: hlo.transpose(cx.ir(x), perm))
+
+
+def _broadcast_check(cx: CallCx, t: ArrayType, target: tuple, name: str) -> None:
+    """NumPy's rule for broadcasting `t` to the shape `target`."""
+    mismatch = t.rank > len(target)
+    for d, want in zip(t.shape[::-1], target[::-1]):
+        mismatch = mismatch or not (d == want or d == 1)
+    if mismatch:
+        cx.error("E0202", f"cannot broadcast {t} to shape {shape_str(target)}", f"this is {t}", at=name,
+                 notes=["aligned from the right, each dimension must equal the target's or be 1"] +
+                 (["two different shape variables never match"] if any(d.variables for d in t.shape) else []))
+
+
+@register("broadcast_to", params="x, shape")
+def _broadcast_to(cx: CallCx, x, shape) -> Val:
+    x = cx.array(x, "x")
+    dims = cx.shape(shape, "shape")
+    _broadcast_check(cx, x.type, dims, "x")
+    return cx.value(x.type.with_shape(dims), lambda: emit.broadcast(cx.ir(x), concrete(dims)))
+
+
+@register("concat", "concatenate", params="arrays, axis=0")
+def _concat(cx: CallCx, arrays, axis=0) -> Val:
+    items, spans = _tuple_items(cx, arrays, "arrays")
+    first = items[0].type
+    if first.rank == 0:
+        _fail("E0204", "cannot concatenate scalars", spans[0], "a scalar", help="use `stack` to join scalars")
+    ax = _single_axis(cx, axis, first.rank)
+    for item, span in zip(items[1:], spans[1:]):
+        t = item.type
+        if t.rank != first.rank or any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != ax):
+            _fail("E0202", f"cannot concatenate {first} and {t} along axis {ax}", span, f"this is {t}",
+                  labels=[Label(spans[0], f"this is {first}")],
+                  notes=[f"all arrays must have the same rank and the same dimensions except along axis {ax}"])
+    dtype, weak = _promoted(cx, items, "`concat`")
+    shape = list(first.shape)
+    shape[ax] = Dim.const(0)
+    for item in items:
+        shape[ax] = shape[ax] + item.type.shape[ax]
+    return cx.value(ArrayType(dtype, tuple(shape), weak),
+                    lambda: hlo.concatenate([cx.ir(v, dtype) for v in items], ax))
+
+
+@register("stack", params="arrays, axis=0")
+def _stack(cx: CallCx, arrays, axis=0) -> Val:
+    items, spans = _tuple_items(cx, arrays, "arrays")
+    first = items[0].type
+    for item, span in zip(items[1:], spans[1:]):
+        if item.type.shape != first.shape:
+            _fail("E0202", f"cannot stack {first} and {item.type}: shapes differ", span, f"this is {item.type}",
+                  labels=[Label(spans[0], f"this is {first}")], notes=["all arrays must have the same shape"])
+    ax = _single_axis(cx, axis, first.rank + 1)
+    dtype, weak = _promoted(cx, items, "`stack`")
+    shape = first.shape[:ax] + (Dim.const(len(items)),) + first.shape[ax:]
+    part = first.shape[:ax] + (ONE,) + first.shape[ax:]
+
+    def build():
+        part_t = emit.tensor_type(concrete(part), dtype)
+        return hlo.concatenate([hlo.reshape(part_t, cx.ir(v, dtype)) for v in items], ax)
+    return cx.value(ArrayType(dtype, shape, weak), build)
+
+
+def _reshaped(cx: CallCx, x: Val, shape: tuple) -> Val:
+    return cx.value(x.type.with_shape(shape),
+                    lambda: hlo.reshape(emit.tensor_type(concrete(shape), x.type.dtype), cx.ir(x)))
+
+
+@register("expand_dims", params="x, axis")
+def _expand_dims(cx: CallCx, x, axis) -> Val:
+    x = cx.array(x, "x")
+    rank = x.type.rank + len(cx.static_ints(axis, "axis"))
+    axes = cx.axes(axis, rank, "axis")
+    rest = iter(x.type.shape)
+    return _reshaped(cx, x, tuple(ONE if i in axes else next(rest) for i in range(rank)))
+
+
+@register("squeeze", params="x, axis=None")
+def _squeeze(cx: CallCx, x, axis=None) -> Val:
+    x = cx.array(x, "x")
+    shape = x.type.shape
+    if axis is None:
+        unknown = [str(d) for d in shape if not d.is_const]
+        if unknown:
+            # Whether a symbolic dimension is 1 differs per call, so the result rank would too.
+            cx.error("E0204", f"`squeeze` without `axis` on {x.type}: whether `{unknown[0]}` is 1 is only known "
+                              f"per call", f"this is {x.type}", at="x",
+                     help="name the axes to remove, e.g. `squeeze(x, axis="
+                          f"{next((i for i, d in enumerate(shape) if d == 1), 0)})`")
+        axes = [i for i, d in enumerate(shape) if d == 1]
+    else:
+        axes = cx.axes(axis, x.type.rank, "axis")
+        for a in axes:
+            if shape[a].is_const and shape[a] != 1:     # symbolic sizes are checked once concrete
+                cx.error("E0204", f"cannot squeeze axis {a} of {x.type}: its size is {shape[a]}, not 1",
+                         f"axis {a} has size {shape[a]}", at="axis",
+                         help="only axes of size 1 can be removed; use `reshape` or index to drop others")
+    return _reshaped(cx, x, tuple(d for i, d in enumerate(shape) if i not in axes))
+
+
+@register("flip", params="x, axis=None")
+def _flip(cx: CallCx, x, axis=None) -> Val:
+    x = cx.array(x, "x")
+    axes = _axis_list(cx, axis, x.type.rank)
+    return cx.value(x.type, lambda: hlo.reverse(cx.ir(x), axes) if axes else cx.ir(x))
+
+
+def _pad_pair(cx: CallCx, v) -> tuple[Dim, Dim]:
+    if isinstance(v, TupleVal):
+        if len(v.items) != 2:
+            cx.error("E0204", f"each entry of `pad_width` must be a pair (before, after), found {describe(v)}",
+                     "not a pair", at="pad_width")
+        return cx.static_int(v.items[0], "pad_width"), cx.static_int(v.items[1], "pad_width")
+    p = cx.static_int(v, "pad_width")
+    return p, p
+
+
+def _pad_widths(cx: CallCx, pad_width, rank: int) -> list[tuple[Dim, Dim]]:
+    """np.pad's forms: n, (n,), (before, after), ((before, after),) or one pair per axis."""
+    if isinstance(pad_width, TupleVal) and any(isinstance(i, TupleVal) for i in pad_width.items):
+        pairs = [_pad_pair(cx, i) for i in pad_width.items]
+    elif isinstance(pad_width, TupleVal) and len(pad_width.items) == 2:
+        pairs = [_pad_pair(cx, pad_width)]
+    elif isinstance(pad_width, TupleVal) and len(pad_width.items) == 1:
+        pairs = [_pad_pair(cx, pad_width.items[0])]
+    elif isinstance(pad_width, TupleVal):
+        cx.error("E0204", f"`pad_width` must be an int, a pair (before, after), or one pair per axis; "
+                          f"found {describe(pad_width)}", "not a padding", at="pad_width",
+                 help="e.g. `pad(x, ((1, 1), (0, 2)))` for a rank-2 array")
+    else:
+        pairs = [_pad_pair(cx, pad_width)]
+    if len(pairs) == 1:
+        pairs = pairs * rank
+    if len(pairs) != rank:
+        cx.error("E0204", f"`pad_width` has {len(pairs)} pairs for an array of rank {rank}",
+                 f"{len(pairs)} pairs", at="pad_width", help="give one (before, after) pair per axis")
+    for d in (d for pair in pairs for d in pair):
+        if d.is_const and d.value < 0:
+            cx.error("E0204", f"`pad_width` cannot be negative, found {d.value}", "negative", at="pad_width",
+                     help="to remove elements, slice instead: `x[1:-1]`")
+    return pairs
+
+
+@register("pad", params="x, pad_width, constant_values=0")
+def _pad(cx: CallCx, x, pad_width, constant_values=0) -> Val:
+    x = cx.array(x, "x")
+    pairs = _pad_widths(cx, pad_width, x.type.rank)
+    dt = x.type.dtype
+    if isinstance(constant_values, Val):
+        if constant_values.type.rank:
+            cx.error("E0204", f"`constant_values` must be a scalar, found {constant_values.type}",
+                     f"this is {constant_values.type}", at="constant_values")
+        _check_fill(cx, constant_values, dt, "constant_values")
+    shape = tuple(d + lo + hi for d, (lo, hi) in zip(x.type.shape, pairs))
+
+    def build():
+        fill = _scalar_as(cx, constant_values, dt) if isinstance(constant_values, Val) else \
+            emit.const(constant_values, dt)
+        return hlo.pad(cx.ir(x), fill, [lo.value for lo, _ in pairs], [hi.value for _, hi in pairs],
+                       [0] * len(pairs))
+    return cx.value(x.type.with_shape(shape), build)
+
+
+@register("tile", params="x, reps")
+def _tile(cx: CallCx, x, reps) -> Val:
+    x = cx.array(x, "x")
+    counts = cx.static_ints(reps, "reps")
+    for r in counts:
+        if r.is_const and r.value < 0:
+            cx.error("E0204", f"`reps` cannot be negative, found {r.value}", "negative", at="reps")
+    n = max(x.type.rank, len(counts))
+    counts = [ONE] * (n - len(counts)) + list(counts)
+    dims = [ONE] * (n - x.type.rank) + list(x.type.shape)
+    shape = tuple(d * r for d, r in zip(dims, counts))
+
+    def build():
+        interleaved = [v for r, d in zip(counts, dims) for v in (r.value, d.value)]
+        value = hlo.reshape(emit.tensor_type(concrete(dims), x.type.dtype), cx.ir(x))
+        value = hlo.broadcast_in_dim(emit.tensor_type(interleaved, x.type.dtype), value, list(range(1, 2 * n, 2)))
+        return hlo.reshape(emit.tensor_type(concrete(shape), x.type.dtype), value)
+    return cx.value(x.type.with_shape(shape), build)
+
+
+# ---- linear algebra --------------------------------------------------------------------------
+def _dot_general(lhs, rhs, out_shape, dt: DType, batch: tuple, contract: tuple):
+    """`batch` and `contract` are (lhs dims, rhs dims) pairs."""
+    dims = hlo.DotDimensionNumbers.get(lhs_batching_dimensions=list(batch[0]),
+                                       rhs_batching_dimensions=list(batch[1]),
+                                       lhs_contracting_dimensions=list(contract[0]),
+                                       rhs_contracting_dimensions=list(contract[1]))
+    return hlo.dot_general(emit.tensor_type(out_shape, dt), lhs, rhs, dims)
+
+
+def _matmul(cx: CallCx, x, y, what: str) -> Val:
+    x, y = cx.array(x, "x"), cx.array(y, "y")
+    tx, ty = x.type, y.type
+    if tx.rank == 0 or ty.rank == 0:
+        cx.error("E0204", f"{what} needs arrays of rank 1 or more, found {tx} and {ty}",
+                 f"this is {tx if tx.rank == 0 else ty}", at="x" if tx.rank == 0 else "y",
+                 help="use `*` to multiply by a scalar")
+    dtype, weak = _promoted(cx, [x, y], what)
+    kx = tx.shape[-1]
+    ky = ty.shape[-2] if ty.rank >= 2 else ty.shape[0]
+    labels = [Label(cx.at("x"), f"this is {tx}"), Label(cx.at("y"), f"this is {ty}")]
+    if kx != ky:
+        which = "second-to-last" if ty.rank >= 2 else "only"
+        cx.error("E0202", f"cannot multiply {tx} by {ty} in {what}: contracted dimensions {kx} and {ky} differ",
+                 f"{kx} vs {ky}", labels=labels,
+                 notes=[f"the last axis of the left operand is contracted with the {which} axis of the right one"]
+                 + (["two different shape variables never match"] if kx.variables and ky.variables else []))
+    bx, by = tx.shape[:-2], ty.shape[:-2]
+    batch = []
+    for i in range(1, max(len(bx), len(by)) + 1):
+        a = bx[-i] if i <= len(bx) else ONE
+        b = by[-i] if i <= len(by) else ONE
+        if not (a == b or a == 1 or b == 1):
+            cx.error("E0202", f"batch dimensions of {tx} and {ty} do not broadcast in {what}", f"{a} vs {b}",
+                     labels=labels, notes=["all axes but the last two broadcast like elementwise operands"])
+        batch.insert(0, a if b == 1 else b)
+    batch = tuple(batch)
+    core_x, core_y = tx.shape[-2:], ty.shape[-2:]
+    out = batch + (tx.shape[-2:-1] if tx.rank >= 2 else ()) + (ty.shape[-1:] if ty.rank >= 2 else ())
+
+    def build():
+        nb = len(batch)
+        lhs = emit.broadcast(cx.ir(x, dtype), concrete(batch + core_x))
+        rhs = emit.broadcast(cx.ir(y, dtype), concrete(batch + core_y))
+        return _dot_general(lhs, rhs, concrete(out), dtype, (range(nb), range(nb)),
+                            ([nb + len(core_x) - 1], [nb]))
+    return cx.value(ArrayType(dtype, out, weak), build)
+
+
+@register("@", params="x, y", table=OPERATORS)
+def _matmul_op(cx: CallCx, x, y) -> Val:
+    return _matmul(cx, x, y, "`@`")
+
+
+@register("matmul", params="x, y")
+def _matmul_fn(cx: CallCx, x, y) -> Val:
+    return _matmul(cx, x, y, "`matmul`")
+
+
+@register("dot", params="x, y")
+def _dot(cx: CallCx, x, y) -> Val:
+    x, y = cx.array(x, "x"), cx.array(y, "y")
+    for v, name in ((x, "x"), (y, "y")):
+        if v.type.rank > 2:
+            cx.error("E0204", f"`dot` takes arrays of rank 2 or less, found {v.type}", f"this is {v.type}",
+                     at=name, help="use `x @ y` (matmul) or `einsum` for batched products")
+    if x.type.rank == 0 or y.type.rank == 0:
+        return OPERATORS["*"].fn(cx, x, y)
+    return _matmul(cx, x, y, "`dot`")
+
+
+def _parse_einsum(cx: CallCx, text: str, operands: list) -> tuple[list[str], str]:
+    spec = text.replace(" ", "")
+    if "->" not in spec:
+        letters = spec.replace(",", "")
+        implicit = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+        cx.error("E0204", f"einsum spec \"{text}\" has no output: arr needs an explicit `->`", "no `->`",
+                 at="subscripts", help=f"write \"{spec}->{implicit}\" for NumPy's implicit output")
+    inputs, output = spec.split("->", 1)
+    terms = inputs.split(",")
+    bad = sorted({c for c in inputs.replace(",", "") + output if not ("a" <= c.lower() <= "z")})
+    if bad:
+        cx.error("E0204", f"einsum spec \"{text}\" has characters other than letters: {' '.join(bad)}",
+                 "letters a-z and A-Z only", at="subscripts",
+                 help="write every axis as a letter (`...` is not supported)" if "." in bad else None)
+    if len(terms) != len(operands):
+        cx.error("E0204", f"einsum spec \"{text}\" has {len(terms)} input term(s) but {len(operands)} "
+                          f"operand(s) were given", f"{len(terms)} terms", at="subscripts")
+    for i, (term, v) in enumerate(zip(terms, operands)):
+        if len(term) != v.type.rank:
+            cx.error("E0202", f"einsum term `{term}` has {len(term)} letter(s) but operand {i + 1} is {v.type} "
+                              f"(rank {v.type.rank})", f"this is {v.type}", at=i + 1,
+                     labels=[Label(cx.at("subscripts"), f"term `{term}`")])
+        repeated = [c for c in term if term.count(c) > 1]
+        if repeated:
+            cx.error("E0204", f"letter `{repeated[0]}` repeats in einsum term `{term}`: diagonals and traces "
+                              f"are not supported", "repeated letter", at="subscripts")
+    for c in output:
+        if output.count(c) > 1:
+            cx.error("E0204", f"letter `{c}` repeats in the einsum output `{output}`", "repeated letter",
+                     at="subscripts")
+        if c not in inputs:
+            cx.error("E0204", f"output letter `{c}` of einsum spec \"{text}\" is not in any input",
+                     f"`{c}` has no size", at="subscripts")
+    return terms, output
+
+
+@register("einsum", params="subscripts, x, y=None")
+def _einsum(cx: CallCx, subscripts, x, y=None) -> Val:
+    if not isinstance(subscripts, StrVal):
+        cx.error("E0210", f"the first argument of `einsum` must be a spec string such as \"ij,jk->ik\", "
+                          f"found {describe(subscripts)}", "not a string", at="subscripts")
+    operands = [cx.array(x, "x")] + ([] if y is None else [cx.array(y, "y")])
+    terms, output = _parse_einsum(cx, subscripts.text, operands)
+    sizes: dict[str, tuple[Dim, int]] = {}
+    for i, (term, v) in enumerate(zip(terms, operands)):
+        for c, d in zip(term, v.type.shape):
+            if c in sizes and sizes[c][0] != d:
+                j = sizes[c][1]
+                cx.error("E0202", f"einsum letter `{c}` has size {sizes[c][0]} in operand {j + 1} "
+                                  f"({operands[j].type}) but {d} in operand {i + 1} ({v.type})",
+                         f"`{c}` is {d} here", at=i + 1,
+                         labels=[Label(cx.at(j + 1), f"`{c}` is {sizes[c][0]} here")])
+            sizes.setdefault(c, (d, i))
+    dtype, weak = _promoted(cx, operands, "`einsum`")
+    if dtype.is_bool:
+        cx.error("E0201", "`einsum` is not defined on bool", "bool operands", help="convert with `.astype(i32)`")
+    out = tuple(sizes[c][0] for c in output)
+
+    def summed(v: Val, term: str, other: str):
+        """Sum out the letters that only this operand has and the output drops."""
+        value = cx.ir(v, dtype)
+        drop = [i for i, c in enumerate(term) if c not in output and c not in other]
+        if drop:
+            value = emit.reduce(value, emit.const(0, dtype), drop, hlo.add, dtype)
+        return value, "".join(c for i, c in enumerate(term) if i not in drop)
+
+    def build():
+        if len(operands) == 1:
+            value, letters = summed(operands[0], terms[0], "")
+        else:
+            a, ta = summed(operands[0], terms[0], terms[1])
+            b, tb = summed(operands[1], terms[1], terms[0])
+            batch = [c for c in ta if c in tb and c in output]
+            contract = [c for c in ta if c in tb and c not in output]
+            letters = "".join(batch) + "".join(c for c in ta if c not in tb) + "".join(c for c in tb if c not in ta)
+            shape = concrete(sizes[c][0] for c in letters)
+            value = _dot_general(a, b, shape, dtype, ([ta.index(c) for c in batch], [tb.index(c) for c in batch]),
+                                 ([ta.index(c) for c in contract], [tb.index(c) for c in contract]))
+        perm = [letters.index(c) for c in output]
+        return value if perm == sorted(perm) else hlo.transpose(value, perm)
+    return cx.value(ArrayType(dtype, out, weak), build)
+
+
+@register("outer", params="x, y")
+def _outer(cx: CallCx, x, y) -> Val:
+    x, y = cx.array(x, "x"), cx.array(y, "y")
+    dtype, weak = _promoted(cx, [x, y], "`outer`")
+    if dtype.is_bool:
+        cx.error("E0201", "`outer` is not defined on bool", "both operands are bool",
+                 help="convert with `.astype(i32)` first")
+    sx, sy = _prod(x.type.shape), _prod(y.type.shape)
+
+    def build():
+        shape = concrete((sx, sy))
+        flat_x = hlo.reshape(emit.tensor_type(shape[:1], dtype), cx.ir(x, dtype))
+        flat_y = hlo.reshape(emit.tensor_type(shape[1:], dtype), cx.ir(y, dtype))
+        t = emit.tensor_type(shape, dtype)
+        return hlo.multiply(hlo.broadcast_in_dim(t, flat_x, [0]), hlo.broadcast_in_dim(t, flat_y, [1]))
+    return cx.value(ArrayType(dtype, (sx, sy), weak), build)
+
+
+# ---- neural-net helpers ----------------------------------------------------------------------
+def _nn_input(cx: CallCx, x, axis) -> tuple[Val, list[int], DType]:
+    x = cx.array(x, "x")
+    return x, _axis_list(cx, axis, x.type.rank), float_dtype_for(x.type.dtype)
+
+
+def _shifted(cx: CallCx, x: Val, axes, dt: DType):
+    """x - max(x) over `axes` (as jax.nn: a row of -inf gives NaN, an +inf gives NaN)."""
+    value = cx.ir(x, dt)
+    return hlo.subtract(value, _reduce_keep(value, axes, -np.inf, hlo.maximum, dt))
+
+
+@register("softmax", params="x, axis=-1")
+def _softmax(cx: CallCx, x, axis=-1) -> Val:
+    x, axes, dt = _nn_input(cx, x, axis)
+
+    def build():
+        unnormalized = hlo.exponential(_shifted(cx, x, axes, dt))
+        return hlo.divide(unnormalized, _reduce_keep(unnormalized, axes, 0, hlo.add, dt))
+    return cx.value(x.type.with_dtype(dt, x.type.weak), build)
+
+
+@register("log_softmax", params="x, axis=-1")
+def _log_softmax(cx: CallCx, x, axis=-1) -> Val:
+    x, axes, dt = _nn_input(cx, x, axis)
+
+    def build():
+        shifted = _shifted(cx, x, axes, dt)
+        return hlo.subtract(shifted, hlo.log(_reduce_keep(hlo.exponential(shifted), axes, 0, hlo.add, dt)))
+    return cx.value(x.type.with_dtype(dt, x.type.weak), build)
+
+
+@register("layer_norm", params="x, axis=-1, epsilon=None")
+def _layer_norm(cx: CallCx, x, axis=-1, epsilon=None) -> Val:
+    """(x - mean) / sqrt(var + epsilon) over `axis`, without scale or bias (jax.nn.standardize, two-pass)."""
+    x, axes, dt = _nn_input(cx, x, axis)
+    if epsilon is not None and (not isinstance(epsilon, Val) or epsilon.type.rank):
+        cx.error("E0204", f"`epsilon` must be a scalar, found {describe(epsilon)}", "not a scalar", at="epsilon")
+
+    def build():
+        value = cx.ir(x, dt)
+        shape = emit.shape_of(value)
+        count = emit.const(int(np.prod([shape[a] for a in axes])), dt, shape)
+        centered = hlo.subtract(value, hlo.divide(_reduce_keep(value, axes, 0, hlo.add, dt), count))
+        var = hlo.divide(_reduce_keep(hlo.multiply(centered, centered), axes, 0, hlo.add, dt), count)
+        eps = emit.const(1e-5, dt, shape) if epsilon is None else emit.broadcast(_scalar_as(cx, epsilon, dt), shape)
+        return hlo.multiply(centered, hlo.rsqrt(hlo.add(var, eps)))
+    return cx.value(x.type.with_dtype(dt, x.type.weak), build)
+
+
+@register("one_hot", params="x, num_classes, dtype=None")
+def _one_hot(cx: CallCx, x, num_classes, dtype=None) -> Val:
+    x = cx.array(x, "x")
+    if not x.type.dtype.is_int:
+        cx.error("E0201", f"`one_hot` needs integer class indices, found {x.type}", f"this is {x.type}", at="x",
+                 help="convert with `.astype(i32)` first")
+    k = cx.static_int(num_classes, "num_classes")
+    if k.is_const and k.value < 0:
+        cx.error("E0204", f"`num_classes` must not be negative, found {k.value}", "negative", at="num_classes")
+    dt = _dtype_or(cx, dtype, F32)
+    shape = x.type.shape + (k,)
+
+    def build():
+        s = concrete(shape)
+        # Compare in x's dtype when every class index fits it, else in i64 (a u8 index with 300 classes).
+        ct = x.type.dtype if k.value == 0 or k.value - 1 <= np.iinfo(x.type.dtype.np).max else I64
+        index = hlo.broadcast_in_dim(emit.tensor_type(s, ct), cx.ir(x, ct), list(range(x.type.rank)))
+        hit = emit.compare(index, hlo.iota(emit.tensor_type(s, ct), len(s) - 1), "EQ", ct)
+        return emit.convert(hit, BOOL, dt)
+    return cx.value(ArrayType(dt, shape), build)

@@ -25,6 +25,7 @@ class Program:
     const_dims: dict = field(default_factory=dict)     # integer scalar consts usable in shapes: name -> Dim
     signatures: dict = field(default_factory=dict)     # name -> Signature
     warnings: list = field(default_factory=list)
+    effectful: set = field(default_factory=set)         # functions that print/assert, directly or by a call
 
     def const_value(self, name: str, walk: FunctionWalk):
         """The value of a module constant inside `walk` (emitted inline while lowering)."""
@@ -65,6 +66,7 @@ def check_program(source: Source, werror: bool = False) -> Program:
                                     help="split long expressions into several assignments"))
         calls[fn.name] = walk.calls
     _check_recursion(calls, reporter)
+    program.effectful = _effectful(program, calls)
     if reporter.errors:
         raise CompileError(reporter.diagnostics, {source.name: source})
     program.warnings = reporter.diagnostics
@@ -153,6 +155,29 @@ def _signature(program: Program, fn: ast.FunctionDef, reporter: Reporter) -> Non
         return
     program.signatures[fn.name] = Signature(fn.name, params, results, [r.span for r in fn.results],
                                             fn.tuple_result, shape_vars)
+
+
+def _has_effect_statement(stmts) -> bool:
+    for s in stmts:
+        if isinstance(s, (ast.Print, ast.Assert)):
+            return True
+        if isinstance(s, ast.If) and (_has_effect_statement(s.body) or _has_effect_statement(s.orelse)):
+            return True
+        if isinstance(s, (ast.For, ast.While)) and _has_effect_statement(s.body):
+            return True
+    return False
+
+
+def _effectful(program: Program, calls: dict) -> set:
+    out = {name for name, fn in program.functions.items() if _has_effect_statement(fn.body)}
+    changed = True
+    while changed:
+        changed = False
+        for name, callees in calls.items():
+            if name not in out and any(c in out for c, _ in callees):
+                out.add(name)
+                changed = True
+    return out
 
 
 def _check_recursion(calls: dict, reporter: Reporter) -> None:

@@ -32,13 +32,18 @@ class DeviceUnavailable(RuntimeError):
 class Executable:
     """A compiled StableHLO module bound to one device."""
 
-    def __init__(self, module, platform: str = "cpu"):
+    def __init__(self, module, platform: str = "cpu", host_callbacks: list | None = None):
         from jax._src.lib import xla_client as xc
         from jax.sharding import SingleDeviceSharding
         be = backend(platform)
         self.device = be.local_devices()[0]
         self.sharding = SingleDeviceSharding(self.device)
-        self.loaded = be.compile_and_load(module, xc.DeviceList((self.device,)), xc.CompileOptions())
+        self.host_callbacks = host_callbacks or []         # kept alive as long as the executable
+        if self.host_callbacks:
+            self.loaded = be.compile_and_load(module, xc.DeviceList((self.device,)), xc.CompileOptions(),
+                                              host_callbacks=self.host_callbacks)
+        else:
+            self.loaded = be.compile_and_load(module, xc.DeviceList((self.device,)), xc.CompileOptions())
 
     def put(self, values: list) -> list:
         """Transfer NumPy arrays to the device, keeping 64-bit dtypes 64-bit."""

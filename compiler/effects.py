@@ -1,0 +1,88 @@
+"""Run-time effects: `print` and `assert`, lowered to host callbacks ordered by a hidden `$io` value.
+
+Each effect site becomes a `stablehlo.custom_call @xla_ffi_python_cpu_callback` (the target that
+`jax.debug.print` uses) whose operands are the run id, the `$io` value and the printed values, and whose
+result is the next `$io`. The data dependency on `$io` keeps every effect in program order, including
+inside loops and branches and across calls; `has_side_effect` keeps XLA from removing it.
+An `assert` computes its verdict on the device and calls back only when it fails.
+The runtime (runtime/effects.py) turns the sites into Python callbacks.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from jaxlib.mlir import ir
+
+from . import emit
+from .emit import hlo
+from .span import Span
+from .types import BOOL, I32, I64, ArrayType
+from .values import StrVal, Val
+
+CALLBACK_TARGET = {"cpu": "xla_ffi_python_cpu_callback", "gpu": "xla_ffi_python_gpu_callback"}
+RUN = "$run"
+
+
+@dataclass
+class PrintSite:
+    span: Span
+    pieces: list          # str for literal text, ArrayType for a value slot
+
+
+@dataclass
+class AssertSite:
+    span: Span
+    message: str
+    shape: tuple          # concrete shape of the condition (for unravelling the failing index)
+    in_function: str
+    loop_depth: int
+    call_chain: list = field(default_factory=list)
+
+
+def _callback(sites: list, site, operands: list, platform: str = "cpu"):
+    sites.append(site)
+    index = len(sites) - 1
+    io_type = emit.tensor_type((), I32)
+    op = hlo.CustomCallOp([io_type], operands, call_target_name=CALLBACK_TARGET.get(platform, CALLBACK_TARGET["cpu"]),
+                          has_side_effect=ir.BoolAttr.get(True),
+                          api_version=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 4),
+                          backend_config=ir.DictAttr.get(
+                              {"index": ir.IntegerAttr.get(ir.IntegerType.get_unsigned(64), index)}))
+    return op.results[0]
+
+
+def lower_print(walk, sites: list, stmt, values: list) -> None:
+    pieces, operands = [], [walk.materialize(walk.env[RUN]), walk.materialize(walk.env["$io"])]
+    for v in values:
+        if isinstance(v, StrVal):
+            pieces.append(v.text)
+        else:
+            pieces.append(v.type)
+            operands.append(walk.materialize(v))
+    with walk.location(stmt, "print"):
+        walk.env["$io"] = Val(ArrayType(I32, ()), _callback(sites, PrintSite(stmt.span, pieces), operands))
+
+
+def lower_assert(walk, sites: list, stmt, cond: Val, message: str) -> None:
+    with walk.location(stmt, "assert"):
+        shape = cond.type.concrete_shape
+        flat = walk.materialize(cond)
+        size = 1
+        for d in shape:
+            size *= d
+        flat = hlo.reshape(emit.tensor_type((size,), BOOL), flat)
+        ok = emit.reduce(flat, emit.const(True, BOOL), [0], hlo.and_, BOOL)
+        # First failing index: min over (i where not c, else size).
+        iota = hlo.iota(emit.tensor_type((size,), I64), 0)
+        failing = hlo.select(flat, emit.const(size, I64, (size,)), iota)
+        first = emit.reduce(failing, emit.const(size, I64), [0], hlo.minimum, I64)
+        counters = [walk.materialize(c, I64) for c in walk.loop_counters]
+        site = AssertSite(stmt.span, message, shape, walk.fn.name, len(counters))
+        io_type = emit.tensor_type((), I32)
+        op = hlo.IfOp([io_type], ok)
+        with ir.InsertionPoint(op.true_branch.blocks.append()):
+            hlo.return_([walk.materialize(walk.env["$io"])])
+        with ir.InsertionPoint(op.false_branch.blocks.append()):
+            operands = [walk.materialize(walk.env[RUN]), walk.materialize(walk.env["$io"]), first] + counters
+            hlo.return_([_callback(sites, site, operands)])
+        walk.env["$io"] = Val(ArrayType(I32, ()), op.results[0])

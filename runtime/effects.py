@@ -1,0 +1,81 @@
+"""Host side of `print` and `assert` (see compiler/effects.py): callbacks and per-call run state."""
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+
+import numpy as np
+
+from ..compiler.effects import AssertSite, PrintSite
+from .reports import AssertionFailed
+
+_runs: dict = {}
+_ids = itertools.count(1)
+_lock = threading.Lock()
+
+
+class RunState:
+    """What the effects of one call did: the first failure stops later prints (as Python would stop)."""
+
+    def __init__(self):
+        self.failure: AssertionFailed | None = None
+
+
+def begin() -> tuple[int, RunState]:
+    state = RunState()
+    with _lock:
+        run_id = next(_ids) % (2 ** 31 - 1)
+        _runs[run_id] = state
+    return run_id, state
+
+
+def end(run_id: int) -> RunState:
+    with _lock:
+        return _runs.pop(run_id)
+
+
+def format_value(value: np.ndarray) -> str:
+    if value.ndim == 0:
+        item = value.item()
+        if isinstance(item, bool):
+            return "true" if item else "false"
+        return str(value[()])
+    return np.array2string(value, separator=" ")
+
+
+def _print_callback(site: PrintSite, sources: dict):
+    def callback(run_id, io, *values):
+        state = _runs.get(int(run_id))
+        if state is not None and state.failure is None:
+            values = iter(values)
+            parts = [p if isinstance(p, str) else format_value(np.asarray(next(values))) for p in site.pieces]
+            print(*parts, file=sys.stdout, flush=True)
+        return (np.int32(io + 1),)
+    return callback
+
+
+def _assert_callback(site: AssertSite, sources: dict):
+    def callback(run_id, io, first, *counters):
+        state = _runs.get(int(run_id))
+        if state is not None and state.failure is None:
+            index = tuple(int(i) for i in np.unravel_index(int(first), site.shape)) if site.shape else ()
+            iteration = tuple(int(c) for c in counters) or None
+            where = f" at index {list(index)}" if index else ""
+            notes = []
+            if iteration is not None:
+                notes.append("in loop iteration " + ", ".join(str(i) for i in iteration))
+            notes.append(f"in {site.in_function}")
+            message = f"assertion failed: {site.message}" if site.message else "assertion failed"
+            state.failure = AssertionFailed(message, site.span, f"this condition is false{where}", index=index,
+                                            iteration=iteration, notes=notes, sources=sources)
+        return (np.int32(io + 1),)
+    return callback
+
+
+def host_callbacks(sites: list, sources: dict) -> list:
+    out = []
+    for site in sites:
+        make = _print_callback if isinstance(site, PrintSite) else _assert_callback
+        out.append(make(site, sources))
+    return out

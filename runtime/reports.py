@@ -1,0 +1,52 @@
+"""Run-time reports: guard and assert failures as exceptions whose `str()` is the rendered report."""
+from __future__ import annotations
+
+from ..compiler.diagnostics import Diagnostic, render
+from ..compiler.span import Source, Span
+
+RUNTIME_CODES = {
+    "R0001": "NaN produced at run time",
+    "R0002": "infinity produced at run time",
+    "R0003": "index out of range at run time",
+    "R0004": "integer division by zero at run time",
+    "R0005": "assertion failed",
+}
+
+
+class GuardError(RuntimeError):
+    """A fault found by the compiled program itself (guards) or a failed `assert`."""
+    code = "R0000"
+
+    def __init__(self, message: str, span: Span | None, label: str = "", index=None, iteration=None,
+                 operands=None, notes=(), sources: dict | None = None):
+        self.message = message
+        self.span = span
+        self.index = index
+        self.iteration = iteration
+        self.operands = operands or {}
+        self.diagnostic = Diagnostic(self.code, message, span, label, notes=list(notes))
+        self.sources = sources or {}
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return render(self.diagnostic, self.sources)
+
+
+class NaNError(GuardError, FloatingPointError):
+    code = "R0001"
+
+
+class InfError(GuardError, FloatingPointError):
+    code = "R0002"
+
+
+class BoundsError(GuardError, IndexError):
+    code = "R0003"
+
+
+class DivisionByZero(GuardError, ZeroDivisionError):
+    code = "R0004"
+
+
+class AssertionFailed(GuardError, AssertionError):
+    code = "R0005"
