@@ -135,6 +135,8 @@ class CallCx:
 
     def static_int(self, v, name) -> Dim:
         """A compile-time integer (literal, const, shape variable or arithmetic of those)."""
+        if isinstance(v, int) and not isinstance(v, bool):       # a rule's Python default
+            return Dim.const(v)
         if isinstance(v, Val) and v.type.rank == 0 and isinstance(v.static, Dim):
             return v.static
         if isinstance(v, Val) and v.type.rank == 0 and (v.type.dtype.is_int or v.type.dtype.is_bool):
@@ -708,7 +710,7 @@ def _literal_static(e: Val):
 
 
 def _all_ops_modules():
-    from . import ops_index, ops_reduce, ops_shape  # noqa: F401  (they register into the tables)
+    from . import ops_index, ops_reduce, ops_scan, ops_shape  # noqa: F401  (they register into the tables)
 
 
 _all_ops_modules()

@@ -332,7 +332,8 @@ class FunctionWalk(ControlFlow):
                                     f"{len(sig.results)}", stmt.span, f"returns {len(values)}",
                            labels=[Label(self.fn.name_span, f"declared to return {self._declared()}")])
         out = []
-        for value, node, declared, dspan in zip(values, stmt.values or [stmt], sig.results, sig.result_spans):
+        nodes = stmt.values if len(stmt.values) == len(values) else [stmt] * len(values)
+        for value, node, declared, dspan in zip(values, nodes, sig.results, sig.result_spans):
             declared = declared.subs(self.bindings)
             if isinstance(value, Poisoned):
                 out.append(value)

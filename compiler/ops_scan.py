@@ -1,0 +1,176 @@
+"""Scans and sorting: cumsum cumprod cummax sort argsort top_k, and nonzero(mask, size=N, fill=v)."""
+from __future__ import annotations
+
+import numpy as np
+from jaxlib.mlir import ir
+
+from . import emit
+from .builtins import CallCx, concrete, register
+from .emit import hlo
+from .ops_reduce import _accumulator_dtype
+from .types import BOOL, I32, ArrayType, Dim
+from .values import TupleVal, Val
+
+
+def _flat_or_axis(cx: CallCx, x: Val, axis):
+    """NumPy's convention: axis=None scans the flattened array."""
+    if axis is None:
+        size = Dim.const(1)
+        for d in x.type.shape:
+            size = size * d
+        return (size,), 0, True
+    ax = cx.axes(axis, x.type.rank)
+    if len(ax) != 1:
+        cx.error("E0204", "a scan takes a single axis", at="axis")
+    return x.type.shape, ax[0], False
+
+
+def scan(combine, identity, accumulate: bool):
+    def rule(cx: CallCx, x, axis=None):
+        x = cx.array(x, "x")
+        shape, ax, flatten = _flat_or_axis(cx, x, axis)
+        dt = _accumulator_dtype(x.type.dtype) if accumulate else x.type.dtype
+        if dt.is_bool:
+            dt = I32
+
+        def build():
+            value = cx.ir(x, dt)
+            out_shape = concrete(shape)
+            if flatten:
+                value = hlo.reshape(emit.tensor_type(out_shape, dt), value)
+            n = out_shape[ax]
+            rank = len(out_shape)
+            window = [n if d == ax else 1 for d in range(rank)]
+            padding = [[n - 1, 0] if d == ax else [0, 0] for d in range(rank)]
+            op = hlo.ReduceWindowOp([emit.tensor_type(out_shape, dt)], [value], [emit.const(identity(dt), dt)],
+                                    window_dimensions=window,
+                                    padding=ir.DenseElementsAttr.get(np.array(padding, np.int64)))
+            scalar = emit.tensor_type((), dt)
+            block = op.body.blocks.append(scalar, scalar)
+            with ir.InsertionPoint(block):
+                hlo.return_([combine(block.arguments[0], block.arguments[1])])
+            return op.results[0]
+        return cx.value(ArrayType(dt, tuple(shape)), build)
+    return rule
+
+
+register("cumsum", params="x, axis=None")(scan(hlo.add, lambda dt: 0, True))
+register("cumprod", params="x, axis=None")(scan(hlo.multiply, lambda dt: 1, True))
+register("cummax", params="x, axis=None")(scan(hlo.maximum, emit.scalar_arith_min, False))
+register("cummin", params="x, axis=None")(scan(hlo.minimum, emit.scalar_arith_max, False))
+
+
+def _less(a, b, dt):
+    """a < b with NaN sorted last (as NumPy)."""
+    lt = emit.compare(a, b, "LT", dt)
+    if not dt.is_float:
+        return lt
+    a_nan = emit.compare(a, a, "NE", dt)
+    b_nan = emit.compare(b, b, "NE", dt)
+    return hlo.or_(hlo.and_(lt, hlo.not_(a_nan)), hlo.and_(b_nan, hlo.not_(a_nan)))
+
+
+def _sort(values: list, dtypes: list, axis: int, descending: bool = False):
+    types = [v.type for v in values]
+    op = hlo.SortOp(types, values, dimension=axis, is_stable=True)
+    scalars = []
+    for dt in dtypes:
+        scalars += [emit.tensor_type((), dt)] * 2
+    block = op.comparator.blocks.append(*scalars)
+    with ir.InsertionPoint(block):
+        a, b = block.arguments[0], block.arguments[1]
+        hlo.return_([_less(b, a, dtypes[0]) if descending else _less(a, b, dtypes[0])])
+    return list(op.results)
+
+
+def _one_axis(cx: CallCx, x: Val, axis) -> int:
+    ax = cx.axes(axis, x.type.rank)
+    if ax is None or len(ax) != 1:
+        cx.error("E0204", "sorting takes a single axis", at="axis")
+    return ax[0]
+
+
+@register("sort", params="x, axis=-1")
+def _sort_rule(cx: CallCx, x, axis=-1):
+    x = cx.array(x, "x")
+    ax = _one_axis(cx, x, axis)
+    return cx.value(x.type.strong(), lambda: _sort([cx.ir(x)], [x.type.dtype], ax)[0])
+
+
+@register("argsort", params="x, axis=-1")
+def _argsort(cx: CallCx, x, axis=-1):
+    x = cx.array(x, "x")
+    ax = _one_axis(cx, x, axis)
+
+    def build():
+        shape = concrete(x.type.shape)
+        iota = hlo.iota(emit.tensor_type(shape, I32), ax)
+        return _sort([cx.ir(x), iota], [x.type.dtype, I32], ax)[1]
+    return cx.value(ArrayType(I32, x.type.shape), build)
+
+
+@register("top_k", params="x, k")
+def _top_k(cx: CallCx, x, k):
+    """The k largest entries along the last axis and their indices, largest first (as jax.lax.top_k)."""
+    x = cx.array(x, "x")
+    if x.type.rank == 0:
+        cx.error("E0204", "top_k needs an array of rank >= 1", f"this is {x.type}", at=0)
+    kk = cx.const_int(k, "k")
+    last = x.type.shape[-1]
+    if kk < 0 or (last.is_const and kk > last.value):
+        cx.error("E0204", f"k = {kk} is out of range for a last dimension of size {last}", at="k")
+    out_shape = x.type.shape[:-1] + (Dim.const(kk),)
+    ax = x.type.rank - 1
+
+    def both():
+        shape = concrete(x.type.shape)
+        iota = hlo.iota(emit.tensor_type(shape, I32), ax)
+        values, indices = _sort([cx.ir(x), iota], [x.type.dtype, I32], ax, descending=True)
+        limit = list(shape[:-1]) + [kk]
+        zeros = [0] * len(shape)
+        ones = [1] * len(shape)
+        return hlo.slice(values, zeros, limit, ones), hlo.slice(indices, zeros, limit, ones)
+    if cx.lowering:
+        values, indices = both()
+        return TupleVal([Val(ArrayType(x.type.dtype, out_shape), values), Val(ArrayType(I32, out_shape), indices)])
+    return TupleVal([Val(ArrayType(x.type.dtype, out_shape)), Val(ArrayType(I32, out_shape))])
+
+
+@register("nonzero", params="mask, size=None, fill=0")
+def _nonzero(cx: CallCx, mask, size=None, fill=0):
+    """Indices of the true elements, padded with `fill` to a static `size` (jnp.nonzero(..., size=N))."""
+    mask = cx.array(mask, "mask")
+    if size is None:
+        cx.error("E0207", "`nonzero` needs `size=`: the number of true elements is only known at run time",
+                 "no size", help="pass the largest count you expect, e.g. `nonzero(mask, size=10, fill=-1)`")
+    n = cx.const_int(size, "size")
+    fill_value = fill if isinstance(fill, int) else cx.const_int(fill, "fill")
+    if mask.type.rank == 0:
+        cx.error("E0204", "`nonzero` needs an array", at=0)
+    out = ArrayType(I32, (Dim.const(n),))
+    shape = mask.type.shape
+
+    def indices():
+        dims = concrete(shape)
+        total = int(np.prod(dims))
+        flat = hlo.reshape(emit.tensor_type((total,), mask.type.dtype), cx.ir(mask))
+        truth = flat if mask.type.dtype.is_bool else emit.convert(flat, mask.type.dtype, BOOL)
+        iota = hlo.iota(emit.tensor_type((total,), I32), 0)
+        keys = hlo.select(truth, iota, emit.const(total, I32, (total,)))
+        ordered = _sort([keys], [I32], 0)[0]
+        if n > total:
+            ordered = hlo.pad(ordered, emit.const(total, I32), [0], [n - total], [0])
+        else:
+            ordered = hlo.slice(ordered, [0], [n], [1])
+        missing = emit.compare(ordered, emit.const(total, I32, (n,)), "EQ", I32)
+        coords = []
+        rest = ordered
+        for d in reversed(dims):
+            coords.append(hlo.remainder(rest, emit.const(d, I32, (n,))))
+            rest = hlo.divide(rest, emit.const(d, I32, (n,)))
+        return [hlo.select(missing, emit.const(fill_value, I32, (n,)), c) for c in reversed(coords)]
+    if mask.type.rank == 1:
+        return cx.value(out, lambda: indices()[0])
+    if cx.lowering:
+        return TupleVal([Val(out, c) for c in indices()])
+    return TupleVal([Val(out) for _ in shape])
