@@ -20,14 +20,15 @@ class ArgumentError(TypeError):
     """An argument does not match the function's signature (names the parameter, expected and actual type)."""
 
 
-def loads(source: str, filename: str = "<string>", guards=None, warnings: str = "warn") -> "Module":
+def loads(source: str, filename: str = "<string>", guards=None, warnings: str = "warn",
+          constants: dict | None = None) -> "Module":
     """Compile arr source text into a module of callable functions.
 
     >>> mod = loads("def add(x: f32[n], y: f32[n]) -> f32[n]:\\n    return x + y\\n")
     >>> mod.add.signature
     '(x: f32[n], y: f32[n]) -> f32[n]'
     """
-    program = check_program(Source(filename, source), werror=(warnings == "error"))
+    program = check_program(Source(filename, source), werror=(warnings == "error"), constants=constants)
     return Module(program, guards=guards)
 
 
@@ -79,7 +80,24 @@ class Module:
 
     @property
     def functions(self) -> list[str]:
-        return list(self._functions)
+        return [n for n in self._functions if not n.startswith("__")]
+
+    def expression(self, text: str) -> "Function":
+        """A function of no arguments computing the arr expression `text` with this module's names in scope.
+
+        >>> loads("const K: i32 = 3\n").expression("K * 2.5")().item()
+        7.5
+        """
+        from arrc.compiler.program import expression_function
+        source = Source("<expr>", text)
+        expr = parse(source, start="expr")
+        try:
+            name = expression_function(self._program, expr, f"__expr_{len(self._functions)}__")
+        except CompileError as err:
+            raise CompileError(err.diagnostics, {**err.sources, "<expr>": source}) from None
+        fn = Function(self, name)
+        self._functions[name] = fn
+        return fn
 
 
 class Function:

@@ -382,7 +382,7 @@ class FunctionWalk(ControlFlow):
                                notes=[value.reason],
                                help=f"assign `{e.id}` before the `if`/loop so it has a value on every path")
             return value
-        if e.id in self.program.consts:
+        if e.id in self.program.const_types or e.id in self.program.consts:
             return self.program.const_value(e.id, self)
         if e.id in NAMED_CONSTANTS:
             return Val(ArrayType(DTYPES["f32"], (), weak=True), None, NAMED_CONSTANTS[e.id])

@@ -26,6 +26,7 @@ class Program:
     signatures: dict = field(default_factory=dict)     # name -> Signature
     warnings: list = field(default_factory=list)
     effectful: set = field(default_factory=set)         # functions that print/assert, directly or by a call
+    externals: dict = field(default_factory=dict)       # name -> NumPy value given by the host (REPL bindings)
 
     def const_value(self, name: str, walk: FunctionWalk):
         """The value of a module constant inside `walk` (emitted inline while lowering)."""
@@ -34,6 +35,8 @@ class Program:
             return POISON
         if name in self.const_dims:
             return Val(declared, None, self.const_dims[name])
+        if name in self.externals:
+            return Val(declared, None, self.externals[name])
         value = walk.eval(self.consts[name].value)
         if isinstance(value, Poisoned):
             return value
@@ -42,14 +45,20 @@ class Program:
         return Val(declared, None, value.static if isinstance(value.static, np.ndarray) else None)
 
 
-def check_program(source: Source, werror: bool = False) -> Program:
-    """Parse and check `source`; raises CompileError listing every error found."""
+def check_program(source: Source, werror: bool = False, constants: dict | None = None) -> Program:
+    """Parse and check `source`; raises CompileError listing every error found.
+
+    `constants` binds names to host values (NumPy arrays or scalars) that functions may use like `const`s.
+    """
     module = parse(source)
     reporter = Reporter(werror)
     program = Program(source, module)
     _collect(program, reporter)
+    for name, value in (constants or {}).items():
+        _external(program, name, value, reporter)
     for const in program.consts.values():
-        _check_const(program, const, reporter)
+        if const is not None:
+            _check_const(program, const, reporter)
     for fn in program.functions.values():
         _signature(program, fn, reporter)
     calls = {}
@@ -87,6 +96,24 @@ def _collect(program: Program, reporter: Reporter) -> None:
             program.functions[item.name] = item
         else:
             program.consts[item.name] = item
+
+
+def _external(program: Program, name: str, value, reporter: Reporter) -> None:
+    from .types import dtype_of_numpy
+    arr = np.asarray(value)
+    dtype = dtype_of_numpy(arr.dtype)
+    if name in program.functions or name in program.consts:
+        item = program.functions.get(name) or program.consts[name]
+        reporter.add(Diagnostic("E0102", f"`{name}` is defined twice", getattr(item, "name_span", None) or item.span,
+                                "also bound as a value"))
+        return
+    if dtype is None:
+        raise TypeError(f"constant `{name}` has unsupported dtype {arr.dtype}")
+    program.externals[name] = arr
+    program.const_types[name] = ArrayType(dtype, tuple(Dim.const(d) for d in arr.shape))
+    program.consts[name] = None
+    if arr.ndim == 0 and dtype.is_int:
+        program.const_dims[name] = Dim.const(int(arr))
 
 
 def _check_const(program: Program, const: ast.ConstDef, reporter: Reporter) -> None:
@@ -197,3 +224,46 @@ def _check_recursion(calls: dict, reporter: Reporter) -> None:
     for name in calls:
         if name not in done:
             visit(name, [name])
+
+
+def expression_function(program: Program, expr: ast.Node, name: str = "__expr__") -> str:
+    """Register a function with no parameters returning `expr` (for the REPL); its result type is inferred.
+    Raises CompileError on errors in `expr`."""
+    from .check import Signature
+    reporter = Reporter()
+    walk = FunctionWalk(program, None, reporter)
+    try:
+        value = walk.eval(expr)
+    except ArrError as err:
+        reporter.add(err.diag)
+        value = POISON
+    if reporter.errors or isinstance(value, Poisoned):
+        raise CompileError(reporter.diagnostics, {program.source.name: program.source})
+    from .values import TupleVal
+    items = value.items if isinstance(value, TupleVal) else [value]
+    if not all(isinstance(v, Val) for v in items):
+        raise CompileError([Diagnostic("E0210", f"cannot show a value of kind {describe(value)}", expr.span,
+                                       f"this is {describe(value)}")], {program.source.name: program.source})
+    results = [v.type.strong() for v in items]
+    fn = ast.FunctionDef(expr.span, name, (), (), isinstance(value, TupleVal), (ast.Return(expr.span, (expr,)),),
+                         name_span=expr.span)
+    program.functions[name] = fn
+    program.signatures[name] = Signature(name, [], results, [expr.span] * len(results), fn.tuple_result, [])
+    if _has_effect_call(program, expr):
+        program.effectful.add(name)
+    return name
+
+
+def _has_effect_call(program: Program, expr) -> bool:
+    found = False
+
+    def visit(node):
+        nonlocal found
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in program.effectful:
+            found = True
+        for value in getattr(node, "__dict__", {}).values():
+            for child in (value if isinstance(value, tuple) else (value,)):
+                if isinstance(child, ast.Node):
+                    visit(child)
+    visit(expr)
+    return found
