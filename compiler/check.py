@@ -191,7 +191,8 @@ class FunctionWalk(ControlFlow):
                                      "unreachable", help="remove it or move the `return` to the end").diag)
                 return
             try:
-                self.stmt(stmt)
+                with self.location(stmt, _statement_name(stmt)):
+                    self.stmt(stmt)
             except ArrError as err:
                 self.report(err.diag)
                 self._poison_targets(stmt)
@@ -572,6 +573,11 @@ def _result_help(value, declared: ArrayType) -> str | None:
 _OP_NAMES = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "//": "floor_divide", "%": "remainder",
              "**": "power", "@": "matmul", "==": "compare", "!=": "compare", "<": "compare", "<=": "compare",
              ">": "compare", ">=": "compare", "&": "and", "|": "or", "^": "xor", "and": "and", "or": "or"}
+
+
+def _statement_name(stmt) -> str:
+    return {"Assign": "assign", "AugAssign": "assign", "If": "if", "For": "for", "While": "while",
+            "Print": "print", "Assert": "assert", "Return": "return"}.get(type(stmt).__name__, "statement")
 
 
 def _location_name(expr) -> str:

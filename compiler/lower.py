@@ -41,13 +41,18 @@ class Lowered:
 
 
 class ModuleLowering:
+    """Builds one StableHLO module with a single public `@main` for an entry point.
+
+    Calls between arr functions are inlined while lowering (each call site walks the callee with its
+    concrete types), so every operation carries a call-site location: a guard report can name the chain.
+    """
+
     def __init__(self, program, context: ir.Context | None = None):
         self.program = program
         self.context = context or emit.make_context()
-        self.instances: dict = {}
         self.reporter = Reporter()
-        self.symbol_counts: dict = {}
         self.effect_sites: list = []
+        self.call_sites: list = []          # file locations of the active calls, innermost last
 
     def lower(self, entry: str, arg_types: list[ArrayType]) -> Lowered:
         sig = self.program.signatures[entry]
@@ -56,7 +61,7 @@ class ModuleLowering:
             params = [Val(t) for t in arg_types]
             env = unify(sig, params, [s for _, _, s in sig.params], None)
             bindings = {k: v.value for k, v in env.items()}
-            self._instance(entry, arg_types, bindings, public=True)
+            self._entry(entry, arg_types, bindings)
             if self.reporter.errors:
                 raise CompileError(self.reporter.diagnostics, {self.program.source.name: self.program.source})
             self.module.operation.verify()
@@ -64,28 +69,27 @@ class ModuleLowering:
         return Lowered(self.module, self.context, arg_types, results, sig.tuple_result,
                        list(self.program.warnings), self.effect_sites if entry in self.program.effectful else [])
 
-    def _instance(self, name: str, arg_types: list, bindings: dict, public: bool = False) -> tuple[str, list]:
-        key = (name, tuple(arg_types), public)
-        if key in self.instances:
-            return self.instances[key]
+    def _entry(self, name: str, arg_types: list, bindings: dict) -> None:
         sig = self.program.signatures[name]
         fn_ast = self.program.functions[name]
         results = [t.subs(bindings) for t in sig.results]
-        symbol = "main" if public else self._symbol(name)
         in_types = [emit.tensor_type(t.concrete_shape, t.dtype) for t in arg_types]
         out_types = [emit.tensor_type(t.concrete_shape, t.dtype) for t in results]
+        arg_locs = [ir.Location.name(pname, childLoc=self._file_loc(span)) for pname, _, span in sig.params]
         effectful = name in self.program.effectful
         if effectful:
             io_type = emit.tensor_type((), I32)
             in_types, out_types = [io_type, io_type] + in_types, out_types + [io_type]
+            arg_locs = [ir.Location.name(n, childLoc=self._file_loc(fn_ast.name_span)) for n in (effects.RUN, IO)] \
+                + arg_locs
         with ir.InsertionPoint(self.module.body), self.location(fn_ast.name_span, name):
-            fop = func.FuncOp(symbol, ir.FunctionType.get(in_types, out_types))
-            fop.attributes["sym_visibility"] = ir.StringAttr.get("public" if public else "private")
-            arg_locs = [self._file_loc(span) for _, _, span in sig.params]
+            fop = func.FuncOp("main", ir.FunctionType.get(in_types, out_types))
+            fop.attributes["sym_visibility"] = ir.StringAttr.get("public")
             if effectful:
-                arg_locs = [self._file_loc(fn_ast.name_span)] * 2 + arg_locs
+                fop.attributes["arrc.hidden_args"] = ir.ArrayAttr.get([ir.StringAttr.get(effects.RUN),
+                                                                       ir.StringAttr.get(IO)])
+                fop.attributes["arrc.hidden_results"] = ir.ArrayAttr.get([ir.StringAttr.get(IO)])
             block = fop.body.blocks.append(*in_types, arg_locs=arg_locs)
-        self.instances[key] = (symbol, results)
         walk = FunctionWalk(self.program, fn_ast, self.reporter, FunctionLowering(self), bindings)
         args = list(block.arguments)
         if effectful:
@@ -94,20 +98,16 @@ class ModuleLowering:
             args = args[2:]
         with ir.InsertionPoint(block):
             returned = walk.run([Val(t, arg) for t, arg in zip(arg_types, args)])
-            if self.reporter.errors or returned is None or any(not isinstance(r, Val) for r in returned):
-                raise CompileError(self.reporter.diagnostics or [], {self.program.source.name: self.program.source})
-            last = fn_ast.body[-1].span
-            with self.location(last, "return"):
+            self._raise_if_failed(returned)
+            with self.location(fn_ast.body[-1].span, "return"):
                 outs = [r.ir for r in returned]
                 if effectful:
                     outs.append(walk.materialize(walk.env[IO]))
                 func.ReturnOp(outs)
-        return symbol, results
 
-    def _symbol(self, name: str) -> str:
-        n = self.symbol_counts.get(name, 0)
-        self.symbol_counts[name] = n + 1
-        return name if n == 0 else f"{name}_{n}"
+    def _raise_if_failed(self, returned) -> None:
+        if self.reporter.errors or returned is None or any(not isinstance(r, Val) for r in returned):
+            raise CompileError(self.reporter.diagnostics or [], {self.program.source.name: self.program.source})
 
     def _file_loc(self, span) -> ir.Location:
         return ir.Location.file(span.file, span.line, span.col, span.end_line, span.end_col)
@@ -117,7 +117,10 @@ class ModuleLowering:
         if span is None:
             yield
             return
-        with ir.Location.name(what, childLoc=self._file_loc(span)):
+        loc = ir.Location.name(what, childLoc=self._file_loc(span))
+        for caller in reversed(self.call_sites):
+            loc = ir.Location.callsite(loc, [caller])
+        with loc:
             yield
 
 
@@ -131,18 +134,25 @@ class FunctionLowering:
         return self.m.location(span, what)
 
     def call(self, walk, name: str, args: list, param_types: list, span) -> list:
-        sig = self.m.program.signatures[name]
+        """Inline a call: walk the callee's body with the arguments' values and concrete types."""
+        program = self.m.program
+        sig = program.signatures[name]
         env = unify(sig, [Val(t) for t in param_types], [s for _, _, s in sig.params], span)
         bindings = {k: v.value for k, v in env.items()}
-        symbol, results = self.m._instance(name, param_types, bindings)
-        out_types = [emit.tensor_type(t.concrete_shape, t.dtype) for t in results]
-        if name not in self.m.program.effectful:
-            return list(func.CallOp(out_types, ir.FlatSymbolRefAttr.get(symbol), args).results)
-        io = [walk.materialize(walk.env[effects.RUN]), walk.materialize(walk.env[IO])]
-        call = func.CallOp(out_types + [emit.tensor_type((), I32)], ir.FlatSymbolRefAttr.get(symbol), io + args)
-        *outs, new_io = list(call.results)
-        walk.env[IO] = Val(ArrayType(I32, ()), new_io)
-        return outs
+        callee = FunctionWalk(program, program.functions[name], self.m.reporter, self, bindings)
+        callee.loop_counters = list(walk.loop_counters)
+        for hidden in (effects.RUN, IO):
+            if hidden in walk.env:
+                callee.env[hidden] = walk.env[hidden]
+        self.m.call_sites.append(ir.Location.name(name, childLoc=self.m._file_loc(span)))
+        try:
+            returned = callee.run([Val(t, a) for t, a in zip(param_types, args)])
+        finally:
+            self.m.call_sites.pop()
+        self.m._raise_if_failed(returned)
+        if IO in callee.env:
+            walk.env[IO] = callee.env[IO]
+        return [r.ir for r in returned]
 
     def print(self, walk, stmt, values) -> None:
         effects.lower_print(walk, self.m.effect_sites, stmt, values)
