@@ -1,4 +1,7 @@
 """arrc: the compiler for arr, a small statically typed array language (StableHLO + PJRT)."""
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")   # before jaxlib loads: silence PJRT's start-up INFO lines
 from arrc.api import ArgumentError, Function, Module, load, loads, spec
 from arrc.compiler.diagnostics import CompileError, Diagnostic
 from arrc.compiler.span import Span

@@ -620,6 +620,10 @@ def _astype(cx: CallCx, x, dtype):
         static = x.static.value if isinstance(x.static, Dim) and x.static.is_const else None
         if static is not None and (dt.is_int and int_range(dt)[0] <= static <= int_range(dt)[1]):
             return Val(ArrayType(dt, ()), None, x.static)
+    if x.type.weak and x.static is not None:
+        # Cast a literal from its full-precision value: `[1e8 + 0.25].astype(f64)` keeps the 0.25.
+        wide = DTYPES["f64"] if x.type.dtype.is_float else DTYPES["i64"] if x.type.dtype.is_int else x.type.dtype
+        return cx.value(ArrayType(dt, x.type.shape), lambda: emit.cast(cx.ir(x, wide), wide, dt))
     return cx.value(ArrayType(dt, x.type.shape), lambda: emit.cast(cx.ir(x), x.type.dtype, dt))
 
 
@@ -683,15 +687,17 @@ def array_literal(cx: CallCx, elems: list) -> Val:
         if s != shapes[0]:
             cx.error("E0202", f"array literal is not rectangular: element {i} has shape {shape_str(s)}, "
                               f"element 0 has {shape_str(shapes[0])}", f"shape {shape_str(s)}", at=i)
-    dtype, _ = promote([e.type for e in elems])
+    dtype, weak = promote([e.type for e in elems])
     for i, e in enumerate(elems):
         check_literal(cx, e, dtype, i)
     shape = (Dim.const(len(elems)),) + tuple(shapes[0])
-    t = ArrayType(dtype, shape)
     if all(_literal_static(e) is not None for e in elems):
+        # A literal of numbers is weakly typed like its elements (`[0.1, 0.2]` is f32 alone, f64 next to f64),
+        # and keeps full precision until it takes its dtype.
         data = np.array([_literal_static(e) for e in elems])
-        data = data.astype(dtype.np) if dtype.is_float or dtype.is_bool else data
-        return Val(t, None, data)
+        data = data.astype(np.float64) if dtype.is_float else data.astype(np.bool_) if dtype.is_bool else data
+        return Val(ArrayType(dtype, shape, weak), None, data)
+    t = ArrayType(dtype, shape)
 
     def build():
         inner = concrete(shapes[0])

@@ -210,6 +210,10 @@ class FunctionWalk(ControlFlow):
             self.env[stmt.target.name] = POISON
         elif isinstance(stmt, ast.Return):
             self.returned = []
+        elif isinstance(stmt, (ast.If, ast.For, ast.While)):
+            from .control import assigned_names
+            for name in assigned_names(stmt.body + getattr(stmt, "orelse", ())):
+                self.env[name] = POISON
 
     def stmt(self, stmt) -> None:
         handler = getattr(self, "stmt_" + type(stmt).__name__, None)
@@ -487,7 +491,7 @@ class FunctionWalk(ControlFlow):
                 rule, args, spans = BUILTINS[".astype"], args + [DTypeVal(DTYPES[name])], spans + [e.func.span]
             else:
                 rule = BUILTINS.get(name)
-            if rule is None or rule.name.startswith(("__", ".")):
+            if rule is None or (rule.name.startswith(("__", ".")) and name not in DTYPES):
                 close = difflib.get_close_matches(name, [n for n in BUILTINS if n[0].isalpha()] +
                                                   list(self.program.signatures), 1)
                 raise ArrError("E0101", f"unknown function `{name}`", e.func.span, "not defined",

@@ -17,7 +17,7 @@ CODES: dict[str, str] = {
     "E0103": "wrong arguments in a call",
     "E0104": "recursion is not allowed",
     "E0105": "cannot assign to this name",
-    "E0106": "not a statement arr supports at module level",
+    "E0106": "statement not supported here",
     "E0201": "dtype not allowed for this operation",
     "E0202": "shapes do not match",
     "E0203": "result does not match the declared type",
@@ -40,6 +40,11 @@ CODES: dict[str, str] = {
     "E0501": "StableHLO module has a dynamic shape",
     "E0502": "invalid StableHLO module",
     "W0001": "lossy implicit promotion",
+    "R0001": "NaN produced at run time",
+    "R0002": "infinity produced at run time",
+    "R0003": "index out of range at run time",
+    "R0004": "integer division by zero at run time",
+    "R0005": "assertion failed",
 }
 
 
@@ -86,35 +91,43 @@ class CompileError(Exception):
         return render_all(self.diagnostics, self.sources)
 
 
-def _snippet(span: Span, label: str, sources: dict[str, Source], gutter: int, marker: str) -> list[str]:
-    src = sources.get(span.file)
-    if src is None:
-        return []
-    line_text = src.line_text(span.line)
+def _caret_line(span: Span, label: str, line_text: str, marker: str, pad: str) -> str:
     end_col = span.end_col if span.end_line == span.line else len(line_text) + 1
     width = max(1, end_col - span.col)
-    pad = " " * gutter
-    carets = " " * (span.col - 1) + marker * width
-    return [f"{str(span.line).rjust(gutter)} | {line_text}",
-            f"{pad} | {carets}" + (f" {label}" if label else "")]
+    return f"{pad} | " + " " * (span.col - 1) + marker * width + (f" {label}" if label else "")
 
 
 def render(diag: Diagnostic, sources: dict[str, Source]) -> str:
-    """Render one diagnostic rustc-style: header, location, source lines with carets, notes, help."""
+    """Render one diagnostic rustc-style: header, location, source lines with carets, notes, help.
+
+    Each source line is shown once; every span on it gets its own caret line (`^` primary, `-` others).
+    """
     out = [f"{diag.severity}[{diag.code}]: {diag.message}"]
-    spans = ([diag.span] if diag.span else []) + [l.span for l in diag.labels]
-    gutter = max([len(str(s.line)) for s in spans] + [1])
+    marks = ([(diag.span, diag.label, "^")] if diag.span else []) + [(l.span, l.message, "-") for l in diag.labels]
+    gutter = max([len(str(s.line)) for s, _, _ in marks] + [1])
     pad = " " * gutter
     if diag.span:
         out.append(f"{pad}--> {diag.span}")
-        body = _snippet(diag.span, diag.label, sources, gutter, "^")
-        if body:
+    shown_bar = False
+    lines_done = []
+    for span, _, _ in marks:
+        key = (span.file, span.line)
+        if key in lines_done:
+            continue
+        lines_done.append(key)
+        src = sources.get(span.file)
+        if src is None:
+            continue
+        if diag.span is not None and span.file != diag.span.file:
+            out.append(f"{pad}::: {span}")
+        if not shown_bar:
             out.append(f"{pad} |")
-            out.extend(body)
-    for lab in diag.labels:
-        if diag.span is None or lab.span.file != diag.span.file:
-            out.append(f"{pad}::: {lab.span}")
-        out.extend(_snippet(lab.span, lab.message, sources, gutter, "-"))
+            shown_bar = True
+        line_text = src.line_text(span.line)
+        out.append(f"{str(span.line).rjust(gutter)} | {line_text}")
+        for other, label, marker in marks:
+            if (other.file, other.line) == key:
+                out.append(_caret_line(other, label, line_text, marker, pad))
     if diag.notes or diag.help:
         out.append(f"{pad} |")
     out.extend(f"{pad} = note: {n}" for n in diag.notes)
