@@ -1,0 +1,6 @@
+"""`python -m arrc ...`: the same as the `arrc` command."""
+import sys
+
+from arrc.cli import main
+
+sys.exit(main())

@@ -1,0 +1,472 @@
+"""The `arrc` command line (LANGUAGE.md section 9): compile, run, check, explain, guard, repl.
+
+Exit codes: 0 ok, 1 compile error, 2 usage error, 3 run-time guard or assert failure.
+Every user mistake ends in a one-line message or rendered diagnostics, never a traceback.
+`check` and `compile` need only jaxlib's MLIR bindings: the runtime (and so `jax`) is imported
+only by `run`.
+
+>>> main(["check", "examples/nansum.arr"])
+0
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import arrc
+from arrc.compiler.diagnostics import CODES, CompileError, Diagnostic, render_all, render_json
+from arrc.compiler.parse import decode
+from arrc.compiler.span import Source
+from arrc.compiler.types import dtype_of_numpy
+
+EXIT_OK, EXIT_COMPILE, EXIT_USAGE, EXIT_RUNTIME = 0, 1, 2, 3
+GUARD_KINDS = ("nan", "inf", "bounds", "div0", "all")
+DEVICES = ("cpu", "gpu", "tpu")
+EMITS = ("stablehlo", "mlirbc", "artifact")
+ERROR_DOCS = Path(__file__).resolve().parent.parent / "docs" / "errors"
+
+
+class UsageError(Exception):
+    """A mistake on the command line (bad flag value, missing file, unknown entry): exit code 2."""
+
+
+# ---- loading ---------------------------------------------------------------------------------------
+
+def load_module(path: str, werror: bool = False) -> tuple[arrc.Module, dict[str, Source]]:
+    """Compile the arr file at `path`; returns the module and the sources for rendering diagnostics."""
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"no such file: {path}")
+    source = decode(file.read_bytes(), path)
+    module = arrc.loads(source.text, filename=path, warnings="error" if werror else "warn")
+    return module, {path: source}
+
+
+def entry_function(module: arrc.Module, name: str, path: str) -> arrc.Function:
+    """The function `name` of `module`, or a usage error listing the functions there are."""
+    if name not in module:
+        known = ", ".join(module.functions) or "none"
+        raise UsageError(f"{path} has no function `{name}` (functions: {known})")
+    return module[name]
+
+
+def print_diagnostics(diags: list[Diagnostic], sources: dict[str, Source]) -> None:
+    """Render diagnostics (usually warnings) rustc-style to stderr."""
+    if diags:
+        sys.stderr.write(render_all(diags, sources))
+
+
+def check_guards(kinds: list[str] | None) -> None:
+    """Guards are accepted on the command line but not implemented yet: say so once."""
+    if kinds:
+        _warn(f"guards ({','.join(kinds)}) are not implemented yet; running without them")
+
+
+# ---- compile ---------------------------------------------------------------------------------------
+
+def parse_shapes(items: list[str]) -> dict[str, int]:
+    """`["n=8", "k=3"]` -> `{"n": 8, "k": 3}`."""
+    shapes: dict[str, int] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        try:
+            size = int(value)
+        except ValueError:
+            size = -1
+        if not sep or not name.isidentifier() or size < 0:
+            raise UsageError(f"--shape {item!r}: expected NAME=INT with INT >= 0, e.g. --shape n=8")
+        if name in shapes:
+            raise UsageError(f"--shape {name} is given twice")
+        shapes[name] = size
+    return shapes
+
+
+def portable_artifact(lowered) -> bytes:
+    """The version-stable StableHLO artifact (VHLO bytecode) of a lowered function.
+
+    Serializing converts a module to VHLO in place, so a copy parsed from bytecode is serialized.
+    The target version is the one JAX's export uses: supported by consumers at least 4 weeks old.
+    """
+    from jaxlib.mlir import ir
+    from jaxlib.mlir.dialects import stablehlo as hlo
+    with lowered.context:
+        clone = ir.Module.parse(lowered.as_bytecode())
+        version = hlo.get_version_from_compatibility_requirement(hlo.StablehloCompatibilityRequirement.WEEK_4)
+        return hlo.serialize_portable_artifact(clone, version)
+
+
+def emit(lowered, kind: str) -> str | bytes:
+    """The lowered function as StableHLO text (with locations), MLIR bytecode or a portable artifact."""
+    if kind == "stablehlo":
+        return lowered.as_text()
+    if kind == "mlirbc":
+        return lowered.as_bytecode()
+    return portable_artifact(lowered)
+
+
+def write_output(data: str | bytes, out: str | None) -> None:
+    if out is not None:
+        Path(out).write_bytes(data.encode() if isinstance(data, str) else data)
+        return
+    if isinstance(data, str):
+        sys.stdout.write(data)
+        return
+    if sys.stdout.isatty():
+        raise UsageError("this output is binary; write it to a file with -o FILE")
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    module, sources = load_module(args.file, args.werror)
+    print_diagnostics(module.warnings, sources)
+    check_guards(args.guards)
+    fn = entry_function(module, args.entry, args.file)
+    shapes = parse_shapes(args.shape)
+    unknown = sorted(set(shapes) - set(fn.shape_vars))
+    if unknown:
+        have = ", ".join(fn.shape_vars) or "none"
+        raise UsageError(f"`{fn.name}{fn.signature}` has no shape variable `{unknown[0]}` (shape variables: {have})")
+    lowered = fn.lower(*fn.arg_types_for(shapes))
+    print_diagnostics([d for d in lowered.warnings if d not in module.warnings], sources)
+    write_output(emit(lowered, args.emit), args.output)
+    return EXIT_OK
+
+
+# ---- run -------------------------------------------------------------------------------------------
+
+_WORDS = {"nan": float("nan"), "inf": float("inf"), "true": True, "false": False, "True": True, "False": False}
+
+
+def parse_literal(text: str):
+    """A number, `true`/`false`, `nan`/`inf`, or a nested list of them (Python literal syntax)."""
+    def convert(node):
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float, bool):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in _WORDS:
+            return _WORDS[node.id]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            value = convert(node.operand)
+            if type(value) in (int, float):
+                return -value if isinstance(node.op, ast.USub) else value
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return [convert(e) for e in node.elts]
+        raise ValueError
+    try:
+        return convert(ast.parse(text.strip(), mode="eval").body)
+    except (SyntaxError, ValueError, RecursionError):
+        raise ValueError(f"cannot read {text!r}: expected a number, true/false, nan/inf "
+                         f"or a nested list such as [1, 2, 3]") from None
+
+
+def load_array(path: str) -> np.ndarray:
+    """An array from a `.npy` file, or from a `.npz` file holding exactly one array."""
+    if not Path(path).is_file():
+        raise UsageError(f"no such file: {path}")
+    try:
+        data = np.load(path, allow_pickle=False)
+    except ValueError as err:
+        raise UsageError(f"cannot read {path} as a NumPy file ({err})") from None
+    if isinstance(data, np.ndarray):
+        return data
+    with data:
+        if len(data.files) != 1:
+            raise UsageError(f"{path} holds {len(data.files)} arrays ({', '.join(data.files)}); "
+                             f"save the one argument as a .npy file")
+        return data[data.files[0]]
+
+
+def parse_run_args(items: list[str]) -> dict[str, object]:
+    """`["x=@data.npy", "y=[1, 2]", "n=3"]` -> arguments by parameter name."""
+    values: dict[str, object] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise UsageError(f"--arg {item!r}: expected NAME=VALUE, e.g. --arg x='[1, 2, 3]' or --arg x=@x.npy")
+        if name in values:
+            raise UsageError(f"--arg {name} is given twice")
+        if value.startswith("@"):
+            values[name] = load_array(value[1:])
+            continue
+        try:
+            values[name] = parse_literal(value)
+        except ValueError as err:
+            raise UsageError(f"--arg {name}: {err}") from None
+    return values
+
+
+@dataclass
+class RunResult:
+    """What one call produced: NumPy results and the time of the first call, in seconds."""
+    results: list[np.ndarray]
+    times: dict[str, float] = field(default_factory=dict)
+
+
+def check_device(device: str) -> None:
+    """A usage error unless `device` exists here and the API can run on it (CPU for now)."""
+    if device == "cpu":
+        return
+    from arrc.runtime.pjrt import DeviceUnavailable, backend
+    try:
+        backend(device)
+    except DeviceUnavailable as err:
+        raise UsageError(f"--device {device}: {err}") from None
+    raise UsageError(f"--device {device}: running on {device} is not supported by this version of arrc yet")
+
+
+def execute(fn: arrc.Function, kwargs: dict, device: str = "cpu") -> RunResult:
+    """Call `fn` once through the Python API (specialize, compile, run, with print/assert effects).
+
+    `times["first_call"]` is the wall time of that call, compilation included.
+    """
+    check_device(device)
+    start = time.perf_counter()
+    out = fn(**kwargs)
+    results = [np.asarray(r) for r in (out if isinstance(out, tuple) else (out,))]
+    return RunResult(results, {"first_call": time.perf_counter() - start})
+
+
+def dtype_name(a: np.ndarray) -> str:
+    """The arr name of a NumPy dtype (`f32`, `i64`, `bool`, ...)."""
+    dt = dtype_of_numpy(a.dtype)
+    return dt.name if dt is not None else str(a.dtype)
+
+
+def _json_float(x) -> float | str:
+    if np.isnan(x):
+        return "nan"
+    if np.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return float(str(x))        # shortest decimal that reads back as the same value of x's dtype
+
+
+def json_result(a: np.ndarray) -> dict:
+    """`{"dtype": "f32", "shape": [2], "value": [1.0, "nan"]}` (non-finite floats as strings)."""
+    dt = dtype_of_numpy(a.dtype)
+    if dt is not None and dt.is_float:
+        wide = a.astype(np.float64 if dt.bits == 64 else np.float32)
+        flat = np.array([_json_float(x) for x in wide.reshape(-1)] + [None], dtype=object)[:-1]
+        value = flat.reshape(a.shape).tolist()
+    else:
+        value = a.tolist()
+    return {"dtype": dtype_name(a), "shape": list(a.shape), "value": value}
+
+
+def format_results(results: list[np.ndarray], fmt: str = "text") -> str:
+    """Results NumPy-style, one per line, or as JSON (`{"results": [...]}`)."""
+    if fmt == "json":
+        return json.dumps({"results": [json_result(r) for r in results]}) + "\n"
+    return "".join(str(r) + "\n" for r in results)
+
+
+def format_times(times: dict[str, float], check: float) -> str:
+    return (f"time: check {check * 1e3:.1f} ms, first call {times['first_call'] * 1e3:.1f} ms "
+            f"(specialize, compile and run)\n")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    kwargs = parse_run_args(args.arg)
+    t0 = time.perf_counter()
+    module, sources = load_module(args.file)
+    check_s = time.perf_counter() - t0
+    print_diagnostics(module.warnings, sources)
+    check_guards(args.guards)
+    fn = entry_function(module, args.entry, args.file)
+    run = execute(fn, kwargs, args.device)
+    sys.stdout.write(format_results(run.results, args.format))
+    if args.time:
+        sys.stderr.write(format_times(run.times, check_s))
+    if args.out:
+        np.savez(args.out, **{f"result_{i}": r for i, r in enumerate(run.results)})
+    return EXIT_OK
+
+
+# ---- check, explain, version ------------------------------------------------------------------------
+
+def specialize_concrete(module: arrc.Module) -> list[Diagnostic]:
+    """Lower every function whose parameter types are all concrete: finds the errors only
+    specialization can see (e.g. a condition on sizes) without needing any argument."""
+    found: list[Diagnostic] = []
+    for name in module.functions:
+        fn = module[name]
+        if fn.shape_vars:
+            continue
+        try:
+            fn.lower(*fn.arg_types_for({}))
+        except CompileError as err:
+            found.extend(d for d in err.diagnostics if d not in found)
+    return found
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    as_json = args.diagnostics == "json"
+    try:
+        module, sources = load_module(args.file, args.werror)
+        errors = specialize_concrete(module)
+    except CompileError as err:
+        return report_compile_error(err, as_json)
+    diags = list(module.warnings) + errors
+    if as_json:
+        sys.stdout.write(render_json(diags) + "\n")
+    else:
+        print_diagnostics(diags, sources)
+    return EXIT_COMPILE if errors else EXIT_OK
+
+
+def explain(code: str) -> str:
+    """The long explanation of a diagnostic code (docs/errors/CODE.md)."""
+    code = code.strip().upper()
+    page = ERROR_DOCS / f"{code}.md"
+    if page.is_file():
+        return page.read_text(encoding="utf-8")
+    if code in CODES:
+        return f"# {code}: {CODES[code]}\n\n(no long explanation has been written yet)\n"
+    raise UsageError(f"unknown code `{code}`; known codes: {', '.join(sorted(CODES))}")
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    text = explain(args.code)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return EXIT_OK
+
+
+def cmd_not_implemented(args: argparse.Namespace) -> int:
+    _error(f"`arrc {args.command}` is not implemented yet")
+    return EXIT_USAGE
+
+
+def version_text() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    from jaxlib.mlir.dialects import stablehlo as hlo
+    try:
+        jaxlib_version = version("jaxlib")
+    except PackageNotFoundError:
+        jaxlib_version = "unknown"
+    return f"arrc {arrc.__version__} (jaxlib {jaxlib_version}, StableHLO {hlo.get_current_version()})"
+
+
+# ---- argument parsing and the driver ---------------------------------------------------------------
+
+def _guard_list(text: str) -> list[str]:
+    kinds = [k.strip() for k in text.split(",") if k.strip()]
+    bad = [k for k in kinds if k not in GUARD_KINDS]
+    if bad or not kinds:
+        raise argparse.ArgumentTypeError(f"unknown guard {bad[0] if bad else text!r} "
+                                         f"(choose from {', '.join(GUARD_KINDS)})")
+    return kinds
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="arrc", description="The arr compiler: StableHLO from arr, run with PJRT.")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("compile", help="compile a function to StableHLO")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("-o", "--output", metavar="OUT", help="output file (default: stdout)")
+    p.add_argument("--emit", choices=EMITS, default="stablehlo",
+                   help="StableHLO text with locations (default), MLIR bytecode or a portable artifact")
+    p.add_argument("--entry", default="main", metavar="NAME", help="function to compile (default: main)")
+    p.add_argument("--shape", action="append", default=[], metavar="NAME=INT",
+                   help="size of a shape variable of the entry (repeatable)")
+    p.add_argument("--guards", type=_guard_list, metavar="KINDS", help="nan,inf,bounds,div0 or all")
+    p.add_argument("--target", choices=DEVICES, default="cpu", help="target backend (default: cpu)")
+    p.add_argument("--werror", action="store_true", help="treat warnings as errors")
+    p.set_defaults(handler=cmd_compile)
+
+    p = sub.add_parser("run", help="compile and run a function")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--entry", default="main", metavar="NAME", help="function to run (default: main)")
+    p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
+                   help="argument: NAME=@file.npy, NAME='[1, 2, 3]' or NAME=3 (repeatable)")
+    p.add_argument("--out", metavar="FILE.npz", help="also save the results as result_0, result_1, ...")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="how results are printed")
+    p.add_argument("--guards", type=_guard_list, metavar="KINDS", help="nan,inf,bounds,div0 or all")
+    p.add_argument("--device", choices=DEVICES, default="cpu", help="device to run on (default: cpu)")
+    p.add_argument("--time", action="store_true", help="print compile and run times to stderr")
+    p.set_defaults(handler=cmd_run)
+
+    p = sub.add_parser("check", help="type-check a file and print its diagnostics")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--diagnostics", choices=("text", "json"), default="text", help="diagnostics format")
+    p.add_argument("--werror", action="store_true", help="treat warnings as errors")
+    p.set_defaults(handler=cmd_check)
+
+    p = sub.add_parser("guard", help="instrument a StableHLO module with guards (not implemented yet)")
+    p.add_argument("file", metavar="IN.mlir")
+    p.add_argument("-o", "--output", metavar="OUT.mlir")
+    p.add_argument("--guards", type=_guard_list, metavar="KINDS")
+    p.set_defaults(handler=cmd_not_implemented)
+
+    p = sub.add_parser("explain", help="explain a diagnostic code, with a wrong and a right example")
+    p.add_argument("code", metavar="CODE")
+    p.set_defaults(handler=cmd_explain)
+
+    p = sub.add_parser("repl", help="interactive prompt (not implemented yet)")
+    p.set_defaults(handler=cmd_not_implemented)
+    return parser
+
+
+def _error(message: str) -> None:
+    sys.stderr.write(f"arrc: error: {message}\n")
+
+
+def _warn(message: str) -> None:
+    sys.stderr.write(f"arrc: warning: {message}\n")
+
+
+def report_compile_error(err: CompileError, as_json: bool = False) -> int:
+    if as_json:
+        sys.stdout.write(render_json(err.diagnostics) + "\n")
+    else:
+        sys.stderr.write(str(err))
+    return EXIT_COMPILE
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line `argv` (default: `sys.argv[1:]`); returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:          # --help (0) or a bad flag (2, message already printed)
+        return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
+    if args.version:
+        print(version_text())
+        return EXIT_OK
+    if args.command is None:
+        parser.print_usage(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return args.handler(args)
+    except CompileError as err:
+        return report_compile_error(err)
+    except (UsageError, arrc.ArgumentError) as err:
+        _error(str(err))
+        return EXIT_USAGE
+    except BrokenPipeError:             # e.g. `arrc compile f.arr | head`
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except OSError as err:
+        _error(f"{err.strerror or err}: {err.filename}" if err.filename else str(err))
+        return EXIT_USAGE
+    except arrc.GuardError as err:      # a run-time guard or assert failure
+        sys.stdout.flush()
+        sys.stderr.write(str(err) if str(err).endswith("\n") else f"{err}\n")
+        return EXIT_RUNTIME
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

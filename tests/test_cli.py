@@ -1,0 +1,415 @@
+"""The `arrc` command line: every subcommand, its flags, output formats and exit codes (0/1/2)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from arrc.cli import main, parse_literal
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "1"}
+
+PROGRAM = """\
+def nansum(x: f32[n]) -> f32:
+    return sum(where(isnan(x), 0, x))
+
+def scaled(x: f32[n], k: f32) -> f32[n]:
+    return x * k
+
+def stats(x: f64[r, c]) -> (f64[c], f64):
+    return mean(x, axis=0), sum(x)
+
+def specials() -> f32[4]:
+    return [nan, inf, -inf, 1.5]
+
+def flags(x: i64[n]) -> (bool[n], i64):
+    return x > 1, sum(x)
+
+def main() -> f32:
+    x = [1.0, 2.0, nan, 3.0, 4.0]
+    return nansum(x)
+"""
+
+WARNING = """\
+def combine(x: i64[n], y: f32[n]) -> f32[n]:
+    return x + y
+"""
+
+BROKEN = """\
+def add(x: f32[n], y: f32[m]) -> f32[n]:
+    return x + y
+
+def g(x: f32) -> f32:
+    return x * scale
+"""
+
+
+@pytest.fixture
+def prog(tmp_path: Path) -> str:
+    path = tmp_path / "prog.arr"
+    path.write_text(PROGRAM)
+    return str(path)
+
+
+@pytest.fixture
+def warn_file(tmp_path: Path) -> str:
+    path = tmp_path / "warn.arr"
+    path.write_text(WARNING)
+    return str(path)
+
+
+@pytest.fixture
+def broken(tmp_path: Path) -> str:
+    path = tmp_path / "broken.arr"
+    path.write_text(BROKEN)
+    return str(path)
+
+
+def run_json(capsys, *argv: str) -> list[dict]:
+    assert main(["run", *argv, "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)["results"]
+
+
+# ---- top level ------------------------------------------------------------------------------------
+
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("arrc 0.") and "StableHLO" in out
+
+
+def test_no_command_is_a_usage_error(capsys):
+    assert main([]) == 2
+    assert "usage" in capsys.readouterr().err
+
+
+def test_bad_flag_is_a_usage_error(prog, capsys):
+    assert main(["compile", prog, "--emit", "llvm"]) == 2
+    assert "invalid choice" in capsys.readouterr().err
+    assert main(["check", prog, "--no-such-flag"]) == 2
+
+
+def test_help_exits_zero(capsys):
+    assert main(["run", "--help"]) == 0
+    assert "--arg" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", [["repl"], ["guard", "in.mlir"]])
+def test_not_implemented_yet(command, capsys):
+    assert main(command) == 2
+    assert "not implemented yet" in capsys.readouterr().err
+
+
+def test_python_dash_m(prog):
+    done = subprocess.run([sys.executable, "-m", "arrc", "check", prog], capture_output=True, text=True,
+                          env=ENV, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run([sys.executable, "-m", "arrc", "--version"], capture_output=True, text=True,
+                          env=ENV, cwd=ROOT, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("arrc ")
+
+
+# ---- check ----------------------------------------------------------------------------------------
+
+def test_check_ok_is_silent(prog, capsys):
+    assert main(["check", prog]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""
+
+
+def test_check_reports_every_error(broken, capsys):
+    assert main(["check", broken]) == 1
+    err = capsys.readouterr().err
+    assert "error[E0202]" in err and "error[E0101]" in err
+    assert "broken.arr:2:12" in err and "^" in err
+    assert "Traceback" not in err
+
+
+def test_check_json(broken, capsys):
+    assert main(["check", broken, "--diagnostics", "json"]) == 1
+    diags = json.loads(capsys.readouterr().out)["diagnostics"]
+    assert [d["code"] for d in diags] == ["E0202", "E0101"]
+    first = diags[0]
+    assert first["severity"] == "error" and first["span"]["line"] == 2 and first["span"]["col"] == 12
+    assert first["span"]["file"].endswith("broken.arr")
+
+
+def test_check_json_clean(prog, capsys):
+    assert main(["check", prog, "--diagnostics", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"diagnostics": []}
+
+
+def test_check_warnings(warn_file, capsys):
+    assert main(["check", warn_file]) == 0
+    assert "warning[W0001]" in capsys.readouterr().err
+    assert main(["check", warn_file, "--diagnostics", "json"]) == 0
+    (diag,) = json.loads(capsys.readouterr().out)["diagnostics"]
+    assert diag["code"] == "W0001" and diag["severity"] == "warning"
+
+
+def test_check_werror(warn_file, capsys):
+    assert main(["check", warn_file, "--werror"]) == 1
+    assert "[W0001]" in capsys.readouterr().err
+
+
+def test_check_missing_file(tmp_path, capsys):
+    assert main(["check", str(tmp_path / "nope.arr")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert main(["check", str(tmp_path)]) == 2          # a directory is not a source file
+
+
+def test_check_invalid_utf8(tmp_path, capsys):
+    path = tmp_path / "bad.arr"
+    path.write_bytes(b"# caf\xe9\ndef f(x: f32) -> f32:\n    return x\n")
+    assert main(["check", str(path)]) == 1
+    assert "E0003" in capsys.readouterr().err
+
+
+def test_check_does_not_import_jax(prog, tmp_path):
+    code = ("import sys; from arrc.cli import main; "
+            f"a = main(['check', {prog!r}]); "
+            f"b = main(['compile', {prog!r}, '-o', {str(tmp_path / 'out.mlir')!r}]); "
+            "print(a, b, sorted(m for m in sys.modules if m == 'jax' or m.startswith('jax.')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0 0 []"
+
+
+# ---- compile --------------------------------------------------------------------------------------
+
+def test_compile_stablehlo_to_stdout(prog, capsys):
+    assert main(["compile", prog]) == 0
+    out = capsys.readouterr().out
+    assert "func.func public @main" in out
+    assert "prog.arr" in out and "loc(" in out            # source locations are kept
+
+
+def test_compile_to_file(prog, tmp_path, capsys):
+    out = tmp_path / "main.mlir"
+    assert main(["compile", prog, "-o", str(out)]) == 0
+    assert capsys.readouterr().out == ""
+    assert "stablehlo.reduce" in out.read_text()
+
+
+def test_compile_entry_with_shapes(prog, capsys):
+    assert main(["compile", prog, "--entry", "stats", "--shape", "r=3", "--shape", "c=2"]) == 0
+    out = capsys.readouterr().out
+    assert "tensor<3x2xf64>" in out and "?" not in out.split("loc(")[0]
+
+
+@pytest.mark.parametrize("shapes, message", [
+    ([], "needs a size for shape variable `r`"),
+    (["--shape", "r=3", "--shape", "c=2", "--shape", "z=4"], "no shape variable `z`"),
+    (["--shape", "r=three"], "expected NAME=INT"),
+    (["--shape", "r=3", "--shape", "r=4"], "given twice"),
+])
+def test_compile_shape_errors(prog, capsys, shapes, message):
+    assert main(["compile", prog, "--entry", "stats", *shapes]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_compile_unknown_entry(prog, capsys):
+    assert main(["compile", prog, "--entry", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "no function `nope`" in err and "nansum" in err
+
+
+def test_compile_error_exit_1(broken, capsys):
+    assert main(["compile", broken]) == 1
+    assert "error[E0202]" in capsys.readouterr().err
+
+
+def test_compile_werror(warn_file, capsys):
+    assert main(["compile", warn_file, "--entry", "combine", "--shape", "n=2"]) == 0
+    assert "warning[W0001]" in capsys.readouterr().err
+    assert main(["compile", warn_file, "--entry", "combine", "--shape", "n=2", "--werror"]) == 1
+
+
+def test_compile_guards_and_target(prog, capsys):
+    assert main(["compile", prog, "--guards", "nan,inf", "--target", "gpu"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not implemented yet" in err
+    assert main(["compile", prog, "--guards", "all"]) == 0
+    assert main(["compile", prog, "--guards", "nan,bogus"]) == 2
+    assert "unknown guard" in capsys.readouterr().err
+
+
+def test_compile_mlir_bytecode(prog, tmp_path):
+    from jaxlib.mlir import ir
+    from arrc.compiler.emit import make_context
+    out = tmp_path / "main.mlirbc"
+    assert main(["compile", prog, "--emit", "mlirbc", "-o", str(out)]) == 0
+    data = out.read_bytes()
+    assert data.startswith(b"ML\xefR")
+    with make_context():
+        module = ir.Module.parse(data)
+        assert "func.func public @main" in str(module)
+
+
+def test_compile_binary_to_stdout_pipe(prog):
+    done = subprocess.run([sys.executable, "-m", "arrc", "compile", prog, "--emit", "mlirbc"],
+                          capture_output=True, env=ENV, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(b"ML\xefR")
+
+
+def test_compile_portable_artifact_runs(prog, tmp_path):
+    """The artifact deserializes in a fresh context and runs through PJRT like runtime/pjrt.py does."""
+    import jax.extend  # noqa: F401
+    import jax
+    from jax._src.lib import xla_client as xc
+    from jaxlib.mlir.dialects import stablehlo as hlo
+    from arrc.compiler.emit import make_context
+    out = tmp_path / "nansum.vhlo"
+    assert main(["compile", prog, "--entry", "nansum", "--shape", "n=4", "--emit", "artifact", "-o", str(out)]) == 0
+    module = hlo.deserialize_portable_artifact(make_context(), out.read_bytes())
+    backend = jax.extend.backend.get_backend("cpu")
+    device = backend.local_devices()[0]
+    exe = backend.compile_and_load(module, xc.DeviceList((device,)), xc.CompileOptions())
+    x = jax.device_put(np.array([1.0, np.nan, 2.0, 4.0], np.float32), device)
+    (result,), = exe.execute_sharded([x]).disassemble_into_single_device_arrays()
+    assert float(np.asarray(result)) == 7.0
+
+
+# ---- run ------------------------------------------------------------------------------------------
+
+def test_run_main_text(prog, capsys):
+    assert main(["run", prog]) == 0
+    assert capsys.readouterr().out == "10.0\n"
+
+
+def test_run_json(prog, capsys):
+    assert run_json(capsys, prog) == [{"dtype": "f32", "shape": [], "value": 10.0}]
+
+
+def test_run_json_non_finite(prog, capsys):
+    (result,) = run_json(capsys, prog, "--entry", "specials")
+    assert result == {"dtype": "f32", "shape": [4], "value": ["nan", "inf", "-inf", 1.5]}
+
+
+def test_run_several_results(prog, capsys):
+    assert main(["run", prog, "--entry", "flags", "--arg", "x=[1, 2, 3]"]) == 0
+    assert capsys.readouterr().out == "[False  True  True]\n6\n"
+    flags, total = run_json(capsys, prog, "--entry", "flags", "--arg", "x=[1, 2, 3]")
+    assert flags == {"dtype": "bool", "shape": [3], "value": [False, True, True]}
+    assert total == {"dtype": "i64", "shape": [], "value": 6}
+
+
+def test_run_literal_and_scalar_args(prog, capsys):
+    (result,) = run_json(capsys, prog, "--entry", "scaled", "--arg", "x=[1, 2.5, nan]", "--arg", "k=2")
+    assert result == {"dtype": "f32", "shape": [3], "value": [2.0, 5.0, "nan"]}
+    (result,) = run_json(capsys, prog, "--entry", "scaled", "--arg", "x=[-inf, 0.1]", "--arg", "k=-1")
+    assert result["value"] == ["inf", -0.1]
+
+
+def test_run_npy_arg_and_npz_out(prog, tmp_path, capsys):
+    data = np.arange(6, dtype=np.float64).reshape(3, 2)
+    np.save(tmp_path / "data.npy", data)
+    out = tmp_path / "res.npz"
+    assert main(["run", prog, "--entry", "stats", "--arg", f"x=@{tmp_path / 'data.npy'}", "--out", str(out)]) == 0
+    capsys.readouterr()
+    with np.load(out) as saved:
+        assert sorted(saved.files) == ["result_0", "result_1"]
+        np.testing.assert_array_equal(saved["result_0"], data.mean(axis=0))
+        assert saved["result_0"].dtype == np.float64 and saved["result_1"] == 15.0
+
+
+def test_run_time(prog, capsys):
+    assert main(["run", prog, "--time"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "10.0\n"
+    assert "compile" in captured.err and "run" in captured.err and "ms" in captured.err
+
+
+def test_run_guards_warn(prog, capsys):
+    assert main(["run", prog, "--guards", "all"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "10.0\n" and "not implemented yet" in captured.err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--entry", "scaled", "--arg", "x=[1.0]"], "missing argument `k`"),
+    (["--entry", "scaled", "--arg", "x=[1.0]", "--arg", "k=1", "--arg", "q=1"], "no parameter `q`"),
+    (["--entry", "scaled", "--arg", "x=[1.0]", "--arg", "x=[2.0]"], "given twice"),
+    (["--entry", "scaled", "--arg", "x"], "expected NAME=VALUE"),
+    (["--entry", "scaled", "--arg", "x=[1, 2", "--arg", "k=1"], "cannot read"),
+    (["--entry", "scaled", "--arg", "x=__import__('os')", "--arg", "k=1"], "cannot read"),
+    (["--entry", "scaled", "--arg", "x=@missing.npy", "--arg", "k=1"], "no such file"),
+    (["--entry", "stats", "--arg", "x=[[1, 2], [3]]"], "x"),
+    (["--entry", "nope"], "no function `nope`"),
+])
+def test_run_usage_errors(prog, capsys, args, message):
+    assert main(["run", prog, *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_run_wrong_dtype_file(prog, tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.ones(3, np.float64))
+    assert main(["run", prog, "--entry", "scaled", "--arg", f"x=@{tmp_path / 'x.npy'}", "--arg", "k=1"]) == 2
+    err = capsys.readouterr().err
+    assert "f32" in err and "f64" in err
+
+
+def test_run_compile_error(broken, capsys):
+    assert main(["run", broken]) == 1
+    assert "error[E0202]" in capsys.readouterr().err
+
+
+def test_run_device(prog, capsys):
+    """Without a GPU (or, for now, without API support for one) `--device gpu` is a one-line usage error."""
+    assert main(["run", prog, "--device", "gpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--device gpu" in err
+
+
+EFFECTS = """\
+def checked_sum(x: f32[n]) -> f32:
+    print("checking", x)
+    assert all(x > 0), "x must be positive"
+    return sum(x)
+"""
+
+
+def test_run_print_and_assert(tmp_path, capsys):
+    path = tmp_path / "effects.arr"
+    path.write_text(EFFECTS)
+    assert main(["run", str(path), "--entry", "checked_sum", "--arg", "x=[1, 2]"]) == 0
+    assert capsys.readouterr().out == "checking [1. 2.]\n3.0\n"
+    assert main(["run", str(path), "--entry", "checked_sum", "--arg", "x=[1, -2]"]) == 3
+    captured = capsys.readouterr()
+    assert captured.out == "checking [ 1. -2.]\n"
+    assert "x must be positive" in captured.err and "effects.arr:3:5" in captured.err
+
+
+def test_parse_literal():
+    assert parse_literal("3") == 3
+    assert parse_literal(" -2.5 ") == -2.5
+    assert parse_literal("true") is True
+    assert parse_literal("[[1, 2], [3, -inf]]") == [[1, 2], [3, float("-inf")]]
+    assert np.isnan(parse_literal("nan"))
+    for bad in ["'text'", "1 + 2", "x", "[1, None]", "1j"]:
+        with pytest.raises(ValueError):
+            parse_literal(bad)
+
+
+# ---- explain --------------------------------------------------------------------------------------
+
+def test_explain(capsys):
+    assert main(["explain", "E0202"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# E0202: shapes do not match") and "## Wrong" in out and "## Right" in out
+    assert main(["explain", "w0001"]) == 0
+    assert capsys.readouterr().out.startswith("# W0001")
+
+
+def test_explain_unknown(capsys):
+    assert main(["explain", "E9999"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown code" in err and "E0202" in err
