@@ -7,6 +7,7 @@ The rules live in this module and in the `ops_*` modules, which register into th
 """
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -38,14 +39,10 @@ def register(*names: str, params: str = "x", method: bool = False, table: dict |
     """Register `fn` under each of `names`; `params` reads like a Python signature: "x, axis=None"."""
     order, defaults = [], {}
     for p in [p.strip() for p in params.split(",") if p.strip()]:
-        if "=" in p:
-            key, default = p.split("=")
-            defaults[key.strip()] = {"None": None, "True": True, "False": False}.get(default.strip(), None) \
-                if not default.strip().lstrip("-").replace(".", "").isdigit() else eval(default)  # noqa: S307
-            order.append(key.strip())
-        else:
-            order.append(p)
-
+        name, _, default = (part.strip() for part in p.partition("="))
+        order.append(name)
+        if default:
+            defaults[name] = ast.literal_eval(default)     # None, True, False, numbers
     def wrap(fn):
         for name in names:
             (OPERATORS if table is OPERATORS else BUILTINS)[name] = Builtin(name, fn, tuple(order), defaults, method)

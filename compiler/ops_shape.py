@@ -75,7 +75,7 @@ def exact_div(a: Dim, b: Dim) -> Dim | None:
 
 def _ceil_div(a: Dim, k: int) -> Dim:
     out = exact_div(a + Dim.const(k - 1), Dim.const(k))
-    return out if out is not None else Dim.var(f"(({a}) // {k} rounded up)")
+    return out if out is not None else Dim.var(f"ceil(({a}) / {k})")
 
 
 def _promoted(cx: CallCx, vals: list, what: str) -> tuple[DType, bool]:
@@ -210,6 +210,9 @@ def _arange(cx: CallCx, start, stop=None, step=None, dtype=None) -> Val:
     by = _static_number(cx, 1 if step is None else step, "step")
     is_float = any(isinstance(b, float) for b in (lo, hi, by))
     dt = _dtype_or(cx, dtype, F32 if is_float else I32)
+    if dt.is_bool:
+        cx.error("E0201", "`arange` cannot make a bool array", "dtype bool", at="dtype",
+                 help="compare instead, e.g. `arange(n) < k`")
     if is_float:
         bounds = []
         for b, name in zip((lo, hi, by), names):
@@ -284,13 +287,18 @@ def _linspace(cx: CallCx, start, stop, num=50, endpoint=True, dtype=None) -> Val
             out = hlo.add(hlo.multiply(emit.broadcast(a, s), one_minus), hlo.multiply(emit.broadcast(b, s), step))
             if endpoint:
                 out = hlo.concatenate([out, hlo.reshape(emit.tensor_type((1,), ct), b)], 0)
-        if not dt.is_float:
+        if dt.is_int:
             out = hlo.floor(out)
         return emit.cast(out, ct, dt)
     return cx.value(ArrayType(dt, (count,)), build)
 
 
 # ---- shape manipulation ----------------------------------------------------------------------
+def _with_hole(dims: list) -> str:
+    """`dims` written as a shape with its first dimension inferred: (-1, 3)."""
+    return "-1" if len(dims) == 1 else "(" + ", ".join(["-1"] + [str(d) for d in dims[1:]]) + ")"
+
+
 @register("reshape", params="x, shape")
 def _reshape(cx: CallCx, x, shape) -> Val:
     x = cx.array(x, "x")
@@ -321,7 +329,7 @@ def _reshape(cx: CallCx, x, shape) -> Val:
         cx.error("E0202", f"cannot reshape {x.type} ({total} elements) into shape {target} ({known} elements)",
                  "element counts differ", at="x",
                  labels=[Label(cx.at("shape"), f"{known} elements")],
-                 help="use -1 for the dimension to infer, e.g. `reshape(x, (-1, 4))`",
+                 help=f"use -1 for the dimension to infer, e.g. `reshape(x, {_with_hole(dims)})`" if dims else None,
                  notes=[] if total.is_const and known.is_const else
                  ["element counts are compared as polynomials over the shape variables"])
     out = tuple(dims)
@@ -348,7 +356,8 @@ def _broadcast_check(cx: CallCx, t: ArrayType, target: tuple, name: str) -> None
     if mismatch:
         cx.error("E0202", f"cannot broadcast {t} to shape {shape_str(target)}", f"this is {t}", at=name,
                  notes=["aligned from the right, each dimension must equal the target's or be 1"] +
-                 (["two different shape variables never match"] if any(d.variables for d in t.shape) else []))
+                 (["two different shape variables never match"]
+                  if any(d.variables for d in t.shape) and any(d.variables for d in target) else []))
 
 
 @register("broadcast_to", params="x, shape")
