@@ -21,7 +21,7 @@ class ArgumentError(TypeError):
 
 
 def loads(source: str, filename: str = "<string>", guards=None, warnings: str = "warn",
-          constants: dict | None = None) -> "Module":
+          constants: dict | None = None, guard_scope: str = "results") -> "Module":
     """Compile arr source text into a module of callable functions.
 
     >>> mod = loads("def add(x: f32[n], y: f32[n]) -> f32[n]:\\n    return x + y\\n")
@@ -29,15 +29,15 @@ def loads(source: str, filename: str = "<string>", guards=None, warnings: str = 
     '(x: f32[n], y: f32[n]) -> f32[n]'
     """
     program = check_program(Source(filename, source), werror=(warnings == "error"), constants=constants)
-    return Module(program, guards=guards)
+    return Module(program, guards=guards, guard_scope=guard_scope)
 
 
-def load(path, guards=None, warnings: str = "warn") -> "Module":
+def load(path, guards=None, warnings: str = "warn", guard_scope: str = "results") -> "Module":
     """Compile the arr file at `path`."""
     path = Path(path)
     source = decode(path.read_bytes(), str(path))
     program = check_program(source, werror=(warnings == "error"))
-    return Module(program, guards=guards)
+    return Module(program, guards=guards, guard_scope=guard_scope)
 
 
 def spec(text: str) -> ArrayType:
@@ -54,9 +54,14 @@ def spec(text: str) -> ArrayType:
 
 
 class Module:
-    def __init__(self, program: Program, guards=None):
+    def __init__(self, program: Program, guards=None, guard_scope: str = "results"):
+        from arrc.passes.guards import SCOPES, parse_kinds
         self._program = program
         self.guards = guards
+        self.guard_kinds = parse_kinds(guards)
+        if guard_scope not in SCOPES:
+            raise ValueError(f"guard_scope must be one of {', '.join(SCOPES)}")
+        self.guard_scope = guard_scope
         self.warnings: list[Diagnostic] = list(program.warnings)
         self._functions = {name: Function(self, name) for name in program.signatures}
 
@@ -77,6 +82,14 @@ class Module:
 
     def __dir__(self):
         return list(self._functions) + list(super().__dir__())
+
+    @property
+    def source(self) -> Source:
+        return self._program.source
+
+    @property
+    def sources(self) -> dict:
+        return {self._program.source.name: self._program.source}
 
     @property
     def functions(self) -> list[str]:
@@ -145,38 +158,56 @@ class Function:
         values = self._bind(args, kwargs)
         types = [ArrayType(dtype_of_numpy(v.dtype), tuple(Dim.const(d) for d in v.shape)) for v in values]
         self._check_types(types)
-        key = tuple(types)
-        executable = self._compiled.get(key)
-        if executable is None:
-            with self._lock:
-                executable = self._compiled.get(key)
-                if executable is None:
-                    from arrc.runtime.effects import host_callbacks
-                    from arrc.runtime.pjrt import Executable
-                    lowered = self.lower(*types)
-                    sources = {self.module._program.source.name: self.module._program.source}
-                    callbacks = host_callbacks(lowered.effect_sites, sources)
-                    executable = (Executable(lowered.module, host_callbacks=callbacks), lowered)
-                    self._compiled[key] = executable
-        exe, lowered = executable
-        if lowered.effect_sites:
-            results = self._run_with_effects(exe, values)
-        else:
-            results = exe(values)
-        return tuple(results) if lowered.tuple_result else results[0]
+        compiled, tuple_result = self._build(tuple(types), origins=False)
+        results, state = compiled(values)
+        if state is not None:
+            self._raise_faults(state, tuple(types), values)
+        return tuple(results) if tuple_result else results[0]
 
-    def _run_with_effects(self, exe, values: list) -> list:
-        from arrc.runtime import effects
-        run_id, state = effects.begin()
-        try:
-            results = exe([np.int32(run_id), np.int32(0)] + list(values))[:-1]
-            for r in results:
-                r.block_until_ready()
-        finally:
-            effects.end(run_id)
+    def compile(self, *arg_types: ArrayType) -> None:
+        """Specialize and compile for `arg_types` now (calls with those types then only run)."""
+        self._check_types(list(arg_types))
+        self._build(tuple(arg_types), origins=False)
+
+    def _build(self, types: tuple, origins: bool):
+        """The compiled program for `types`: the fast build, or the origin build used after a fault."""
+        key = (types, origins)
+        found = self._compiled.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            found = self._compiled.get(key)
+            if found is None:
+                from arrc.passes.guards import GuardOptions, guard_module
+                from arrc.runtime.call import Compiled
+                lowered = self.lower(*types)
+                options = GuardOptions(self.module.guard_kinds, self.module.guard_scope, origins)
+                with lowered.context:
+                    guard_module(lowered.module, options)
+                found = (Compiled(lowered.module, lowered.context, self.module.sources, lowered.effect_sites),
+                         lowered.tuple_result)
+                self._compiled[key] = found
+        return found
+
+    def _raise_faults(self, state, types: tuple, values: list) -> None:
+        """Raise the first fault of a call: an assertion, or a guard report (found by the origin build)."""
+        from arrc.runtime.guards import first_event, report
         if state.failure is not None:
             raise state.failure
-        return results
+        if not state.fault and not state.events:
+            return
+        events = list(state.events)
+        if state.fault and self.module.guard_scope == "results":
+            origin_build, _ = self._build(types, origins=True)
+            _, rerun = origin_build(values, quiet=True)
+            events = rerun.events
+        event = first_event(events)
+        entry = self.name
+        if event is not None:
+            raise report(event, entry, self.module.sources)
+        from arrc.runtime.reports import NaNError
+        raise NaNError(f"a result of `{entry}` is not finite", None, notes=[
+            "the origin build found no operation that produced it"], sources=self.module.sources)
 
     def _bind(self, args, kwargs) -> list:
         params = self._sig.params

@@ -331,15 +331,15 @@ def _fold(op: str, x: Val, y: Val):
 def _floor_div_int(a, b, dt: DType):
     shape = emit.shape_of(a)
     zero, one = emit.const(0, dt, shape), emit.const(1, dt, shape)
-    is_zero = emit.compare(b, zero, "EQ", dt)
+    is_zero = emit.mark(emit.compare(b, zero, "EQ", dt), "arrc.div0")
     safe = emit.select(is_zero, one, b)
     if dt.kind == "uint":
-        return emit.select(is_zero, zero, hlo.divide(a, safe))
+        return emit.select(is_zero, zero, emit.mark(hlo.divide(a, safe), "arrc.safe_divisor"))
     minus_one = emit.const(-1, dt, shape)
     by_minus_one = emit.compare(safe, minus_one, "EQ", dt)
     safe = emit.select(by_minus_one, one, safe)              # INT_MIN / -1 overflows in hardware
-    q = hlo.divide(a, safe)
-    r = hlo.remainder(a, safe)
+    q = emit.mark(hlo.divide(a, safe), "arrc.safe_divisor")
+    r = emit.mark(hlo.remainder(a, safe), "arrc.safe_divisor")
     adjust = hlo.and_(emit.compare(r, zero, "NE", dt),
                       emit.compare(emit.compare(r, zero, "LT", dt), emit.compare(safe, zero, "LT", dt), "NE", BOOL))
     q = emit.select(adjust, hlo.subtract(q, one), q)
@@ -350,11 +350,11 @@ def _floor_div_int(a, b, dt: DType):
 def _mod_int(a, b, dt: DType):
     shape = emit.shape_of(a)
     zero, one = emit.const(0, dt, shape), emit.const(1, dt, shape)
-    is_zero = emit.compare(b, zero, "EQ", dt)
+    is_zero = emit.mark(emit.compare(b, zero, "EQ", dt), "arrc.div0")
     safe = emit.select(is_zero, one, b)
     if dt.kind == "int":
         safe = emit.select(emit.compare(safe, emit.const(-1, dt, shape), "EQ", dt), one, safe)
-    r = hlo.remainder(a, safe)
+    r = emit.mark(hlo.remainder(a, safe), "arrc.safe_divisor")
     if dt.kind == "int":
         adjust = hlo.and_(emit.compare(r, zero, "NE", dt),
                           emit.compare(emit.compare(r, zero, "LT", dt), emit.compare(safe, zero, "LT", dt), "NE", BOOL))

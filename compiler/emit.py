@@ -105,6 +105,12 @@ def convert(x: ir.Value, src: DType, dst: DType) -> ir.Value:
     return hlo.convert(tensor_type(shape, dst), x)
 
 
+def mark(value: ir.Value, name: str) -> ir.Value:
+    """Tag the op producing `value` for the guard passes (e.g. `arrc.div0` on a divisor == 0 test)."""
+    value.owner.attributes[name] = ir.UnitAttr.get()
+    return value
+
+
 def compare_type(dt: DType) -> str:
     return {"float": "FLOAT", "int": "SIGNED", "uint": "UNSIGNED", "bool": "UNSIGNED"}[dt.kind]
 

@@ -85,10 +85,12 @@ class ModuleLowering:
         with ir.InsertionPoint(self.module.body), self.location(fn_ast.name_span, name):
             fop = func.FuncOp("main", ir.FunctionType.get(in_types, out_types))
             fop.attributes["sym_visibility"] = ir.StringAttr.get("public")
-            if effectful:
-                fop.attributes["arrc.hidden_args"] = ir.ArrayAttr.get([ir.StringAttr.get(effects.RUN),
-                                                                       ir.StringAttr.get(IO)])
-                fop.attributes["arrc.hidden_results"] = ir.ArrayAttr.get([ir.StringAttr.get(IO)])
+            fop.attributes["arrc.entry"] = ir.StringAttr.get(name)
+            if effectful:       # the calling convention of effects; see passes/rewrite.py for the names
+                i64 = ir.IntegerType.get_signless(64)
+                fop.attributes["arrc.run_arg"] = ir.IntegerAttr.get(i64, 0)
+                fop.attributes["arrc.io_arg"] = ir.IntegerAttr.get(i64, 1)
+                fop.attributes["arrc.extra_results"] = ir.IntegerAttr.get(i64, 1)
             block = fop.body.blocks.append(*in_types, arg_locs=arg_locs)
         walk = FunctionWalk(self.program, fn_ast, self.reporter, FunctionLowering(self), bindings)
         args = list(block.arguments)

@@ -182,7 +182,8 @@ def _start_ir(cx: CallCx, a: _Axis, size: int, index_dtype):
     if a.dropped:
         zero = emit.const(0, index_dtype)
         wrapped = hlo.add(value, emit.const(size, index_dtype))
-        value = hlo.select(emit.compare(value, zero, "LT", index_dtype), wrapped, value)
+        value = emit.mark(hlo.select(emit.compare(value, zero, "LT", index_dtype), wrapped, value),
+                          "arrc.wrapped_index")
     return value
 
 
@@ -236,7 +237,7 @@ def _lower_gather(cx: CallCx, value, idx: Val, axis: int, sizes, dt, out_shape):
     indices = cx.ir(idx)
     zero = emit.const(0, idt, concrete(idx.type.shape))
     wrapped = hlo.add(indices, emit.const(sizes[axis], idt, concrete(idx.type.shape)))
-    indices = hlo.select(emit.compare(indices, zero, "LT", idt), wrapped, indices)
+    indices = emit.mark(hlo.select(emit.compare(indices, zero, "LT", idt), wrapped, indices), "arrc.wrapped_index")
     k = idx.type.rank
     rank = len(sizes)
     offset_dims = list(range(axis)) + list(range(axis + k, rank - 1 + k))
@@ -307,7 +308,7 @@ def _lower_scatter(cx: CallCx, target, idx: Val, axis: int, sizes, dt, values):
     indices = cx.ir(idx)
     zero = emit.const(0, idt, ishape)
     wrapped = hlo.add(indices, emit.const(sizes[axis], idt, ishape))
-    indices = hlo.select(emit.compare(indices, zero, "LT", idt), wrapped, indices)
+    indices = emit.mark(hlo.select(emit.compare(indices, zero, "LT", idt), wrapped, indices), "arrc.wrapped_index")
     k = idx.type.rank
     rank = len(sizes)
     dnums = hlo.ScatterDimensionNumbers.get(

@@ -16,14 +16,18 @@ _lock = threading.Lock()
 
 
 class RunState:
-    """What the effects of one call did: the first failure stops later prints (as Python would stop)."""
+    """What the effects of one call did: the first failure stops later prints (as Python would stop).
+    `quiet` silences prints when a guard re-runs a call to find the origin of a fault."""
 
-    def __init__(self):
+    def __init__(self, quiet: bool = False):
         self.failure: AssertionFailed | None = None
+        self.events: list = []          # guard reports (runtime/guards.py)
+        self.fault = False              # a guarded result was not finite
+        self.quiet = quiet
 
 
-def begin() -> tuple[int, RunState]:
-    state = RunState()
+def begin(quiet: bool = False) -> tuple[int, RunState]:
+    state = RunState(quiet)
     with _lock:
         run_id = next(_ids) % (2 ** 31 - 1)
         _runs[run_id] = state
@@ -47,7 +51,7 @@ def format_value(value: np.ndarray) -> str:
 def _print_callback(site: PrintSite, sources: dict):
     def callback(run_id, io, *values):
         state = _runs.get(int(run_id))
-        if state is not None and state.failure is None:
+        if state is not None and state.failure is None and not state.quiet:
             values = iter(values)
             parts = [p if isinstance(p, str) else format_value(np.asarray(next(values))) for p in site.pieces]
             print(*parts, file=sys.stdout, flush=True)
@@ -79,3 +83,7 @@ def host_callbacks(sites: list, sources: dict) -> list:
         make = _print_callback if isinstance(site, PrintSite) else _assert_callback
         out.append(make(site, sources))
     return out
+
+
+def runs() -> dict:
+    return _runs

@@ -1,0 +1,417 @@
+"""Guard passes: make a StableHLO module detect its own faults (LANGUAGE.md section 7).
+
+Two builds of the same function, both produced here:
+
+- the **fast** build, used for every call: a NaN/Inf check of the returned values only (one fused
+  reduction, so XLA keeps its fusions), plus `bounds`/`div0` checks at the index and division
+  operations themselves. A check that fails calls the host (`stablehlo.custom_call` to the Python
+  callback target, inside a `stablehlo.if` so the no-fault path never leaves the device);
+- the **origin** build, compiled only after the fast build saw a non-finite result (or always, for
+  `--guard-scope all-ops`): every floating-point operation also reports where its result is non-finite
+  while its operands were finite. The host picks the first report in execution order: the origin.
+
+Reports carry the operation's location (so arrc's spans and call chains, or a JAX export's Python
+lines), the element index, the operand values there, and the iteration of every enclosing loop (each
+`stablehlo.while` gets an iteration counter). The site of each report is described by attributes on
+its custom_call, so a guarded module is self-describing: `arrc guard` writes one, `arrc run` runs it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import stablehlo as hlo
+
+from ..compiler import emit
+from ..compiler.effects import CALLBACK_TARGET
+from ..compiler.types import BOOL, DTYPES, F64, I64
+from .registry import register_pass
+from .rewrite import ABI_FAULT, add_result, count_iterations, entry, inline_calls, run_argument, set_int_attr
+
+KINDS = ("nan", "inf", "bounds", "div0")
+SCOPES = ("results", "all-ops")
+STRUCTURAL = {"stablehlo.constant", "stablehlo.while", "stablehlo.if", "stablehlo.case", "func.call",
+              "stablehlo.custom_call", "stablehlo.return", "func.return", "stablehlo.iota",
+              "stablehlo.optimization_barrier", "stablehlo.get_tuple_element", "stablehlo.tuple"}
+DESCEND = {"stablehlo.while", "stablehlo.if", "stablehlo.case"}
+INDEXING = {"stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice", "stablehlo.gather", "stablehlo.scatter"}
+
+
+@dataclass(frozen=True)
+class GuardOptions:
+    kinds: frozenset = frozenset()
+    scope: str = "results"
+    origins: bool = False       # the origin build: every floating-point operation reports
+
+    @property
+    def floats(self) -> frozenset:
+        return self.kinds & {"nan", "inf"}
+
+
+def parse_kinds(text) -> frozenset:
+    """`"nan,inf"`, `"all"`, `"off"`, a list, or None -> a set of guard kinds; ValueError for unknown ones."""
+    if text is None or text in ("", "off", "none"):
+        return frozenset()
+    items = text.split(",") if isinstance(text, str) else list(text)
+    kinds = set()
+    for item in (i.strip() for i in items):
+        if item == "all":
+            kinds |= set(KINDS)
+        elif item in KINDS:
+            kinds.add(item)
+        elif item:
+            raise ValueError(f"unknown guard {item!r}: use {', '.join(KINDS)} or all")
+    return frozenset(kinds)
+
+
+# ---- small emitters ------------------------------------------------------------------------
+def _element_dtype(t: ir.Type):
+    elem = ir.RankedTensorType(t).element_type
+    for dt in DTYPES.values():
+        if emit.ir_dtype(dt) == elem:
+            return dt
+    return None
+
+
+def _nonfinite(x: ir.Value, kinds: frozenset) -> ir.Value:
+    dt = _element_dtype(x.type)
+    if kinds >= {"nan", "inf"}:
+        return hlo.not_(hlo.is_finite(x))
+    if "nan" in kinds:
+        return emit.compare(x, x, "NE", dt)
+    return emit.compare(hlo.abs(x), emit.const(np.inf, dt, emit.shape_of(x)), "EQ", dt)
+
+
+def _any(mask: ir.Value) -> ir.Value:
+    shape = emit.shape_of(mask)
+    if not shape:
+        return mask
+    return emit.reduce(mask, emit.const(False, BOOL), list(range(len(shape))), hlo.or_, BOOL)
+
+
+def _flat(x: ir.Value) -> ir.Value:
+    shape = emit.shape_of(x)
+    size = int(np.prod(shape)) if shape else 1
+    return hlo.reshape(ir.RankedTensorType.get([size], ir.RankedTensorType(x.type).element_type), x)
+
+
+def _first(mask: ir.Value) -> ir.Value:
+    """Flat index of the first true element of `mask` (i64)."""
+    flat = _flat(mask)
+    n = emit.shape_of(flat)[0]
+    iota = hlo.iota(emit.tensor_type((n,), I64), 0)
+    candidates = hlo.select(flat, iota, emit.const(n, I64, (n,)))
+    return emit.reduce(candidates, emit.const(n, I64), [0], hlo.minimum, I64)
+
+
+def _at(x: ir.Value, index: ir.Value) -> ir.Value:
+    """Element `index` (flat) of `x`, as f64 for floats and i64 for integers."""
+    dt = _element_dtype(x.type)
+    if emit.shape_of(x):
+        x = hlo.reshape(ir.RankedTensorType.get([], ir.RankedTensorType(x.type).element_type),
+                        hlo.dynamic_slice(_flat(x), [index], [1]))
+    wide = F64 if dt.is_float else I64
+    return emit.convert(x, dt, wide) if dt != wide else x
+
+
+def _i64_array(values) -> ir.Attribute:
+    return ir.DenseI64ArrayAttr.get([int(v) for v in values])
+
+
+def _strings(values) -> ir.Attribute:
+    return ir.ArrayAttr.get([ir.StringAttr.get(v) for v in values])
+
+
+# ---- the pass ---------------------------------------------------------------------------------
+class _Guarder:
+    def __init__(self, module: ir.Module, options: GuardOptions):
+        self.module = module
+        self.options = options
+        self.fop = entry(module)
+        self.next_callback = _first_free_callback(module)
+        self.run = None
+        self.position = 0
+
+    def run_arg(self) -> ir.Value:
+        if self.run is None:
+            self.run = run_argument(self.fop)
+        return self.run
+
+    # -- driving ------------------------------------------------------------------------------
+    def instrument(self) -> None:
+        body = self.fop.regions[0].blocks[0]
+        needs_ops = self.options.kinds & {"bounds", "div0"} or (
+            self.options.floats and (self.options.origins or self.options.scope == "all-ops"))
+        if needs_ops:
+            self._add_loop_counters()
+            if self.options.floats and (self.options.origins or self.options.scope == "all-ops"):
+                self._check_arguments(body)
+            self._block(body, [])
+        if self.options.floats and self.options.scope == "results":
+            self._check_results(body)
+
+    def _add_loop_counters(self) -> None:
+        loops = []
+
+        def collect(op):
+            if op.operation.name == "stablehlo.while":
+                loops.append(op.operation)
+            return ir.WalkResult.ADVANCE
+        self.fop.operation.walk(collect)
+        for op in loops:
+            count_iterations(op)
+
+    def _block(self, block, loops: list) -> None:
+        for op in list(block.operations):
+            self.position += 1
+            position = self.position
+            name = op.operation.name
+            if name in DESCEND:
+                self._regions(op.operation, loops, position)
+                continue
+            self._checks(op.operation, loops, position)
+
+    def _regions(self, op, loops: list, position: int) -> None:
+        if op.name == "stablehlo.while":
+            cond, body = op.regions[0].blocks[0], op.regions[1].blocks[0]
+            self._block(cond, loops + [(position, cond.arguments[len(cond.arguments) - 1])])
+            self._block(body, loops + [(position, body.arguments[len(body.arguments) - 1])])
+            return
+        for region in op.regions:
+            for block in region.blocks:
+                self._block(block, loops)
+
+    # -- what each operation gets ---------------------------------------------------------------
+    def _checks(self, op, loops, position) -> None:
+        kinds = self.options.kinds
+        ip = ir.InsertionPoint.after(op)       # one point per op: checks are inserted in order after it
+        if "div0" in kinds:
+            self._div0(ip, op, loops, position)
+        if "bounds" in kinds and op.name in INDEXING:
+            self._bounds(ip, op, loops, position)
+        if self.options.floats and (self.options.origins or self.options.scope == "all-ops") \
+                and op.name not in STRUCTURAL:
+            self._origin(ip, op, loops, position)
+
+    def _div0(self, ip, op, loops, position) -> None:
+        if "arrc.div0" in op.attributes:
+            self._report(ip, op, op.results[0], loops, position, "div0", [])
+            return
+        if op.name in ("stablehlo.divide", "stablehlo.remainder") and "arrc.safe_divisor" not in op.attributes:
+            dt = _element_dtype(op.results[0].type)
+            if dt is not None and dt.is_int:
+                with ip, op.location:
+                    divisor = op.operands[1]
+                    bad = emit.compare(divisor, emit.const(0, dt, emit.shape_of(divisor)), "EQ", dt)
+                self._report(ip, op, bad, loops, position, "div0", [("dividend", op.operands[0])])
+
+    def _bounds(self, ip, op, loops, position) -> None:
+        name = op.name
+        with ip, op.location:
+            if name in ("stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice"):
+                operand = op.operands[0]
+                dims = emit.shape_of(operand)
+                if name == "stablehlo.dynamic_slice":
+                    starts = list(op.operands[1:])
+                    sizes = list(ir.DenseI64ArrayAttr(op.attributes["slice_sizes"]))
+                else:
+                    starts = list(op.operands[2:])
+                    sizes = emit.shape_of(op.operands[1])
+                bad = None
+                raws = []
+                for start, dim, size in zip(starts, dims, sizes):
+                    dt = _element_dtype(start.type)
+                    out = hlo.or_(emit.compare(start, emit.const(0, dt), "LT", dt),
+                                  emit.compare(start, emit.const(dim - size, dt), "GT", dt))
+                    bad = out if bad is None else hlo.or_(bad, out)
+                    raws.append(_raw_index(start))
+                extra = {"arrc.dims": _i64_array(dims), "arrc.sizes": _i64_array(sizes)}
+                values = [(f"index {d}", r) for d, r in enumerate(raws)]
+            else:
+                axis, indices, size, dims = _single_axis_indexing(op)
+                if axis is None:
+                    return
+                dt = _element_dtype(indices.type)
+                shape = emit.shape_of(indices)
+                bad = hlo.or_(emit.compare(indices, emit.const(0, dt, shape), "LT", dt),
+                              emit.compare(indices, emit.const(dims[axis] - size, dt, shape), "GT", dt))
+                extra = {"arrc.dims": _i64_array([dims[axis]]), "arrc.sizes": _i64_array([size]),
+                         "arrc.axis": _i64_array([axis])}
+                values = [("index", _raw_index(indices))]
+        self._report(ip, op, bad, loops, position, "bounds", values, extra=extra)
+
+    def _origin(self, ip, op, loops, position) -> None:
+        floats = [r for r in op.results if _is_float(r.type)]
+        if not floats:
+            return
+        kinds = self.options.floats
+        for result in floats:
+            shape = emit.shape_of(result)
+            operands = [o for o in op.operands if _is_float(o.type)]
+            with ip, op.location:
+                bad = _nonfinite(result, kinds)
+                elementwise = all(emit.shape_of(o) == shape for o in operands)
+                for o in operands:
+                    if elementwise:
+                        bad = hlo.and_(bad, hlo.not_(_nonfinite(o, kinds)))
+                    else:
+                        clean = hlo.not_(_any(_nonfinite(o, kinds)))
+                        bad = hlo.and_(bad, emit.broadcast(clean, shape))
+            values = ([(_label(o), o) for o in operands] if elementwise else []) + [("result", result)]
+            self._report(ip, op, bad, loops, position, "origin", values)
+
+    def _check_arguments(self, body) -> None:
+        from .rewrite import int_attr, ABI_RUN
+        hidden = {int_attr(self.fop, ABI_RUN)} | _effect_args(self.fop)
+        ip = ir.InsertionPoint(body.operations[0])
+        for i, arg in enumerate(body.arguments):
+            if i in hidden or not _is_float(arg.type):
+                continue
+            with ip, self.fop.location:
+                bad = _nonfinite(arg, self.options.floats)
+            self._report(ip, self.fop, bad, [], -len(body.arguments) + i, "argument", [(_label(arg), arg)],
+                         loc=_value_location(arg, self.fop.location), extra={"arrc.arg": _i64_array([i])})
+
+    def _check_results(self, body) -> None:
+        ret = body.operations[len(body.operations) - 1]
+        from .rewrite import int_attr, ABI_EXTRA
+        extra = int_attr(self.fop, ABI_EXTRA, 0)
+        own = list(ret.operands)[: len(ret.operands) - extra]
+        with ir.InsertionPoint(ret), ret.location:
+            flag = emit.const(False, BOOL)
+            for value in own:
+                if _is_float(value.type):
+                    flag = hlo.or_(flag, _any(_nonfinite(value, self.options.floats)))
+        index = add_result(self.fop, flag)
+        set_int_attr(self.fop, ABI_FAULT, index)
+
+    # -- one report site ------------------------------------------------------------------------------
+    def _report(self, ip, op, bad, loops, position, kind, values, loc=None, extra=None) -> None:
+        loc = loc or op.location
+        with ip, loc:
+            any_bad = _any(bad)
+            first = _first(bad)
+            branch = hlo.IfOp([], any_bad)
+            with ir.InsertionPoint(branch.true_branch.blocks.append()):
+                operands = [self.run_arg(), first] + [counter for _, counter in loops]
+                operands += [_at(v, first) if emit.shape_of(v) == emit.shape_of(bad) else _at(v, emit.const(0, I64))
+                             for _, v in values]
+                call = hlo.CustomCallOp([], operands, call_target_name=CALLBACK_TARGET["cpu"],
+                                        has_side_effect=ir.BoolAttr.get(True),
+                                        api_version=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 4),
+                                        backend_config=ir.DictAttr.get({"index": ir.IntegerAttr.get(
+                                            ir.IntegerType.get_unsigned(64), self.next_callback)}))
+                self.next_callback += 1
+                attrs = call.operation.attributes
+                attrs["arrc.kind"] = ir.StringAttr.get(kind)
+                attrs["arrc.order"] = _i64_array([p for p, _ in loops] + [position])
+                attrs["arrc.shape"] = _i64_array(emit.shape_of(bad))
+                attrs["arrc.labels"] = _strings([label for label, _ in values])
+                attrs["arrc.op"] = ir.StringAttr.get(op.operation.name)
+                for key, value in (extra or {}).items():
+                    attrs[key] = value
+                hlo.return_([])
+            with ir.InsertionPoint(branch.false_branch.blocks.append()):
+                hlo.return_([])
+
+
+def _is_float(t: ir.Type) -> bool:
+    return isinstance(t, ir.RankedTensorType) and (_element_dtype(t) or DTYPES["i32"]).is_float
+
+
+def _raw_index(value: ir.Value) -> ir.Value:
+    """The index the program asked for, before arrc wrapped a negative one (`-1` -> `n - 1`)."""
+    owner = value.owner
+    if isinstance(owner, ir.Operation) or hasattr(owner, "attributes"):
+        try:
+            if "arrc.wrapped_index" in owner.attributes:
+                return owner.operands[2]
+        except (AttributeError, TypeError):
+            pass
+    return value
+
+
+def _single_axis_indexing(op):
+    """(axis, indices, slice size, operand dims) for a gather/scatter indexing one axis; axis None otherwise."""
+    if op.name == "stablehlo.gather":
+        dn = hlo.GatherDimensionNumbers(op.attributes["dimension_numbers"])
+        index_map = list(dn.start_index_map)
+        operand, indices = op.operands[0], op.operands[1]
+        sizes = list(ir.DenseI64ArrayAttr(op.attributes["slice_sizes"]))
+    else:
+        dn = hlo.ScatterDimensionNumbers(op.attributes["scatter_dimension_numbers"])
+        index_map = list(dn.scattered_dims_to_operand_dims)
+        operand, indices = op.operands[0], op.operands[1]
+        sizes = None
+    rank = len(emit.shape_of(indices))
+    if len(index_map) != 1 or dn.index_vector_dim != rank:
+        return None, None, None, None
+    axis = index_map[0]
+    return axis, indices, (sizes[axis] if sizes else 1), emit.shape_of(operand)
+
+
+def _label(value: ir.Value) -> str:
+    """How a report names an operand: its source text position, an argument's name, or the op kind."""
+    loc = _value_location(value, None)
+    from .locations import name_of, span_of
+    if loc is not None:
+        span = span_of(loc)
+        name = name_of(loc)
+        if isinstance(value, ir.BlockArgument) and name:
+            return name
+        if span is not None:
+            return f"@{span.file}:{span.line}:{span.col}:{span.end_line}:{span.end_col}"
+    owner = value.owner
+    return getattr(owner, "name", "value")
+
+
+def _value_location(value: ir.Value, default):
+    try:
+        return value.location
+    except Exception:  # noqa: BLE001  (older bindings lack Value.location)
+        return default
+
+
+def _effect_args(fop) -> set:
+    from .rewrite import int_attr
+    io = int_attr(fop, "arrc.io_arg")
+    return set() if io is None else {io}
+
+
+def _first_free_callback(module: ir.Module) -> int:
+    used = [-1]
+
+    def visit(op):
+        if op.operation.name == "stablehlo.custom_call" and "backend_config" in op.operation.attributes:
+            try:
+                cfg = ir.DictAttr(op.operation.attributes["backend_config"])
+                used.append(ir.IntegerAttr(cfg["index"]).value)
+            except (ValueError, KeyError, TypeError):
+                pass
+        return ir.WalkResult.ADVANCE
+    module.operation.walk(visit)
+    return max(used) + 1
+
+
+def guard_module(module: ir.Module, options: GuardOptions) -> list:
+    """Instrument `module` in place; returns diagnostics (E0502) for what cannot be guarded."""
+    from ..compiler.diagnostics import Diagnostic
+    if not options.kinds:
+        return []
+    with module.context, ir.Location.unknown():
+        return _guard(module, options)
+
+
+def _guard(module: ir.Module, options: GuardOptions) -> list:
+    from ..compiler.diagnostics import Diagnostic
+    if inline_calls(module):
+        return [Diagnostic("E0502", "guards need a module without calls inside loops or branches",
+                           None, help="inline the module's functions before guarding it")]
+    _Guarder(module, options).instrument()
+    return []
+
+
+@register_pass("guard")
+def _guard_pass(module: ir.Module) -> list:
+    return guard_module(module, GuardOptions(frozenset(KINDS)))

@@ -1,0 +1,122 @@
+"""Structural rewrites shared by the passes: find the entry, inline calls, add hidden arguments/results,
+count loop iterations."""
+from __future__ import annotations
+
+from jaxlib.mlir import ir, passmanager
+from jaxlib.mlir.dialects import func
+from jaxlib.mlir.dialects import stablehlo as hlo
+
+from ..compiler import emit
+from ..compiler.types import I32, I64
+
+ABI_RUN = "arrc.run_arg"              # index of the i32 run-id argument (host callbacks find their call)
+ABI_EXTRA = "arrc.extra_results"      # number of trailing results that are not the function's own
+ABI_FAULT = "arrc.fault_result"       # index of the i1 result that says a guard saw a non-finite result
+
+
+def entry(module: ir.Module):
+    """The public `main` (or the only public function) of a module."""
+    publics = [op for op in module.body.operations
+               if op.operation.name == "func.func" and _visibility(op) != "private"]
+    for op in publics:
+        if ir.StringAttr(op.attributes["sym_name"]).value == "main":
+            return op
+    if len(publics) == 1:
+        return publics[0]
+    raise ValueError("the module has no public `main` function")
+
+
+def _visibility(op) -> str:
+    try:
+        return ir.StringAttr(op.attributes["sym_visibility"]).value
+    except KeyError:
+        return "public"
+
+
+def inline_calls(module: ir.Module) -> int:
+    """Inline what MLIR's inliner can; returns the number of calls left."""
+    pm = passmanager.PassManager.parse("builtin.module(inline,symbol-dce)")
+    pm.run(module.operation)
+    left = []
+
+    def visit(op):
+        if op.operation.name == "func.call":
+            left.append(op)
+        return ir.WalkResult.ADVANCE
+    module.operation.walk(visit)
+    return len(left)
+
+
+def int_attr(op, name: str, default=None):
+    try:
+        return ir.IntegerAttr(op.attributes[name]).value
+    except KeyError:
+        return default
+
+
+def set_int_attr(op, name: str, value: int) -> None:
+    op.attributes[name] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
+
+
+def _set_function_type(fop, inputs: list, results: list) -> None:
+    fop.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
+
+
+def run_argument(fop) -> ir.Value:
+    """The run-id argument of `fop`, added at the end when the function has none yet."""
+    block = fop.regions[0].blocks[0]
+    index = int_attr(fop, ABI_RUN)
+    if index is not None:
+        return block.arguments[index]
+    ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
+    run_type = emit.tensor_type((), I32)
+    arg = block.add_argument(run_type, ir.Location.name("$run", childLoc=fop.location))
+    _set_function_type(fop, list(ftype.inputs) + [run_type], list(ftype.results))
+    set_int_attr(fop, ABI_RUN, len(ftype.inputs))
+    _extend_arg_attrs(fop)
+    return arg
+
+
+def _extend_arg_attrs(fop) -> None:
+    if "arg_attrs" in fop.attributes:
+        attrs = list(ir.ArrayAttr(fop.attributes["arg_attrs"]))
+        fop.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs + [ir.DictAttr.get({})])
+
+
+def add_result(fop, value: ir.Value) -> int:
+    """Append `value` to every return of `fop`; returns its result index."""
+    block = fop.regions[0].blocks[0]
+    ret = block.operations[len(block.operations) - 1]
+    with ir.InsertionPoint(ret), ret.location:
+        func.ReturnOp(list(ret.operands) + [value])
+    ret.operation.erase()
+    ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
+    _set_function_type(fop, list(ftype.inputs), list(ftype.results) + [value.type])
+    if "res_attrs" in fop.attributes:
+        attrs = list(ir.ArrayAttr(fop.attributes["res_attrs"]))
+        fop.attributes["res_attrs"] = ir.ArrayAttr.get(attrs + [ir.DictAttr.get({})])
+    set_int_attr(fop, ABI_EXTRA, int_attr(fop, ABI_EXTRA, 0) + 1)
+    return len(ftype.results)
+
+
+def count_iterations(while_op) -> tuple:
+    """Rebuild a `stablehlo.while` with an extra i64 iteration counter; returns (new op, counter in body,
+    counter in cond)."""
+    old = while_op.operation
+    i64 = emit.tensor_type((), I64)
+    with ir.InsertionPoint(old), old.location:
+        zero = emit.const(0, I64)
+        new = hlo.WhileOp([r.type for r in old.results] + [i64], list(old.operands) + [zero])
+    old.regions[0].blocks[0].append_to(new.cond)
+    old.regions[1].blocks[0].append_to(new.body)
+    cond_block, body_block = new.cond.blocks[0], new.body.blocks[0]
+    cond_counter = cond_block.add_argument(i64, old.location)
+    counter = body_block.add_argument(i64, old.location)
+    ret = body_block.operations[len(body_block.operations) - 1]
+    with ir.InsertionPoint(ret), ret.location:
+        hlo.return_(list(ret.operands) + [hlo.add(counter, emit.const(1, I64))])
+    ret.operation.erase()
+    for old_result, new_result in zip(old.results, new.results):
+        old_result.replace_all_uses_with(new_result)
+    old.erase()
+    return new, counter, cond_counter

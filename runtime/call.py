@@ -1,0 +1,52 @@
+"""A compiled StableHLO module and its calling convention (hidden run id / io arguments, extra results),
+read from attributes of its `main` (see passes/rewrite.py), so arrc's modules and guarded modules from
+elsewhere are called the same way."""
+from __future__ import annotations
+
+import numpy as np
+from jaxlib.mlir import ir
+
+from ..passes.rewrite import ABI_EXTRA, ABI_FAULT, ABI_RUN, entry, int_attr
+from . import effects
+from .guards import make_callback, sites
+from .pjrt import Executable
+
+
+class Compiled:
+    def __init__(self, module: ir.Module, context: ir.Context, sources: dict, effect_sites=(), platform: str = "cpu"):
+        with context:
+            fop = entry(module)
+            self.run_arg = int_attr(fop, ABI_RUN)
+            self.io_arg = int_attr(fop, "arrc.io_arg")
+            self.extra = int_attr(fop, ABI_EXTRA, 0)
+            self.fault = int_attr(fop, ABI_FAULT)
+            self.entry_name = ir.StringAttr(fop.attributes["arrc.entry"]).value if "arrc.entry" in fop.attributes \
+                else ir.StringAttr(fop.attributes["sym_name"]).value
+            self.guard_sites = sites(module)
+        callbacks = effects.host_callbacks(list(effect_sites), sources)
+        for site in self.guard_sites:
+            while len(callbacks) <= site.index:
+                callbacks.append(None)
+            callbacks[site.index] = make_callback(site, effects.runs())
+        self.sources = sources
+        self.executable = Executable(module, platform, host_callbacks=callbacks)
+
+    def __call__(self, values: list, quiet: bool = False):
+        """Run; returns (results, RunState or None when the module has no effects and no guards)."""
+        if self.run_arg is None and self.fault is None:
+            return self.executable(values), None
+        run_id, state = effects.begin(quiet)
+        try:
+            args = list(values)
+            hidden = [(self.run_arg, run_id)] if self.run_arg is not None else []
+            hidden += [(self.io_arg, 0)] if self.io_arg is not None else []
+            for position, value in sorted(hidden):
+                args.insert(position, np.int32(value))
+            out = self.executable(args)
+            if self.fault is not None:
+                state.fault = bool(np.asarray(out[self.fault]))
+            for r in out:
+                r.block_until_ready()
+        finally:
+            effects.end(run_id)
+        return out[: len(out) - self.extra], state

@@ -1,0 +1,179 @@
+"""Host side of the guards: the report sites of a guarded module, their callbacks, and the report.
+
+Sites are read back from the module itself (attributes on each callback, see passes/guards.py), so this
+works the same for arrc's modules and for StableHLO from elsewhere.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from jaxlib.mlir import ir
+
+from ..compiler.span import Span
+from ..passes.locations import name_of, span_of
+from .reports import BoundsError, DivisionByZero, GuardError, InfError, NaNError
+
+_OP_WORDS = {
+    "add": "addition", "subtract": "subtraction", "multiply": "multiplication", "divide": "division",
+    "power": "power", "matmul": "matrix product", "floor_divide": "floor division", "remainder": "remainder",
+    "negate": "negation", "index": "indexing", "update": "indexed update", "dynamic_slice": "dynamic_slice",
+}
+
+
+@dataclass
+class GuardSite:
+    index: int
+    kind: str                   # origin | argument | bounds | div0
+    order: list                 # positions of the enclosing loops, then of the operation
+    shape: tuple
+    labels: list
+    op: str
+    span: Span | None
+    name: str | None            # the location's name (arrc: the operation, e.g. "divide")
+    chain: list                 # [(function name, call span)], innermost first
+    attrs: dict = field(default_factory=dict)
+
+
+def _flatten_callsites(loc) -> list:
+    if isinstance(loc, ir.CallSiteLoc):
+        return _flatten_callsites(loc.callee) + _flatten_callsites(loc.caller)
+    return [loc]
+
+
+def _i64s(attr) -> list:
+    return [int(v) for v in ir.DenseI64ArrayAttr(attr)]
+
+
+def sites(module: ir.Module) -> list[GuardSite]:
+    out = []
+
+    def visit(op):
+        op = op.operation
+        if op.name == "stablehlo.custom_call" and "arrc.kind" in op.attributes:
+            cfg = ir.DictAttr(op.attributes["backend_config"])
+            frames = _flatten_callsites(op.location)
+            chain = [(name_of(f), span_of(f)) for f in frames[1:]]
+            extra = {k: _i64s(op.attributes[k]) for k in ("arrc.dims", "arrc.sizes", "arrc.axis", "arrc.arg")
+                     if k in op.attributes}
+            out.append(GuardSite(
+                index=ir.IntegerAttr(cfg["index"]).value, kind=ir.StringAttr(op.attributes["arrc.kind"]).value,
+                order=_i64s(op.attributes["arrc.order"]), shape=tuple(_i64s(op.attributes["arrc.shape"])),
+                labels=[ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["arrc.labels"])],
+                op=ir.StringAttr(op.attributes["arrc.op"]).value, span=span_of(frames[0]), name=name_of(frames[0]),
+                chain=chain, attrs=extra))
+        return ir.WalkResult.ADVANCE
+    module.operation.walk(visit)
+    return out
+
+
+@dataclass
+class Event:
+    site: GuardSite
+    first: int
+    counters: tuple
+    values: tuple
+
+    @property
+    def key(self) -> list:
+        """Execution order: (loop position, iteration) for each enclosing loop, then the op position."""
+        key = []
+        for position, count in zip(self.site.order[:-1], self.counters):
+            key += [position, count]
+        return key + [self.site.order[-1]]
+
+
+def make_callback(site: GuardSite, runs: dict):
+    def callback(run_id, first, *rest):
+        state = runs.get(int(run_id))
+        if state is not None:
+            loops = len(site.order) - 1
+            state.events.append(Event(site, int(first), tuple(int(c) for c in rest[:loops]),
+                                      tuple(np.asarray(v).item() for v in rest[loops:])))
+        return ()
+    return callback
+
+
+def first_event(events: list) -> Event | None:
+    return min(events, key=lambda e: e.key) if events else None
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        if np.isnan(value):
+            return "nan"
+        if np.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return str(np.float32(value)) if float(np.float32(value)) == value else repr(value)
+    return str(value)
+
+
+def _operand_text(label: str, sources: dict) -> str:
+    if not label.startswith("@"):
+        return label
+    file, line, col, end_line, end_col = label[1:].rsplit(":", 4)
+    src = sources.get(file)
+    if src is None or int(line) != int(end_line):
+        return f"value at {file}:{line}:{col}"
+    text = src.line_text(int(line))[int(col) - 1:int(end_col) - 1]
+    return text if text else f"value at {file}:{line}:{col}"
+
+
+def report(event: Event, entry: str, sources: dict) -> GuardError:
+    """The exception for one event: class by kind, rendered with the span, index, operands, iteration, chain."""
+    site = event.site
+    index = tuple(int(i) for i in np.unravel_index(event.first, site.shape)) if site.shape else ()
+    at = f" at index {list(index)}" if index else ""
+    notes = []
+    operands = {}
+    if site.kind in ("origin", "argument"):
+        value = event.values[-1] if site.kind == "origin" else event.values[0]
+        cls, what = (NaNError, "NaN") if isinstance(value, float) and np.isnan(value) else (InfError, _fmt(value))
+        if site.kind == "argument":
+            name = site.labels[0]
+            message = f"{'NaN' if cls is NaNError else 'infinity'} in argument `{name}`"
+            label = f"argument `{name}` is {what}{at}"
+        else:
+            message = "NaN produced at run time" if cls is NaNError else "infinity produced at run time"
+            word = _OP_WORDS.get(site.name or "") or (f"`{site.name}`" if site.name else "operation")
+            label = f"this {word} produced {what}{at}"
+            pairs = list(zip(site.labels[:-1], event.values[:-1]))
+            for label_text, v in pairs:
+                operands[_operand_text(label_text, sources)] = v
+            if pairs:
+                notes.append(f"operands{at}: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in operands.items()))
+    elif site.kind == "bounds":
+        cls = BoundsError
+        dims, sizes = site.attrs.get("arrc.dims", []), site.attrs.get("arrc.sizes", [])
+        if "arrc.axis" in site.attrs:
+            raw = event.values[0]
+            dim, size = dims[0], sizes[0]
+            axis = site.attrs["arrc.axis"][0]
+        else:
+            axis = next((d for d, (v, n, s) in enumerate(zip(event.values, dims, sizes))
+                         if not -n <= v <= n - s), 0)
+            raw, dim, size = event.values[axis], dims[axis], sizes[axis]
+        operands = {"index": raw, "size": dim}
+        message = "index out of range at run time"
+        valid = f"{-dim}..{dim - size}" if size == 1 else f"0..{dim - size} for a slice of {size}"
+        label = f"index {raw} is out of range for dimension {axis} of size {dim}{at}"
+        notes.append(f"valid indices are {valid}; the index was clamped into range")
+    else:
+        cls = DivisionByZero
+        message = "integer division by zero at run time"
+        label = f"this division has a zero divisor{at}"
+        notes.append("arr gives 0 here (as NumPy); the div0 guard reports it instead")
+    iteration = event.counters or None
+    if iteration:
+        notes.append("in loop iteration " + ", ".join(str(c) for c in iteration)
+                     + (" (outermost first)" if len(iteration) > 1 else ""))
+    if site.chain:
+        functions = [name for name, _ in site.chain] + [entry]
+        parts = [f"in {functions[0]}"]
+        for (_, span), caller in zip(site.chain, functions[1:]):
+            parts.append(f"called from {caller} at {span}")
+        notes.append(", ".join(parts))
+    elif entry:
+        notes.append(f"in {entry}")
+    return cls(message, site.span, label, index=index, iteration=iteration, operands=operands, notes=notes,
+               sources=sources)
