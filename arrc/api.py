@@ -190,24 +190,12 @@ class Function:
         return found
 
     def _raise_faults(self, state, types: tuple, values: list) -> None:
-        """Raise the first fault of a call: an assertion, or a guard report (found by the origin build)."""
-        from arrc.runtime.guards import first_event, report
-        if state.failure is not None:
-            raise state.failure
-        if not state.fault and not state.events:
-            return
-        events = list(state.events)
-        if state.fault and self.module.guard_scope == "results":
+        from arrc.runtime.guards import raise_faults
+
+        def origin_run():
             origin_build, _ = self._build(types, origins=True)
-            _, rerun = origin_build(values, quiet=True)
-            events = rerun.events
-        event = first_event(events)
-        entry = self.name
-        if event is not None:
-            raise report(event, entry, self.module.sources)
-        from arrc.runtime.reports import NaNError
-        raise NaNError(f"a result of `{entry}` is not finite", None, notes=[
-            "the origin build found no operation that produced it"], sources=self.module.sources)
+            return origin_build(values, quiet=True)[1]
+        raise_faults(state, self.module.guard_scope, origin_run, self.name, self.module.sources)
 
     def _bind(self, args, kwargs) -> list:
         params = self._sig.params

@@ -39,14 +39,21 @@ class UsageError(Exception):
 
 # ---- loading ---------------------------------------------------------------------------------------
 
-def load_module(path: str, werror: bool = False) -> tuple[arrc.Module, dict[str, Source]]:
+def load_module(path: str, werror: bool = False, guards=None,
+                scope: str = "results") -> tuple[arrc.Module, dict[str, Source]]:
     """Compile the arr file at `path`; returns the module and the sources for rendering diagnostics."""
     file = Path(path)
     if not file.is_file():
         raise UsageError(f"no such file: {path}")
     source = decode(file.read_bytes(), path)
-    module = arrc.loads(source.text, filename=path, warnings="error" if werror else "warn")
+    module = arrc.loads(source.text, filename=path, warnings="error" if werror else "warn",
+                        guards=",".join(guards) if guards else None, guard_scope=scope)
     return module, {path: source}
+
+
+def is_stablehlo(path: str) -> bool:
+    """StableHLO from elsewhere (text or bytecode) rather than arr source."""
+    return Path(path).suffix in (".mlir", ".mlirbc")
 
 
 def entry_function(module: arrc.Module, name: str, path: str) -> arrc.Function:
@@ -61,12 +68,6 @@ def print_diagnostics(diags: list[Diagnostic], sources: dict[str, Source]) -> No
     """Render diagnostics (usually warnings) rustc-style to stderr."""
     if diags:
         sys.stderr.write(render_all(diags, sources))
-
-
-def check_guards(kinds: list[str] | None) -> None:
-    """Guards are accepted on the command line but not implemented yet: say so once."""
-    if kinds:
-        _warn(f"guards ({','.join(kinds)}) are not implemented yet; running without them")
 
 
 # ---- compile ---------------------------------------------------------------------------------------
@@ -129,7 +130,6 @@ def write_output(data: str | bytes, out: str | None) -> None:
 def cmd_compile(args: argparse.Namespace) -> int:
     module, sources = load_module(args.file, args.werror)
     print_diagnostics(module.warnings, sources)
-    check_guards(args.guards)
     fn = entry_function(module, args.entry, args.file)
     shapes = parse_shapes(args.shape)
     unknown = sorted(set(shapes) - set(fn.shape_vars))
@@ -138,6 +138,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
         raise UsageError(f"`{fn.name}{fn.signature}` has no shape variable `{unknown[0]}` (shape variables: {have})")
     lowered = fn.lower(*fn.arg_types_for(shapes))
     print_diagnostics([d for d in lowered.warnings if d not in module.warnings], sources)
+    if args.guards:
+        from arrc.passes.guards import GuardOptions, guard_module, parse_kinds
+        guard_module(lowered.module, GuardOptions(parse_kinds(",".join(args.guards)), args.guard_scope))
     write_output(emit(lowered, args.emit), args.output)
     return EXIT_OK
 
@@ -274,15 +277,38 @@ def format_times(times: dict[str, float], check: float) -> str:
             f"(specialize, compile and run)\n")
 
 
+def run_stablehlo(args: argparse.Namespace, kwargs: dict) -> RunResult:
+    """`arrc run in.mlir`: StableHLO from elsewhere, arguments by position (`--arg arg0=...`)."""
+    from arrc.runtime.foreign import ForeignFunction
+    if not Path(args.file).is_file():
+        raise UsageError(f"no such file: {args.file}")
+    check_device(args.device)
+    from arrc.passes.guards import parse_kinds
+    fn = ForeignFunction(args.file, parse_kinds(",".join(args.guards or ())), args.guard_scope)
+    unknown = sorted(set(kwargs) - set(fn.param_names))
+    missing = [n for n in fn.param_names if n not in kwargs]
+    if unknown or missing:
+        raise UsageError(f"{args.file} takes arguments {', '.join(fn.param_names) or '(none)'}; "
+                         + (f"unknown: {unknown[0]}" if unknown else f"missing: --arg {missing[0]}=..."))
+    start = time.perf_counter()
+    try:
+        out = fn([kwargs[n] for n in fn.param_names])
+    except TypeError as err:
+        raise UsageError(str(err)) from None
+    return RunResult([np.asarray(r) for r in out], {"first_call": time.perf_counter() - start})
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     kwargs = parse_run_args(args.arg)
     t0 = time.perf_counter()
-    module, sources = load_module(args.file)
-    check_s = time.perf_counter() - t0
-    print_diagnostics(module.warnings, sources)
-    check_guards(args.guards)
-    fn = entry_function(module, args.entry, args.file)
-    run = execute(fn, kwargs, args.device)
+    if is_stablehlo(args.file):
+        run, check_s = run_stablehlo(args, kwargs), 0.0
+    else:
+        module, sources = load_module(args.file, guards=args.guards, scope=args.guard_scope)
+        check_s = time.perf_counter() - t0
+        print_diagnostics(module.warnings, sources)
+        fn = entry_function(module, args.entry, args.file)
+        run = execute(fn, kwargs, args.device)
     sys.stdout.write(format_results(run.results, args.format))
     if args.time:
         sys.stderr.write(format_times(run.times, check_s))
@@ -340,9 +366,21 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_not_implemented(args: argparse.Namespace) -> int:
-    _error(f"`arrc {args.command}` is not implemented yet")
-    return EXIT_USAGE
+def cmd_guard(args: argparse.Namespace) -> int:
+    """`arrc guard IN.mlir -o OUT.mlir`: instrument StableHLO from anywhere with guards."""
+    from arrc.passes.guards import KINDS, GuardOptions, parse_kinds
+    from arrc.runtime.foreign import guard_text
+    if not Path(args.file).is_file():
+        raise UsageError(f"no such file: {args.file}")
+    kinds = parse_kinds(",".join(args.guards)) if args.guards else frozenset(KINDS)
+    text = guard_text(Path(args.file).read_bytes(), args.file, GuardOptions(kinds, args.guard_scope))
+    write_output(text, args.output)
+    return EXIT_OK
+
+
+def cmd_repl(args: argparse.Namespace) -> int:
+    from arrc.repl import main as repl_main
+    return repl_main([])
 
 
 def version_text() -> str:
@@ -380,6 +418,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shape", action="append", default=[], metavar="NAME=INT",
                    help="size of a shape variable of the entry (repeatable)")
     p.add_argument("--guards", type=_guard_list, metavar="KINDS", help="nan,inf,bounds,div0 or all")
+    p.add_argument("--guard-scope", choices=("results", "all-ops"), default="results",
+                   help="nan/inf: check the results (default) or every operation")
     p.add_argument("--target", choices=DEVICES, default="cpu", help="target backend (default: cpu)")
     p.add_argument("--werror", action="store_true", help="treat warnings as errors")
     p.set_defaults(handler=cmd_compile)
@@ -392,6 +432,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE.npz", help="also save the results as result_0, result_1, ...")
     p.add_argument("--format", choices=("text", "json"), default="text", help="how results are printed")
     p.add_argument("--guards", type=_guard_list, metavar="KINDS", help="nan,inf,bounds,div0 or all")
+    p.add_argument("--guard-scope", choices=("results", "all-ops"), default="results",
+                   help="nan/inf: check the results (default) or every operation")
     p.add_argument("--device", choices=DEVICES, default="cpu", help="device to run on (default: cpu)")
     p.add_argument("--time", action="store_true", help="print compile and run times to stderr")
     p.set_defaults(handler=cmd_run)
@@ -402,18 +444,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--werror", action="store_true", help="treat warnings as errors")
     p.set_defaults(handler=cmd_check)
 
-    p = sub.add_parser("guard", help="instrument a StableHLO module with guards (not implemented yet)")
+    p = sub.add_parser("guard", help="instrument a StableHLO module (e.g. exported from JAX) with guards")
     p.add_argument("file", metavar="IN.mlir")
     p.add_argument("-o", "--output", metavar="OUT.mlir")
-    p.add_argument("--guards", type=_guard_list, metavar="KINDS")
-    p.set_defaults(handler=cmd_not_implemented)
+    p.add_argument("--guards", type=_guard_list, metavar="KINDS", help="nan,inf,bounds,div0 or all (default)")
+    p.add_argument("--guard-scope", choices=("results", "all-ops"), default="results")
+    p.set_defaults(handler=cmd_guard)
 
     p = sub.add_parser("explain", help="explain a diagnostic code, with a wrong and a right example")
     p.add_argument("code", metavar="CODE")
     p.set_defaults(handler=cmd_explain)
 
-    p = sub.add_parser("repl", help="interactive prompt (not implemented yet)")
-    p.set_defaults(handler=cmd_not_implemented)
+    p = sub.add_parser("repl", help="interactive prompt")
+    p.set_defaults(handler=cmd_repl)
     return parser
 
 

@@ -9,7 +9,10 @@ from ..compiler.span import Span
 def span_of(loc) -> Span | None:
     """The first file position inside `loc` (looking through name, call-site and fused locations)."""
     if isinstance(loc, ir.FileLineColLoc):
-        return Span(loc.filename, loc.start_line, loc.start_col, loc.end_line, max(loc.end_col, loc.start_col + 1))
+        # JAX writes Python's 0-based columns; arrc and MLIR's own files use 1-based ones.
+        shift = 1 if loc.filename.endswith(".py") else 0
+        start, end = loc.start_col + shift, loc.end_col + shift
+        return Span(loc.filename, loc.start_line, start, loc.end_line, max(end, start + 1))
     if isinstance(loc, ir.NameLoc):
         return span_of(loc.child_loc)
     if isinstance(loc, ir.CallSiteLoc):

@@ -135,7 +135,8 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
             label = f"argument `{name}` is {what}{at}"
         else:
             message = "NaN produced at run time" if cls is NaNError else "infinity produced at run time"
-            word = _OP_WORDS.get(site.name or "") or (f"`{site.name}`" if site.name else "operation")
+            short = (site.name or "").rsplit("/", 1)[-1]      # JAX names ops like "jit(f)/log"
+            word = _OP_WORDS.get(short) or (f"`{short}`" if short else "operation")
             label = f"this {word} produced {what}{at}"
             pairs = list(zip(site.labels[:-1], event.values[:-1]))
             for label_text, v in pairs:
@@ -177,3 +178,35 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
         notes.append(f"in {entry}")
     return cls(message, site.span, label, index=index, iteration=iteration, operands=operands, notes=notes,
                sources=sources)
+
+
+def raise_faults(state, scope: str, origin_run, entry: str, sources: dict) -> None:
+    """Raise the first fault of a call: a failed assertion, or a guard report. After a non-finite result
+    (scope "results"), `origin_run()` re-runs the call in the origin build and returns its RunState."""
+    if state.failure is not None:
+        raise state.failure
+    if not state.fault and not state.events:
+        return
+    events = list(state.events)
+    if state.fault and scope == "results":
+        events = origin_run().events
+    event = first_event(events)
+    if event is not None:
+        raise report(event, entry, sources)
+    raise NaNError(f"a result of `{entry}` is not finite", None,
+                   notes=["the origin build found no operation that produced it"], sources=sources)
+
+
+class FileSources(dict):
+    """Sources by file name, read from disk on first use (for modules whose locations name files here)."""
+
+    def get(self, name, default=None):
+        if name not in self:
+            from ..compiler.span import Source
+            try:
+                with open(name, encoding="utf-8") as f:
+                    self[name] = Source(name, f.read())
+            except (OSError, UnicodeDecodeError, TypeError):
+                self[name] = None
+        value = dict.get(self, name)
+        return default if value is None else value

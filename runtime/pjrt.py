@@ -1,10 +1,16 @@
-"""PJRT execution: one backend per platform, executables cached in memory per module text and options."""
+"""PJRT execution: one backend per platform; executables compiled once, kept on disk (runtime/cache.py),
+and called through a short path (argument transfer with `batched_device_put`, results through C++
+result handlers), so a call costs about what `jax.jit`'s C++ dispatch costs."""
 from __future__ import annotations
 
+import io
 import os
 import threading
+import time
 
 import numpy as np
+
+from . import cache as _cache
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")   # silence PJRT start-up INFO lines
 _lock = threading.Lock()
@@ -29,39 +35,126 @@ class DeviceUnavailable(RuntimeError):
         self.platform = platform
 
 
-class Executable:
-    """A compiled StableHLO module bound to one device."""
+def module_bytes(module) -> bytes:
+    """The bytes that identify a module: MLIR bytecode (locations kept) for an `ir.Module`, else its text/bytes."""
+    if isinstance(module, bytes):
+        return module
+    if isinstance(module, str):
+        return module.encode()
+    buf = io.BytesIO()
+    with module.context:
+        module.operation.write_bytecode(buf)
+    return buf.getvalue()
 
-    def __init__(self, module, platform: str = "cpu", host_callbacks: list | None = None):
+
+class Executable:
+    """A compiled StableHLO module bound to one device.
+
+    `cache`: a `runtime.cache.DiskCache`, None for the process default (`ARRC_CACHE_DIR`, off with
+    `ARRC_NO_CACHE=1`), or False to always compile. `key_extra`: strings that must also match for a cached
+    executable to be used (e.g. the guard kinds). Host callbacks (print, assert, guard reports) are not
+    part of a serialized executable: they are attached again, by index, when it is loaded.
+    After construction `cache_hit` says whether it was loaded from disk and `compile_s` how long compiling
+    (or loading) took.
+    """
+
+    def __init__(self, module, platform: str = "cpu", host_callbacks: list | None = None, *,
+                 cache=None, key_extra: tuple = ()):
+        global _ArrayImpl
+        from jax._src.array import ArrayImpl as _ArrayImpl
         from jax._src.lib import xla_client as xc
         from jax.sharding import SingleDeviceSharding
         be = backend(platform)
+        self.platform = platform
         self.device = be.local_devices()[0]
         self.sharding = SingleDeviceSharding(self.device)
         self.host_callbacks = host_callbacks or []         # kept alive as long as the executable
-        if self.host_callbacks:
-            self.loaded = be.compile_and_load(module, xc.DeviceList((self.device,)), xc.CompileOptions(),
-                                              host_callbacks=self.host_callbacks)
-        else:
-            self.loaded = be.compile_and_load(module, xc.DeviceList((self.device,)), xc.CompileOptions())
+        self._devices = [self.device]
+        self._avals: dict = {}
+        self._handlers = None
+        self._n_in = None
+        start = time.perf_counter()
+        self.loaded, self.cache_hit = self._compile_or_load(be, xc, module, cache, key_extra)
+        self.compile_s = time.perf_counter() - start
+
+    def _compile_or_load(self, be, xc, module, cache, key_extra):
+        devices = xc.DeviceList((self.device,))
+        options = xc.CompileOptions()
+        kwargs = {"host_callbacks": self.host_callbacks} if self.host_callbacks else {}
+        store = _cache.default_cache() if cache is None else (cache or None)
+        if store is None:
+            return be.compile_and_load(module, devices, options, **kwargs), False
+        key = store.key(module_bytes(module), options.SerializeAsString(),
+                        f"{be.platform}|{be.platform_version}|{self.device.device_kind}",
+                        f"callbacks={len(self.host_callbacks)}", *key_extra)
+        blob = store.get(key)
+        if blob is not None:
+            try:
+                loaded = be.deserialize_executable(blob, devices, options, **kwargs)
+                _cache._count("hits")
+                return loaded, True
+            except Exception:                   # an entry PJRT cannot load: recompile and replace it
+                _cache._count("corrupt")
+                store.discard(key)
+        _cache._count("misses")
+        loaded = be.compile_and_load(module, devices, options, **kwargs)
+        try:
+            store.put(key, loaded.serialize())
+        except Exception:                       # an executable that cannot be serialized is still usable
+            _cache._count("errors")
+        return loaded, False
+
+    # ---- calling -------------------------------------------------------------------------------------
+
+    def _put_numpy(self, v):
+        """One host array -> device (zero-copy where possible); 64-bit dtypes stay 64-bit."""
+        from jax._src.lib import xla_client as xc
+        key = (v.shape, v.dtype)
+        aval = self._avals.get(key)
+        if aval is None:
+            from jax.core import ShapedArray
+            aval = self._avals[key] = ShapedArray(v.shape, v.dtype)
+        return xc.batched_device_put(aval, self.sharding, [v], self._devices, True, False, enable_x64=True)
 
     def put(self, values: list) -> list:
-        """Transfer NumPy arrays to the device, keeping 64-bit dtypes 64-bit."""
+        """Transfer arguments to this executable's device: NumPy arrays (and scalars) or jax arrays."""
         import jax
-        from jax._src.lib import xla_client as xc
         out = []
         for v in values:
             if isinstance(v, jax.Array):
                 out.append(v if self.device in v.devices() else jax.device_put(v, self.device))
-                continue
-            aval = jax.core.ShapedArray(v.shape, v.dtype)
-            out.append(xc.batched_device_put(aval, self.sharding, [v], [self.device], True, False, enable_x64=True))
+            else:
+                v = np.asarray(v)
+                out.append(self._put_numpy(v))
         return out
 
     def __call__(self, values: list) -> list:
+        """Run on `values` (NumPy or jax arrays); returns the results as jax arrays on the device."""
+        handlers = self._handlers
+        if handlers is None:
+            return self._first_call(values)
+        args = []
+        for v in values:
+            t = type(v)
+            if t is np.ndarray:
+                args.append(self._put_numpy(v))
+            elif t is _ArrayImpl and v.sharding is self.sharding:   # e.g. a result of an earlier call
+                args.append(v)
+            else:
+                args.extend(self.put([v]))
+        return self.loaded.execute_sharded(args).consume_with_handlers(handlers)
+
+    def _first_call(self, values: list) -> list:
+        """The general path, which also builds the result handlers the fast path uses from then on."""
+        from jax._src.lib import xla_client as xc
         args = self.put(values)
-        results = self.loaded.execute_sharded(args).disassemble_into_single_device_arrays()
-        return [r[0] for r in results]
+        results = [r[0] for r in self.loaded.execute_sharded(args).disassemble_into_single_device_arrays()]
+        self._handlers = [xc.array_result_handler(r.aval, self.sharding, committed=True, _skip_checks=True)
+                          for r in results]
+        return results
+
+
+_ArrayImpl: type = type(None)           # jax's array type, set when the first Executable is made (jax stays lazy)
 
 
 def as_numpy(x) -> np.ndarray:

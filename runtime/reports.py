@@ -25,7 +25,7 @@ class GuardError(RuntimeError):
         self.iteration = iteration
         self.operands = operands or {}
         self.diagnostic = Diagnostic(self.code, message, span, label, notes=list(notes))
-        self.sources = sources or {}
+        self.sources = sources if sources is not None else {}
         super().__init__(str(self))
 
     def __str__(self) -> str:

@@ -1,0 +1,252 @@
+"""Persistent compile cache: serialized PJRT executables on disk, loaded instead of compiling again.
+
+An entry is one file, `<dir>/<key>.xc`, named by the SHA-256 of everything that can change the machine
+code: the module bytes (MLIR bytecode, locations included, so guards and source edits are covered), the
+compile options, the platform and device kind, the host CPU's features, `XLA_FLAGS`, the jaxlib version,
+the number of host callbacks and whatever the caller adds (e.g. the guard kinds). The file is
+
+    MAGIC (8 bytes) | payload length (8 bytes, little-endian) | SHA-256 of the payload (32 bytes) | payload
+
+so a truncated or corrupt entry is detected before it reaches PJRT (it is then recompiled and replaced).
+Writes go to a private temporary file in the same directory and are renamed into place (`os.replace`),
+so concurrent writers of one entry never leave a torn file: readers see the old entry, the new one, or none.
+
+Where: `$ARRC_CACHE_DIR`, else the user's cache directory (`$XDG_CACHE_HOME/arrc` or `~/.cache/arrc` on
+Linux, `~/Library/Caches/arrc` on macOS, `%LOCALAPPDATA%\\arrc\\Cache` on Windows). A deserialized
+executable is code: the directory is created private (0700) and a directory that other users can write is
+refused. `ARRC_NO_CACHE=1` (the CLI's `--no-cache`) or `disable()` turns the cache off.
+
+This module imports neither jax nor jaxlib: it works on bytes only (see runtime/pjrt.py for the PJRT side).
+
+>>> import tempfile
+>>> c = DiskCache(tempfile.mkdtemp())
+>>> k = c.key(b"module", b"options", "cpu")
+>>> c.get(k) is None
+True
+>>> c.put(k, b"executable")
+True
+>>> c.get(k)
+b'executable'
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import stat
+import struct
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+MAGIC = b"ARRCXC01"                 # bump the last digits when the entry format or key recipe changes
+_HEADER = struct.Struct("<8sQ32s")
+SUFFIX = ".xc"
+
+_enabled = True
+_stats_lock = threading.Lock()
+stats = {"hits": 0, "misses": 0, "writes": 0, "corrupt": 0, "errors": 0}
+
+
+def disable() -> None:
+    """Turn the persistent cache off for this process (the CLI's `--no-cache`)."""
+    global _enabled
+    _enabled = False
+
+
+def enable() -> None:
+    global _enabled
+    _enabled = True
+
+
+def enabled() -> bool:
+    return _enabled and os.environ.get("ARRC_NO_CACHE", "") in ("", "0")
+
+
+def default_dir() -> Path:
+    """Where entries live unless `ARRC_CACHE_DIR` says otherwise."""
+    override = os.environ.get("ARRC_CACHE_DIR")
+    if override:
+        return Path(override).expanduser()
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "arrc"
+    if os.name == "nt":
+        base = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
+        return Path(base) / "arrc" / "Cache"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "arrc"
+
+
+_host = None
+
+
+def host_fingerprint() -> str:
+    """Machine, Python-independent: the CPU architecture and its feature flags (XLA:CPU targets the host)."""
+    global _host
+    if _host is None:
+        features = ""
+        try:
+            with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+                for line in f:
+                    if line.startswith(("flags", "Features")):
+                        features = line.split(":", 1)[1].strip()
+                        break
+        except OSError:
+            features = platform.processor()
+        _host = f"{platform.machine()}|{hashlib.sha256(features.encode()).hexdigest()[:16]}"
+    return _host
+
+
+class DiskCache:
+    """Entries in one directory; every failure to read or write is a miss, never an error."""
+
+    def __init__(self, directory: str | os.PathLike):
+        self.dir = Path(directory)
+        self._usable: bool | None = None
+
+    def key(self, module: bytes, options: bytes, device: str, *extra: str) -> str:
+        """The entry name for these inputs (hex SHA-256)."""
+        h = hashlib.sha256(MAGIC)
+        for part in (module, options, device.encode(), host_fingerprint().encode(),
+                     os.environ.get("XLA_FLAGS", "").encode(), _jaxlib_version().encode(),
+                     *(str(e).encode() for e in extra)):
+            h.update(struct.pack("<Q", len(part)))
+            h.update(part)
+        return h.hexdigest()
+
+    def path(self, key: str) -> Path:
+        return self.dir / f"{key}{SUFFIX}"
+
+    def usable(self) -> bool:
+        """Create the directory (private) if needed; refuse one that other users can write."""
+        if self._usable is None:
+            self._usable = self._prepare()
+        return self._usable
+
+    def _prepare(self) -> bool:
+        try:
+            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            st = self.dir.stat()
+        except OSError:
+            return False
+        if os.name != "nt":
+            if hasattr(os, "getuid") and st.st_uid != os.getuid():
+                _warn(f"not using compile cache {self.dir}: owned by another user")
+                return False
+            if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                _warn(f"not using compile cache {self.dir}: writable by other users (chmod 700 it)")
+                return False
+        return True
+
+    def get(self, key: str) -> bytes | None:
+        """The payload stored under `key`, or None (absent, unreadable, truncated or corrupt)."""
+        if not self.usable():
+            return None
+        path = self.path(key)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return None
+        except OSError:
+            _count("errors")
+            return None
+        payload = _unpack(data)
+        if payload is None:
+            _count("corrupt")
+            self.discard(key)
+        return payload
+
+    def put(self, key: str, payload: bytes) -> bool:
+        """Store atomically (temporary file + rename); False if the directory cannot be written."""
+        if not self.usable():
+            return False
+        tmp = None
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=self.dir)
+            with os.fdopen(fd, "wb") as f:
+                f.write(_HEADER.pack(MAGIC, len(payload), hashlib.sha256(payload).digest()))
+                f.write(payload)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path(key))
+            tmp = None
+            _count("writes")
+            return True
+        except OSError:
+            _count("errors")
+            return False
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+
+    def discard(self, key: str) -> None:
+        """Remove an entry (e.g. one PJRT could not load)."""
+        try:
+            self.path(key).unlink()
+        except OSError:
+            pass
+
+    def clear(self) -> int:
+        """Remove every entry; returns how many."""
+        n = 0
+        if self.dir.is_dir():
+            for p in self.dir.glob(f"*{SUFFIX}"):
+                try:
+                    p.unlink()
+                    n += 1
+                except OSError:
+                    pass
+        return n
+
+
+def _unpack(data: bytes) -> bytes | None:
+    if len(data) < _HEADER.size:
+        return None
+    magic, length, digest = _HEADER.unpack_from(data)
+    payload = data[_HEADER.size:]
+    if magic != MAGIC or length != len(payload) or hashlib.sha256(payload).digest() != digest:
+        return None
+    return payload
+
+
+def _count(what: str) -> None:
+    with _stats_lock:
+        stats[what] += 1
+
+
+def _warn(message: str) -> None:
+    sys.stderr.write(f"arrc: warning: {message}\n")
+
+
+_jaxlib = None
+
+
+def _jaxlib_version() -> str:
+    global _jaxlib
+    if _jaxlib is None:
+        try:
+            from jaxlib.version import __version__ as v
+        except ImportError:          # pragma: no cover
+            v = "unknown"
+        _jaxlib = v
+    return _jaxlib
+
+
+_default: DiskCache | None = None
+_default_for: str | None = None
+
+
+def default_cache() -> DiskCache | None:
+    """The process's cache (following `ARRC_CACHE_DIR` if it changes), or None when disabled."""
+    global _default, _default_for
+    if not enabled():
+        return None
+    where = str(default_dir())
+    if _default is None or _default_for != where:
+        _default, _default_for = DiskCache(where), where
+    return _default
