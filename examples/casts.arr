@@ -1,4 +1,7 @@
 # Casts and integer arithmetic with one meaning on every backend (NumPy's where NumPy is defined).
+# guards: bounds
+# (this example shows defined results of by-zero division and f16 overflow, which the div0 and inf guards
+# would report; run `arrc run examples/casts.arr --guards all` to see them)
 
 def to_u8(x: f32[n]) -> u8[n]:
     # float -> int: truncate toward zero, saturate to the range, NaN -> 0
