@@ -380,7 +380,7 @@ def cmd_guard(args: argparse.Namespace) -> int:
 
 def cmd_repl(args: argparse.Namespace) -> int:
     from arrc.repl import main as repl_main
-    return repl_main([])
+    return repl_main(list(args.repl_args))
 
 
 def version_text() -> str:
@@ -455,7 +455,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("code", metavar="CODE")
     p.set_defaults(handler=cmd_explain)
 
-    p = sub.add_parser("repl", help="interactive prompt")
+    p = sub.add_parser("repl", help="interactive prompt (arrc repl --help for its options)", add_help=False)
+    p.add_argument("repl_args", nargs=argparse.REMAINDER)
     p.set_defaults(handler=cmd_repl)
     return parser
 

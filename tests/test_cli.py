@@ -100,10 +100,16 @@ def test_help_exits_zero(capsys):
     assert "--arg" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("command", [["repl"], ["guard", "in.mlir"]])
-def test_not_implemented_yet(command, capsys):
-    assert main(command) == 2
-    assert "not implemented yet" in capsys.readouterr().err
+def test_repl_subcommand_reads_piped_cells(prog):
+    done = subprocess.run([sys.executable, "-m", "arrc", "repl"], input="x = [1.0, 2.0]\nsum(x) * 2\n",
+                          capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "f32 = 6.0" in done.stdout
+
+
+def test_guard_missing_file_is_a_usage_error(capsys):
+    assert main(["guard", "no-such-file.mlir"]) == 2
+    assert "no such file" in capsys.readouterr().err
 
 
 def test_python_dash_m(prog):
@@ -233,8 +239,10 @@ def test_compile_werror(warn_file, capsys):
 
 def test_compile_guards_and_target(prog, capsys):
     assert main(["compile", prog, "--guards", "nan,inf", "--target", "gpu"]) == 0
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "not implemented yet" in err
+    guarded = capsys.readouterr().out
+    assert "arrc.fault_result" in guarded and "stablehlo.is_finite" in guarded
+    assert main(["compile", prog]) == 0
+    assert "arrc.fault_result" not in capsys.readouterr().out
     assert main(["compile", prog, "--guards", "all"]) == 0
     assert main(["compile", prog, "--guards", "nan,bogus"]) == 2
     assert "unknown guard" in capsys.readouterr().err
@@ -327,10 +335,19 @@ def test_run_time(prog, capsys):
     assert "compile" in captured.err and "run" in captured.err and "ms" in captured.err
 
 
-def test_run_guards_warn(prog, capsys):
+def test_run_guards_clean_result(prog, capsys):
     assert main(["run", prog, "--guards", "all"]) == 0
     captured = capsys.readouterr()
-    assert captured.out == "10.0\n" and "not implemented yet" in captured.err
+    assert captured.out == "10.0\n" and captured.err == ""
+
+
+def test_run_guards_report_exits_3(tmp_path, capsys):
+    src = tmp_path / "ratio.arr"
+    src.write_text("def main() -> f32:\n    x = [1.0, 0.0]\n    return sum(x / x)\n")
+    assert main(["run", str(src), "--guards", "nan"]) == 3
+    err = capsys.readouterr().err
+    assert "error[R0001]: NaN produced at run time" in err and "this division produced NaN at index [1]" in err
+    assert main(["run", str(src)]) == 0
 
 
 @pytest.mark.parametrize("args, message", [

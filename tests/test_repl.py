@@ -1,0 +1,563 @@
+"""`arrc repl` (LANGUAGE.md section 11): scripted sessions through piped stdin, through prompt_toolkit's
+pipe input, and one through a real terminal (tmux).
+
+Covered: value display, rebinding and redefinition invalidation, errors then recovery (never a
+traceback), statement cells, every meta-command, cell splitting, completion, history, the lexer.
+"""
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from arrc import repl
+from arrc.repl import Session, is_complete, split_cells
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "1"}
+
+
+def session_output(script: str, argv: list[str] | None = None) -> tuple[str, int]:
+    """Run a script through `repl.main` as piped stdin; the printed text and the exit status."""
+    out = io.StringIO()
+    code = repl.main(argv or [], stdin=io.StringIO(textwrap.dedent(script)), stdout=out)
+    text = out.getvalue()
+    assert "Traceback" not in text and "internal error" not in text, text
+    return text, code
+
+
+def run_cells(session: Session, *cells: str) -> str:
+    """Run cells in a session; the text they printed."""
+    start = session.out.tell()
+    for cell in cells:
+        session.run(textwrap.dedent(cell))
+    session.out.seek(start)
+    text = session.out.read()
+    assert "Traceback" not in text and "internal error" not in text, text
+    return text
+
+
+@pytest.fixture
+def session():
+    return Session(io.StringIO())
+
+
+# ---- values -----------------------------------------------------------------------------------------
+
+def test_values_are_shown_with_their_type():
+    out, code = session_output("""\
+        [1.0, 2.0, 3.0]
+        2 + 3
+        1.5 * 2
+        true
+        [true, false]
+        f64(1) / 4
+        eye(2)
+        (1, [1.0, 2.0])
+        arange(2000)
+        zeros((0,))
+        """)
+    assert code == 0
+    assert out.splitlines()[:6] == [
+        "f32[3] = [1. 2. 3.]", "i32 = 5", "f32 = 3.0", "bool = true", "bool[2] = [true false]", "f64 = 0.25"]
+    assert "f32[2, 2] = [[1. 0.]\n             [0. 1.]]\n" in out      # rows aligned
+    assert "(i32, f32[2]) = (1, [1. 2.])" in out
+    assert "i32[2000] = [   0    1    2 ... 1997 1998 1999]" in out   # summarized
+    assert "f32[0] = []" in out
+
+
+def test_show_long_tuples_one_value_a_line():
+    text = repl.show([np.eye(2, dtype=np.float32), np.float32(1.5)], True)
+    assert text == "(f32[2, 2], f32) =\n  [[1. 0.]\n   [0. 1.]]\n  1.5\n"
+
+
+# ---- bindings and invalidation ------------------------------------------------------------------------
+
+def test_rebinding_a_value_is_seen_by_functions(session):
+    out = run_cells(session, "y = 0", """\
+        def f(x: f32) -> f32:
+            return x + y
+
+        """, "f(1.0)", "y = 5", "f(1.0)", "y = 2", "f(1.0)")
+    assert out.splitlines() == ["f32 = 1.0", "f32 = 6.0", "f32 = 3.0"]
+
+
+def test_redefinition_is_seen_through_other_functions(session):
+    out = run_cells(session, """\
+        def g(x: f32) -> f32:
+            return x + 1.0
+
+        def h(x: f32) -> f32:
+            return g(x) * 2.0
+        """, "h(1.0)", """\
+        def g(x: f32) -> f32:
+            return x + 100.0
+        """, "h(1.0)")
+    assert out.splitlines() == ["f32 = 4.0", "f32 = 202.0"]
+
+
+def test_binding_used_as_a_dimension_and_rebound(session):
+    out = run_cells(session, "n = 3", """\
+        def make() -> f32[n]:
+            return ones(n)
+        """, "make()", "n = 5", "make()")
+    assert out.splitlines() == ["f32[3] = [1. 1. 1.]", "f32[5] = [1. 1. 1. 1. 1.]"]
+
+
+def test_unrelated_computations_keep_their_compiled_code(session):
+    run_cells(session, "a = 1", "b = 2", "def fa() -> i32:\n    return a\n", "def fb() -> i32:\n    return b\n",
+              "fa()", "fb()")
+    fa_key = [k for k in session._exprs if k[1] == "fa()"][0]
+    fn = session._exprs[fa_key]
+    assert run_cells(session, "b = 20", "fa()", "fb()").splitlines() == ["i32 = 1", "i32 = 20"]
+    assert session._exprs[fa_key] is fn                # `fa` does not use `b`: same compiled function
+    assert run_cells(session, "a = 10", "fa()").splitlines() == ["i32 = 10"]
+
+
+def test_tuple_and_augmented_assignment(session):
+    out = run_cells(session, "a, b = (1, [1.0, 2.0])", "a", "b", "b += 1", "b", "b *= (2 +  # comment\n 1)", "b",
+                    "a, b = 1")
+    lines = out.splitlines()
+    assert lines[:5] == ["i32 = 1", "f32[2] = [1. 2.]", "f32[2] = [2. 3.]", "f32[2] = [6. 9.]",
+                         "error[E0209]: cannot unpack 1 value(s) into 2 name(s)"]
+
+
+def test_changing_a_binding_type_warns_about_broken_functions(session):
+    out = run_cells(session, "y = 1.0", "def f() -> f32:\n    return y * 2.0\n", "y = [1.0, 2.0]")
+    assert "warning: after this change, `f` does not compile" in out
+    assert "--> <cell 2>:2:12" in out                   # the error is shown in f's own cell
+    assert run_cells(session, "y = 3.0", "f()").splitlines() == ["f32 = 6.0"]
+
+
+def test_reserved_names_cannot_be_bound(session):
+    out = run_cells(session, "sum = 3", "f32 = 1", "sum(arange(3))")
+    assert "error[E0105]: cannot bind `sum`: it is a builtin" in out
+    assert "cannot bind `f32`: it is a dtype" in out
+    assert out.splitlines()[-1] == "i32 = 3"
+
+
+# ---- statement cells ---------------------------------------------------------------------------------
+
+def test_blocks_update_bindings(session):
+    out = run_cells(session, "s = 0", """\
+        for i in range(5):
+            s += i
+            t = i
+        """, "s", "x = [1.0, 2.0, 3.0]", "x[0] = 10", "x[1:] = x[:2] * 2.0", "x")
+    assert "`t` stayed local to this block" in out
+    assert "i32 = 10" in out
+    assert out.splitlines()[-1] == "f32[3] = [10. 20.  4.]"
+
+
+def test_print_and_assert_at_the_prompt(session):
+    out = run_cells(session, "x = [1.0, 2.0]", 'print("x is", x, sum(x))', """\
+        if sum(x) > 2.0:
+            print("big")
+        else:
+            print("small")
+        """, 'assert sum(x) > 100.0, "too small"', "x")
+    assert "x is [1. 2.] 3.0\nbig\n" in out
+    assert "error[R0005]: assertion failed: too small\n --> <cell 4>:1:1" in out
+    assert "in the cell" in out and "__cell__" not in out
+    assert out.splitlines()[-1] == "f32[2] = [1. 2.]"
+    assert session.exit_code == 3
+
+
+def test_print_inside_a_function_goes_to_the_session_output(session):
+    out = run_cells(session, 'def loud(x: f32) -> f32:\n    print("got", x)\n    return x\n', "loud(2.0)")
+    assert out == "got 2.0\nf32 = 2.0\n"
+
+
+# ---- errors ------------------------------------------------------------------------------------------
+
+def test_errors_then_recovery_with_spans_in_the_cell():
+    out, code = session_output("""\
+        x = 1
+        y = x + zz
+        1 +
+        def f(a: f32) -> i32:
+            return a
+
+        f(1.0)
+        return 1
+        x + 1
+        """)
+    assert code == 1
+    assert "error[E0101]: undefined name `zz`\n --> <cell 2>:1:9\n" in out       # column within the cell
+    assert "1 | y = x + zz\n  |         ^^ not defined" in out
+    assert "error[E0001]" in out and "--> <cell 3>:1:4" in out
+    assert "error[E0203]" in out and "--> <cell 4>:2:12" in out                  # line 2 of the def's cell
+    assert "error[E0101]: unknown function `f`" in out                           # the bad def was rejected
+    assert "`return` outside a function" in out
+    assert out.splitlines()[-1] == "i32 = 2"                                     # the session went on
+
+
+def test_statement_cell_errors_point_into_the_cell(session):
+    out = run_cells(session, "s = 0", "for i in range(3):\n    s = s + 0.5\n")
+    assert "error[E0302]" in out and "--> <cell 2>:2:5" in out and "2 |     s = s + 0.5" in out
+
+
+def test_a_bad_definition_keeps_the_old_one(session):
+    out = run_cells(session, "def f() -> i32:\n    return 1\n", "def f() -> i32:\n    return 1.5\n", "f()")
+    assert "error[E0203]" in out and out.splitlines()[-1] == "i32 = 1"
+
+
+def test_unexpected_failures_are_one_line(session, monkeypatch):
+    def boom(*args, **kwargs):
+        raise ValueError("something odd\nsecond line")
+    monkeypatch.setattr(repl.Session, "expression", boom)
+    session.run("1 + 1")
+    assert session.out.getvalue() == "internal error: ValueError: something odd\n"
+    monkeypatch.undo()
+    assert run_cells(session, "1 + 1") == "i32 = 2\n"
+
+
+# ---- meta-commands -----------------------------------------------------------------------------------
+
+def test_help_type_and_quit():
+    out, code = session_output("""\
+        x = [1.0, 2.0]
+        def f(v: f32[n]) -> f32[n]:
+            return v * 2.0
+
+        :help
+        :type f
+        :type x
+        :type f(x) > 1.0
+        :type (x, 1)
+        :t sum(x)
+        f
+        :quit
+        1 + 1
+        """)
+    assert code == 0
+    assert ":mlir EXPR|FN" in out and ":reload" in out and "guards: off; device: cpu" in out
+    assert "values: x: f32[2]" in out and "definitions: f" in out
+    assert "f: (v: f32[n]) -> f32[n]\nx: f32[2]\nbool[2]\n(f32[2], i32)\nf32\nf: (v: f32[n]) -> f32[n]\n" in out
+    assert "i32 = 2" not in out                       # nothing runs after :quit
+
+
+def test_mlir_of_expressions_and_functions(session):
+    out = run_cells(session, "def f(v: f32[n]) -> f32[n]:\n    return v * 2.0\n",
+                    "def g() -> f32:\n    return 1.0\n", ":mlir f([1.0, 2.0])")
+    assert "stablehlo.multiply" in out and "tensor<2xf32>" in out
+    assert '"<cell 1>":2:12' in out and '"<cell 3>":1:7' in out     # locations: the cells, not the module
+    assert "<session>" not in out and "<expr>" not in out
+    out = run_cells(session, ":mlir g", ":mlir f")
+    assert "func.func public @main() -> tensor<f32>" in out
+    assert "`f(v: f32[n]) -> f32[n]` is generic over n" in out and "`:mlir f(...)`" in out
+
+
+def test_hlo_and_time(session):
+    out = run_cells(session, "w = ones((4, 4))", ":hlo w @ w + 1.0")
+    assert out.startswith("HloModule ") and "ENTRY" in out
+    out = run_cells(session, ":time sum(arange(1000))")
+    assert out.startswith("compile ") and "run " in out and "median of" in out and "runs, cpu)" in out
+
+
+def test_guards_setting(session):
+    out = run_cells(session, ":guards", ":guards nan,inf", ":guards", ":help", ":guards all", ":guards bogus",
+                    ":guards off", "1.0 / 0.0")
+    assert out.splitlines()[:3] == ["guards: off", "guards: nan,inf", "guards: nan,inf"]
+    assert "guards: nan,inf; device: cpu" in out
+    assert "guards: all" in out and "error: unknown guard `bogus`" in out and "guards: off" in out
+    assert out.splitlines()[-1] == "f32 = inf"
+
+
+def test_guard_reports_point_into_the_cells(session):
+    out = run_cells(session, "def ratio(x: f32[n], y: f32[n]) -> f32[n]:\n    b = (x + y) / (x - y)\n    return b\n",
+                    ":guards nan,inf", "x = [0.0, 0.0]", "r = ratio(x, x)", "ratio([1.0, 2.0], [3.0, 1.0])")
+    assert "error[R0001]: NaN produced at run time\n --> <cell 1>:2:9\n" in out
+    assert "2 |     b = (x + y) / (x - y)" in out and "at index [0]" in out
+    assert "<session>" not in out and "__expr" not in out and "__cell__" not in out
+    assert "r" not in session.bindings and out.splitlines()[-1] == "f32[2] = [-2.  3.]"
+    assert session.exit_code == 3
+    guarded = run_cells(session, ":mlir ratio(x, x)")
+    unguarded = run_cells(session, ":guards off", ":mlir ratio(x, x)")
+    assert guarded != unguarded.split("\n", 1)[1]          # the guarded program is what is shown
+
+
+def test_guards_are_passed_to_the_compiler(session, monkeypatch):
+    seen = []
+    real = repl.arrc.loads
+
+    def loads(*args, **kwargs):
+        seen.append(kwargs.get("guards"))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(repl.arrc, "loads", loads)
+    run_cells(session, "1 + 1", ":guards nan", "1 + 1")
+    assert seen == [None, "nan"]                      # a new setting compiles afresh, with the guards
+
+
+def test_device(session):
+    from arrc.runtime.pjrt import DeviceUnavailable, backend
+    out = run_cells(session, ":device", ":device cpu", ":device quantum", "1 + 1")
+    assert out.splitlines()[:2] == ["device: cpu", "device: cpu"]
+    assert "error: unknown device `quantum`" in out and out.splitlines()[-1] == "i32 = 2"
+    try:
+        backend("gpu")
+    except DeviceUnavailable:
+        out = run_cells(session, ":device gpu", ":device")
+        assert "error: no gpu device is available" in out and "still on cpu" in out
+        assert out.splitlines()[-1] == "device: cpu"
+    else:                                              # a machine with a GPU: run there
+        out = run_cells(session, ":device gpu", "sum(arange(4.0))")
+        assert out.splitlines()[-1] == "f32 = 6.0"
+
+
+def test_load_and_reload(tmp_path, session):
+    path = tmp_path / "lib.arr"
+    path.write_text("const K: f32 = 2.0\n\ndef scale(x: f32[n]) -> f32[n]:\n    y = x * K\n\n    return y\n\n"
+                    "def gone() -> i32:\n    return 1\n")
+    out = run_cells(session, f":load {path}", "scale([1.0, 2.0])", "gone()")
+    assert out.splitlines() == [f"loaded {path}: 2 functions (scale, gone), 1 constant (K)",
+                                "f32[2] = [2. 4.]", "i32 = 1"]
+    path.write_text("const K: f32 = 10.0\n\ndef scale(x: f32[n]) -> f32[n]:\n    return x * K + zz\n")
+    out = run_cells(session, ":reload", "scale([1.0, 2.0])")
+    assert f"--> {path}:4:20" in out and "4 |     return x * K + zz" in out      # the file's own lines
+    assert out.splitlines()[-1] == "f32[2] = [2. 4.]"                         # a failed reload changes nothing
+    path.write_text("const K: f32 = 10.0\n\ndef scale(x: f32[n]) -> f32[n]:\n    return x * K\n")
+    out = run_cells(session, ":reload", "scale([1.0, 2.0])", "gone()")
+    assert out.splitlines()[:2] == [f"reloaded {path}: 1 function (scale), 1 constant (K)", "f32[2] = [10. 20.]"]
+    assert "undefined name `gone`" in out or "unknown function `gone`" in out
+    out = run_cells(session, ":load /no/such/file.arr", ":frob", ":type")
+    assert "error: no such file: /no/such/file.arr" in out
+    assert "error: unknown command `:frob`" in out and "`:type` needs an argument" in out
+
+
+def test_files_on_the_command_line_and_reload(tmp_path):
+    path = tmp_path / "one.arr"
+    path.write_text("def one() -> i32:\n    return 1\n")
+    out, code = session_output(":reload\none() + 1\n", [str(path)])
+    assert out.splitlines() == [f"loaded {path}: 1 function (one)", f"reloaded {path}: 1 function (one)", "i32 = 2"]
+    assert code == 0
+    out, code = session_output(":reload\n1\n")
+    assert out == "error: nothing to reload: no file was loaded with :load\ni32 = 1\n" and code == 2
+
+
+def test_command_line_options():
+    out, code = session_output(":guards\n:device\n", ["--guards", "nan,div0"])
+    assert out == "guards: nan,div0\ndevice: cpu\n" and code == 0
+    err = io.StringIO()
+    sys_stderr, sys.stderr = sys.stderr, err
+    try:
+        assert repl.main(["--guards", "nope"], stdin=io.StringIO(""), stdout=io.StringIO()) == 2
+    finally:
+        sys.stderr = sys_stderr
+    assert "unknown guard" in err.getvalue()
+
+
+# ---- reading cells -----------------------------------------------------------------------------------
+
+def test_cells_are_split_like_a_script():
+    script = ("x = 1\n\ndef f() -> i32:\n    a = 1\n\n    return a\n# a comment\nif x > 0:\n    x = 2\n"
+              "else:\n    x = 3\ny = (1 +\n2)\n:help\n")
+    assert split_cells(script) == ["x = 1", "def f() -> i32:\n    a = 1\n\n    return a\n# a comment",
+                                   "if x > 0:\n    x = 2\nelse:\n    x = 3", "y = (1 +\n2)", ":help"]
+
+
+def test_when_enter_runs_the_buffer():
+    assert is_complete("x = 1") and is_complete(":type x:") and is_complete("")
+    assert not is_complete("x = (1 +") and not is_complete("def f() -> i32:")
+    assert not is_complete("def f() -> i32:\n    return 1")
+    assert is_complete("def f() -> i32:\n    return 1\n    ")
+    assert is_complete('print("a:", 1) # (')           # a comment does not open brackets
+    assert is_complete('print("(:", 1)  # x:')
+
+
+# ---- the prompt (prompt_toolkit pipe input) -------------------------------------------------------------
+
+def _interactive(session: Session, keys: str, history: bool = True) -> None:
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+    with create_pipe_input() as inp:
+        inp.send_text(keys)
+        repl.run_interactive(session, input=inp, output=DummyOutput(), history=history)
+
+
+def test_prompt_session_with_blocks_rebinding_and_errors(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARRC_REPL_HISTORY", str(tmp_path / "history"))
+    s = Session(io.StringIO())
+    _interactive(s, "y = 0\r"
+                    "def f(x: f32) -> f32:\rreturn x + y\r\r"       # Enter auto-indents; a blank line ends it
+                    "f(1.0)\r"
+                    "y = 5\r"
+                    "f(1.0)\r"
+                    "(1 +\r2)\r"                                     # open brackets continue the cell
+                    "zz\r"
+                    ":type f\r"
+                    ":quit\r"
+                    "1 + 1\r")
+    out = s.out.getvalue()
+    assert out.startswith("arr 0.1.0 REPL")
+    assert "f32 = 1.0\nf32 = 6.0\ni32 = 3\n" in out
+    assert "undefined name `zz`" in out and "f: (x: f32) -> f32\n" in out and "i32 = 2" not in out
+    history = (tmp_path / "history").read_text()
+    assert "+def f(x: f32) -> f32:\n+    return x + y\n" in history
+    # a second session reads the history: Up goes back through `:quit`, `:type f` to `zz`
+    s2 = Session(io.StringIO())
+    _interactive(s2, "\x1b[A\x1b[A\x1b[A\r\x04")
+    assert "undefined name `zz`" in s2.out.getvalue()
+
+
+def test_ctrl_d_leaves_and_ctrl_c_clears(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARRC_REPL_HISTORY", str(tmp_path / "history"))
+    s = Session(io.StringIO())
+    _interactive(s, "1 + \x03" "2 + 2\r" "\x04", history=False)
+    assert s.out.getvalue().splitlines()[1:] == ["i32 = 4"]
+
+
+def test_completion(session):
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+    run_cells(session, "weights = ones(3)", "def wrap(x: f32) -> f32:\n    return x\n")
+    completer = repl.make_completer(session)
+
+    def complete(text):
+        return [c.text for c in completer.get_completions(Document(text), CompleteEvent(completion_requested=True))]
+    assert complete("w") == ["weights", "wrap", "where", "while"]
+    assert "sum" in complete("1 + su") and "f32" in complete("f3")
+    assert complete(":gu") == [":guards"] and ":load" in complete(":")
+    assert complete(":guards nan,i") == ["inf"] and complete(":device g") == ["gpu"]
+    assert complete("weights.sh") == ["shape"]
+
+
+def test_history_file_location(monkeypatch, tmp_path):
+    monkeypatch.delenv("ARRC_REPL_HISTORY", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    if sys.platform.startswith("linux"):
+        assert repl.history_path() == tmp_path / "arrc" / "repl_history"
+    monkeypatch.setenv("ARRC_REPL_HISTORY", str(tmp_path / "h"))
+    assert repl.history_path() == tmp_path / "h"
+
+
+# ---- the lexer ---------------------------------------------------------------------------------------
+
+def test_lexer_tokens():
+    from pygments.token import Comment, Keyword, Name, Number, Operator, String
+    from arrc.lexer import ArrLexer, BUILTIN_NAMES
+    from arrc.compiler.builtins import BUILTINS
+    src = 'const K: f32 = 1e-6  # eps\ndef f(x: f32[n]) -> f32:\n    print("s", x.shape)\n    return sum(x) ** 2 // 3\n'
+    tokens = [(t, v) for t, v in ArrLexer().get_tokens(src) if v.strip()]
+    kinds = dict((v, t) for t, v in tokens)
+    assert kinds["const"] in Keyword and kinds["K"] in Name.Constant and kinds["f32"] in Keyword.Type
+    assert kinds["1e-6"] in Number.Float and kinds["3"] in Number.Integer and kinds["# eps"] in Comment
+    assert kinds["def"] in Keyword and kinds["f"] in Name.Function and kinds['"s"'] in String
+    assert kinds["sum"] in Name.Builtin and kinds["shape"] in Name.Attribute
+    assert kinds["**"] in Operator and kinds["//"] in Operator and kinds["return"] in Keyword
+    assert set(BUILTIN_NAMES) == {n for n in BUILTINS if n[:1].isalpha()}
+    assert "".join(v for _, v in ArrLexer().get_tokens(src)) == src        # lossless
+
+
+def test_highlighted_diagnostics_keep_their_text():
+    import re
+    from arrc.lexer import colorize_diagnostics, highlight
+    text = "error[E0101]: undefined name `zz`\n --> <cell 1>:1:1\n  |\n1 | zz + 1\n  | ^^ not defined\n"
+    colored = colorize_diagnostics(text)
+    assert "\x1b[" in colored and re.sub(r"\x1b\[[0-9;]*m", "", colored) == text
+    assert re.sub(r"\x1b\[[0-9;]*m", "", highlight("def f() -> i32:")) == "def f() -> i32:"
+
+
+# ---- without a terminal, and with one -------------------------------------------------------------------
+
+def test_piped_stdin_in_a_subprocess(tmp_path):
+    script = "y = 0\ndef f(x: f32) -> f32:\n    return x + y\n\nf(1.0)\ny = 5\nf(1.0)\nzz\n"
+    proc = subprocess.run([sys.executable, "-m", "arrc.repl"], input=script, capture_output=True, text=True,
+                          cwd=ROOT, env={**ENV, "ARRC_REPL_HISTORY": str(tmp_path / "h")}, timeout=120)
+    assert proc.stdout.startswith("f32 = 1.0\nf32 = 6.0\nerror[E0101]: undefined name `zz`"), proc.stdout
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert not (tmp_path / "h").exists()               # no terminal: no prompt, no history
+
+
+def _tmux_available() -> str | None:
+    if shutil.which("tmux") is None:
+        return "tmux is not installed (apt-get install -y tmux)"
+    return None
+
+
+@pytest.mark.skipif(_tmux_available() is not None, reason=str(_tmux_available()))
+def test_real_terminal_highlighting_and_completion(tmp_path):
+    """Drive `python -m arrc.repl` in a tmux pane: completion, highlighting and a block keep the screen clean."""
+    sock = str(tmp_path / "tmux.sock")
+    tmux = ["tmux", "-S", sock]
+    env = f"ARRC_REPL_HISTORY={tmp_path / 'history'} TF_CPP_MIN_LOG_LEVEL=1"
+    subprocess.run(tmux + ["new-session", "-d", "-s", "repl", "-x", "100", "-y", "40",
+                           f"cd {ROOT} && env {env} {sys.executable} -m arrc.repl"], check=True)
+
+    def screen(color=False):
+        args = tmux + ["capture-pane", "-p", "-t", "repl"] + (["-e"] if color else [])
+        return subprocess.run(args, capture_output=True, text=True, check=True).stdout
+
+    def wait_for(text, timeout=60.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in screen():
+                return screen()
+            time.sleep(0.1)
+        raise AssertionError(f"{text!r} never appeared:\n{screen()}")
+
+    def keys(*k):
+        subprocess.run(tmux + ["send-keys", "-t", "repl", *k], check=True)
+
+    try:
+        wait_for("arr>")
+        keys("x = [1.0, 2.0]", "Enter")
+        wait_for("arr> x = [1.0, 2.0]\narr>")
+        keys("su", "Tab")
+        wait_for("arr> sum")
+        keys("(x)", "Enter")
+        wait_for("f32 = 3.0")
+        keys("def f(a: f32) -> f32:", "Enter", "return a * 2.0", "Enter", "Enter")
+        wait_for("...>     return a * 2.0")
+        keys("f(3.0)", "Enter")
+        wait_for("f32 = 6.0")
+        keys("zz + 1", "Enter")
+        text = wait_for("^^ not defined")
+        keys(":gu", "Tab")
+        wait_for("arr> :guards")
+        keys(" nan", "Enter")
+        text = wait_for("guards: nan")
+        lines = [l.rstrip() for l in text.splitlines() if l.strip()]
+        assert lines[:8] == ["arr 0.1.0 REPL: :help for help, :quit or Ctrl-D to leave",
+                             "arr> x = [1.0, 2.0]", "arr> sum(x)", "f32 = 3.0",
+                             "arr> def f(a: f32) -> f32:", "...>     return a * 2.0", "...>", "arr> f(3.0)"]
+        assert "\x1b" not in text and "Traceback" not in text       # no stray escape codes in the text
+        colored = screen(color=True)
+        assert "\x1b[" in colored                                     # but the pane does have colours
+        def_line = next(l for l in colored.splitlines() if "def" in l and "f32" in l)
+        assert def_line.count("\x1b[") >= 3                           # keyword, name, dtypes highlighted
+        keys(":quit", "Enter")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            alive = subprocess.run(tmux + ["has-session", "-t", "repl"], capture_output=True).returncode == 0
+            if not alive:
+                break
+            time.sleep(0.1)
+        assert not alive, "the REPL did not exit on :quit"
+        assert ":guards nan" in (tmp_path / "history").read_text()
+    finally:
+        subprocess.run(tmux + ["kill-server"], capture_output=True)
+
+
+def test_the_explicit_device_path_runs_effects_and_tuples(session):
+    """The path `:device gpu|tpu` takes (compiled here for the CPU): prints, tuple results, asserts."""
+    run_cells(session, 'def loud(x: f32) -> (f32, i32):\n    print("got", x)\n    assert x > 0.0, "neg"\n'
+                       '    return x * 2.0, 1\n')
+    fn, where = session.expression("loud(2.0)", 0, "<cell 9>")
+    out = io.StringIO()
+    with __import__("contextlib").redirect_stdout(out):
+        result = session._call_on_device(fn, ())
+    assert out.getvalue() == "got 2.0\n" and isinstance(result, tuple)
+    assert [np.asarray(r).item() for r in result] == [4.0, 1]
+    fn, where = session.expression("loud(-1.0)", 0, "<cell 9>")
+    with pytest.raises(repl.arrc.AssertionFailed):
+        with __import__("contextlib").redirect_stdout(io.StringIO()):
+            session._call_on_device(fn, ())
