@@ -382,9 +382,8 @@ def _float_floor_div(a, b, dt: DType):
                    emit.compare(emit.compare(mod, zero, "LT", dt), emit.compare(b, zero, "LT", dt), "NE", BOOL))
     div = emit.select(ind, hlo.subtract(div, one), div)
     floor = hlo.floor(div)
-    # Where the quotient is not finite (b == 0), NumPy returns a / b.
-    finite = hlo.is_finite(div)
-    return emit.select(finite, floor, hlo.divide(a, b))
+    # By zero NumPy returns a / b (inf, -inf or nan); elsewhere the divmod formula (inf // 2 is nan).
+    return emit.select(emit.compare(b, zero, "EQ", dt), hlo.divide(a, b), floor)
 
 
 register("+", params="x, y", table=OPERATORS)(arithmetic("+", lambda a, b, dt: hlo.add(a, b)))

@@ -409,9 +409,17 @@ class FunctionWalk(ControlFlow):
             return POISON
         return self.call_builtin(BUILTINS["__array__"], [elems], {}, e, [x.span for x in e.elems])
 
+    def eval_or_poison(self, expr):
+        """Evaluate `expr`, reporting an error and continuing with a poisoned value (more errors per run)."""
+        try:
+            return self.eval(expr)
+        except ArrError as err:
+            self.report(err.diag)
+            return POISON
+
     def expr_Binary(self, e):
-        lhs = self.eval(e.lhs)
-        rhs = self.eval(e.rhs)
+        lhs = self.eval_or_poison(e.lhs)
+        rhs = self.eval_or_poison(e.rhs)
         return self.apply_operator(e.op, [lhs, rhs], e, [e.lhs.span, e.rhs.span])
 
     def expr_Unary(self, e):
@@ -467,8 +475,8 @@ class FunctionWalk(ControlFlow):
         return subs
 
     def expr_Call(self, e):
-        args = [self.eval(a) for a in e.args]
-        kwargs = {k.name: self.eval(k.value) for k in e.kwargs}
+        args = [self.eval_or_poison(a) for a in e.args]
+        kwargs = {k.name: self.eval_or_poison(k.value) for k in e.kwargs}
         spans = [a.span for a in e.args]
         kw_spans = {k.name: k.span for k in e.kwargs}
         if isinstance(e.func, ast.Attribute):

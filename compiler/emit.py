@@ -63,7 +63,10 @@ def const(value, dt: DType, shape=()) -> ir.Value:
         if dt.is_float:
             scalar_attr = ir.FloatAttr.get(elem, float(arr))
         else:
-            scalar_attr = ir.IntegerAttr.get(elem, int(arr))
+            value = int(arr)
+            if dt.kind == "uint" and value >= 2 ** 63:
+                value -= 2 ** 64          # IntegerAttr takes an int64: the same bits, read as signed
+            scalar_attr = ir.IntegerAttr.get(elem, value)
         return hlo.constant(ir.DenseElementsAttr.get_splat(ttype, scalar_attr))
     if dt.name == "bf16":
         arr = arr.view(np.uint16)
@@ -134,12 +137,34 @@ def cast(x: ir.Value, src: DType, dst: DType) -> ir.Value:
     if src.kind == "bool":
         return hlo.convert(tensor_type(shape, dst), x)
     if src.is_float and dst.is_float:
+        if src.bits == 64 and dst.bits == 16:
+            return hlo.convert(tensor_type(shape, dst), _f64_to_f32_round_to_odd(x, shape))
         return hlo.convert(tensor_type(shape, dst), x)     # IEEE: round to nearest even, overflow -> inf
     if src.is_int and dst.is_float:
         return hlo.convert(tensor_type(shape, dst), x)
     if src.is_float:
         return _float_to_int(x, src, dst, shape)
     return _int_to_int(x, src, dst, shape)
+
+
+def _f64_to_f32_round_to_odd(x, shape) -> ir.Value:
+    """f64 -> f32 rounding to odd: a second rounding to f16/bf16 (RNE) is then exact, unlike XLA's
+    f64 -> f16, which rounds twice through f32 (1 + 2**-11 + 2**-40 would become 1.0).
+
+    Done on the bits: keep the 23 mantissa bits f32 has, and set the lowest kept bit when any dropped
+    bit was set (a sticky bit). A round trip through f32 cannot be used to test exactness: XLA's
+    excess-precision simplification removes convert(convert(x, f32), f64).
+    """
+    from .types import DTYPES
+    u64 = DTYPES["u64"]
+    bits = hlo.bitcast_convert(tensor_type(shape, u64), x)
+    dropped = (1 << 29) - 1
+    low = hlo.and_(bits, const(dropped, u64, shape))
+    kept = hlo.and_(bits, const(~dropped & (2 ** 64 - 1), u64, shape))
+    sticky = select(compare(low, const(0, u64, shape), "NE", u64), const(1 << 29, u64, shape),
+                    const(0, u64, shape))
+    odd = hlo.bitcast_convert(tensor_type(shape, DTYPES["f64"]), hlo.or_(kept, sticky))
+    return hlo.convert(tensor_type(shape, DTYPES["f32"]), odd)
 
 
 def _float_to_int(x, src: DType, dst: DType, shape) -> ir.Value:

@@ -47,12 +47,21 @@ def _read(cx: CallCx, x, axis, keepdims):
     return x, axes, keepdims
 
 
+def _wide(dt):
+    """16-bit floats accumulate in f32 (as jax.numpy), then round back once."""
+    return DTYPES["f32"] if dt.is_float and dt.bits == 16 else dt
+
+
 def monoid(name: str, combine, identity, dtype_rule):
     def rule(cx: CallCx, x, axis=None, keepdims=False):
         x, axes, keepdims = _read(cx, x, axis, keepdims)
         dt = dtype_rule(cx, x.type.dtype)
-        return _finish(cx, x, axes, keepdims, dt, lambda: emit.reduce(
-            cx.ir(x, dt), emit.const(identity(dt), dt), axes, combine, dt))
+        acc = _wide(dt) if name in ("sum", "prod") else dt
+
+        def reduced():
+            value = emit.reduce(cx.ir(x, acc), emit.const(identity(acc), acc), axes, combine, acc)
+            return emit.convert(value, acc, dt)
+        return _finish(cx, x, axes, keepdims, dt, reduced)
     return rule
 
 
@@ -94,7 +103,7 @@ def _mean_ir(cx, x, axes, dt, keep_shape=False):
 def _mean(cx: CallCx, x, axis=None, keepdims=False):
     x, axes, keepdims = _read(cx, x, axis, keepdims)
     dt = float_dtype_for(x.type.dtype)
-    return _finish(cx, x, axes, keepdims, dt, lambda: _mean_ir(cx, x, axes, dt))
+    return _finish(cx, x, axes, keepdims, dt, lambda: emit.convert(_mean_ir(cx, x, axes, _wide(dt)), _wide(dt), dt))
 
 
 def _variance_ir(cx, x, axes, dt, ddof: int):

@@ -251,6 +251,15 @@ class _ToAst(Transformer):
         return ast.TupleLit(self._s(meta), tuple(c for c in ch if c is not None))
 
 
+def _terminal_text(name: str) -> str:
+    """A terminal as the user types it: `AMPERSAND` -> `'&'`, `DEF` -> `'def'`."""
+    try:
+        pattern = _parser().get_terminal(name).pattern
+    except KeyError:
+        return name.lower()
+    return f"'{pattern.value}'" if pattern.type == "str" else name.lower()
+
+
 def _describe_expected(expected: set[str]) -> str:
     expected = {e for e in expected if not e.startswith("__")}
     words = []
@@ -258,7 +267,7 @@ def _describe_expected(expected: set[str]) -> str:
         words.append("an expression")
         expected -= EXPRESSION_START
     for e in sorted(expected):
-        word = TOKEN_WORDS.get(e, f"'{e.lower()}'" if e.isalpha() else e)
+        word = TOKEN_WORDS.get(e) or _terminal_text(e)
         if word not in words:
             words.append(word)
     if not words:
@@ -340,7 +349,10 @@ def parse(source: Source, start: str = "module"):
     diags = _prescan(source)
     if diags:
         raise CompileError(diags, {source.name: source})
-    text = source.text if source.text.endswith("\n") or start in ("expr", "type") else source.text + "\n"
+    if start in ("expr", "type"):
+        text = source.text.rstrip()        # a fragment: a trailing newline would be a statement end
+    else:
+        text = source.text if source.text.endswith("\n") else source.text + "\n"
     try:
         tree = _parser().parse(text, start=start)
     except UnexpectedInput as err:

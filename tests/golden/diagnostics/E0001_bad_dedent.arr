@@ -1,0 +1,3 @@
+def f(x: f32) -> f32:
+        y = x
+    return y

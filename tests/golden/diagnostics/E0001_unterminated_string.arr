@@ -1,0 +1,3 @@
+def f(x: f32) -> f32:
+    assert x > 0, "positive
+    return x

@@ -1,0 +1,2 @@
+def f(x: f32) -> f32:
+	return x

@@ -1,0 +1,3 @@
+# cafÃ© is fine, the next byte is not
+def f(x: f32) -> f32:
+    return x ÿ 1

@@ -1,0 +1,5 @@
+def f(x: f32) -> f32:
+    return x
+
+def f(x: f32) -> f32:
+    return -x

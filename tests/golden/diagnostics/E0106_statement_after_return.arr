@@ -1,0 +1,3 @@
+def f(x: f32) -> f32:
+    return x
+    y = x + 1

@@ -1,0 +1,3 @@
+def f(x: i32[n]) -> i32[n]:
+    x /= 2
+    return x

@@ -1,0 +1,2 @@
+def f(x: bool[n]) -> bool[n]:
+    return -x

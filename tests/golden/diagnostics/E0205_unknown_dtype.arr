@@ -1,0 +1,2 @@
+def f(x: f31[n]) -> f32:
+    return sum(x)

@@ -1,0 +1,2 @@
+def f(x: f32[3]) -> f32:
+    return x[5]

@@ -1,0 +1,2 @@
+def f(x: u8[n]) -> u8[n]:
+    return x + 300

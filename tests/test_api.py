@@ -1,0 +1,290 @@
+"""The Python API (LANGUAGE.md section 10): modules, functions, signatures, arguments, results, errors."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import arrc
+from arrc.compiler.diagnostics import CompileError
+
+SRC = """\
+const K: i32 = 4
+
+def add(x: f32[n], y: f32[n]) -> f32[n]:
+    return x + y
+
+def scale(x: f32[n, m], k: f32) -> f32[n, m]:
+    return x * k
+
+def pair(a: f64[n, n], v: f64[n]) -> (f64[n], f64):
+    return v * 2.0, sum(v)
+
+def grow(x: f32[2 * n + 1]) -> f32[2 * n + 1]:
+    return x * n
+
+def fixed(x: i32[K], y: u8) -> i32[K]:
+    return x + y
+
+def third(x: f32[n]) -> f32:
+    return x[3]
+
+def mask(x: bool[n], y: i64[n]) -> i64[n]:
+    return where(x, y, 0)
+
+def none() -> f32[3]:
+    return [1.0, 2.0, 3.0]
+"""
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return arrc.loads(SRC, filename="api.arr")
+
+
+# ---- modules and signatures -----------------------------------------------------------------------------
+@pytest.mark.parametrize("name, signature", [
+    ("add", "(x: f32[n], y: f32[n]) -> f32[n]"),
+    ("scale", "(x: f32[n, m], k: f32) -> f32[n, m]"),
+    ("pair", "(a: f64[n, n], v: f64[n]) -> (f64[n], f64)"),
+    ("grow", "(x: f32[2 * n + 1]) -> f32[2 * n + 1]"),
+    ("fixed", "(x: i32[4], y: u8) -> i32[4]"),
+    ("none", "() -> f32[3]"),
+])
+def test_signature(mod, name, signature):
+    assert mod[name].signature == signature
+    assert repr(mod[name]) == f"<arr function {name}{signature}>"
+
+
+def test_module_lookup(mod):
+    assert mod["add"] is mod.add
+    assert "add" in mod and "nope" not in mod and "K" not in mod
+    assert set(mod.functions) == {"add", "scale", "pair", "grow", "fixed", "third", "mask", "none"}
+    assert "add" in dir(mod)
+    with pytest.raises(AttributeError, match="no function `nope`"):
+        mod.nope
+    with pytest.raises(KeyError, match="nope"):
+        mod["nope"]
+    assert mod.add.shape_vars == ["n"] and mod.scale.shape_vars == ["n", "m"]
+
+
+def test_loads_reports_compile_errors_as_compile_error():
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads("def f(x: f32) -> f32:\n    return y\n", filename="bad.arr")
+    err = info.value
+    assert isinstance(err, Exception) and arrc.CompileError is CompileError
+    [d] = err.diagnostics
+    assert isinstance(d, arrc.Diagnostic)
+    assert (d.code, d.severity, d.message) == ("E0101", "error", "undefined name `y`")
+    assert (d.span.file, d.span.line, d.span.col, d.span.end_line, d.span.end_col) == ("bad.arr", 2, 12, 2, 13)
+    assert d.notes == [] and d.help is None and d.label == "not defined"
+    assert str(err).startswith("error[E0101]: undefined name `y`\n --> bad.arr:2:12\n")
+
+
+def test_load_from_a_file(tmp_path):
+    path = tmp_path / "m.arr"
+    path.write_text("def f(x: f32[n]) -> f32:\n    return sum(x)\n")
+    mod = arrc.load(path)
+    assert float(mod.f(np.arange(4, dtype=np.float32))) == 6.0
+    bad = tmp_path / "bad.arr"
+    bad.write_bytes(b"def f(x: f32) -> f32:\n    return x \xfe\n")
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.load(bad)
+    assert info.value.diagnostics[0].code == "E0003"
+    assert info.value.diagnostics[0].span.file == str(bad)
+
+
+# ---- calling ---------------------------------------------------------------------------------------------
+def test_results_are_jax_arrays(mod):
+    out = mod.add(np.ones(3, np.float32), np.full(3, 2.0, np.float32))
+    assert isinstance(out, jax.Array)
+    assert out.dtype == np.float32 and out.shape == (3,)
+    np.testing.assert_array_equal(np.asarray(out), [3.0, 3.0, 3.0])
+
+
+def test_tuple_results(mod):
+    out = mod.pair(np.eye(2), np.array([1.0, 2.0]))
+    assert isinstance(out, tuple) and len(out) == 2
+    v, s = out
+    assert isinstance(v, jax.Array) and isinstance(s, jax.Array)
+    assert v.dtype == np.float64 and s.shape == ()
+    np.testing.assert_array_equal(np.asarray(v), [2.0, 4.0])
+    assert float(s) == 3.0
+
+
+def test_no_argument_function(mod):
+    np.testing.assert_array_equal(np.asarray(mod.none()), [1.0, 2.0, 3.0])
+
+
+def test_keyword_arguments(mod):
+    x, y = np.ones(2, np.float32), np.arange(2, dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(mod.add(y=y, x=x)), [1.0, 2.0])
+    np.testing.assert_array_equal(np.asarray(mod.add(x, y=y)), [1.0, 2.0])
+
+
+def test_jax_arrays_as_arguments_and_chained_calls(mod):
+    x = jnp.arange(3, dtype=jnp.float32)
+    out = mod.add(x, x)
+    again = mod.add(out, x)                     # a result goes straight back in
+    assert isinstance(again, jax.Array)
+    np.testing.assert_array_equal(np.asarray(again), [0.0, 3.0, 6.0])
+    m = mod.mask(jnp.array([True, False]), jnp.array([2 ** 40, 5], dtype=jnp.int64))
+    np.testing.assert_array_equal(np.asarray(m), [2 ** 40, 0])
+
+
+def test_python_scalars_and_nested_lists(mod):
+    np.testing.assert_array_equal(np.asarray(mod.add([1, 2, 3], [0.5, 0.5, 0.5])), [1.5, 2.5, 3.5])
+    np.testing.assert_array_equal(np.asarray(mod.scale([[1, 2], [3, 4]], 2.5)), [[2.5, 5.0], [7.5, 10.0]])
+    out = mod.scale([[1.0]], 3)                 # a Python int for a float parameter
+    assert out.dtype == np.float32 and float(out[0, 0]) == 3.0
+    np.testing.assert_array_equal(np.asarray(mod.fixed([1, 2, 3, 4], 250)), [251, 252, 253, 254])
+    np.testing.assert_array_equal(np.asarray(mod.mask([True, False, True], [1, 2, 3])), [1, 0, 3])
+    np.testing.assert_array_equal(np.asarray(mod.fixed(np.array([1, 2, 3, 4], np.int32), np.uint8(7))),
+                                  [8, 9, 10, 11])
+
+
+def test_shape_expressions_in_signatures(mod):
+    out = mod.grow(np.ones(7, np.float32))      # 2 * n + 1 = 7 -> n = 3
+    np.testing.assert_array_equal(np.asarray(out), np.full(7, 3.0))
+    with pytest.raises(arrc.ArgumentError, match=r"expected f32\[2 \* n \+ 1\]"):
+        mod.grow(np.ones(6, np.float32))
+
+
+# ---- argument errors ---------------------------------------------------------------------------------------
+def _arg_error(fn, *args, **kwargs) -> str:
+    with pytest.raises(arrc.ArgumentError) as info:
+        fn(*args, **kwargs)
+    assert isinstance(info.value, TypeError)
+    return str(info.value)
+
+
+def test_wrong_dtype_names_the_parameter(mod):
+    msg = _arg_error(mod.add, np.ones(3, np.float32), np.ones(3, np.int32))
+    assert "`y`" in msg and "i32[3]" in msg and "f32[n]" in msg
+    msg = _arg_error(mod.pair, np.eye(2, dtype=np.float32), np.ones(2))
+    assert "`a`" in msg and "f32[2, 2]" in msg and "f64[n, n]" in msg
+
+
+def test_wrong_rank(mod):
+    msg = _arg_error(mod.add, np.ones((3, 1), np.float32), np.ones(3, np.float32))
+    assert "`x`" in msg and "f32[3, 1]" in msg and "f32[n]" in msg
+    msg = _arg_error(mod.scale, np.ones((2, 2), np.float32), np.ones(1, np.float32))
+    assert "`k`" in msg
+
+
+def test_inconsistent_shape_variables(mod):
+    msg = _arg_error(mod.add, np.ones(3, np.float32), np.ones(4, np.float32))
+    assert "`y`" in msg and "f32[4]" in msg and "f32[3]" in msg and "n = 3" in msg
+    msg = _arg_error(mod.pair, np.ones((2, 3)), np.ones(2))
+    assert "`a`" in msg
+    msg = _arg_error(mod.fixed, np.ones(5, np.int32), 1)
+    assert "`x`" in msg and "i32[4]" in msg
+
+
+def test_argument_count_and_names(mod):
+    x = np.ones(2, np.float32)
+    assert "takes 2 argument(s), 3 given" in _arg_error(mod.add, x, x, x)
+    assert "missing argument `y`" in _arg_error(mod.add, x)
+    assert "no parameter `z`" in _arg_error(mod.add, x, x, z=x)
+    assert "`x` twice" in _arg_error(mod.add, x, x=x)
+
+
+@pytest.mark.parametrize("args", [
+    (["a", "b"], [1.0, 2.0]),                   # strings
+    ([1.5, 2.5], [[1.0], [2.0]]),               # rank
+    ([[1.0, 2.0], [3.0]], [1.0, 2.0]),          # ragged
+    ([True, False], [1.0, 2.0]),                # bools for a float parameter
+    (np.ones(2, np.complex64), np.ones(2, np.float32)),   # unsupported dtype
+])
+def test_bad_python_arguments(mod, args):
+    _arg_error(mod.add, *args)
+
+
+def test_python_values_out_of_range(mod):
+    assert "`y`" in _arg_error(mod.fixed, [1, 2, 3, 4], 300)
+    assert "`y`" in _arg_error(mod.fixed, [1, 2, 3, 4], -1)
+    assert "`x`" in _arg_error(mod.fixed, [1, 2, 3, 2 ** 31], 1)
+    assert "`y`" in _arg_error(mod.fixed, [1, 2, 3, 4], 2.5)         # a float for an integer parameter
+
+
+# ---- specialization ------------------------------------------------------------------------------------------
+def test_symbolic_condition_checked_at_specialization(mod):
+    assert float(mod.third(np.arange(5, dtype=np.float32))) == 3.0
+    with pytest.raises(arrc.CompileError) as info:
+        mod.third(np.arange(2, dtype=np.float32))
+    [d] = info.value.diagnostics
+    assert d.code == "E0208"
+    assert (d.span.file, d.span.line, d.span.col) == ("api.arr", 19, 14)
+    assert "n = 2" in str(info.value)
+    with pytest.raises(arrc.CompileError):
+        mod.third.lower(arrc.spec("f32[3]"))
+    assert "stablehlo" in mod.third.lower(arrc.spec("f32[4]")).as_text()
+
+
+def test_lower_and_spec(mod):
+    t = arrc.spec("f32[2, 3]")
+    assert str(t) == "f32[2, 3]"
+    lowered = mod.scale.lower(t, arrc.spec("f32"))
+    text = lowered.as_text()
+    assert "func.func public @main(%arg0: tensor<2x3xf32>" in text
+    assert "loc(" in text and "loc(" not in lowered.as_text(debug_info=False)
+    assert not any("?" in line for line in text.splitlines() if "tensor<" in line)
+    with pytest.raises(ValueError):
+        arrc.spec("f32[n]")
+    with pytest.raises(arrc.CompileError):
+        arrc.spec("f31[2]")
+    with pytest.raises(arrc.ArgumentError):
+        mod.add.lower(arrc.spec("f32[2]"), arrc.spec("f32[3]"))
+
+
+def test_specializations_are_cached(mod, monkeypatch):
+    fn = mod.add
+    calls = []
+    original = fn.lower
+
+    def counting(*types):
+        calls.append(types)
+        return original(*types)
+    monkeypatch.setattr(fn, "lower", counting)
+    x5 = np.ones(5, np.float32)
+    fn(x5, x5)
+    fn(x5 * 2, x5)
+    assert len(calls) <= 1
+    fn(np.ones(6, np.float32), np.ones(6, np.float32))
+    fn(np.ones(6, np.float32), np.ones(6, np.float32))
+    assert len(calls) <= 2
+
+
+# ---- warnings -----------------------------------------------------------------------------------------------
+def test_module_warnings():
+    src = "def f(x: i64[n], y: f32[n]) -> f32[n]:\n    return x + y\n"
+    mod = arrc.loads(src)
+    [w] = mod.warnings
+    assert (w.code, w.severity) == ("W0001", "warning")
+    assert arrc.loads("def f(x: f32) -> f32:\n    return x\n").warnings == []
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads(src, warnings="error")
+    assert [d.code for d in info.value.diagnostics] == ["W0001"]
+
+
+# ---- 64-bit without jax_enable_x64 -----------------------------------------------------------------------------
+def test_64_bit_values_survive_without_the_x64_flag():
+    """f64/i64 are honoured with no global flag: run in a fresh interpreter where x64 is off."""
+    code = textwrap.dedent("""
+        import jax, numpy as np, arrc
+        assert not jax.config.jax_enable_x64
+        mod = arrc.loads("def f(x: f64[n], y: i64[n]) -> (f64[n], i64[n]):\\n    return x * 1.0, y + 1\\n")
+        a, b = mod.f(np.array([1 + 2 ** -40]), np.array([2 ** 60], np.int64))
+        assert a.dtype == np.float64 and b.dtype == np.int64, (a.dtype, b.dtype)
+        assert float(np.asarray(a)[0]) == 1 + 2 ** -40
+        assert int(np.asarray(b)[0]) == 2 ** 60 + 1
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().endswith("ok")

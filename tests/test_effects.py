@@ -1,0 +1,447 @@
+"""Run-time effects: `print` prints at run time on every call, in program order (inside loops, branches and
+called functions), never at compile time; `assert` is checked on every call and fails with
+`arrc.AssertionFailed` (message, span, failing index, loop iteration); prints after a failing assert are
+suppressed; `arrc run` exits 3 with the rendered report.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import cached_module
+
+import arrc
+from arrc.cli import main as cli_main
+
+SRC = """\
+def helper(x: f32) -> f32:
+    print("helper", x)
+    return x * 2.0
+
+def trace(x: f32[n], k: i32) -> f32:
+    print("start", x, k)
+    s = 0.0
+    for i in range(k):
+        if i % 2 == 0:
+            print("even", i)
+        else:
+            print("odd", i, x[i])
+        s += x[i]
+    y = helper(s)
+    print("end", y)
+    return y
+
+def nested(k: i32) -> i32:
+    c = 0
+    for i in range(k):
+        for j in range(i):
+            print(i, j)
+            c += 1
+    return c
+
+def countdown(k: i32) -> i32:
+    while k > 0:
+        print("k =", k)
+        k -= 1
+    print("liftoff")
+    return k
+
+def ticks(k: i32) -> i32:
+    for i in range(k):
+        print("tick", i)
+    return k
+
+def branch(c: bool) -> i32:
+    if c:
+        print("yes")
+        r = 1
+    else:
+        print("no")
+        r = 0
+    print("after")
+    return r
+
+def values(a: f64, b: i64, c: bool, d: i32[3], e: bool[2]) -> i32:
+    print("f64", a, "i64", b, "bool", c)
+    print(d)
+    print(e)
+    return 0
+
+def unused_result(x: f32) -> f32:
+    ignored = helper(x)
+    print("still here")
+    return x
+
+def quiet(x: f32[n]) -> f32[n]:
+    return x + 1.0
+
+def guarded(x: f32[n]) -> f32:
+    print("before")
+    assert all(x >= 0.0), "x must be non-negative"
+    print("after")
+    return sum(sqrt(x))
+
+def elementwise(x: f32[n, m]) -> f32:
+    assert x < 10.0, "too big"
+    return sum(x)
+
+def in_loop(x: f32[n, m], k: i32) -> i32:
+    count = 0
+    for i in range(k):
+        for j in range(m):
+            print("visit", i, j)
+            assert x[i, j] >= 0.0, "negative entry"
+            count += 1
+    print("done")
+    return count
+
+def checked(v: f32) -> f32:
+    assert v < 3.0, "value too large"
+    return v
+
+def calls_in_loop(x: f32[n]) -> f32:
+    s = 0.0
+    for i in range(n):
+        print("step", i)
+        s += checked(x[i])
+    return s
+
+def two_asserts(x: f64[n]) -> f64:
+    assert x > 0.0, "first"
+    assert x < 10.0, "second"
+    return sum(x)
+
+def untaken(x: f32, c: bool) -> f32:
+    if c:
+        assert x > 0.0, "only when c"
+    return x
+
+def no_message(x: i32) -> i32:
+    assert x != 0
+    return x
+"""
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return cached_module(SRC, "effects.arr")
+
+
+def out_lines(capsys) -> list[str]:
+    return capsys.readouterr().out.splitlines()
+
+
+# ---- print --------------------------------------------------------------------------------------
+def test_print_order_in_loops_branches_and_calls(mod, capsys):
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    capsys.readouterr()
+    y = mod.trace(x, 3)
+    assert float(y) == 12.0
+    assert out_lines(capsys) == ["start [1. 2. 3.] 3", "even 0", "odd 1 2.0", "even 2", "helper 6.0", "end 12.0"]
+
+
+def test_print_runs_on_every_call(mod, capsys):
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    capsys.readouterr()
+    mod.trace(x, 1)
+    mod.trace(x, 0)
+    mod.trace(x, 1)
+    assert out_lines(capsys) == ["start [1. 2. 3.] 1", "even 0", "helper 1.0", "end 2.0",
+                                 "start [1. 2. 3.] 0", "helper 0.0", "end 0.0",
+                                 "start [1. 2. 3.] 1", "even 0", "helper 1.0", "end 2.0"]
+
+
+def test_nothing_prints_at_compile_time(capfd):
+    mod = arrc.loads(SRC, filename="fresh.arr")        # a fresh module: nothing specialized yet
+    mod.trace.lower(arrc.spec("f32[3]"), arrc.spec("i32"))
+    mod.guarded.lower(arrc.spec("f32[2]"))
+    text = mod.in_loop.lower(arrc.spec("f32[2, 2]"), arrc.spec("i32")).as_text()
+    assert "custom_call" in text
+    assert capfd.readouterr().out == ""
+
+
+def test_compile_time_repeated_calls_compile_once_but_print_each_time(mod, capsys):
+    capsys.readouterr()
+    for k in (3, 0, 2):
+        mod.countdown(k)
+    assert out_lines(capsys) == ["k = 3", "k = 2", "k = 1", "liftoff", "liftoff", "k = 2", "k = 1", "liftoff"]
+
+
+@pytest.mark.parametrize("k", [0, 1, 4])
+def test_print_in_nested_loops(mod, capsys, k):
+    capsys.readouterr()
+    c = mod.nested(k)
+    expected = [f"{i} {j}" for i in range(k) for j in range(i)]
+    assert out_lines(capsys) == expected and int(c) == len(expected)
+
+
+def test_loop_whose_only_state_is_printing(mod, capsys):
+    capsys.readouterr()
+    mod.ticks(3)
+    assert out_lines(capsys) == ["tick 0", "tick 1", "tick 2"]
+
+
+@pytest.mark.parametrize("c", [True, False])
+def test_print_in_branches(mod, capsys, c):
+    capsys.readouterr()
+    mod.branch(c)
+    assert out_lines(capsys) == ["yes" if c else "no", "after"]
+
+
+def test_print_formats(mod, capsys):
+    capsys.readouterr()
+    mod.values(np.float64(0.1), np.int64(2**40), True, np.array([1, -2, 3], np.int32), np.array([True, False]))
+    lines = out_lines(capsys)
+    assert lines[0] == f"f64 0.1 i64 {2**40} bool true"
+    assert lines[1] == "[ 1 -2  3]"
+    assert len(lines) == 3 and lines[2] in ("[ True False]", "[true false]")
+
+
+def test_print_in_callee_whose_result_is_unused(mod, capsys):
+    capsys.readouterr()
+    mod.unused_result(np.float32(1.5))
+    assert out_lines(capsys) == ["helper 1.5", "still here"]
+
+
+def test_function_without_effects_has_no_callbacks(mod, capsys):
+    capsys.readouterr()
+    mod.quiet(np.ones(2, np.float32))
+    assert capsys.readouterr().out == ""
+    assert "custom_call" not in mod.quiet.lower(arrc.spec("f32[2]")).as_text()
+
+
+def test_print_lowers_to_ordered_host_callbacks(mod):
+    text = mod.trace.lower(arrc.spec("f32[3]"), arrc.spec("i32")).as_text()
+    assert text.count("stablehlo.custom_call") == 5     # start, even, odd, helper, end
+    assert "has_side_effect = true" in text
+
+
+# ---- assert ---------------------------------------------------------------------------------
+def test_assert_passes(mod, capsys):
+    capsys.readouterr()
+    assert float(mod.guarded(np.array([0.0, 4.0], np.float32))) == 2.0
+    assert out_lines(capsys) == ["before", "after"]
+
+
+def test_assert_fails_and_suppresses_later_prints(mod, capsys):
+    capsys.readouterr()
+    with pytest.raises(arrc.AssertionFailed) as info:
+        mod.guarded(np.array([1.0, -4.0], np.float32))
+    assert out_lines(capsys) == ["before"]
+    err = info.value
+    assert isinstance(err, AssertionError) and isinstance(err, arrc.GuardError)
+    assert err.code == "R0005"
+    assert (err.span.line, err.span.col) == (64, 5)
+    assert "x must be non-negative" in str(err)
+
+
+def test_assert_checked_on_every_call(mod, capsys):
+    for x, ok in [([1.0], True), ([-1.0], False), ([2.0], True), ([-2.0], False)]:
+        if ok:
+            mod.guarded(np.array(x, np.float32))
+        else:
+            with pytest.raises(arrc.AssertionFailed):
+                mod.guarded(np.array(x, np.float32))
+    assert out_lines(capsys) == ["before", "after", "before", "before", "after", "before"]
+
+
+def test_assert_rendered_with_failing_index(mod):
+    x = np.zeros((3, 4), np.float32)
+    x[2, 1] = 50.0
+    x[2, 3] = 60.0
+    with pytest.raises(arrc.AssertionFailed) as info:
+        mod.elementwise(x)
+    err = info.value
+    assert err.index == (2, 1)                          # the first failing element in row-major order
+    assert err.iteration is None
+    assert str(err) == """\
+error[R0005]: assertion failed: too big
+  --> effects.arr:69:5
+   |
+69 |     assert x < 10.0, "too big"
+   |     ^^^^^^^^^^^^^^^^^^^^^^^^^^ this condition is false at index [2, 1]
+   |
+   = note: in elementwise
+"""
+
+
+def test_assert_in_nested_loops_reports_iteration(mod, capsys):
+    x = np.ones((3, 2), np.float32)
+    x[1, 0] = -1.0
+    x[2, 1] = -1.0
+    capsys.readouterr()
+    with pytest.raises(arrc.AssertionFailed) as info:
+        mod.in_loop(x, 3)
+    err = info.value
+    assert err.iteration == (1, 0)                      # the first failure wins
+    assert err.index == ()
+    assert "negative entry" in str(err) and "in loop iteration 1, 0" in str(err)
+    assert out_lines(capsys) == ["visit 0 0", "visit 0 1", "visit 1 0"]
+    assert int(mod.in_loop(x, 1)) == 2                  # the failing rows are never visited
+
+
+def test_assert_in_callee_inside_loop(mod, capsys):
+    capsys.readouterr()
+    with pytest.raises(arrc.AssertionFailed) as info:
+        mod.calls_in_loop(np.array([1.0, 2.0, 5.0, 4.0], np.float32))
+    assert out_lines(capsys) == ["step 0", "step 1", "step 2"]
+    err = info.value
+    assert err.iteration == (2,)
+    assert err.span.line == 83 and "value too large" in str(err)
+
+
+@pytest.fixture(scope="module")
+def loops():
+    return cached_module("""\
+def rows(x: f32[n, m]) -> f32:
+    for i in range(n):
+        assert x[i, :] >= 0.0, "row has a negative entry"
+    return sum(x)
+
+def scan(x: f32[n]) -> i32:
+    k = 0
+    while k < n:
+        assert x[k] < 5.0, "big"
+        k += 1
+    return k
+""", "loops.arr")
+
+
+def test_array_assert_in_loop_has_index_and_iteration(loops):
+    x = np.ones((3, 4), np.float32)
+    x[2, 3] = -1.0
+    x[2, 1] = -1.0
+    with pytest.raises(arrc.AssertionFailed) as info:
+        loops.rows(x)
+    assert info.value.index == (1,) and info.value.iteration == (2,)
+    assert "this condition is false at index [1]" in str(info.value)
+    assert "in loop iteration 2" in str(info.value)
+
+
+@pytest.mark.xfail(reason="BUG: an assert inside a `while` loop reports no iteration (.iteration is None); only "
+                          "`for` loops push a counter", strict=True)
+def test_assert_in_while_loop_reports_iteration(loops):
+    with pytest.raises(arrc.AssertionFailed) as info:
+        loops.scan(np.array([1.0, 2.0, 7.0, 9.0], np.float32))
+    assert info.value.iteration == (2,)
+
+
+def test_first_failing_assert_is_reported(mod):
+    with pytest.raises(arrc.AssertionFailed) as info:
+        mod.two_asserts(np.array([1.0, 20.0, -1.0]))
+    assert "first" in str(info.value) and info.value.index == (2,)
+    with pytest.raises(arrc.AssertionFailed) as info:
+        mod.two_asserts(np.array([1.0, 20.0, 30.0]))
+    assert "second" in str(info.value) and info.value.index == (1,)
+
+
+@pytest.mark.parametrize("x,c,fails", [(-1.0, False, False), (-1.0, True, True), (1.0, True, False)])
+def test_assert_in_untaken_branch_is_not_checked(mod, x, c, fails):
+    if fails:
+        with pytest.raises(arrc.AssertionFailed, match="only when c"):
+            mod.untaken(np.float32(x), c)
+    else:
+        assert float(mod.untaken(np.float32(x), c)) == x
+
+
+def test_assert_without_message(mod):
+    assert int(mod.no_message(3)) == 3
+    with pytest.raises(AssertionError) as info:
+        mod.no_message(0)
+    assert str(info.value).startswith("error[R0005]: assertion failed\n")
+
+
+def test_assert_message_must_be_a_string():
+    with pytest.raises(arrc.CompileError):
+        arrc.loads("def f(x: f32) -> f32:\n    assert x > 0.0, x\n    return x\n", filename="t.arr")
+
+
+# ---- effects in a while condition -------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cond_mod():
+    return cached_module("""\
+def check(k: i32) -> bool:
+    print("check", k)
+    assert k < 2, "k too big"
+    return k < 3
+
+def loop(k: i32) -> i32:
+    while check(k):
+        k += 1
+    return k
+""", "cond.arr")
+
+
+@pytest.mark.xfail(reason="BUG: print/assert inside a `while` condition never run (the callback's io value is "
+                          "dropped in the cond region)", strict=True)
+def test_effects_in_while_condition(cond_mod, capsys):
+    capsys.readouterr()
+    with pytest.raises(arrc.AssertionFailed):
+        cond_mod.loop(0)
+    assert out_lines(capsys) == ["check 0", "check 1"]
+
+
+# ---- guards re-running a call do not repeat prints ----------------------------------------------
+def test_guard_rerun_does_not_repeat_prints(capsys):
+    mod = arrc.loads("""\
+def f(x: f32[n]) -> f32[n]:
+    print("hello")
+    for i in range(2):
+        print("iter", i)
+    return log(x)
+""", filename="g.arr", guards="nan")
+    capsys.readouterr()
+    with pytest.raises(arrc.NaNError):
+        mod.f(np.array([1.0, -1.0], np.float32))
+    assert out_lines(capsys) == ["hello", "iter 0", "iter 1"]
+
+
+# ---- CLI ---------------------------------------------------------------------------------------
+def test_cli_run_prints_and_exits_3_on_assert(tmp_path, capsys):
+    path = tmp_path / "p.arr"
+    path.write_text("""\
+def inner(v: f32) -> f32:
+    assert v < 3.0, "too large"
+    return v
+
+def main() -> f32:
+    x = [1.0, 2.0, 5.0, 4.0]
+    s = 0.0
+    for i in range(4):
+        print("step", i, s)
+        s += inner(x[i])
+    return s
+""")
+    capsys.readouterr()
+    assert cli_main(["run", str(path)]) == 3
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[:3] == ["step 0 0.0", "step 1 1.0", "step 2 3.0"]
+    assert "step 3" not in captured.out
+    assert f"error[R0005]: assertion failed: too large\n --> {path}:2:5" in captured.err
+    assert "in loop iteration 2" in captured.err
+
+
+def test_cli_run_prints_then_results(tmp_path, capsys):
+    path = tmp_path / "ok.arr"
+    path.write_text("""\
+def main() -> i32:
+    s = 0
+    for i in range(3):
+        print("i", i)
+        s += i
+    return s
+""")
+    capsys.readouterr()
+    assert cli_main(["run", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:3] == ["i 0", "i 1", "i 2"]
+    assert lines[3:] and lines[-1].strip().endswith("3")
+
+
+def test_cli_compile_and_check_print_nothing_at_compile_time(tmp_path, capsys):
+    path = tmp_path / "c.arr"
+    path.write_text('def main() -> i32:\n    print("RUNTIME ONLY")\n    return 1\n')
+    capsys.readouterr()
+    assert cli_main(["check", str(path)]) == 0
+    assert cli_main(["compile", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "RUNTIME ONLY" not in out.replace('"RUNTIME ONLY"', "")

@@ -1,0 +1,302 @@
+"""Reductions end to end against jax.numpy (x64 on): every reduction, dtype families, axis forms, keepdims.
+
+All cases for one input dtype run in ONE compiled arr function (a tuple of results), so the suite
+compiles a handful of programs instead of hundreds.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.special
+import ml_dtypes
+import numpy as np
+import pytest
+from conftest import assert_close, cached_module, np_dtype, sample, short_name
+
+import arrc
+from arrc.compiler.types import DTYPES
+
+SHAPE = (2, 3, 4)
+DIMS = ("a", "b", "c")
+AXES = [None, 0, 1, -1, (0, 2), (-1, 0), (0, 1, 2)]
+KEEPDIMS = [False, True]
+DTYPES_UNDER_TEST = ["f16", "bf16", "f32", "f64", "i8", "i32", "i64", "u8", "u32", "bool"]
+
+ORACLES = {
+    "sum": jnp.sum, "prod": jnp.prod, "mean": jnp.mean, "max": jnp.max, "min": jnp.min, "any": jnp.any,
+    "all": jnp.all, "var": jnp.var, "std": jnp.std, "logsumexp": jax.scipy.special.logsumexp,
+    "argmax": jnp.argmax, "argmin": jnp.argmin,
+}
+
+
+def result_dtype(op: str, dt: str) -> str:
+    """arr's result dtype (JAX with x64 would widen the integer accumulators and indices to 64 bits)."""
+    d = DTYPES[dt]
+    if op in ("sum", "prod"):
+        if d.is_bool or (d.kind == "int" and d.bits < 32):
+            return "i32"
+        if d.kind == "uint" and d.bits < 32:
+            return "u32"
+        return dt
+    if op in ("max", "min"):
+        return dt
+    if op in ("any", "all"):
+        return "bool"
+    if op in ("argmax", "argmin"):
+        return "i32"
+    return dt if d.is_float else ("f64" if d.bits == 64 else "f32")
+
+
+def result_dims(axis, keepdims: bool) -> list[str]:
+    axes = range(3) if axis is None else [a % 3 for a in (axis if isinstance(axis, tuple) else (axis,))]
+    if keepdims:
+        return ["1" if i in axes else d for i, d in enumerate(DIMS)]
+    return [d for i, d in enumerate(DIMS) if i not in axes]
+
+
+def arr_type(dt: str, dims: list[str]) -> str:
+    return f"{dt}[{', '.join(dims)}]" if dims else dt
+
+
+def call_text(op: str, var: str, axis, keepdims: bool) -> str:
+    args = [var]
+    if axis is not None:
+        args.append(f"axis={axis}" if not isinstance(axis, tuple) else f"axis=({', '.join(map(str, axis))})")
+    if keepdims:
+        args.append("keepdims=true")
+    return f"{op}({', '.join(args)})"
+
+
+# The whole axis x keepdims matrix for a few (op, dtype) pairs; two variants for all the others
+# (XLA compile time grows with every reduction in the batch).
+FULL_MATRIX = {"f32": ("sum", "max", "argmax", "mean"), "i32": ("sum", "argmin"), "f64": ("logsumexp", "var")}
+SMALL = [(None, False), ((0, 2), True)]
+SMALL_ARG = [(None, False), (-1, True)]
+
+
+def cases_for(dt: str) -> list[tuple]:
+    out = []
+    for op in ORACLES:
+        if dt == "bool" and op not in ("sum", "prod", "max", "min", "any", "all", "argmax", "argmin", "mean"):
+            continue
+        arg = op in ("argmax", "argmin")
+        if op in FULL_MATRIX.get(dt, ()):
+            variants = [(a, k) for a in AXES for k in KEEPDIMS if not (arg and isinstance(a, tuple))]
+        else:
+            variants = SMALL_ARG if arg else SMALL
+        out.extend((op, axis, keepdims) for axis, keepdims in variants)
+    return out
+
+
+def inputs_for(dt: str) -> dict:
+    """Per-op input data, in ranges where every op is well defined and no integer accumulator overflows."""
+    if dt == "bool":
+        x = sample(dt, SHAPE)
+        return {op: x for op in ORACLES}
+    base = sample(dt, SHAPE, -3, 3)
+    data = {op: base for op in ORACLES}
+    if DTYPES[dt].is_float:
+        data["prod"] = sample(dt, SHAPE, 0.5, 1.5, seed=1)
+        x = base.astype(np.float64)
+        x[0, 1, 2] = x[1, 2, 3] = x[0, 0, 0]          # ties for argmax/argmin
+        data["argmax"] = data["argmin"] = x.astype(base.dtype)
+    else:
+        rng = np.random.default_rng(2)
+        pool = [1, 2] if DTYPES[dt].kind == "uint" else [1, 2, -1]
+        data["prod"] = rng.choice(pool, size=SHAPE).astype(np_dtype(dt))
+    return data
+
+
+@functools.lru_cache(maxsize=None)
+def results_for(dt: str) -> dict:
+    cases = cases_for(dt)
+    data = inputs_for(dt)
+    ops = list(dict.fromkeys(op for op, _, _ in cases))
+    params = ", ".join(f"x_{op}: {dt}[{', '.join(DIMS)}]" for op in ops)
+    outs = ", ".join(arr_type(result_dtype(op, dt), result_dims(axis, kd)) for op, axis, kd in cases)
+    body = ", ".join(call_text(op, f"x_{op}", axis, kd) for op, axis, kd in cases)
+    mod = cached_module(f"def f({params}) -> ({outs}):\n    return {body}\n")
+    got = mod.f(*[data[op] for op in ops])
+
+    def oracle(*xs):
+        by_op = dict(zip(ops, xs))
+        return [ORACLES[op](by_op[op], axis=axis, keepdims=kd) for op, axis, kd in cases]
+    expected = jax.jit(oracle)(*[jnp.asarray(data[op]) for op in ops])
+    return {case: (g, e) for case, g, e in zip(cases, got, expected)}
+
+
+ALL_CASES = [(dt, *case) for dt in DTYPES_UNDER_TEST for case in cases_for(dt)]
+
+
+@pytest.mark.parametrize("dt, op, axis, keepdims", ALL_CASES,
+                         ids=[f"{op}-{dt}-axis={axis}-keep={int(kd)}" for dt, op, axis, kd in ALL_CASES])
+def test_reduction_matches_jax(dt, op, axis, keepdims):
+    got, expected = results_for(dt)[(op, axis, keepdims)]
+    out = result_dtype(op, dt)
+    assert short_name(got.dtype) == out
+    assert got.shape == expected.shape
+    rtol = atol = None
+    if out in ("f16", "bf16") and op in ("var", "std", "mean", "sum", "logsumexp"):
+        rtol, atol = (2e-2, 2e-2) if out == "bf16" else (4e-3, 4e-3)    # arr accumulates in the dtype itself
+    assert_close(got, np.asarray(expected).astype(np.asarray(got).dtype), out, rtol=rtol, atol=atol)
+
+
+# ---- values that need care ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def special():
+    return cached_module(
+        "def am(x: f32[n]) -> (i32, i32):\n    return argmax(x), argmin(x)\n\n"
+        "def am2(x: f64[n, m]) -> (i32, i32[m], i32[n], i32[n, 1]):\n"
+        "    return argmax(x), argmax(x, axis=0), argmin(x, axis=-1), argmax(x, axis=1, keepdims=true)\n\n"
+        "def ami(x: i8[n]) -> (i32, i32):\n    return argmax(x), argmin(x)\n\n"
+        "def amb(x: bool[n]) -> (i32, i32):\n    return argmax(x), argmin(x)\n\n"
+        "def mm(x: f32[n]) -> (f32, f32, f32, f32):\n    return max(x), min(x), sum(x), logsumexp(x)\n\n"
+        "def truth(x: f32[n]) -> (bool, bool):\n    return any(x), all(x)\n\n"
+        "def stats(x: f64[n]) -> (f64, f64, f64, f64):\n"
+        "    return var(x), var(x, ddof=1), std(x), std(x, ddof=1)\n\n"
+        "def count(x: bool[n, m]) -> (i32[m], f32):\n    return sum(x, axis=0), mean(x)\n\n"
+        "def ints(x: i32[n]) -> (i32, f32, i32, i32):\n    return sum(x), mean(x), max(x), min(x)\n\n"
+        "def wide(x: i64[n]) -> (i64, f64, i64):\n    return sum(x), mean(x), prod(x)\n\n"
+        "def keep_all(x: f32[n, m]) -> f32[1, 1]:\n    return sum(x, keepdims=true)\n\n"
+        "def no_axes(x: f32[n, m]) -> f32[n, m]:\n    return sum(x, axis=())\n\n"
+        "def scalar(x: f32) -> (f32, i32):\n    return sum(x), argmax(x)\n"
+    )
+
+
+@pytest.mark.parametrize("x", [
+    [1.0, 3.0, 3.0, 2.0],                           # tie: first index
+    [1.0, np.nan, 5.0, np.nan],                     # NaN counts as the maximum and the minimum: first NaN
+    [np.nan, np.nan],
+    [-np.inf, -np.inf, -np.inf],
+    [np.inf, 1.0, np.inf],
+    [2.0, -0.0, 0.0, -1.0, -1.0],
+    [7.0],
+])
+def test_argmax_argmin_nan_and_ties(special, x):
+    x = np.array(x, np.float32)
+    amax, amin = special.am(x)
+    assert int(amax) == np.argmax(x) == int(jnp.argmax(x))
+    assert int(amin) == np.argmin(x) == int(jnp.argmin(x))
+
+
+def test_argmax_over_axes_and_flattened(special):
+    x = np.array([[1.0, 5.0, 5.0], [9.0, np.nan, 0.0], [9.0, 2.0, 2.0], [0.0, 0.0, 0.0]])
+    flat, by_col, by_row, keep = special.am2(x)
+    assert int(flat) == np.argmax(x) == 4                # index into the raveled array
+    np.testing.assert_array_equal(np.asarray(by_col), np.argmax(x, axis=0))
+    np.testing.assert_array_equal(np.asarray(by_row), np.argmin(x, axis=-1))
+    np.testing.assert_array_equal(np.asarray(keep), np.argmax(x, axis=1)[:, None])
+
+
+def test_argmax_integers_and_bool(special):
+    x = np.array([-128, 127, 5, 127, -128], np.int8)
+    assert [int(v) for v in special.ami(x)] == [1, 0]
+    b = np.array([False, True, True, False])
+    assert [int(v) for v in special.amb(b)] == [1, 0]
+    assert [int(v) for v in special.amb(np.array([True, True]))] == [0, 0]
+
+
+def test_max_min_sum_propagate_nan(special):
+    got = [float(v) for v in special.mm(np.array([1.0, np.nan, 3.0], np.float32))]
+    assert all(np.isnan(got))
+    got = [float(v) for v in special.mm(np.array([1.0, -np.inf, np.inf], np.float32))]
+    expected = [np.inf, -np.inf, np.nan, float(jax.scipy.special.logsumexp(np.array([1.0, -np.inf, np.inf])))]
+    np.testing.assert_array_equal(got, np.array(expected, np.float32))
+
+
+def test_logsumexp_is_stable(special):
+    x = np.array([1000.0, 1000.0, -1000.0], np.float32)
+    assert float(special.mm(x)[3]) == pytest.approx(1000.0 + np.log(2.0), rel=1e-6)
+    assert float(special.mm(np.full(3, -np.inf, np.float32))[3]) == -np.inf
+
+
+@pytest.mark.parametrize("x, expected", [
+    ([0.0, -0.0, 0.0], (False, False)),
+    ([np.nan, 0.0], (True, False)),                 # NaN is truthy
+    ([1.0, np.nan, -2.0], (True, True)),
+    ([0.0, 1e-30], (True, False)),
+])
+def test_any_all_on_floats(special, x, expected):
+    got = special.truth(np.array(x, np.float32))
+    assert (bool(got[0]), bool(got[1])) == expected
+
+
+def test_var_std_ddof(special):
+    x = np.array([1.0, 2.0, 4.0, 8.0, 1 + 2 ** -40])
+    got = [float(v) for v in special.stats(x)]
+    expected = [np.var(x), np.var(x, ddof=1), np.std(x), np.std(x, ddof=1)]
+    np.testing.assert_allclose(got, expected, rtol=1e-14)
+
+
+def test_sum_of_bool_counts_and_int_mean_is_float(special):
+    x = np.array([[True, False, True], [True, True, False]])
+    counts, frac = special.count(x)
+    assert counts.dtype == np.int32 and frac.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(counts), [2, 1, 1])
+    assert float(frac) == pytest.approx(4 / 6)
+    s, m, hi, lo = special.ints(np.array([2 ** 31 - 1, 1, -5], np.int32))
+    assert int(s) == np.array([2 ** 31 - 1, 1, -5], np.int32).sum(dtype=np.int32)   # i32 accumulator wraps
+    assert m.dtype == np.float32 and float(m) == pytest.approx((2 ** 31 - 5) / 3, rel=1e-6)
+    assert (int(hi), int(lo)) == (2 ** 31 - 1, -5)
+
+
+def test_i64_reductions_are_64_bit(special):
+    x = np.array([2 ** 60, 1, 2], np.int64)
+    s, m, p = special.wide(x)
+    assert s.dtype == np.int64 and int(s) == 2 ** 60 + 3
+    assert m.dtype == np.float64 and float(m) == pytest.approx((2 ** 60 + 3) / 3, rel=1e-15)
+    assert int(p) == 2 ** 61
+
+
+def test_keepdims_all_and_empty_axis_tuple(special):
+    x = sample("f32", (2, 3))
+    got = special.keep_all(x)
+    assert got.shape == (1, 1)
+    assert_close(got, np.sum(x, keepdims=True), "f32")
+    np.testing.assert_array_equal(np.asarray(special.no_axes(x)), np.asarray(jnp.sum(x, axis=())))
+
+
+def test_reduction_of_a_scalar(special):
+    s, i = special.scalar(np.float32(2.5))
+    assert float(s) == 2.5 and int(i) == 0
+
+
+@pytest.mark.parametrize("src, code", [
+    ("def f(x: f32[n]) -> f32:\n    return sum(x, axis=1)\n", "E0204"),
+    ("def f(x: f32[n, m]) -> f32:\n    return sum(x, axis=(1, -1))\n", "E0204"),
+    ("def f(x: f32[n, m]) -> i32:\n    return argmax(x, axis=(0, 1))\n", "E0204"),
+    ("def f(x: f32[n]) -> f32:\n    return sum(x, keepdims=1)\n", "E0204"),
+    ("def f(x: f32[n, m], k: i32) -> f32[m]:\n    return sum(x, axis=k)\n", "E0207"),
+    ("def f(x: f32[n]) -> f32:\n    return sum(x, axes=0)\n", "E0103"),
+    ("def f(x: f32[n]) -> f32:\n    return sum(x, 0, false, 1)\n", "E0103"),
+    ("def f(x: f32[n]) -> f32:\n    return var(x, ddof=x)\n", "E0204"),
+])
+def test_reduction_argument_errors(src, code):
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads(src)
+    assert info.value.diagnostics[0].code == code
+
+
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+def test_low_precision_sum_accumulates_in_f32(dt):
+    mod = cached_module(f"def f(x: {dt}[n]) -> ({dt}, {dt}):\n    return sum(x), mean(x)\n")
+    x = np.full(4096, 0.1).astype(ml_dtypes.bfloat16 if dt == "bf16" else np.float16)
+    s, m = mod.f(x)
+    np.testing.assert_array_equal(np.asarray(s), np.asarray(jnp.sum(x)))
+    np.testing.assert_array_equal(np.asarray(m), np.asarray(jnp.mean(x)))
+
+
+@pytest.mark.parametrize("op, out", [("min", "u64"), ("argmin", "i32")])
+def test_u64_min_and_argmin(op, out):
+    mod = cached_module(f"def f(x: u64[n]) -> {out}:\n    return {op}(x)\n")
+    x = np.array([5, 2 ** 64 - 1, 3], np.uint64)
+    assert int(mod.f(x)) == int(getattr(np, op)(x))
+
+
+def test_u64_max_and_argmax():
+    mod = cached_module("def f(x: u64[n]) -> (u64, i32, u64):\n    return max(x), argmax(x), sum(x)\n")
+    x = np.array([5, 2 ** 64 - 1, 3], np.uint64)
+    m, i, s = mod.f(x)
+    assert int(m) == 2 ** 64 - 1 and int(i) == 1 and int(s) == (2 ** 64 - 1 + 8) % 2 ** 64
