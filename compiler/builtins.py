@@ -18,7 +18,7 @@ from .diagnostics import Diagnostic, Label
 from .emit import chlo, hlo
 from .types import BOOL, DTYPES, F32, F64, I32, ArrayType, DType, Dim, int_range, lossy_promotion, promote, \
     shape_str, true_divide_dtype
-from .values import ArrError, DTypeVal, StrVal, TupleVal, Val, describe
+from .values import ArrError, DeferredBool, DTypeVal, StrVal, TupleVal, Val, describe
 
 
 @dataclass
@@ -417,10 +417,28 @@ register("**", params="x, y", table=OPERATORS)(_power)
 register("pow", params="x, y")(_power)
 
 
+_COMPARE = {"==": lambda d: d == 0, "!=": lambda d: d != 0, "<": lambda d: d < 0, "<=": lambda d: d <= 0,
+            ">": lambda d: d > 0, ">=": lambda d: d >= 0}
+
+
+def _fold_comparison(op: str, x: Val, y: Val):
+    """Comparisons of compile-time integers are compile-time bools (`if K > 2:` chooses a branch
+    statically); on shape variables they are decided when the function is specialized."""
+    if not (isinstance(x.static, Dim) and isinstance(y.static, Dim)) or x.type.rank or y.type.rank:
+        return None
+    difference = x.static - y.static
+    if difference.is_const:
+        return _COMPARE[op](difference.value)
+    return DeferredBool()
+
+
 def comparison(op: str):
     def rule(cx: CallCx, x, y):
         _require_arrays(cx, [x, y], f"`{op}`")
         dtype, _, shape = elementwise_type(cx, [x, y], f"`{op}`")
+        static = _fold_comparison(op, x, y)
+        if static is not None:
+            return Val(ArrayType(BOOL, shape), None, static)
         return cx.value(ArrayType(BOOL, shape),
                         lambda: emit.compare_op(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape), op, dtype))
     return rule

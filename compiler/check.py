@@ -161,8 +161,9 @@ class FunctionWalk(ControlFlow):
         for var in sig.shape_vars:
             value = Dim.const(self.bindings[var]) if var in self.bindings else Dim.var(var)
             self.env[var] = Val(ArrayType(I32, (), weak=True), None, value)
-        for (name, _, _), value in zip(sig.params, param_values):
+        for (name, _, span), value in zip(sig.params, param_values):
             self.env[name] = value
+            self.spans[name] = span
         self.block(self.fn.body)
         if self.returned is None:
             end = self.fn.body[-1].span if self.fn.body else self.fn.span
@@ -381,6 +382,9 @@ class FunctionWalk(ControlFlow):
     def expr_Name(self, e):
         if e.id in self.env:
             value = self.env[e.id]
+            if isinstance(value, Unbound) and value.code == "E0301":
+                raise ArrError("E0301", value.reason, e.span, "used here", labels=value.labels,
+                               help="give the variable one type on every path, e.g. with `.astype(...)`")
             if isinstance(value, Unbound):
                 raise ArrError("E0101", f"`{e.id}` may be undefined here", e.span, "possibly undefined",
                                labels=[Label(value.span, "assigned here")] if value.span else [],

@@ -15,10 +15,9 @@ from . import ast, emit
 from .builtins import weak_literal_fits
 from .diagnostics import Label
 from .emit import hlo
-from .types import BOOL, I32, ArrayType, Dim, promote
-from .values import POISON, ArrError, Poisoned, TupleVal, Unbound, Val, describe
+from .types import BOOL, I32, I64, ArrayType, Dim, promote
+from .values import POISON, ArrError, DeferredBool, Poisoned, TupleVal, Unbound, Val, describe
 
-MAX_TYPE_ROUNDS = 4
 IO = "$io"        # the hidden variable that orders run-time effects (print/assert); see effects.py
 
 
@@ -133,6 +132,9 @@ class ControlFlow:
             branches.append((self.env, self.spans, self.returned, block, holder, body))
         self.env, self.spans, self.returned = dict(before), dict(before_spans), None
         (env_t, spans_t, ret_t, *_), (env_f, spans_f, ret_f, *_) = branches
+        if isinstance(cond.static, DeferredBool):
+            self._merge_deferred(before, branches)
+            return
 
         outputs, out_types = [], []          # (name or None for a returned value)
         if (ret_t is None) != (ret_f is None):
@@ -167,11 +169,12 @@ class ControlFlow:
                 raise ArrError("E0301", f"`{name}` must be an array after the `if`, found {describe(vt)} and "
                                         f"{describe(vf)}", spans_t.get(name, stmt.span), "assigned here")
             merged = merge_type(vt.type, vf.type)
-            if merged is None:
-                raise ArrError("E0301", f"`{name}` has type {vt.type} in one branch and {vf.type} in the other",
-                               spans_t.get(name, stmt.span), f"{vt.type} here",
-                               labels=[Label(spans_f.get(name, stmt.span), f"{vf.type} here")],
-                               help="give the variable one type on every path, e.g. with `.astype(...)`")
+            if merged is None:           # an error only where the variable is used after the `if`
+                self.env[name] = Unbound(
+                    f"`{name}` has type {vt.type} in one branch and {vf.type} in the other", None, "E0301",
+                    [Label(spans_t.get(name, stmt.span), f"{vt.type} here"),
+                     Label(spans_f.get(name, stmt.span), f"{vf.type} here")])
+                continue
             if merged.weak and vt.static is not None and vf.static is not None and vt.static == vf.static:
                 self.env[name] = vt
                 continue
@@ -202,6 +205,25 @@ class ControlFlow:
         if ret_t is not None:
             self.returned = returned
 
+    def _merge_deferred(self, before, branches) -> None:
+        """After an `if` on shape variables (checked at definition): only one branch will exist once the
+        function is specialized, so the branches may disagree; what differs is unknown here (poisoned, so
+        later checks of it wait for specialization, when the branch is chosen)."""
+        (env_t, spans_t, ret_t, *_), (env_f, spans_f, ret_f, *_) = branches
+        if ret_t is not None and ret_f is not None:
+            self.returned = [POISON] * len(ret_t)
+            return
+        env, spans = (env_f, spans_f) if ret_t is not None else (env_t, spans_t)
+        other = env_t if ret_t is not None else env_f
+        for name in set(env_t) | set(env_f):
+            a, b = env.get(name), other.get(name)
+            same = a is b or (isinstance(a, Val) and isinstance(b, Val) and a.type == b.type)
+            if ret_t is None and ret_f is None and not same:
+                self.env[name] = POISON
+            elif name in env:
+                self.env[name] = env[name]
+        self.spans.update(spans)
+
     # -- loops ---------------------------------------------------------------------------------
     def stmt_While(self, stmt) -> None:
         self._loop(stmt, counter=None)
@@ -228,24 +250,32 @@ class ControlFlow:
         self._loop(stmt, counter=(start, stop, step, ArrayType(dtype, ())))
 
     def _loop(self, stmt, counter) -> None:
+        """`for`/`while`: find the carried variables and their types, then check or lower the loop.
+
+        Carried: the variables the body assigns that exist before the loop (and the `for` variable when it
+        exists before: after the loop it holds its last value, as in Python). A weak literal initializer
+        adopts the type the body gives it; any other change of type is E0302.
+        """
         before = dict(self.env)
-        names = [n for n in assigned_names(stmt.body) if n in before and isinstance(before[n], Val)]
-        for n in assigned_names(stmt.body):
-            if n in before and isinstance(before[n], (TupleVal,)):
-                raise ArrError("E0302", f"`{n}` is a tuple and cannot be changed inside a loop", self.spans.get(n, stmt.span),
-                               "a tuple", help="unpack it into separate variables before the loop")
+        assigned = assigned_names(stmt.body)
+        if counter is not None and stmt.var in before and isinstance(before[stmt.var], Val):
+            assigned = [stmt.var] + [n for n in assigned if n != stmt.var]
+        for n in assigned:
+            if n in before and isinstance(before[n], TupleVal):
+                raise ArrError("E0302", f"`{n}` is a tuple and cannot be changed inside a loop",
+                               self.spans.get(n, stmt.span), "a tuple",
+                               help="unpack it into separate variables before the loop")
+        names = [n for n in assigned if n in before and isinstance(before[n], Val)]
         types = {n: before[n].type for n in names}
         first_spans = {n: self.spans.get(n, stmt.span) for n in names}
-        if counter is not None and stmt.var in before:
-            pass                                   # the loop variable shadows; it is rebound each iteration
-        # Find the types that flow around the loop (weak literals adopt the body's dtype).
-        for _ in range(MAX_TYPE_ROUNDS):
+        after, spans_after = {}, {}
+        for _ in range(len(names) + 2):          # each round can only turn a weak type strong
             with self._types_only():
                 after, spans_after = self._walk_body(stmt, counter, {n: Val(t) for n, t in types.items()}, before)
             changed = False
             for n in names:
                 new = after.get(n)
-                if isinstance(new, Poisoned) or new is None or isinstance(new, Unbound):
+                if isinstance(new, (Poisoned, Unbound)) or new is None:
                     continue
                 if not isinstance(new, Val):
                     raise ArrError("E0302", f"loop changes `{n}` from {types[n]} to {describe(new)}",
@@ -265,17 +295,19 @@ class ControlFlow:
                     types[n], changed = merged, True
             if not changed:
                 break
-        if self.reporter.errors and not self.is_lowering:
-            for n in names:
-                self.env[n] = POISON if isinstance(after.get(n), Poisoned) else Val(types[n])
-            self._unbind_loop_locals(stmt, before, after, spans_after)
-            return
+        else:
+            raise AssertionError("loop-carried types did not settle")
         if not self.is_lowering:
             for n in names:
-                self.env[n] = Val(types[n].strong() if not before[n].type.weak else types[n])
-            self._unbind_loop_locals(stmt, before, after, spans_after)
+                self.env[n] = POISON if isinstance(after.get(n), Poisoned) else Val(types[n])
+            self._unbind_loop_locals(stmt, before, spans_after)
             return
         self._lower_loop(stmt, counter, names, types, before)
+
+    def _bind_counter(self, stmt, counter, value) -> None:
+        """The `for` variable in the body: the hidden 64-bit counter in the bounds' dtype."""
+        ctype = counter[3]
+        self.env[stmt.var] = Val(ctype, emit.convert(value, I64, ctype.dtype))
 
     def _walk_body(self, stmt, counter, carried: dict, before: dict):
         self.env, saved_spans = dict(before), dict(self.spans)
@@ -302,26 +334,44 @@ class ControlFlow:
         if self.returned is not None:
             self.returned = saved
 
-    def _unbind_loop_locals(self, stmt, before, after, spans_after) -> None:
+    def _unbind_loop_locals(self, stmt, before, spans_after) -> None:
         for n in assigned_names(stmt.body):
             if n not in before:
                 self.env[n] = Unbound(f"`{n}` is assigned only inside the loop", spans_after.get(n))
-        if counter_name := getattr(stmt, "var", None):
-            if counter_name not in before:
-                self.env[counter_name] = Unbound(f"`{counter_name}` exists only inside the loop", stmt.span)
+        var = getattr(stmt, "var", None)
+        if var is not None and var not in before:
+            self.env[var] = Unbound(f"`{var}` exists only inside the loop", stmt.span)
 
     def _lower_loop(self, stmt, counter, names, types, before) -> None:
-        state_types = [types[n] for n in names]
-        inits = [self.materialize(before[n], types[n].dtype) for n in names]
+        """stablehlo.while over (hidden state..., carried variables...).
+
+        Hidden state: a `for` loop carries (counter, stop, step) as i64, so the counter can never wrap
+        (`range(i8(100), i8(127), i8(20))` ends); a `while` loop in a function with effects carries an
+        iteration count (for assert reports) and, when its condition has effects, the condition itself:
+        evaluated before the loop and again at the end of the body, so its prints/asserts run in order.
+        """
+        i64 = ArrayType(I64, ())
+        hidden_types, hidden_inits = [], []
         if counter is not None:
-            start, stop, step, ctype = counter
-            state_types = [ctype, ctype, ctype] + state_types
-            inits = [self.materialize(v, ctype.dtype) for v in (start, stop, step)] + inits
+            hidden_types = [i64, i64, i64]
+            hidden_inits = [self.materialize(v, I64) for v in counter[:3]]
+        effectful = IO in before
+        cond_in_body = counter is None and effectful and self._has_effects(stmt.cond)
+        if counter is None and effectful:
+            hidden_types.append(i64)
+            hidden_inits.append(emit.const(0, I64))
+        if cond_in_body:
+            first = self.eval(stmt.cond)
+            hidden_types.append(ArrayType(BOOL, ()))
+            hidden_inits.append(self.materialize(first))
+            before = dict(self.env)            # evaluating the condition advanced the effects
+        k = len(hidden_types)
+        state_types = hidden_types + [types[n] for n in names]
+        inits = hidden_inits + [self.materialize(before[n], types[n].dtype) for n in names]
         ir_types = [emit.tensor_type(t.concrete_shape, t.dtype) for t in state_types]
         op = hlo.WhileOp(ir_types, inits)
         cond_block = op.cond.blocks.append(*ir_types)
         body_block = op.body.blocks.append(*ir_types)
-        k = 3 if counter is not None else 0
 
         def bind(block):
             self.env = dict(before)
@@ -330,34 +380,50 @@ class ControlFlow:
 
         with ir.InsertionPoint(cond_block):
             bind(cond_block)
+            args = cond_block.arguments
             if counter is not None:
-                i, stop_v, step_v = cond_block.arguments[:3]
-                dt = counter[3].dtype
+                i, stop_v, step_v = args[0], args[1], args[2]
                 with self.location(stmt, "for"):
-                    zero = emit.const(0, dt)
-                    up = hlo.and_(emit.compare(step_v, zero, "GT", dt), emit.compare(i, stop_v, "LT", dt))
-                    down = hlo.and_(emit.compare(step_v, zero, "LT", dt), emit.compare(i, stop_v, "GT", dt))
+                    zero = emit.const(0, I64)
+                    up = hlo.and_(emit.compare(step_v, zero, "GT", I64), emit.compare(i, stop_v, "LT", I64))
+                    down = hlo.and_(emit.compare(step_v, zero, "LT", I64), emit.compare(i, stop_v, "GT", I64))
                     hlo.return_([hlo.or_(up, down)])
+            elif cond_in_body:
+                hlo.return_([args[k - 1]])
             else:
                 cond = self.eval(stmt.cond)
                 with self.location(stmt.cond, "while"):
                     hlo.return_([self.materialize(cond)])
         with ir.InsertionPoint(body_block):
             bind(body_block)
+            args = body_block.arguments
             if counter is not None:
-                i, stop_v, step_v = body_block.arguments[:3]
-                self.env[stmt.var] = Val(counter[3], i)
-                self.loop_counters.append(Val(counter[3], i))
+                self._bind_counter(stmt, counter, args[0])
+                self.loop_counters.append(Val(i64, hlo.divide(hlo.subtract(args[0], inits[0]), args[2])))
+            elif effectful:
+                self.loop_counters.append(Val(i64, args[0]))
             self._block_in_loop(stmt.body)
-            if counter is not None:
+            if counter is not None or effectful:
                 self.loop_counters.pop()
-            values = self._yield_values([self.env[n] for n in names], types_list := [types[n] for n in names])
+            values = self._yield_values([self.env[n] for n in names], [types[n] for n in names])
             with self.location(stmt.body[-1], "yield"):
                 if counter is not None:
-                    values = [hlo.add(i, step_v), stop_v, step_v] + values
-                hlo.return_(values)
+                    hidden = [hlo.add(args[0], args[2]), args[1], args[2]]
+                elif effectful:
+                    hidden = [hlo.add(args[0], emit.const(1, I64))]
+                    if cond_in_body:
+                        again = self.eval(stmt.cond)
+                        hidden.append(self.materialize(again))
+                        values = self._yield_values([self.env[n] for n in names], [types[n] for n in names])
+                else:
+                    hidden = []
+                hlo.return_(hidden + values)
         after_spans = dict(self.spans)
         self.env = dict(before)
-        for n, t, r in zip(names, types_list, list(op.results)[k:]):
-            self.env[n] = Val(t, r)
-        self._unbind_loop_locals(stmt, before, {}, after_spans)
+        for n, r in zip(names, list(op.results)[k:]):
+            self.env[n] = Val(types[n], r)
+        self._unbind_loop_locals(stmt, before, after_spans)
+
+    def _has_effects(self, expr) -> bool:
+        from .program import _has_effect_call
+        return _has_effect_call(self.program, expr)

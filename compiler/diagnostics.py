@@ -109,12 +109,14 @@ def render(diag: Diagnostic, sources: dict[str, Source]) -> str:
     if diag.span:
         out.append(f"{pad}--> {diag.span}")
     shown_bar = False
-    lines_done = []
+    lines = []
     for span, _, _ in marks:
-        key = (span.file, span.line)
-        if key in lines_done:
-            continue
-        lines_done.append(key)
+        if (span.file, span.line) not in lines:
+            lines.append((span.file, span.line))
+    primary_file = diag.span.file if diag.span else None
+    lines.sort(key=lambda fl: (fl[0] != primary_file, fl[0], fl[1]))     # source order, primary file first
+    for key in lines:
+        span = next(s for s, _, _ in marks if (s.file, s.line) == key)
         src = sources.get(span.file)
         if src is None:
             continue

@@ -74,6 +74,13 @@ def note_label(span: Span, message: str) -> Label:
 
 @dataclass
 class Unbound:
-    """A name that exists on some paths only (assigned in one branch, or only inside a loop)."""
+    """A name without one value after an `if`/loop: assigned on some paths only (E0101), or with a
+    different type on each path (E0301, reported where it is used)."""
     reason: str
     span: Span | None = None
+    code: str = "E0101"
+    labels: list = field(default_factory=list)
+
+
+class DeferredBool:
+    """A condition on shape variables (`n > 2`): known only when the function is specialized."""

@@ -317,8 +317,6 @@ def test_array_assert_in_loop_has_index_and_iteration(loops):
     assert "in loop iteration 2" in str(info.value)
 
 
-@pytest.mark.xfail(reason="BUG: an assert inside a `while` loop reports no iteration (.iteration is None); only "
-                          "`for` loops push a counter", strict=True)
 def test_assert_in_while_loop_reports_iteration(loops):
     with pytest.raises(arrc.AssertionFailed) as info:
         loops.scan(np.array([1.0, 2.0, 7.0, 9.0], np.float32))

@@ -3,4 +3,4 @@ def f(x: f32[n], c: bool) -> f32[n]:
         y = x
     else:
         y = x.astype(i32)
-    return x
+    return y * 2
