@@ -84,7 +84,7 @@ class CompileError(Exception):
 
     def __init__(self, diagnostics: list[Diagnostic], sources: dict[str, Source] | None = None):
         self.diagnostics = diagnostics
-        self.sources = sources or {}
+        self.sources = sources if sources is not None else {}
         super().__init__(render_all(diagnostics, self.sources))
 
     def __str__(self) -> str:

@@ -152,6 +152,12 @@ def resolve(cx: CallCx, x: Val, subscripts) -> list[_Axis]:
             axes.append(_Axis(_normalize(sub, value.static, size), Dim.const(1), 1, True))
         else:
             axes.append(_Axis(value, Dim.const(1), 1, True))
+    for a, size in zip(axes, x.type.shape):
+        if isinstance(a.start, Val) and a.length.is_const and size.is_const and a.length.value > size.value:
+            cx.error("E0208", f"a run-time index of length {a.length.value} cannot fit a dimension of size "
+                              f"{size.value}", f"this is {x.type}")
+        if (a.gather is not None or isinstance(a.start, Val)) and size.is_const and size.value == 0:
+            cx.error("E0208", "a run-time index into a dimension of size 0", f"this is {x.type}")
     gathers = [a for a in axes if a.gather is not None]
     if len(gathers) > 1 or (gathers and any(a.dropped or a.length != s or a.step != 1 or
                                             (isinstance(a.start, Dim) and a.start != 0)
@@ -309,6 +315,9 @@ def _lower_scatter(cx: CallCx, target, idx: Val, axis: int, sizes, dt, values):
     zero = emit.const(0, idt, ishape)
     wrapped = hlo.add(indices, emit.const(sizes[axis], idt, ishape))
     indices = emit.mark(hlo.select(emit.compare(indices, zero, "LT", idt), wrapped, indices), "arrc.wrapped_index")
+    # XLA's scatter drops out-of-range updates; clamp instead, like reads and `x[i] = v` (the bounds guard
+    # looks through the marked clamp).
+    indices = emit.mark(hlo.clamp(zero, indices, emit.const(sizes[axis] - 1, idt, ishape)), "arrc.clamped_index")
     k = idx.type.rank
     rank = len(sizes)
     dnums = hlo.ScatterDimensionNumbers.get(
@@ -342,9 +351,18 @@ def _dynamic_slice(cx: CallCx, x, start, sizes):
 
     def build():
         idt = _index_dtype(axes)
-        ir_starts = [emit.const(a.start.value, idt) if isinstance(a.start, Dim) else cx.ir(a.start, idt) for a in axes]
-        return hlo.dynamic_slice(cx.ir(x), ir_starts, concrete(lengths))
+        sizes = concrete(x.type.shape)
+        return hlo.dynamic_slice(cx.ir(x), [_builtin_start(cx, a, n, idt) for a, n in zip(axes, sizes)],
+                                 concrete(lengths))
     return cx.value(t, build)
+
+
+def _builtin_start(cx: CallCx, a: _Axis, size: int, idt):
+    """A start of dynamic_slice/dynamic_update_slice: negative ones count from the end, like `x[i]`."""
+    start = a.start.value if isinstance(a.start, Dim) else None
+    if start is not None:
+        return emit.const(start + size if start < 0 else start, idt)
+    return _start_ir(cx, _Axis(a.start, a.length, 1, True), size, idt)
 
 
 @register("dynamic_update_slice", params="x, values, start")
@@ -362,8 +380,13 @@ def _dus(cx: CallCx, x, values, start):
         _check_index_value(cx, s, "a start index")
     axes = [_Axis(s.static if isinstance(s.static, Dim) else s, n) for s, n in zip(starts, values.type.shape)]
 
+    for d, (n, size) in enumerate(zip(values.type.shape, x.type.shape)):
+        if n.is_const and size.is_const and n.value > size.value:
+            cx.error("E0208", f"values of size {n.value} do not fit in dimension {d} of size {size.value}", at=1)
+
     def build():
         idt = _index_dtype(axes)
-        ir_starts = [emit.const(a.start.value, idt) if isinstance(a.start, Dim) else cx.ir(a.start, idt) for a in axes]
-        return hlo.dynamic_update_slice(cx.ir(x), cx.ir(values, x.type.dtype), ir_starts)
+        sizes = concrete(x.type.shape)
+        starts = [_builtin_start(cx, a, n, idt) for a, n in zip(axes, sizes)]
+        return hlo.dynamic_update_slice(cx.ir(x), cx.ir(values, x.type.dtype), starts)
     return cx.value(x.type.strong(), build)

@@ -115,18 +115,18 @@ def _top_k(cx: CallCx, x, k):
     x = cx.array(x, "x")
     if x.type.rank == 0:
         cx.error("E0204", "top_k needs an array of rank >= 1", f"this is {x.type}", at=0)
-    kk = cx.const_int(k, "k")
+    k_dim = cx.static_int(k, "k")            # a literal, a const or a shape variable
     last = x.type.shape[-1]
-    if kk < 0 or (last.is_const and kk > last.value):
-        cx.error("E0204", f"k = {kk} is out of range for a last dimension of size {last}", at="k")
-    out_shape = x.type.shape[:-1] + (Dim.const(kk),)
+    if k_dim.is_const and (k_dim.value < 0 or (last.is_const and k_dim.value > last.value)):
+        cx.error("E0204", f"k = {k_dim} is out of range for a last dimension of size {last}", at="k")
+    out_shape = x.type.shape[:-1] + (k_dim,)
     ax = x.type.rank - 1
 
     def both():
         shape = concrete(x.type.shape)
         iota = hlo.iota(emit.tensor_type(shape, I32), ax)
         values, indices = _sort([cx.ir(x), iota], [x.type.dtype, I32], ax, descending=True)
-        limit = list(shape[:-1]) + [kk]
+        limit = list(shape[:-1]) + [k_dim.value]
         zeros = [0] * len(shape)
         ones = [1] * len(shape)
         return hlo.slice(values, zeros, limit, ones), hlo.slice(indices, zeros, limit, ones)
@@ -143,14 +143,15 @@ def _nonzero(cx: CallCx, mask, size=None, fill=0):
     if size is None:
         cx.error("E0207", "`nonzero` needs `size=`: the number of true elements is only known at run time",
                  "no size", help="pass the largest count you expect, e.g. `nonzero(mask, size=10, fill=-1)`")
-    n = cx.const_int(size, "size")
+    n_dim = cx.static_int(size, "size")      # a literal, a const or a shape variable
     fill_value = fill if isinstance(fill, int) else cx.const_int(fill, "fill")
     if mask.type.rank == 0:
         cx.error("E0204", "`nonzero` needs an array", at=0)
-    out = ArrayType(I32, (Dim.const(n),))
+    out = ArrayType(I32, (n_dim,))
     shape = mask.type.shape
 
     def indices():
+        n = n_dim.value
         dims = concrete(shape)
         total = int(np.prod(dims))
         flat = hlo.reshape(emit.tensor_type((total,), mask.type.dtype), cx.ir(mask))

@@ -126,6 +126,10 @@ class _ToAst(Transformer):
     def assign(self, meta, ch):
         return ast.Assign(self._s(meta), ch[0], ch[1])
 
+    def exprlist(self, meta, ch):
+        items = tuple(c for c in ch if c is not None)
+        return items[0] if len(items) == 1 else ast.TupleLit(self._s(meta), items)
+
     def targets(self, meta, ch):
         return tuple(t for t in ch if t is not None)
 

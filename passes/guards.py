@@ -31,7 +31,7 @@ from .rewrite import ABI_FAULT, add_result, count_iterations, entry, inline_call
 
 KINDS = ("nan", "inf", "bounds", "div0")
 SCOPES = ("results", "all-ops")
-STRUCTURAL = {"stablehlo.constant", "stablehlo.while", "stablehlo.if", "stablehlo.case", "func.call",
+STRUCTURAL = {"stablehlo.while", "stablehlo.if", "stablehlo.case", "func.call",
               "stablehlo.custom_call", "stablehlo.return", "func.return", "stablehlo.iota",
               "stablehlo.optimization_barrier", "stablehlo.get_tuple_element", "stablehlo.tuple"}
 DESCEND = {"stablehlo.while", "stablehlo.if", "stablehlo.case"}
@@ -47,6 +47,16 @@ class GuardOptions:
     @property
     def floats(self) -> frozenset:
         return self.kinds & {"nan", "inf"}
+
+
+GUARDED = "arrc.guards"            # on main: the kinds a module is already guarded for
+
+
+def guarded_kinds(fop) -> frozenset:
+    try:
+        return parse_kinds(ir.StringAttr(fop.attributes[GUARDED]).value)
+    except KeyError:
+        return frozenset()
 
 
 def parse_kinds(text) -> frozenset:
@@ -143,13 +153,16 @@ class _Guarder:
         body = self.fop.regions[0].blocks[0]
         needs_ops = self.options.kinds & {"bounds", "div0"} or (
             self.options.floats and (self.options.origins or self.options.scope == "all-ops"))
+        already = guarded_kinds(self.fop)
         if needs_ops:
-            self._add_loop_counters()
-            if self.options.floats and (self.options.origins or self.options.scope == "all-ops"):
-                self._check_arguments(body)
+            if not already:
+                self._add_loop_counters()
             self._block(body, [])
-        if self.options.floats and self.options.scope == "results":
+            if self.options.floats and (self.options.origins or self.options.scope == "all-ops"):
+                self._check_arguments(body)      # after the walk: these checks are not instrumented again
+        if self.options.floats and self.options.scope == "results" and not already:
             self._check_results(body)
+        self.fop.attributes[GUARDED] = ir.StringAttr.get(",".join(sorted(self.options.kinds | already)))
 
     def _add_loop_counters(self) -> None:
         loops = []
@@ -331,6 +344,13 @@ def _is_float(t: ir.Type) -> bool:
     return isinstance(t, ir.RankedTensorType) and (_element_dtype(t) or DTYPES["i32"]).is_float
 
 
+def _has_attr(owner, name: str) -> bool:
+    try:
+        return name in owner.attributes
+    except (AttributeError, TypeError):
+        return False
+
+
 def _raw_index(value: ir.Value) -> ir.Value:
     """The index the program asked for, before arrc wrapped a negative one (`-1` -> `n - 1`)."""
     owner = value.owner
@@ -355,15 +375,28 @@ def _single_axis_indexing(op):
         index_map = list(dn.scattered_dims_to_operand_dims)
         operand, indices = op.operands[0], op.operands[1]
         sizes = None
-    rank = len(emit.shape_of(indices))
-    if len(index_map) != 1 or dn.index_vector_dim != rank:
+    if _has_attr(indices.owner, "arrc.clamped_index"):
+        indices = indices.owner.operands[1]          # check what the program asked for, not the clamped value
+    shape = emit.shape_of(indices)
+    rank = len(shape)
+    if len(index_map) != 1:
+        return None, None, None, None
+    if dn.index_vector_dim == rank - 1 and shape and shape[-1] == 1:
+        # JAX's form: indices [k, 1] with the index vector in the last dimension.
+        indices = hlo.reshape(ir.RankedTensorType.get(list(shape[:-1]), ir.RankedTensorType(indices.type).element_type),
+                              indices)
+    elif dn.index_vector_dim != rank:
         return None, None, None, None
     axis = index_map[0]
     return axis, indices, (sizes[axis] if sizes else 1), emit.shape_of(operand)
 
 
 def _label(value: ir.Value) -> str:
-    """How a report names an operand: its source text position, an argument's name, or the op kind."""
+    """How a report names an operand: its source text position, an argument's name, a literal's value,
+    or the op kind."""
+    owner = value.owner
+    if getattr(owner, "name", None) == "stablehlo.constant":
+        return "literal"
     loc = _value_location(value, None)
     from .locations import name_of, span_of
     if loc is not None:
@@ -419,7 +452,14 @@ def _guard(module: ir.Module, options: GuardOptions) -> list:
     if inline_calls(module):
         return [Diagnostic("E0502", "guards need a module without calls inside loops or branches",
                            None, help="inline the module's functions before guarding it")]
-    _Guarder(module, options).instrument()
+    guarder = _Guarder(module, options)
+    already = guarded_kinds(guarder.fop)
+    if already and not options.origins:
+        return []                    # a module from `arrc guard`: its checks are in place
+    if already:
+        # The origin build of an already guarded module adds only the origin reports.
+        guarder.options = GuardOptions(already & {"nan", "inf"}, options.scope, True)
+    guarder.instrument()
     return []
 
 

@@ -34,17 +34,42 @@ def _visibility(op) -> str:
 
 
 def inline_calls(module: ir.Module) -> int:
-    """Inline what MLIR's inliner can; returns the number of calls left."""
-    pm = passmanager.PassManager.parse("builtin.module(inline,symbol-dce)")
-    pm.run(module.operation)
-    left = []
+    """Inline every `func.call` (also inside loops and branches, which MLIR's inliner leaves alone here),
+    then drop the functions nobody calls; returns the number of calls left (0 unless recursive)."""
+    functions = {ir.StringAttr(op.attributes["sym_name"]).value: op for op in module.body.operations
+                 if op.operation.name == "func.func"}
+    for _ in range(10_000):
+        calls = []
 
-    def visit(op):
-        if op.operation.name == "func.call":
-            left.append(op)
-        return ir.WalkResult.ADVANCE
-    module.operation.walk(visit)
-    return len(left)
+        def visit(op):
+            if op.operation.name == "func.call":
+                calls.append(op.operation)
+            return ir.WalkResult.ADVANCE
+        module.operation.walk(visit)
+        if not calls:
+            break
+        _inline(calls[0], functions)
+    else:
+        return len(calls)
+    pm = passmanager.PassManager.parse("builtin.module(symbol-dce)")
+    pm.run(module.operation)
+    return 0
+
+
+def _inline(call, functions: dict) -> None:
+    callee = functions[ir.FlatSymbolRefAttr(call.attributes["callee"]).value]
+    with ir.InsertionPoint(call):
+        copy = callee.operation.clone()
+    body = copy.regions[0].blocks[0]
+    for arg, operand in zip(body.arguments, call.operands):
+        arg.replace_all_uses_with(operand)
+    ops = list(body.operations)
+    for op in ops[:-1]:
+        op.operation.move_before(call)
+    for result, value in zip(call.results, ops[-1].operands):
+        result.replace_all_uses_with(value)
+    call.erase()
+    copy.erase()
 
 
 def int_attr(op, name: str, default=None):

@@ -101,8 +101,9 @@ def host_fingerprint() -> str:
 class DiskCache:
     """Entries in one directory; every failure to read or write is a miss, never an error."""
 
-    def __init__(self, directory: str | os.PathLike):
+    def __init__(self, directory: str | os.PathLike, suffix: str = SUFFIX):
         self.dir = Path(directory)
+        self.suffix = suffix
         self._usable: bool | None = None
 
     def key(self, module: bytes, options: bytes, device: str, *extra: str) -> str:
@@ -116,7 +117,7 @@ class DiskCache:
         return h.hexdigest()
 
     def path(self, key: str) -> Path:
-        return self.dir / f"{key}{SUFFIX}"
+        return self.dir / f"{key}{self.suffix}"
 
     def usable(self) -> bool:
         """Create the directory (private) if needed; refuse one that other users can write."""
@@ -172,7 +173,6 @@ class DiskCache:
                 os.fsync(f.fileno())
             os.replace(tmp, self.path(key))
             tmp = None
-            _count("writes")
             return True
         except OSError:
             _count("errors")
@@ -195,7 +195,7 @@ class DiskCache:
         """Remove every entry; returns how many."""
         n = 0
         if self.dir.is_dir():
-            for p in self.dir.glob(f"*{SUFFIX}"):
+            for p in self.dir.glob(f"*{self.suffix}"):
                 try:
                     p.unlink()
                     n += 1
@@ -235,6 +235,34 @@ def _jaxlib_version() -> str:
             v = "unknown"
         _jaxlib = v
     return _jaxlib
+
+
+def cached_lark(grammar: Path, options: dict, build):
+    """The Lark parser for `grammar`: its tables loaded from the cache (a few ms) or built by `build()`
+    (about 150 ms) and stored. Keyed on the grammar text, the options and the Lark version."""
+    import io
+
+    import lark
+    store = default_cache()
+    if store is None:
+        return build()
+    store = DiskCache(store.dir, ".lark")
+    described = sorted((k, type(v).__qualname__ if k == "postlex" else repr(v)) for k, v in options.items())
+    key = store.key(Path(grammar).read_bytes(), repr(described).encode(), "lark", lark.__version__)
+    blob = store.get(key)
+    if blob is not None:
+        try:
+            return lark.Lark.load(io.BytesIO(blob))
+        except Exception:                   # unloadable tables: build them again
+            _count("corrupt")
+    parser = build()
+    buf = io.BytesIO()
+    try:
+        parser.save(buf)
+        store.put(key, buf.getvalue())
+    except Exception:
+        _count("errors")
+    return parser
 
 
 _default: DiskCache | None = None

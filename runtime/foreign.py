@@ -11,9 +11,9 @@ from ..compiler import emit
 from ..compiler.diagnostics import CompileError, Diagnostic
 from ..compiler.span import Span
 from ..compiler.types import DTYPES
-from ..passes.guards import GuardOptions, guard_module
+from ..passes.guards import GuardOptions, guard_module, guarded_kinds
 from ..passes.registry import run_passes
-from ..passes.rewrite import entry
+from ..passes.rewrite import ABI_RUN, entry, int_attr
 from .guards import FileSources, raise_faults
 
 
@@ -43,7 +43,7 @@ def guard_text(data: bytes, name: str, options: GuardOptions) -> str:
     check_static(context, module, name)
     diags = guard_module(module, options)
     if diags:
-        raise CompileError(diags)
+        raise CompileError(diags, FileSources())
     with context:
         module.operation.verify()
         return module.operation.get_asm(enable_debug_info=True)
@@ -61,8 +61,12 @@ class ForeignFunction:
         with context:
             fop = entry(module)
             ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
-            self.params = [_dtype_shape(t) for t in ftype.inputs]
+            hidden = {int_attr(fop, ABI_RUN), int_attr(fop, "arrc.io_arg")}
+            self.params = [_dtype_shape(t) for i, t in enumerate(ftype.inputs) if i not in hidden]
             self.name = ir.StringAttr(fop.attributes["sym_name"]).value
+            already = guarded_kinds(fop)
+        if already and not self.options.kinds:      # a module from `arrc guard`: use its guards
+            self.options = GuardOptions(already, scope)
         self.sources = FileSources()
         self._builds: dict = {}
 
@@ -74,7 +78,9 @@ class ForeignFunction:
         if origins not in self._builds:
             from .call import Compiled
             context, module = parse_module(self.data, self.path)
-            guard_module(module, GuardOptions(self.options.kinds, self.options.scope, origins))
+            diags = guard_module(module, GuardOptions(self.options.kinds, self.options.scope, origins))
+            if diags:
+                raise CompileError(diags, self.sources)
             self._builds[origins] = Compiled(module, context, self.sources)
         return self._builds[origins]
 

@@ -60,8 +60,8 @@ class Executable:
 
     def __init__(self, module, platform: str = "cpu", host_callbacks: list | None = None, *,
                  cache=None, key_extra: tuple = ()):
-        global _ArrayImpl
-        from jax._src.array import ArrayImpl as _ArrayImpl
+        if _batched_device_put is None:
+            _bind_jax()
         from jax._src.lib import xla_client as xc
         from jax.sharding import SingleDeviceSharding
         be = backend(platform)
@@ -76,6 +76,7 @@ class Executable:
         start = time.perf_counter()
         self.loaded, self.cache_hit = self._compile_or_load(be, xc, module, cache, key_extra)
         self.compile_s = time.perf_counter() - start
+        self._cpp = dispatcher("main", self._miss)
 
     def _compile_or_load(self, be, xc, module, cache, key_extra):
         devices = xc.DeviceList((self.device,))
@@ -99,7 +100,8 @@ class Executable:
         _cache._count("misses")
         loaded = be.compile_and_load(module, devices, options, **kwargs)
         try:
-            store.put(key, loaded.serialize())
+            if store.put(key, loaded.serialize()):
+                _cache._count("writes")
         except Exception:                       # an executable that cannot be serialized is still usable
             _cache._count("errors")
         return loaded, False
@@ -108,13 +110,12 @@ class Executable:
 
     def _put_numpy(self, v):
         """One host array -> device (zero-copy where possible); 64-bit dtypes stay 64-bit."""
-        from jax._src.lib import xla_client as xc
         key = (v.shape, v.dtype)
         aval = self._avals.get(key)
         if aval is None:
             from jax.core import ShapedArray
             aval = self._avals[key] = ShapedArray(v.shape, v.dtype)
-        return xc.batched_device_put(aval, self.sharding, [v], self._devices, True, False, enable_x64=True)
+        return _batched_device_put(aval, self.sharding, [v], self._devices, True, False, enable_x64=True)
 
     def put(self, values: list) -> list:
         """Transfer arguments to this executable's device: NumPy arrays (and scalars) or jax arrays."""
@@ -124,12 +125,20 @@ class Executable:
             if isinstance(v, jax.Array):
                 out.append(v if self.device in v.devices() else jax.device_put(v, self.device))
             else:
-                v = np.asarray(v)
-                out.append(self._put_numpy(v))
+                out.append(self._put_numpy(np.asarray(v)))
         return out
 
     def __call__(self, values: list) -> list:
-        """Run on `values` (NumPy or jax arrays); returns the results as jax arrays on the device."""
+        """Run on `values` (NumPy or jax arrays of the module's parameter types); returns jax arrays.
+
+        Calls go through jaxlib's C++ dispatcher (as `jax.jit` calls do) once a first call has shown
+        the argument types; the Python path below is the fallback and the dispatcher's cache miss."""
+        cpp = self._cpp
+        if cpp is not None:
+            return cpp(*values)
+        return self.call_python(values)
+
+    def call_python(self, values: list) -> list:
         handlers = self._handlers
         if handlers is None:
             return self._first_call(values)
@@ -149,12 +158,83 @@ class Executable:
         from jax._src.lib import xla_client as xc
         args = self.put(values)
         results = [r[0] for r in self.loaded.execute_sharded(args).disassemble_into_single_device_arrays()]
-        self._handlers = [xc.array_result_handler(r.aval, self.sharding, committed=True, _skip_checks=True)
-                          for r in results]
+        self._out_avals = [r.aval for r in results]
+        self._handlers = [xc.array_result_handler(a, self.sharding, committed=True, _skip_checks=True)
+                          for a in self._out_avals]
         return results
 
+    def _miss(self, *values):
+        results = self.call_python(list(values))
+        return results, self.fastpath(values, "list"), False
 
-_ArrayImpl: type = type(None)           # jax's array type, set when the first Executable is made (jax stays lazy)
+    def fastpath(self, values, results: str = "list"):
+        """What jaxlib's C++ dispatcher needs to run this executable itself on arguments like `values`,
+        returning the results as a `"list"`, a `"tuple"` or the `"single"` result; None where only the
+        Python path is right: before a first call, for an argument that is not a plain NumPy array or a
+        jax array on this device, or for a 64-bit NumPy array (the C++ transfer would narrow it to 32
+        bits unless jax_enable_x64 is on)."""
+        if self._handlers is None or _fastpath_type is None:
+            return None
+        for v in values:
+            t = type(v)
+            if t is np.ndarray:
+                if v.dtype.itemsize == 8 and v.dtype.kind in "iuf":
+                    return None
+            elif t is not _ArrayImpl or v.sharding != self.sharding:
+                return None
+        n_in, n_out = len(values), len(self._out_avals)
+        if results == "single" and n_out != 1:
+            return None
+        return _fastpath_type(self.loaded, _result_tree(results, n_out), [self.sharding] * n_in, [self.sharding] * n_out,
+                              self._out_avals, [True] * n_out, [True] * n_in, [None] * n_in, [])
+
+
+def dispatcher(name: str, miss):
+    """A C++ dispatcher (jaxlib's `pjit` function object, as `jax.jit` builds): called with the
+    arguments, it looks their types up in its own cache and runs the executable found there without
+    entering Python; otherwise it calls `miss(*args)`, which returns `(results, Executable.fastpath(...)
+    or None, False)`. None when this jaxlib has no such dispatcher (callers then stay in Python)."""
+    if _batched_device_put is None:
+        _bind_jax()
+    if _fastpath_type is None or os.environ.get("ARRC_DISPATCH") == "python":
+        return None
+    from jax._src import tree_util
+    from jax._src.interpreters import pxla
+    from jax._src.lib import _jax
+    return _jax.pjit(name, None, miss, [], [], pxla.JitGlobalCppCacheKeys(), tree_util.dispatch_registry,
+                     pxla.cc_shard_arg)
+
+
+_trees: dict = {}
+
+
+def _result_tree(kind: str, n: int):
+    tree = _trees.get((kind, n))
+    if tree is None:
+        from jax._src import tree_util
+        shape = {"list": [0] * n, "tuple": (0,) * n, "single": 0}[kind]
+        tree = _trees[(kind, n)] = tree_util.tree_structure(shape)
+    return tree
+
+
+def _bind_jax() -> None:
+    """Module globals for the call path, set once jax is imported (so importing this module stays cheap)."""
+    global _ArrayImpl, _batched_device_put, _fastpath_type
+    from jax._src.array import ArrayImpl
+    from jax._src.lib import xla_client as xc
+    _ArrayImpl, _batched_device_put = ArrayImpl, xc.batched_device_put
+    try:
+        from jax._src.interpreters.pxla import JitGlobalCppCacheKeys, MeshExecutableFastpathData  # noqa: F401
+        from jax._src.lib import _jax
+        _jax.pjit  # noqa: B018
+        _fastpath_type = MeshExecutableFastpathData
+    except (ImportError, AttributeError):
+        _fastpath_type = None
+
+
+_ArrayImpl: type = type(None)           # set by _bind_jax when the first Executable is made
+_batched_device_put = None
+_fastpath_type = None
 
 
 def as_numpy(x) -> np.ndarray:

@@ -24,7 +24,10 @@ class GuardError(RuntimeError):
         self.index = index
         self.iteration = iteration
         self.operands = operands or {}
-        self.diagnostic = Diagnostic(self.code, message, span, label, notes=list(notes))
+        notes = list(notes)
+        if label and (span is None or (sources is not None and sources.get(span.file) is None)):
+            notes.insert(0, label)          # no source line to put the label under
+        self.diagnostic = Diagnostic(self.code, message, span, label, notes=notes)
         self.sources = sources if sources is not None else {}
         super().__init__(str(self))
 

@@ -481,8 +481,6 @@ def test_shadowed_loop_variable_after_loop(corner):
     assert int(corner.shadow(3)) == 2
 
 
-@pytest.mark.xfail(reason="BUG: `a, b = b, a + b` (an unparenthesized tuple on the right) is a parse error",
-                   strict=True)
 def test_unparenthesized_tuple_swap():
     try:
         mod = arrc.loads("def f(a: i32, b: i32) -> (i32, i32):\n    a, b = b, a\n    return a, b\n",

@@ -348,8 +348,6 @@ def test_bounds_gather_checks_every_index():
     """)
 
 
-@pytest.mark.xfail(reason="BUG: _single_axis_indexing requires index_vector_dim == rank(indices), so the gather "
-                          "JAX writes for x[idx] (indices [k, 1], index_vector_dim 1) gets no bounds check", strict=True)
 def test_bounds_gather_with_index_vector_dim_as_jax_writes_it():
     text, *_ = guarded(GATHER_JAX, "bounds")
     assert kinds_of(text) == ["bounds"]
@@ -418,9 +416,6 @@ def test_both_branches_of_if_are_instrumented():
     """)
 
 
-@pytest.mark.xfail(reason="BUG: inline_calls runs MLIR's `inline` pass, which inlines nothing here (no inliner "
-                          "interface for func/stablehlo in the context), so any module with a func.call (JAX writes "
-                          "them, e.g. @relu) gets E0502", strict=True)
 def test_calls_are_inlined_before_guarding():
     text, module, ctx, diags = guarded(CALLS, "nan", origins=True)
     assert diags == []
@@ -478,9 +473,6 @@ def test_origin_build_instruments_float_ops_and_arguments():
     assert all(s.order[-1] < 0 for s in found if s.kind == "argument")   # arguments come first
 
 
-@pytest.mark.xfail(reason="BUG: the origin build instruments its own argument checks: _check_arguments inserts "
-                          "ops at the top of the body before _block walks it, so the reshape/dynamic_slice/convert "
-                          "of the argument report get origin (and bounds) sites of their own", strict=True)
 def test_origin_build_instruments_only_the_programs_ops():
     text, *_ = guarded(DIV_F32, "nan", origins=True)
     assert sorted(site_ops(text)) == ["func.func", "func.func", "stablehlo.divide", "stablehlo.multiply"]

@@ -376,10 +376,6 @@ def test_bounds_two_dimensions_names_the_axis():
     assert float(mod("bounds").cell(X34, I32(-1), I32(-4))) == 8.0
 
 
-@pytest.mark.xfail(reason="BUG: dynamic_slice does not wrap a negative start (it is clamped to 0, unlike "
-                          "jax.lax.dynamic_slice), yet the bounds report says `valid indices are -8..7`, which "
-                          "includes the reported index -1 (runtime/guards.py report: size == 1 -> -dim..dim-1)",
-                   strict=True)
 def test_bounds_report_of_negative_dynamic_slice_start_is_consistent():
     try:
         out = mod("bounds").slice1(X8, I32(-1))
@@ -389,9 +385,6 @@ def test_bounds_report_of_negative_dynamic_slice_start_is_consistent():
         np.testing.assert_array_equal(np.asarray(out), a32(7))
 
 
-@pytest.mark.xfail(reason="BUG: an out-of-range index in `x[idx] = v` (scatter) drops the update instead of "
-                          "clamping it (spec section 5: clamped; `x[i] = v` does clamp), while the bounds report "
-                          "says `the index was clamped into range`", strict=True)
 def test_scatter_out_of_range_is_clamped_as_reported():
     x, idx, v = np.zeros(4, F32), i32s(1, 4), a32(1, 2)
     err = fault(mod("bounds").scatter, x, idx, v, cls=arrc.BoundsError)
@@ -511,16 +504,11 @@ def test_masked_nan_is_not_blamed_for_another_nan():
     assert err.span.line == line_of("return safe, sqrt(y)") and err.index == (1,)
 
 
-@pytest.mark.xfail(reason="BUG: a NaN literal is never blamed: constants are STRUCTURAL in passes/guards.py and an "
-                          "op with a non-finite operand is not an origin, so `x + nan` gives a report with no span "
-                          "(`the origin build found no operation that produced it`)", strict=True)
 def test_nan_literal_is_the_origin():
     err = fault(mod("nan").plus_nan, a32(1, 2), cls=arrc.NaNError)
     assert err.span is not None and err.span.line == line_of("return x + nan")
 
 
-@pytest.mark.xfail(reason="BUG: a weak literal operand is labelled with the whole expression (`x / 0.0 = 0.0`): "
-                          "the literal's constant is materialized under the binary op's location", strict=True)
 def test_literal_operand_label():
     err = fault(mod("inf").over_zero, F32(-2), cls=arrc.InfError)
     assert "this division produced -inf" in str(err)
@@ -817,10 +805,6 @@ def test_run_foreign_module_nan_argument(exported, capsys):
     assert err.startswith("error[R0001]: NaN in argument `x`\n")
 
 
-@pytest.mark.xfail(reason="BUG: for a JAX argument (loc(\"x\"), no file position) the report has no span, so "
-                          "its label `argument `x` is NaN at index [1]` is dropped by render(): the index is "
-                          "nowhere in the text (runtime/guards.py report puts it only in the caret label)",
-                   strict=True)
 def test_run_foreign_module_nan_argument_names_the_index(exported, capsys):
     argv = ["run", exported["ratio"], "--arg", "arg0=[1, nan, 3]", "--arg", "arg1=[2, 0, 1]", "--guards", "nan"]
     assert cli(argv) == 3
@@ -838,17 +822,12 @@ def test_run_foreign_module_bounds(exported, capsys):
     assert "index 9 is out of range for dimension 0 of size 8" in err
 
 
-@pytest.mark.xfail(reason="BUG: the gather JAX writes for x[idx] (indices [k, 1]) is not bounds-checked "
-                          "(passes/guards.py _single_axis_indexing)", strict=True)
 def test_run_foreign_module_gather_bounds(exported, capsys):
     argv = ["run", exported["take"], "--arg", f"arg0={list(range(8))}", "--arg", "arg1=[0, 9, 1]",
             "--guards", "bounds"]
     assert cli(argv) == 3
 
 
-@pytest.mark.xfail(reason="BUG: a JAX module with a func.call (@relu) is silently run unguarded: inline_calls "
-                          "inlines nothing, guard_module returns E0502 and ForeignFunction._build ignores it",
-                   strict=True)
 def test_run_foreign_module_with_calls(exported, capsys):
     argv = ["run", exported["relu"], "--arg", "arg0=[2, 0.5, 3]", "--guards", "nan"]
     assert cli(argv) == 3
@@ -866,9 +845,6 @@ def test_guard_command_writes_an_instrumented_module(exported, tmp_path, capsys)
     assert "arrc.fault_result" in capsys.readouterr().out
 
 
-@pytest.mark.xfail(reason="BUG: `arrc run` on a module written by `arrc guard` takes the hidden run-id argument "
-                          "as a parameter (`takes arguments arg0, arg1, arg2`): ForeignFunction.__init__ reads "
-                          "params from the full function_type, ignoring arrc.run_arg", strict=True)
 def test_run_an_already_guarded_module(exported, tmp_path, capsys):
     out = tmp_path / "guarded.mlir"
     assert cli(["guard", exported["ratio"], "-o", str(out)]) == 0
@@ -902,9 +878,6 @@ def test_dynamic_dimension_is_rejected(dynamic_module, capsys):
     assert out == "" and "error[E0501]" in err
 
 
-@pytest.mark.xfail(reason="BUG: E0501 from a foreign module never shows the source line or its label: "
-                          "check_static passes an empty FileSources, which CompileError replaces by {} "
-                          "(`sources or {}`, compiler/diagnostics.py)", strict=True)
 def test_dynamic_dimension_report_shows_the_source_line(dynamic_module, capsys):
     cli(["run", dynamic_module, "--arg", "arg0=[1, 2]"])
     err = capsys.readouterr().err

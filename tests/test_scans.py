@@ -252,9 +252,6 @@ def test_top_k_all_is_descending_sort(mod):
     np.testing.assert_array_equal(i, np.argsort(-x, kind="stable"))
 
 
-@pytest.mark.xfail(reason="BUG: a shape variable is not accepted as `k` of top_k / `size` of nonzero "
-                          "(E0204 'must be an integer literal or const'), though shape variables are "
-                          "compile-time integers", strict=True)
 def test_shape_variable_as_static_count():
     try:
         mod = arrc.loads("def f(x: f32[n]) -> (f32[n], i32[n], i32[n]):\n"
