@@ -331,8 +331,8 @@ def _fold(op: str, x: Val, y: Val):
 def _floor_div_int(a, b, dt: DType):
     shape = emit.shape_of(a)
     zero, one = emit.const(0, dt, shape), emit.const(1, dt, shape)
-    is_zero = emit.mark(emit.compare(b, zero, "EQ", dt), "arrc.div0")
-    safe = emit.select(is_zero, one, b)
+    is_zero = emit.compare(b, zero, "EQ", dt)
+    safe = emit.mark(emit.select(is_zero, one, b), "arrc.div0")     # the div0 guard's site (passes/guards.py)
     if dt.kind == "uint":
         return emit.select(is_zero, zero, emit.mark(hlo.divide(a, safe), "arrc.safe_divisor"))
     minus_one = emit.const(-1, dt, shape)
@@ -350,8 +350,8 @@ def _floor_div_int(a, b, dt: DType):
 def _mod_int(a, b, dt: DType):
     shape = emit.shape_of(a)
     zero, one = emit.const(0, dt, shape), emit.const(1, dt, shape)
-    is_zero = emit.mark(emit.compare(b, zero, "EQ", dt), "arrc.div0")
-    safe = emit.select(is_zero, one, b)
+    is_zero = emit.compare(b, zero, "EQ", dt)
+    safe = emit.mark(emit.select(is_zero, one, b), "arrc.div0")     # the div0 guard's site (passes/guards.py)
     if dt.kind == "int":
         safe = emit.select(emit.compare(safe, emit.const(-1, dt, shape), "EQ", dt), one, safe)
     r = emit.mark(hlo.remainder(a, safe), "arrc.safe_divisor")

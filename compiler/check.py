@@ -161,9 +161,9 @@ class FunctionWalk(ControlFlow):
         for var in sig.shape_vars:
             value = Dim.const(self.bindings[var]) if var in self.bindings else Dim.var(var)
             self.env[var] = Val(ArrayType(I32, (), weak=True), None, value)
-        for (name, _, span), value in zip(sig.params, param_values):
+        for (name, _, _), param, value in zip(sig.params, self.fn.params, param_values):
             self.env[name] = value
-            self.spans[name] = span
+            self.spans[name] = param.span
         self.block(self.fn.body)
         if self.returned is None:
             end = self.fn.body[-1].span if self.fn.body else self.fn.span

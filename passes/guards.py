@@ -209,7 +209,11 @@ class _Guarder:
 
     def _div0(self, ip, op, loops, position) -> None:
         if "arrc.div0" in op.attributes:
-            self._report(ip, op, op.results[0], loops, position, "div0", [])
+            # arrc's `select(divisor == 0, 1, divisor)`: the test is operand 0; the dividend is operand 0 of
+            # the division that uses the select.
+            division = _division_using(op.results[0])
+            values = [("dividend", division.operands[0])] if division is not None else []
+            self._report(ip, op, op.operands[0], loops, position, "div0", values + [("divisor", op.operands[2])])
             return
         if op.name in ("stablehlo.divide", "stablehlo.remainder") and "arrc.safe_divisor" not in op.attributes:
             dt = _element_dtype(op.results[0].type)
@@ -342,6 +346,20 @@ class _Guarder:
 
 def _is_float(t: ir.Type) -> bool:
     return isinstance(t, ir.RankedTensorType) and (_element_dtype(t) or DTYPES["i32"]).is_float
+
+
+def _division_using(divisor: ir.Value, depth: int = 3):
+    """The divide/remainder that `divisor` flows into as its right operand (through arrc's selects)."""
+    for use in divisor.uses:
+        owner = use.owner
+        name = getattr(owner, "name", "")
+        if name in ("stablehlo.divide", "stablehlo.remainder"):
+            return owner
+        if name == "stablehlo.select" and depth:
+            found = _division_using(owner.results[0], depth - 1)
+            if found is not None:
+                return found
+    return None
 
 
 def _has_attr(owner, name: str) -> bool:

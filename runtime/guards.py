@@ -161,7 +161,7 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
         notes.append(f"valid indices are {valid}; the index was clamped into range")
     else:
         cls = DivisionByZero
-        operands = {"divisor": 0} | {_operand_text(k, sources): v for k, v in zip(site.labels, event.values)}
+        operands = {_operand_text(k, sources): v for k, v in zip(site.labels, event.values)}
         message = "integer division by zero at run time"
         label = f"this division has a zero divisor{at}"
         notes.append("arr gives 0 here (as NumPy); the div0 guard reports it instead")

@@ -679,8 +679,6 @@ def f(x: f32[n, m]) -> f32:
     assert _span(d)[:2] == (5, 13)
 
 
-@pytest.mark.xfail(reason="BUG: for a parameter, E0302's secondary span is the `for` statement instead of "
-                          "the parameter's declaration", strict=True)
 def test_e0302_parameter_span_is_its_declaration():
     d = _only(compile_error("""\
 def f(x: f32[n]) -> f32[n]:

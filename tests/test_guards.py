@@ -424,8 +424,6 @@ def test_div0_unguarded_gives_zero_and_ignores_float_division():
     assert out[0] == 1.0 and np.isnan(out[1])
 
 
-@pytest.mark.xfail(reason="BUG: a DivisionByZero has empty .operands: the pass passes the dividend to the "
-                          "callback (label `dividend`) but report() never fills operands for div0", strict=True)
 def test_div0_operands():
     err = fault(mod("div0").fdiv, i32s(1, 2, 3), i32s(1, 0, 1), cls=arrc.DivisionByZero)
     assert 2 in err.operands.values() and 0 in err.operands.values()
