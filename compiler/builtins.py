@@ -17,7 +17,7 @@ from . import emit
 from .diagnostics import Diagnostic, Label
 from .emit import chlo, hlo
 from .types import BOOL, DTYPES, F32, F64, I32, ArrayType, DType, Dim, int_range, lossy_promotion, promote, \
-    shape_str, true_divide_dtype
+    shape_str, too_large, true_divide_dtype
 from .values import ArrError, DeferredBool, DTypeVal, StrVal, TupleVal, Val, describe
 
 
@@ -114,6 +114,10 @@ class CallCx:
         self.walk.report(err.diag)
 
     def value(self, t: ArrayType, build: Callable | None = None, static=None) -> Val:
+        problem = too_large(t)
+        if problem:        # before anything is emitted or allocated
+            self.error("E0215", f"array too large: {problem}", "too large",
+                       help="use smaller sizes (ARRC_MAX_ARRAY_BYTES sets the limit)")
         return Val(t, build() if (self.lowering and build is not None) else None, static)
 
     def ir(self, v: Val, dtype: DType | None = None, shape=None):

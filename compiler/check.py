@@ -17,7 +17,7 @@ import numpy as np
 from . import ast
 from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, weak_literal_fits
 from .diagnostics import Diagnostic, Label, Reporter
-from .types import DTYPES, I32, ArrayType, Dim, promote
+from .types import DTYPES, I32, ArrayType, Dim, promote, too_large
 from .control import ControlFlow
 from .values import POISON, ArrError, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe
 
@@ -89,7 +89,12 @@ def type_of(texpr: ast.TypeExpr, consts: dict, shape_vars: list | None, errors: 
             errors.append(ArrError("E0205", f"negative dimension {dim.value}", d.span, "negative").diag)
             return None
         dims.append(dim)
-    return ArrayType(dt, tuple(dims))
+    t = ArrayType(dt, tuple(dims))
+    problem = too_large(t)
+    if problem:
+        errors.append(ArrError("E0215", f"array too large: {problem}", texpr.span, "too large").diag)
+        return None
+    return t
 
 
 def unify(sig: Signature, args: list, arg_spans: list, call_span) -> dict:

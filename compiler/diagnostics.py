@@ -32,6 +32,7 @@ CODES: dict[str, str] = {
     "E0212": "argument type does not match the parameter",
     "E0213": "condition must be a scalar bool",
     "E0214": "missing return",
+    "E0215": "array too large",
     "E0301": "variable has different types on different paths",
     "E0302": "loop changes the type of a carried variable",
     "E0303": "boolean mask indexing has a value-dependent shape",

@@ -56,6 +56,7 @@ class ModuleLowering:
 
     def lower(self, entry: str, arg_types: list[ArrayType]) -> Lowered:
         sig = self.program.signatures[entry]
+        self._check_sizes(entry, sig, arg_types)
         with self.context, ir.Location.unknown():
             self.module = ir.Module.create()
             params = [Val(t) for t in arg_types]
@@ -68,6 +69,17 @@ class ModuleLowering:
         results = [t.subs(bindings) for t in sig.results]
         return Lowered(self.module, self.context, arg_types, results, sig.tuple_result,
                        list(self.program.warnings), self.effect_sites if entry in self.program.effectful else [])
+
+    def _check_sizes(self, entry: str, sig, arg_types: list) -> None:
+        """Parameter types from `--shape n=...` can be too large to ever exist: say so before lowering."""
+        from .diagnostics import Diagnostic
+        from .types import too_large
+        for (name, _, span), t in zip(sig.params, arg_types):
+            problem = too_large(t)
+            if problem:
+                raise CompileError([Diagnostic("E0215", f"array too large: {problem}", span,
+                                               f"`{name}` is {t}")],
+                                   {self.program.source.name: self.program.source})
 
     def _entry(self, name: str, arg_types: list, bindings: dict) -> None:
         sig = self.program.signatures[name]

@@ -277,3 +277,29 @@ def lossy_promotion(types: list[ArrayType], result: DType) -> ArrayType | None:
 def true_divide_dtype(dt: DType) -> DType:
     """The float dtype of `/` between integers (or bools) of dtype `dt`."""
     return F64 if dt.is_64bit else F32
+
+
+def _default_max_bytes() -> int:
+    import os
+    if "ARRC_MAX_ARRAY_BYTES" in os.environ:
+        return int(os.environ["ARRC_MAX_ARRAY_BYTES"])
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")      # the host's memory
+    except (ValueError, OSError, AttributeError):
+        return 2 ** 40
+
+
+MAX_ARRAY_BYTES = _default_max_bytes()
+
+
+def too_large(t: ArrayType) -> str | None:
+    """A message when one array of type `t` (concrete dims) could not fit in memory, else None."""
+    if not t.is_concrete:
+        return None
+    count = 1
+    for d in t.concrete_shape:
+        count *= d
+    size = count * max(1, t.dtype.bits // 8)
+    if size <= MAX_ARRAY_BYTES:
+        return None
+    return f"{t} needs {size:,} bytes; this machine allows arrays of at most {MAX_ARRAY_BYTES:,} bytes"
