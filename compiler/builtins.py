@@ -397,7 +397,12 @@ register("//", params="x, y", table=OPERATORS)(arithmetic("//", _float_floor_div
 register("%", params="x, y", table=OPERATORS)(arithmetic("%", _float_mod, _mod_int))
 register("maximum", params="x, y")(arithmetic("maximum", lambda a, b, dt: hlo.maximum(a, b), allow_bool=True))
 register("minimum", params="x, y")(arithmetic("minimum", lambda a, b, dt: hlo.minimum(a, b), allow_bool=True))
-register("atan2", params="x, y")(arithmetic("atan2", lambda a, b, dt: hlo.atan2(a, b)))
+@register("atan2", params="x, y")
+def _atan2(cx: CallCx, x, y):
+    _require_arrays(cx, [x, y], "`atan2`")
+    dtype, weak, shape = elementwise_type(cx, [x, y], "`atan2`")
+    dtype = float_dtype_for(dtype)
+    return cx.value(ArrayType(dtype, shape, weak), lambda: hlo.atan2(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
 
 
 @register("/", params="x, y", table=OPERATORS)

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import ast
 from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, weak_literal_fits
-from .diagnostics import Diagnostic, Label, Reporter
+from .diagnostics import CompileError, Diagnostic, Label, Reporter
 from .types import DTYPES, I32, ArrayType, Dim, promote, too_large
 from .control import ControlFlow
 from .values import POISON, ArrError, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe
@@ -201,6 +201,8 @@ class FunctionWalk(ControlFlow):
                     self.stmt(stmt)
             except ArrError as err:
                 self.report(err.diag)
+                if self.is_lowering:
+                    raise CompileError(self.reporter.diagnostics, {self.program.source.name: self.program.source})
                 self._poison_targets(stmt)
             except RecursionError:
                 self.report(Diagnostic("E0004", "expression nested too deeply", stmt.span, "here",
@@ -356,6 +358,8 @@ class FunctionWalk(ControlFlow):
                 raise ArrError("E0203", f"returned value has type {found}, declared {declared}", node.span,
                                f"this is {found}", labels=[Label(dspan, "declared here")],
                                help=_result_help(value, declared))
+            from .builtins import check_literal
+            check_literal(CallCx(self, node, [node.span], {}), value, declared.dtype, 0)   # `return 256` as u8
             out.append(Val(declared, self.materialize(value, declared.dtype) if self.is_lowering else None))
         self.returned = out
 

@@ -14,6 +14,9 @@ from .types import I32, ArrayType
 from .values import ArrError, Val
 
 
+MAX_INLINED_CALLS = 20_000
+
+
 class Lowered:
     """A lowered entry point: the MLIR module and the types at its boundary."""
 
@@ -53,6 +56,7 @@ class ModuleLowering:
         self.reporter = Reporter()
         self.effect_sites: list = []
         self.call_sites: list = []          # file locations of the active calls, innermost last
+        self.inlined = 0                    # calls inlined so far (bounded: a call tree can grow exponentially)
 
     def lower(self, entry: str, arg_types: list[ArrayType]) -> Lowered:
         sig = self.program.signatures[entry]
@@ -153,6 +157,14 @@ class FunctionLowering:
         sig = program.signatures[name]
         env = unify(sig, [Val(t) for t in param_types], [s for _, _, s in sig.params], span)
         bindings = {k: v.value for k, v in env.items()}
+        self.m.inlined += 1
+        if self.m.inlined > MAX_INLINED_CALLS:
+            from .diagnostics import Diagnostic
+            raise CompileError([Diagnostic(
+                "E0004", f"more than {MAX_INLINED_CALLS} calls to inline: the call tree is too large", span,
+                "this call", help="compute shared values once and pass them, instead of calling a function "
+                                  "several times from each level")],
+                {program.source.name: program.source})
         callee = FunctionWalk(program, program.functions[name], self.m.reporter, self, bindings)
         callee.loop_counters = list(walk.loop_counters)
         for hidden in (effects.RUN, IO):

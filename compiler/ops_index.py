@@ -235,6 +235,8 @@ def _lower_index(cx: CallCx, x: Val, axes: list[_Axis], out_shape):
 
 
 def _start_ir_static(a: _Axis, size: int) -> int:
+    if a.length.value == 0:
+        return 0                           # an empty slice starts anywhere (also in an empty dimension)
     return size - 1 - a.start.value if a.step < 0 else a.start.value
 
 

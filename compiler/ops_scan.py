@@ -39,6 +39,8 @@ def scan(combine, identity, accumulate: bool):
             if flatten:
                 value = hlo.reshape(emit.tensor_type(out_shape, dt), value)
             n = out_shape[ax]
+            if n == 0:
+                return value                 # an empty scan
             rank = len(out_shape)
             window = [n if d == ax else 1 for d in range(rank)]
             padding = [[n - 1, 0] if d == ax else [0, 0] for d in range(rank)]
@@ -144,7 +146,11 @@ def _nonzero(cx: CallCx, mask, size=None, fill=0):
         cx.error("E0207", "`nonzero` needs `size=`: the number of true elements is only known at run time",
                  "no size", help="pass the largest count you expect, e.g. `nonzero(mask, size=10, fill=-1)`")
     n_dim = cx.static_int(size, "size")      # a literal, a const or a shape variable
+    if n_dim.is_const and n_dim.value < 0:
+        cx.error("E0204", f"`size` must be >= 0, found {n_dim.value}", at="size")
     fill_value = fill if isinstance(fill, int) else cx.const_int(fill, "fill")
+    if not -2 ** 31 <= fill_value < 2 ** 31:
+        cx.error("E0211", f"fill {fill_value} is out of range for the i32 indices", at="fill")
     if mask.type.rank == 0:
         cx.error("E0204", "`nonzero` needs an array", at=0)
     out = ArrayType(I32, (n_dim,))
@@ -154,6 +160,8 @@ def _nonzero(cx: CallCx, mask, size=None, fill=0):
         n = n_dim.value
         dims = concrete(shape)
         total = int(np.prod(dims))
+        if total == 0:                       # nothing is true: every index is the fill
+            return [emit.const(fill_value, I32, (n,)) for _ in dims]
         flat = hlo.reshape(emit.tensor_type((total,), mask.type.dtype), cx.ir(mask))
         truth = flat if mask.type.dtype.is_bool else emit.convert(flat, mask.type.dtype, BOOL)
         iota = hlo.iota(emit.tensor_type((total,), I32), 0)

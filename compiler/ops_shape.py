@@ -222,6 +222,10 @@ def _arange(cx: CallCx, start, stop=None, step=None, dtype=None) -> Val:
             bounds.append(b.value if isinstance(b, Dim) else b)
         if bounds[2] == 0:
             cx.error("E0204", "`step` cannot be zero", "zero step", at="step")
+        if not all(np.isfinite(b) for b in bounds):
+            cx.error("E0204", "`arange` bounds must be finite numbers", "not finite")
+        if abs((bounds[1] - bounds[0]) / bounds[2]) > 2 ** 40:
+            cx.error("E0215", "array too large: `arange` would have more than 2**40 elements", "too large")
         values = np.arange(*bounds, dtype=dt.np)
         return cx.value(ArrayType(dt, (Dim.const(len(values)),)), lambda: emit.const(values, dt, values.shape))
     if not by.is_const:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 from pathlib import Path
 
 from lark import Lark, Token, Transformer, v_args
@@ -51,10 +52,25 @@ class ArrIndenter(Indenter):
             yield Token.new_borrow_pos(self.DEDENT_type, "", token) if token else Token(self.DEDENT_type, "")
 
 
-@functools.lru_cache(maxsize=1)
+_local = threading.local()
+
+
 def _parser() -> Lark:
-    return Lark.open(str(GRAMMAR), parser="lalr", postlex=ArrIndenter(), propagate_positions=True,
-                     maybe_placeholders=True, start=["module", "expr", "type", "stmt"], cache=False)
+    """The parser of this thread: Lark's Indenter keeps per-parse state, so threads must not share one."""
+    parser = getattr(_local, "parser", None)
+    if parser is None:
+        parser = _local.parser = _make_parser()
+    return parser
+
+
+@functools.lru_cache(maxsize=1)
+def _grammar_text() -> str:
+    return GRAMMAR.read_text(encoding="utf-8")
+
+
+def _make_parser() -> Lark:
+    return Lark(_grammar_text(), parser="lalr", postlex=ArrIndenter(), propagate_positions=True,
+                maybe_placeholders=True, start=["module", "expr", "type", "stmt"])
 
 
 def _span(file: str, meta) -> Span:
@@ -75,6 +91,8 @@ class _ToAst(Transformer):
         raise NotImplementedError(f"no AST rule for grammar rule {data!r}")
 
     def _s(self, meta):
+        if getattr(meta, "empty", False):             # a rule that matched no token (an empty file)
+            return Span(self.file, 1, 1, 1, 1)
         return _span(self.file, meta)
 
     # module
@@ -233,7 +251,9 @@ class _ToAst(Transformer):
         return ast.Name(self._s(meta), str(ch[0]))
 
     def int_lit(self, meta, ch):
-        return ast.IntLit(self._s(meta), int(ch[0]))
+        digits = str(ch[0])
+        # Past 64 bits the exact value does not matter (E0211); Python refuses int() of >4300 digits.
+        return ast.IntLit(self._s(meta), int(digits) if len(digits) <= 40 else 2 ** 128)
 
     def float_lit(self, meta, ch):
         return ast.FloatLit(self._s(meta), float(ch[0]))
@@ -305,7 +325,7 @@ def _syntax_error(err: UnexpectedInput, source: Source) -> Diagnostic:
     if isinstance(err, UnexpectedToken):
         tok = err.token
         if tok.type in ("$END",) or tok.line is None:
-            lines = source.text.splitlines() or [""]
+            lines = source.text.split("\n") or [""]
             span = Span(file, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 2)
         elif tok.type in ("_NL", "_DEDENT", "_INDENT"):
             prev = err.token_history[-1] if err.token_history else None
@@ -320,7 +340,7 @@ def _syntax_error(err: UnexpectedInput, source: Source) -> Diagnostic:
             msg = "unexpected indentation"
         return Diagnostic("E0001", msg, span, expected)
     if isinstance(err, UnexpectedEOF):
-        lines = source.text.splitlines() or [""]
+        lines = source.text.split("\n") or [""]
         span = Span(file, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 2)
         return Diagnostic("E0001", "unexpected end of file", span, _describe_expected(set(err.expected)))
     return Diagnostic("E0001", "syntax error", None)
@@ -330,7 +350,7 @@ def _prescan(source: Source) -> list[Diagnostic]:
     """Errors found before parsing: tabs in indentation, nesting deeper than the compiler accepts."""
     diags = []
     depth = 0
-    for lineno, line in enumerate(source.text.splitlines(), 1):
+    for lineno, line in enumerate(source.text.split("\n"), 1):
         indent = line[: len(line) - len(line.lstrip(" \t"))]
         if "\t" in indent and line.strip():
             col = indent.index("\t") + 1
@@ -385,7 +405,7 @@ def _too_deep(source: Source) -> CompileError:
 
 def _bad_dedent_line(source: Source) -> int:
     stack = [0]
-    for lineno, line in enumerate(source.text.splitlines(), 1):
+    for lineno, line in enumerate(source.text.split("\n"), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         indent = len(line) - len(line.lstrip(" "))

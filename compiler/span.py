@@ -11,7 +11,7 @@ class Source:
     text: str
 
     def line_text(self, line: int) -> str:
-        lines = self.text.splitlines()
+        lines = self.text.split("\n")           # the lexer counts only \n as a line break
         return lines[line - 1] if 0 < line <= len(lines) else ""
 
 

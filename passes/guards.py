@@ -316,6 +316,8 @@ class _Guarder:
 
     # -- one report site ------------------------------------------------------------------------------
     def _report(self, ip, op, bad, loops, position, kind, values, loc=None, extra=None) -> None:
+        if 0 in emit.shape_of(bad):
+            return                           # an empty array has no element to report
         loc = loc or op.location
         with ip, loc:
             any_bad = _any(bad)

@@ -54,7 +54,8 @@ def _print_callback(site: PrintSite, sources: dict):
         if state is not None and state.failure is None and not state.quiet:
             values = iter(values)
             parts = [p if isinstance(p, str) else format_value(np.asarray(next(values))) for p in site.pieces]
-            print(*parts, file=sys.stdout, flush=True)
+            sys.stdout.write(" ".join(parts) + "\n")     # one write: concurrent calls never mix a line
+            sys.stdout.flush()
         return (np.int32(io + 1),)
     return callback
 
