@@ -224,6 +224,8 @@ def check_literal(cx: CallCx, v: Val, dtype: DType, at) -> None:
         value = v.static.value if isinstance(v.static, Dim) and v.static.is_const else None
         if isinstance(v.static, float):
             cx.error("E0201", f"float literal {v.static} cannot take dtype {dtype}", "a float", at=at)
+        if isinstance(v.static, np.ndarray) and v.static.size and v.static.dtype.kind in "iu":
+            value = int(v.static.max()) if v.static.max() > int_range(dtype)[1] else int(v.static.min())
         if value is not None:
             lo, hi = int_range(dtype)
             if not lo <= value <= hi:

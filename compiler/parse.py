@@ -53,13 +53,17 @@ class ArrIndenter(Indenter):
 
 
 _local = threading.local()
+_building = threading.Lock()
 
 
 def _parser() -> Lark:
-    """The parser of this thread: Lark's Indenter keeps per-parse state, so threads must not share one."""
+    """The parser of this thread: Lark's Indenter keeps per-parse state, so threads must not share one.
+    Building one is serialized (CPython 3.11's eval, which Lark's grammar loader uses, is not safe to run
+    from several threads at once)."""
     parser = getattr(_local, "parser", None)
     if parser is None:
-        parser = _local.parser = _make_parser()
+        with _building:
+            parser = _local.parser = _make_parser()
     return parser
 
 
