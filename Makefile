@@ -4,7 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test bench clean
+FUZZ_SECONDS ?= 300
+
+.PHONY: install demo test bench fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +24,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run.py
+
+fuzz: $(STAMP)
+	$(PY) tests/fuzz/frontend_campaign.py --seconds $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
