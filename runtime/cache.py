@@ -3,7 +3,8 @@
 An entry is one file, `<dir>/<key>.xc`, named by the SHA-256 of everything that can change the machine
 code: the module bytes (MLIR bytecode, locations included, so guards and source edits are covered), the
 compile options, the platform and device kind, the host CPU's features, `XLA_FLAGS`, the jaxlib version,
-the number of host callbacks and whatever the caller adds (e.g. the guard kinds). The file is
+the number of host callbacks and whatever the caller adds (`Executable(key_extra=...)`). Guards need no
+extra part: the guard passes rewrite the module, so its bytes differ. The file is
 
     MAGIC (8 bytes) | payload length (8 bytes, little-endian) | SHA-256 of the payload (32 bytes) | payload
 
@@ -16,7 +17,11 @@ Linux, `~/Library/Caches/arrc` on macOS, `%LOCALAPPDATA%\\arrc\\Cache` on Window
 executable is code: the directory is created private (0700) and a directory that other users can write is
 refused. `ARRC_NO_CACHE=1` (the CLI's `--no-cache`) or `disable()` turns the cache off.
 
-This module imports neither jax nor jaxlib: it works on bytes only (see runtime/pjrt.py for the PJRT side).
+Host callbacks (print, assert, guard reports) are Python functions and are not in an entry: PJRT takes
+them again when the executable is loaded, by index, so a loaded executable reports like a compiled one.
+The same directory also keeps the parser's LALR tables (`<key>.lark`, see `cached_lark`).
+
+This module does not import the PJRT runtime (only `jaxlib.version`): see runtime/pjrt.py for that side.
 
 >>> import tempfile
 >>> c = DiskCache(tempfile.mkdtemp())
@@ -237,9 +242,9 @@ def _jaxlib_version() -> str:
     return _jaxlib
 
 
-def cached_lark(grammar: Path, options: dict, build):
-    """The Lark parser for `grammar`: its tables loaded from the cache (a few ms) or built by `build()`
-    (about 150 ms) and stored. Keyed on the grammar text, the options and the Lark version."""
+def cached_lark(grammar_text: str, options: dict, build):
+    """The Lark parser for `grammar_text` and `options`: its tables loaded from the cache (a few ms) or
+    built by `build()` (about 150 ms) and stored. Keyed on the grammar, the options and Lark's version."""
     import io
 
     import lark
@@ -248,7 +253,7 @@ def cached_lark(grammar: Path, options: dict, build):
         return build()
     store = DiskCache(store.dir, ".lark")
     described = sorted((k, type(v).__qualname__ if k == "postlex" else repr(v)) for k, v in options.items())
-    key = store.key(Path(grammar).read_bytes(), repr(described).encode(), "lark", lark.__version__)
+    key = store.key(grammar_text.encode(), repr(described).encode(), "lark", lark.__version__)
     blob = store.get(key)
     if blob is not None:
         try:

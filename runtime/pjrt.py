@@ -20,10 +20,13 @@ _backends: dict = {}
 def backend(platform: str = "cpu"):
     with _lock:
         if platform not in _backends:
-            import jax.extend  # noqa: F401  (explicit: jax.extend is not imported by `import jax`)
-            import jax
+            try:        # what jax.extend.backend.get_backend calls; `import jax.extend` itself costs ~25 ms
+                from jax._src.xla_bridge import get_backend
+            except ImportError:                 # pragma: no cover (another jax layout)
+                import jax.extend
+                get_backend = jax.extend.backend.get_backend
             try:
-                _backends[platform] = jax.extend.backend.get_backend(platform)
+                _backends[platform] = get_backend(platform)
             except RuntimeError as err:
                 raise DeviceUnavailable(platform, str(err)) from None
         return _backends[platform]
@@ -52,8 +55,8 @@ class Executable:
 
     `cache`: a `runtime.cache.DiskCache`, None for the process default (`ARRC_CACHE_DIR`, off with
     `ARRC_NO_CACHE=1`), or False to always compile. `key_extra`: strings that must also match for a cached
-    executable to be used (e.g. the guard kinds). Host callbacks (print, assert, guard reports) are not
-    part of a serialized executable: they are attached again, by index, when it is loaded.
+    executable to be used. Host callbacks (print, assert, guard reports) are not part of a serialized
+    executable: they are attached again, by index, when it is loaded.
     After construction `cache_hit` says whether it was loaded from disk and `compile_s` how long compiling
     (or loading) took.
     """
@@ -71,8 +74,8 @@ class Executable:
         self.host_callbacks = host_callbacks or []         # kept alive as long as the executable
         self._devices = [self.device]
         self._avals: dict = {}
-        self._handlers = None
-        self._n_in = None
+        self._handlers = None               # result handlers, made by the first call
+        self._out_avals = None
         start = time.perf_counter()
         self.loaded, self.cache_hit = self._compile_or_load(be, xc, module, cache, key_extra)
         self.compile_s = time.perf_counter() - start
@@ -113,7 +116,7 @@ class Executable:
         key = (v.shape, v.dtype)
         aval = self._avals.get(key)
         if aval is None:
-            from jax.core import ShapedArray
+            from jax._src.core import ShapedArray
             aval = self._avals[key] = ShapedArray(v.shape, v.dtype)
         return _batched_device_put(aval, self.sharding, [v], self._devices, True, False, enable_x64=True)
 
@@ -139,6 +142,7 @@ class Executable:
         return self.call_python(values)
 
     def call_python(self, values: list) -> list:
+        """The Python path: transfer NumPy arguments, execute, wrap the results."""
         handlers = self._handlers
         if handlers is None:
             return self._first_call(values)
@@ -170,10 +174,11 @@ class Executable:
     def fastpath(self, values, results: str = "list"):
         """What jaxlib's C++ dispatcher needs to run this executable itself on arguments like `values`,
         returning the results as a `"list"`, a `"tuple"` or the `"single"` result; None where only the
-        Python path is right: before a first call, for an argument that is not a plain NumPy array or a
-        jax array on this device, or for a 64-bit NumPy array (the C++ transfer would narrow it to 32
-        bits unless jax_enable_x64 is on)."""
-        if self._handlers is None or _fastpath_type is None:
+        Python path is right: before a first call, for an executable with host callbacks (print, assert,
+        guards: their callers pass a run id and read its state), for an argument that is not a plain
+        NumPy array or a jax array on this device, or for a 64-bit NumPy array (the C++ transfer would
+        narrow it to 32 bits unless jax_enable_x64 is on)."""
+        if self._handlers is None or _fastpath_type is None or self.host_callbacks:
             return None
         for v in values:
             t = type(v)
@@ -185,15 +190,17 @@ class Executable:
         n_in, n_out = len(values), len(self._out_avals)
         if results == "single" and n_out != 1:
             return None
-        return _fastpath_type(self.loaded, _result_tree(results, n_out), [self.sharding] * n_in, [self.sharding] * n_out,
+        shardings_in, shardings_out = [self.sharding] * n_in, [self.sharding] * n_out
+        return _fastpath_type(self.loaded, _result_tree(results, n_out), shardings_in, shardings_out,
                               self._out_avals, [True] * n_out, [True] * n_in, [None] * n_in, [])
 
 
 def dispatcher(name: str, miss):
     """A C++ dispatcher (jaxlib's `pjit` function object, as `jax.jit` builds): called with the
     arguments, it looks their types up in its own cache and runs the executable found there without
-    entering Python; otherwise it calls `miss(*args)`, which returns `(results, Executable.fastpath(...)
-    or None, False)`. None when this jaxlib has no such dispatcher (callers then stay in Python)."""
+    entering Python; otherwise it calls `miss(*args, **kwargs)`, which returns `(results,
+    Executable.fastpath(...) or None, False)`. None when this jaxlib has no such dispatcher (callers then
+    stay in Python) or when `ARRC_DISPATCH=python`."""
     if _batched_device_put is None:
         _bind_jax()
     if _fastpath_type is None or os.environ.get("ARRC_DISPATCH") == "python":
@@ -201,7 +208,10 @@ def dispatcher(name: str, miss):
     from jax._src import tree_util
     from jax._src.interpreters import pxla
     from jax._src.lib import _jax
-    return _jax.pjit(name, None, miss, [], [], pxla.JitGlobalCppCacheKeys(), tree_util.dispatch_registry,
+
+    def python_call(*args, **kwargs):   # what jaxlib calls instead when jit is disabled (jax.disable_jit)
+        return miss(*args, **kwargs)[0]
+    return _jax.pjit(name, python_call, miss, [], [], pxla.JitGlobalCppCacheKeys(), tree_util.dispatch_registry,
                      pxla.cc_shard_arg)
 
 
@@ -224,10 +234,10 @@ def _bind_jax() -> None:
     from jax._src.lib import xla_client as xc
     _ArrayImpl, _batched_device_put = ArrayImpl, xc.batched_device_put
     try:
-        from jax._src.interpreters.pxla import JitGlobalCppCacheKeys, MeshExecutableFastpathData  # noqa: F401
+        from jax._src.interpreters import pxla
         from jax._src.lib import _jax
-        _jax.pjit  # noqa: B018
-        _fastpath_type = MeshExecutableFastpathData
+        _jax.pjit, pxla.JitGlobalCppCacheKeys, pxla.cc_shard_arg  # noqa: B018 (what dispatcher() uses)
+        _fastpath_type = pxla.MeshExecutableFastpathData
     except (ImportError, AttributeError):
         _fastpath_type = None
 

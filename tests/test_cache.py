@@ -291,3 +291,41 @@ def test_results_and_64_bit_arguments(cache_dir):
     for _ in range(3):
         x, s = mod.f(da, db)
         assert np.asarray(x).tolist() == (a * 2.0).tolist() and int(s) == 2 ** 40 + 3
+
+
+def test_check_compile_and_version_import_no_runtime(cache_dir):
+    """The cache is used by the front end too (parser tables): it must not pull in jax or PJRT."""
+    script = ("import sys, arrc.cli\n"
+              "for argv in (['--version'], ['check', 'examples/nansum.arr'],\n"
+              "             ['compile', 'examples/nansum.arr', '--entry', 'nansum', '--shape', 'n=4']):\n"
+              "    assert arrc.cli.main(argv) == 0, argv\n"
+              "bad = [m for m in sys.modules if m == 'jax' or m.startswith('jax.') or m in ('jaxlib._jax', "
+              "'jaxlib.xla_client', 'jaxlib.xla_extension')]\n"
+              "print('@@' + ','.join(sorted(bad)))\n")
+    env = {**os.environ, "ARRC_CACHE_DIR": str(cache_dir)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rsplit("@@", 1)[-1].strip() == ""
+
+
+def test_parser_tables_are_cached(cache_dir):
+    from lark import Lark
+    grammar = 'start: NUMBER ("+" NUMBER)*\n%import common.NUMBER\n%ignore " "\n'
+    options = dict(parser="lalr", propagate_positions=True)
+    built = []
+
+    def build():
+        built.append(1)
+        return Lark(grammar, **options)
+
+    first = C.cached_lark(grammar, options, build)
+    (entry,) = cache_dir.glob("*.lark")
+    second = C.cached_lark(grammar, options, build)
+    assert len(built) == 1
+    assert second.parse("1 + 2") == first.parse("1 + 2")
+    entry.write_bytes(entry.read_bytes()[:50])                 # truncated: built again and replaced
+    assert C.cached_lark(grammar, options, build).parse("3").children[0] == "3"
+    assert len(built) == 2 and C._unpack(entry.read_bytes()) is not None
+    C.cached_lark(grammar + "\n", options, build)               # another grammar: another entry
+    assert len(built) == 3 and len(list(cache_dir.glob("*.lark"))) == 2

@@ -1,0 +1,247 @@
+"""The benchmark programs: arr source, the equivalent JAX function, and inputs.
+
+Each JAX function is written the way a JAX user would write it, with the same operations in the same
+order as the arr function, so both reach XLA with the same work.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+
+@dataclass
+class Program:
+    name: str
+    source: str                 # arr module text
+    entry: str
+    jax_fn: Callable            # the same computation for jax.jit
+    inputs: Callable[[], list]  # NumPy arguments (fresh each call of this factory)
+    x64: bool = False           # the JAX side needs jax_enable_x64 (f64 arguments)
+    notes: str = ""
+    tags: set = field(default_factory=set)
+
+
+def _rng(seed: int = 0):
+    return np.random.default_rng(seed)
+
+
+# ---- softmax, MLP, layer norm -----------------------------------------------------------------------
+
+SOFTMAX = """
+def softmax(x: f32[b, k]) -> f32[b, k]:
+    m = max(x, axis=1, keepdims=true)
+    e = exp(x - m)
+    return e / sum(e, axis=1, keepdims=true)
+"""
+
+
+def jax_softmax(x):
+    import jax.numpy as jnp
+    m = jnp.max(x, axis=1, keepdims=True)
+    e = jnp.exp(x - m)
+    return e / jnp.sum(e, axis=1, keepdims=True)
+
+
+MLP = """
+def mlp(x: f32[b, 784], w1: f32[784, 512], b1: f32[512], w2: f32[512, 10], b2: f32[10]) -> f32[b, 10]:
+    h = relu(x @ w1 + b1)
+    return h @ w2 + b2
+"""
+
+
+def jax_mlp(x, w1, b1, w2, b2):
+    import jax.numpy as jnp
+    h = jnp.maximum(x @ w1 + b1, 0.0)
+    return h @ w2 + b2
+
+
+LAYER_NORM = """
+def layer_norm(x: f32[b, k], g: f32[k], beta: f32[k]) -> f32[b, k]:
+    mu = mean(x, axis=1, keepdims=true)
+    d = x - mu
+    var = mean(d * d, axis=1, keepdims=true)
+    return d * rsqrt(var + 1e-5) * g + beta
+"""
+
+
+def jax_layer_norm(x, g, beta):
+    import jax.numpy as jnp
+    from jax import lax
+    mu = jnp.mean(x, axis=1, keepdims=True)
+    d = x - mu
+    var = jnp.mean(d * d, axis=1, keepdims=True)
+    return d * lax.rsqrt(var + 1e-5) * g + beta
+
+
+# ---- nansum and 20 chained elementwise operations on f32[4M] -----------------------------------------
+
+N4M = 4 * 1024 * 1024
+
+NANSUM = """
+def nansum(x: f32[n]) -> f32:
+    return sum(where(~isnan(x), x, 0))
+"""
+
+
+def jax_nansum(x):
+    import jax.numpy as jnp
+    return jnp.sum(jnp.where(~jnp.isnan(x), x, 0.0))
+
+
+def _nansum_input():
+    x = _rng(1).random(N4M, dtype=np.float32)
+    x[::97] = np.nan
+    return [x]
+
+
+# 20 statements, one operation each; finite for x in [0, 1) (so guards take the no-fault path)
+CHAIN_OPS = [
+    ("y = x * 1.5", lambda j, x, y: x * 1.5),
+    ("y = y + 0.25", lambda j, x, y: y + 0.25),
+    ("y = sin(y)", lambda j, x, y: j.sin(y)),
+    ("y = y * y", lambda j, x, y: y * y),
+    ("y = y + 1.0", lambda j, x, y: y + 1.0),
+    ("y = sqrt(y)", lambda j, x, y: j.sqrt(y)),
+    ("y = exp(y)", lambda j, x, y: j.exp(y)),
+    ("y = y - 1.0", lambda j, x, y: y - 1.0),
+    ("y = tanh(y)", lambda j, x, y: j.tanh(y)),
+    ("y = y * 0.5", lambda j, x, y: y * 0.5),
+    ("y = cos(y)", lambda j, x, y: j.cos(y)),
+    ("y = y + x", lambda j, x, y: y + x),
+    ("y = log(y)", lambda j, x, y: j.log(y)),
+    ("y = y * y", lambda j, x, y: y * y),
+    ("y = y + 0.5", lambda j, x, y: y + 0.5),
+    ("y = rsqrt(y)", lambda j, x, y: j.rsqrt(y)),
+    ("y = y * 2.0", lambda j, x, y: y * 2.0),
+    ("y = y - x", lambda j, x, y: y - x),
+    ("y = abs(y)", lambda j, x, y: j.abs(y)),
+    ("y = y + 1.0", lambda j, x, y: y + 1.0),
+]
+
+CHAIN = "\ndef chain(x: f32[n]) -> f32[n]:\n" + "".join(f"    {s}\n" for s, _ in CHAIN_OPS) + "    return y\n"
+
+
+def jax_chain(x):
+    import jax.numpy as jnp
+    from jax import lax
+
+    class J:                               # the op names used above, from jnp / lax
+        sin, sqrt, exp, tanh, cos, log, abs = jnp.sin, jnp.sqrt, jnp.exp, jnp.tanh, jnp.cos, jnp.log, jnp.abs
+        rsqrt = lax.rsqrt
+    y = None
+    for _, op in CHAIN_OPS:
+        y = op(J, x, y)
+    return y
+
+
+def _chain_input():
+    return [_rng(2).random(N4M, dtype=np.float32)]
+
+
+# ---- power iteration in f64 with a run-time step count --------------------------------------------
+
+POWER = """
+def power_iteration(a: f64[n, n], v: f64[n], steps: i32) -> (f64[n], f64):
+    for i in range(steps):
+        v = a @ v
+        v = v / sqrt(sum(v * v))
+    return v, sum(v * (a @ v))
+"""
+
+
+def jax_power(a, v, steps):
+    import jax.numpy as jnp
+    from jax import lax
+
+    def body(i, v):
+        v = a @ v
+        return v / jnp.sqrt(jnp.sum(v * v))
+    v = lax.fori_loop(0, steps, body, v)
+    return v, jnp.sum(v * (a @ v))
+
+
+def _power_input():
+    r = _rng(3)
+    a = r.standard_normal((256, 256))
+    a = (a + a.T) / 2
+    v = r.standard_normal(256)
+    return [a, v / np.linalg.norm(v), np.array(100, np.int32)]
+
+
+# ---- tiny x + y (call overhead) ----------------------------------------------------------------------
+
+ADD = """
+def add(x: f32[n], y: f32[n]) -> f32[n]:
+    return x + y
+"""
+
+
+def jax_add(x, y):
+    return x + y
+
+
+# ---- generated programs (front-end time) --------------------------------------------------------------
+
+def generated(statements: int, salt: int = 0, seed: int = 0) -> tuple[str, str]:
+    """An arr function of `statements` assignments (4 operations each: a unary function, `*`, `+`, `-`)
+    and the same function as Python source for jax.numpy. `salt` changes one constant, so each round
+    gets a fresh source text (and JAX a fresh function object).
+
+    Each statement uses only the previous one (and the parameters): when a value feeds several later
+    ones, XLA's loop fusion recomputes it in every consumer, and with random earlier references at
+    2000 statements that duplication is exponential (a compile of minutes and a run that never ends,
+    for JAX's module as for arrc's)."""
+    rnd = random.Random(seed)
+    fns = ["sin", "cos", "tanh", "exp"]
+    first = f"t0 = x * {1.0 + salt * 1e-6!r} + y"
+    arr = ["def main(x: f32[64], y: f32[64]) -> f32[64]:", f"    {first}"]
+    py = ["def main(x, y):", f"    {first}"]
+    for i in range(1, statements):
+        fn, c = fns[i % 4], round(rnd.uniform(0.1, 0.9), 3)
+        arr.append(f"    t{i} = {fn}(t{i - 1}) * x + y - {c}")
+        py.append(f"    t{i} = jnp.{fn}(t{i - 1}) * x + y - {c}")
+    arr.append(f"    return t{statements - 1}")
+    py.append(f"    return t{statements - 1}")
+    return "\n".join(arr) + "\n", "\n".join(py) + "\n"
+
+
+def jax_from_source(py_source: str) -> Callable:
+    import jax.numpy as jnp
+    namespace = {"jnp": jnp}
+    exec(compile(py_source, "<generated>", "exec"), namespace)   # noqa: S102 (our own generated text)
+    return namespace["main"]
+
+
+def _generated_input():
+    r = _rng(4)
+    return [r.random(64, dtype=np.float32) * 0.1, r.random(64, dtype=np.float32) * 0.1]
+
+
+def programs(generated_statements: int = 2000) -> list[Program]:
+    r = _rng(0)
+    arr_gen, py_gen = generated(generated_statements)
+    return [
+        Program("softmax f32[512,1024]", SOFTMAX, "softmax", jax_softmax,
+                lambda: [r.standard_normal((512, 1024), dtype=np.float32)]),
+        Program("mlp 256x784-512-10", MLP, "mlp", jax_mlp,
+                lambda: [r.standard_normal((256, 784), dtype=np.float32),
+                         (r.standard_normal((784, 512), dtype=np.float32) * 0.05),
+                         r.standard_normal(512, dtype=np.float32) * 0.1,
+                         (r.standard_normal((512, 10), dtype=np.float32) * 0.05),
+                         r.standard_normal(10, dtype=np.float32) * 0.1]),
+        Program("layer_norm f32[1024,1024]", LAYER_NORM, "layer_norm", jax_layer_norm,
+                lambda: [r.standard_normal((1024, 1024), dtype=np.float32),
+                         r.standard_normal(1024, dtype=np.float32),
+                         r.standard_normal(1024, dtype=np.float32)]),
+        Program("nansum f32[4M]", NANSUM, "nansum", jax_nansum, _nansum_input),
+        Program("chain20 f32[4M]", CHAIN, "chain", jax_chain, _chain_input, tags={"guards"}),
+        Program("power_iteration f64[256,256] x100", POWER, "power_iteration", jax_power, _power_input,
+                x64=True, notes="run-time step count; JAX: lax.fori_loop under jax.enable_x64"),
+        Program("add f32[4]", ADD, "add", jax_add,
+                lambda: [np.arange(4, dtype=np.float32), np.ones(4, np.float32)], tags={"overhead"}),
+        Program(f"generated {generated_statements} statements", arr_gen, "main", jax_from_source(py_gen),
+                _generated_input, tags={"generated"}),
+    ]

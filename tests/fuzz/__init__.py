@@ -1,0 +1,1 @@
+"""Random well-typed arr programs and a differential tester (see docs/robustness.md)."""
