@@ -129,7 +129,6 @@ def test_found_atan2_of_integers_is_float():
     np.testing.assert_allclose(got, np.arctan2(y.astype(np.float32), x.astype(np.float32)), rtol=1e-6)
 
 
-@pytest.mark.xfail(reason="BUG: " + KNOWN_BUGS["call_shape_vars"], strict=True)
 def test_bug_call_binds_shape_variables_of_another_name():
     src = ("def g(a: f32[n]) -> f32[n]:\n    return a * 2.0\n"
            "def f(x: f32[m]) -> f32[m]:\n    return g(x)\n")
