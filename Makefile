@@ -27,6 +27,7 @@ bench: $(STAMP)
 
 fuzz: $(STAMP)
 	$(PY) tests/fuzz/frontend_campaign.py --seconds $(FUZZ_SECONDS)
+	$(PY) bench/fuzz.py --seconds $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

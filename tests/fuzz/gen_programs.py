@@ -700,9 +700,6 @@ class DataChooser(Chooser):
 # ---------------------------------------------------------------------------------------------------------
 # configuration
 KNOWN_BUGS = {
-    "call_shape_vars": "calling a function whose result type has shape variables, with arguments whose dims "
-                       "use other variable names (`def g(a: f32[n]) -> f32[n]` called as `g(x)` with x: f32[m]) "
-                       "is rejected with E0206 'result uses an unbound shape variable'",
     "dyn_slice_negative_start": "a run-time slice `x[i:i + L]` (and `x[i:i + L] = v`) with a negative i does not "
                                 "count from the end (it is clamped to 0), unlike `x[i]`, `dynamic_slice(x, (i,), "
                                 "(L,))` and docs/language.md ('Negative run-time indices count from the end')",
@@ -1138,8 +1135,7 @@ class Gen:
                         and v not in scope.loop_vars:
                     continue        # loop counts and scatter indices keep their (small, distinct) values
                 trial = dict(bind)
-                allowed = set(callee.shape_vars) if self.avoid("call_shape_vars") else None
-                if _unify(pty.shape, v.ty.shape, trial, allowed):
+                if _unify(pty.shape, v.ty.shape, trial):
                     cands.append((v, trial))
             if cands:
                 v, trial = ch.pick(cands)
@@ -1166,10 +1162,7 @@ class Gen:
             for d in pty.shape:         # an unbound callee variable: bind it to one of our variables
                 for var in sorted(d.variables):
                     if var not in bind:
-                        ours = scope.fn.shape_vars
-                        if self.avoid("call_shape_vars"):
-                            ours = [v for v in ours if v in callee.shape_vars]
-                        bind[var] = Dim.of(ch.pick(ours)) if ours else Dim.of(ch.int(2, 4))
+                        bind[var] = Dim.of(ch.pick(scope.fn.shape_vars))
             shape = tuple(d.subs(bind) for d in pty.shape)
             args.append(self.coerce(scope, self.expr(scope, 1), Ty(pty.dtype, shape)))
         rtypes = tuple(t.subs(bind) for t in callee.result_types)
@@ -1972,9 +1965,8 @@ class Gen:
                 lit = Lit(1, "1", Ty("i32", (), True))
             kw["constant_values"] = lit
             cv = lit.value
+        # np.pad widths: ((before, after), ...), or (before, after) for a vector
         text = attr_text(tuple(widths)) if r > 1 or ch.flip(0.5) else f"({widths[0][0]}, {widths[0][1]})"
-        if r == 1 and text.startswith("((") is False and text.count("(") == 1:
-            pass
         return Op("pad", [x], Ty(dt, new), {"fn": "pad", "pos": [RawText(text)], "kw": kw, "widths": widths,
                                             "cv": cv})
 
@@ -2251,7 +2243,7 @@ def _slice_len(d: Dim, start, stop, step):
     return length
 
 
-def _unify(pattern: tuple, shape: tuple, bind: dict, allowed: set | None = None) -> bool:
+def _unify(pattern: tuple, shape: tuple, bind: dict) -> bool:
     """Bind the callee's shape variables (simple dims only) to the caller's dims."""
     for p, s in zip(pattern, shape):
         if p.is_const:
@@ -2265,7 +2257,7 @@ def _unify(pattern: tuple, shape: tuple, bind: dict, allowed: set | None = None)
             if not bind[var] == s:
                 return False
         else:
-            if s.min_value() < 2 or (allowed is not None and not s.variables <= allowed):
+            if s.min_value() < 2:
                 return False
             bind[var] = s
     return True
