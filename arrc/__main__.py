@@ -1,6 +1,4 @@
 """`python -m arrc ...`: the same as the `arrc` command."""
-import sys
+from arrc.cli import entry
 
-from arrc.cli import main
-
-sys.exit(main())
+entry()

@@ -1,7 +1,10 @@
 """The Python API (LANGUAGE.md section 10): load, loads, spec, modules and their functions."""
 from __future__ import annotations
 
+import gc
+import operator
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +19,20 @@ from arrc.compiler.types import DTYPES, ArrayType, Dim, dtype_of_numpy
 from arrc.compiler.values import ArrError, Val
 
 
+@contextmanager
+def _gc_paused():
+    """The front end allocates many small objects that reference counting frees; the cyclic GC's passes
+    over the growing heap cost ~25% of its time, more the larger the program: pause it meanwhile."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 class ArgumentError(TypeError):
     """An argument does not match the function's signature (names the parameter, expected and actual type)."""
 
@@ -28,7 +45,8 @@ def loads(source: str, filename: str = "<string>", guards=None, warnings: str = 
     >>> mod.add.signature
     '(x: f32[n], y: f32[n]) -> f32[n]'
     """
-    program = check_program(Source(filename, source), werror=(warnings == "error"), constants=constants)
+    with _gc_paused():
+        program = check_program(Source(filename, source), werror=(warnings == "error"), constants=constants)
     return Module(program, guards=guards, guard_scope=guard_scope)
 
 
@@ -36,7 +54,8 @@ def load(path, guards=None, warnings: str = "warn", guard_scope: str = "results"
     """Compile the arr file at `path`."""
     path = Path(path)
     source = decode(path.read_bytes(), str(path))
-    program = check_program(source, werror=(warnings == "error"))
+    with _gc_paused():
+        program = check_program(source, werror=(warnings == "error"))
     return Module(program, guards=guards, guard_scope=guard_scope)
 
 
@@ -114,6 +133,11 @@ class Module:
 
 
 class Function:
+    # `f(...)` calls `f._entry`: jaxlib's C++ dispatcher once the first call has made it, so a call with
+    # argument types seen before runs without a Python frame (as `jax.jit` does); else the Python path.
+    # A property, because Python looks `__call__` up on the type.
+    __call__ = property(operator.attrgetter("_entry"))
+
     def __init__(self, module: Module, name: str):
         self.module = module
         self.name = name
@@ -143,7 +167,8 @@ class Function:
     def lower(self, *arg_types: ArrayType) -> Lowered:
         """Specialize to concrete argument types and lower to StableHLO."""
         self._check_types(list(arg_types))
-        return ModuleLowering(self.module._program).lower(self.name, list(arg_types))
+        with _gc_paused():
+            return ModuleLowering(self.module._program).lower(self.name, list(arg_types))
 
     def _check_types(self, types: list[ArrayType]) -> None:
         if len(types) != len(self._sig.params):
@@ -154,7 +179,29 @@ class Function:
         except ArrError as err:
             raise ArgumentError(err.diag.message + "".join(f"; {n}" for n in err.diag.notes)) from None
 
-    def __call__(self, *args, **kwargs):
+    def _first_call(self, *args, **kwargs):
+        """Make the C++ dispatcher (it needs jax, so not before the first call), then call through it."""
+        from arrc.runtime.pjrt import dispatcher
+        self._entry = dispatcher(self.name, self._dispatch_miss) or self._call_plain
+        return self._entry(*args, **kwargs)
+
+    _entry = _first_call                # per instance, the first call replaces it
+
+    def _call_plain(self, *args, **kwargs):
+        return self._call(args, kwargs)[0]
+
+    def _dispatch_miss(self, *args, **kwargs):
+        """The dispatcher has not seen these argument types: make the full call, and hand it the
+        executable to run itself next time (positional calls of one without effects or guards)."""
+        out, compiled, tuple_result = self._call(args, kwargs)
+        fast = None
+        if not kwargs and compiled.run_arg is None and compiled.fault is None:
+            fast = compiled.executable.fastpath(args, "tuple" if tuple_result else "single")
+        return out, fast, False
+
+    def _call(self, args, kwargs):
+        """The full call: bind and check the arguments, compile if needed, run, raise faults.
+        Returns (result, the Compiled that ran, whether the result is a tuple)."""
         values = self._bind(args, kwargs)
         types = [ArrayType(dtype_of_numpy(v.dtype), tuple(Dim.const(d) for d in v.shape)) for v in values]
         self._check_types(types)
@@ -162,7 +209,7 @@ class Function:
         results, state = compiled(values)
         if state is not None:
             self._raise_faults(state, tuple(types), values)
-        return tuple(results) if tuple_result else results[0]
+        return (tuple(results) if tuple_result else results[0]), compiled, tuple_result
 
     def compile(self, *arg_types: ArrayType) -> None:
         """Specialize and compile for `arg_types` now (calls with those types then only run)."""

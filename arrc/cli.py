@@ -299,6 +299,9 @@ def run_stablehlo(args: argparse.Namespace, kwargs: dict) -> RunResult:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.no_cache:
+        from arrc.runtime.cache import disable
+        disable()
     kwargs = parse_run_args(args.arg)
     t0 = time.perf_counter()
     if is_stablehlo(args.file):
@@ -436,6 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="nan/inf: check the results (default) or every operation")
     p.add_argument("--device", choices=DEVICES, default="cpu", help="device to run on (default: cpu)")
     p.add_argument("--time", action="store_true", help="print compile and run times to stderr")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the persistent compile cache")
     p.set_defaults(handler=cmd_run)
 
     p = sub.add_parser("check", help="type-check a file and print its diagnostics")
@@ -512,5 +516,21 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def entry() -> None:
+    """The `arrc` console script: `main`, then leave without tearing down the interpreter.
+    Unloading jaxlib and its XLA client takes ~0.3 s at exit and only matters for long-lived processes;
+    the REPL (which may have user state to flush, e.g. history) exits normally."""
+    code = main()
+    if len(sys.argv) > 1 and sys.argv[1] == "repl":
+        sys.exit(code)
+    import os
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (BrokenPipeError, ValueError):
+        pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

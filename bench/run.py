@@ -225,17 +225,13 @@ def _check_same(p: P.Program, contenders: dict) -> None:
 
 def bench_overhead(p, fn, jf, inputs, dev, report: Report, args) -> None:
     """Call overhead on the tiny program: NumPy inputs (transfer included) and device inputs."""
-    from api_fastpath import committed_call
     exe = next(iter(fn._compiled.values()))[0].executable
-    original = committed_call(fn)
     for kind, xs in (("numpy", inputs), ("device", dev)):
         contenders = {
             "jax.jit": lambda xs=xs: jf(*xs),
             "arrc f(x, y)": lambda xs=xs: fn(*xs),
             "arrc Executable": lambda xs=xs: exe(xs),
         }
-        if original is not None:
-            contenders["arrc f(x, y), api as committed"] = lambda xs=xs: original(*xs)
         res = interleaved(contenders, args.budget_s, target_s=0.002, block_each=False)
         base = res["jax.jit"]["median"]
         for name, r in res.items():
@@ -470,11 +466,8 @@ def _main(args) -> int:
     import jax
     import jaxlib
     import arrc
-    from api_fastpath import apply as apply_api_patch
-    patched = apply_api_patch()
     print(f"arrc {arrc.__version__}, jax {jax.__version__}, jaxlib {jaxlib.__version__}, "
-          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-          f"api fast path: {'applied by bench/api_fastpath.py' if patched else 'in arrc.api'}", flush=True)
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores", flush=True)
     report = Report()
     if "programs" not in skip:
         only = [s.strip() for s in args.only.split(",")] if args.only else None
@@ -494,7 +487,6 @@ def _main(args) -> int:
            "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None},
            "versions": {"arrc": arrc.__version__, "jax": jax.__version__, "jaxlib": jaxlib.__version__},
-           "api_fast_path_patched_by_bench": patched,
            "sections": report.sections, "targets": report.targets}
     results = HERE / "results"
     results.mkdir(exist_ok=True)

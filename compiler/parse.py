@@ -73,8 +73,12 @@ def _grammar_text() -> str:
 
 
 def _make_parser() -> Lark:
-    return Lark(_grammar_text(), parser="lalr", postlex=ArrIndenter(), propagate_positions=True,
-                maybe_placeholders=True, start=["module", "expr", "type", "stmt"])
+    """Building the LALR tables takes ~150 ms, so they are kept in arrc's private cache directory
+    (runtime/cache.py; not Lark's `cache=True`, which unpickles from a shared temporary directory)."""
+    from ..runtime.cache import cached_lark
+    options = dict(parser="lalr", postlex=ArrIndenter(), propagate_positions=True, maybe_placeholders=True,
+                   start=["module", "expr", "type", "stmt"])
+    return cached_lark(_grammar_text(), options, lambda: Lark(_grammar_text(), **options))
 
 
 def _span(file: str, meta) -> Span:
