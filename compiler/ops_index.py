@@ -13,7 +13,7 @@ import numpy as np
 from . import emit
 from .builtins import CallCx, concrete, register
 from .emit import hlo
-from .types import I32, ArrayType, Dim, promote
+from .types import I32, I64, ArrayType, Dim, int_range, promote
 from .values import TupleVal, Val, describe
 
 
@@ -185,18 +185,25 @@ def _start_ir(cx: CallCx, a: _Axis, size: int, index_dtype):
             start = size - 1 - start       # position in the reversed dimension
         return emit.const(start, index_dtype)
     value = cx.ir(a.start, index_dtype)
-    if a.dropped:
-        zero = emit.const(0, index_dtype)
-        wrapped = hlo.add(value, emit.const(size, index_dtype))
-        value = emit.mark(hlo.select(emit.compare(value, zero, "LT", index_dtype), wrapped, value),
-                          "arrc.wrapped_index")
-    return value
+    zero = emit.const(0, index_dtype)
+    wrapped = hlo.add(value, emit.const(size, index_dtype))
+    return emit.mark(hlo.select(emit.compare(value, zero, "LT", index_dtype), wrapped, value),
+                     "arrc.wrapped_index")
 
 
-def _index_dtype(axes):
+def _index_dtype(axes, sizes):
+    """The integer type the start indices are computed in: theirs, widened when it cannot hold the
+    sizes (an i8 index on a dimension of 200 would wrap the size while counting from the end)."""
     dts = [a.start.type for a in axes if isinstance(a.start, Val)] + [a.gather.type for a in axes if a.gather]
     dt, _ = promote(dts) if dts else (I32, True)
-    return dt if dt.is_int else I32
+    return _holding(dt if dt.is_int else I32, max(sizes, default=0))
+
+
+def _holding(dt, size: int):
+    """`dt`, or a signed type holding both its values and `size`."""
+    if int_range(dt)[1] >= size:
+        return dt
+    return I64 if dt.bits == 64 or size > int_range(I32)[1] else I32
 
 
 @register("__index__", params="x, subscripts")
@@ -221,7 +228,7 @@ def _lower_index(cx: CallCx, x: Val, axes: list[_Axis], out_shape):
         value = hlo.reverse(value, reversed_dims)
     spans = [(a.length.value - 1) * abs(a.step) + 1 if a.length.value else 0 for a in axes]
     if any(isinstance(a.start, Val) for a in axes):
-        idt = _index_dtype(axes)
+        idt = _index_dtype(axes, sizes)
         starts = [_start_ir(cx, a, size, idt) for a, size in zip(axes, sizes)]
         value = hlo.dynamic_slice(value, starts, spans)
         if any(abs(a.step) != 1 for a in axes):
@@ -241,8 +248,8 @@ def _start_ir_static(a: _Axis, size: int) -> int:
 
 
 def _lower_gather(cx: CallCx, value, idx: Val, axis: int, sizes, dt, out_shape):
-    idt = idx.type.dtype
-    indices = cx.ir(idx)
+    idt = _holding(idx.type.dtype, sizes[axis])
+    indices = cx.ir(idx, idt)
     zero = emit.const(0, idt, concrete(idx.type.shape))
     wrapped = hlo.add(indices, emit.const(sizes[axis], idt, concrete(idx.type.shape)))
     indices = emit.mark(hlo.select(emit.compare(indices, zero, "LT", idt), wrapped, indices), "arrc.wrapped_index")
@@ -298,7 +305,7 @@ def update(cx: CallCx, x: Val, subscripts, new) -> Val:
             return _lower_scatter(cx, target, axes[gather].gather, gather, sizes, dt, values)
         full = tuple(1 if a.dropped else a.length.value for a in axes)
         values = hlo.reshape(emit.tensor_type(full, dt), values)
-        idt = _index_dtype(axes)
+        idt = _index_dtype(axes, sizes)
         starts = [_start_ir(cx, a, size, idt) for a, size in zip(axes, sizes)]
         return hlo.dynamic_update_slice(target, values, starts)
     return cx.value(x.type.strong(), build)
@@ -311,9 +318,9 @@ def _weak_fits(v: Val, dt) -> bool:
 
 def _lower_scatter(cx: CallCx, target, idx: Val, axis: int, sizes, dt, values):
     from jaxlib.mlir import ir
-    idt = idx.type.dtype
+    idt = _holding(idx.type.dtype, sizes[axis])
     ishape = concrete(idx.type.shape)
-    indices = cx.ir(idx)
+    indices = cx.ir(idx, idt)
     zero = emit.const(0, idt, ishape)
     wrapped = hlo.add(indices, emit.const(sizes[axis], idt, ishape))
     indices = emit.mark(hlo.select(emit.compare(indices, zero, "LT", idt), wrapped, indices), "arrc.wrapped_index")
@@ -352,8 +359,8 @@ def _dynamic_slice(cx: CallCx, x, start, sizes):
     t = ArrayType(x.type.dtype, tuple(lengths))
 
     def build():
-        idt = _index_dtype(axes)
         sizes = concrete(x.type.shape)
+        idt = _index_dtype(axes, sizes)
         return hlo.dynamic_slice(cx.ir(x), [_builtin_start(cx, a, n, idt) for a, n in zip(axes, sizes)],
                                  concrete(lengths))
     return cx.value(t, build)
@@ -364,7 +371,7 @@ def _builtin_start(cx: CallCx, a: _Axis, size: int, idt):
     start = a.start.value if isinstance(a.start, Dim) else None
     if start is not None:
         return emit.const(start + size if start < 0 else start, idt)
-    return _start_ir(cx, _Axis(a.start, a.length, 1, True), size, idt)
+    return _start_ir(cx, a, size, idt)
 
 
 @register("dynamic_update_slice", params="x, values, start")
@@ -387,8 +394,8 @@ def _dus(cx: CallCx, x, values, start):
             cx.error("E0208", f"values of size {n.value} do not fit in dimension {d} of size {size.value}", at=1)
 
     def build():
-        idt = _index_dtype(axes)
         sizes = concrete(x.type.shape)
+        idt = _index_dtype(axes, sizes)
         starts = [_builtin_start(cx, a, n, idt) for a, n in zip(axes, sizes)]
         return hlo.dynamic_update_slice(cx.ir(x), cx.ir(values, x.type.dtype), starts)
     return cx.value(x.type.strong(), build)

@@ -8,13 +8,13 @@ semantics and a per-element error bound. See docs/robustness.md; the long campai
 - the oracle itself is checked on the spec's examples;
 - every compiler bug the fuzzer found is kept as a shrunk regression test, xfail(strict) until fixed:
   when one starts passing, remove its marker and the matching entry of `KNOWN_BUGS` (the generator avoids
-  those constructs so that the slice stays green).
+  those constructs so that the slice stays green); the fixed ones stay as `test_found_*`.
 """
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from fuzz.gen_programs import KNOWN_BUGS, Config, Ty, case_from_seed, cases, promote
+from fuzz.gen_programs import Config, Ty, case_from_seed, cases, promote
 from fuzz.harness import check_case
 from fuzz.reference import RV, cast, int_binary, reduce_op, round_to
 
@@ -145,18 +145,23 @@ def test_found_scans_of_an_empty_axis():
     assert a.shape == (0,) and b.shape == (0,)
 
 
-@pytest.mark.xfail(reason="BUG: " + KNOWN_BUGS["dyn_slice_negative_start"], strict=True)
-def test_bug_negative_start_of_a_run_time_slice():
+def test_found_negative_start_of_a_run_time_slice():
+    """Found by the fuzzer: a negative run-time start of `x[i:i + L]` was clamped to 0 instead of counting from the end."""
     x = np.arange(6, dtype=np.float32)
     src = ("def f(x: f32[n], i: i32) -> (f32[2], f32[2], f32):\n"
            "    return x[i:i + 2], dynamic_slice(x, (i,), (2,)), x[i]\n")
     window, builtin, single = _run(src, x, np.int32(-1))
     assert float(single) == 5.0 and builtin.tolist() == [4.0, 5.0]
     assert window.tolist() == builtin.tolist()          # -1 counts from the end, then the window is clamped
+    src = ("def f(x: f32[n], i: i32) -> f32[n]:\n"
+           "    x[i:i + 2] = -1.0\n"
+           "    return x\n")
+    updated = _run(src, x, np.int32(-3))
+    assert updated.tolist() == [0.0, 1.0, 2.0, -1.0, -1.0, 5.0]
 
 
-@pytest.mark.xfail(reason="BUG: " + KNOWN_BUGS["float_floordiv"], strict=True)
-def test_bug_float_floor_division_off_by_one():
+def test_found_float_floor_division_off_by_one():
+    """Found by the fuzzer: float `//` floored the divmod quotient (a - fmod(a, b)) / b instead of rounding it."""
     a = np.array([-1.3303894, 1.3303894, -7.0], np.float32)
     b = np.array([0.1, 0.1, 0.5], np.float32)
     q, r = _run("def f(a: f32[n], b: f32[n]) -> (f32[n], f32[n]):\n    return a // b, a % b\n", a, b)
@@ -177,8 +182,8 @@ def test_found_guard_origin_build_with_an_empty_array():
         mod.f(np.array([-1.0, 2.0], np.float32))
 
 
-@pytest.mark.xfail(reason="BUG: " + KNOWN_BUGS["narrow_index_dtype"], strict=True)
-def test_bug_negative_i8_index_on_a_large_dimension():
+def test_found_negative_i8_index_on_a_large_dimension():
+    """Found by the fuzzer: an i8 index on a dimension > 127 wrapped the size constant in i8."""
     x = np.arange(200, dtype=np.float32)
     src = "def f(x: f32[200], i: i8, idx: i8[2]) -> (f32, f32[2]):\n    return x[i], x[idx]\n"
     got, gathered = _run(src, x, np.int8(-1), np.array([-1, -2], np.int8))

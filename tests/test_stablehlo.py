@@ -403,7 +403,7 @@ def test_float_floor_division(mod):
     filecheck(hlo(mod, "floordiv_f", "f32[4]", "f32[4]"), """
         CHECK: [[M:%[0-9]+]] = stablehlo.remainder %arg0, %arg1
         CHECK: stablehlo.subtract %arg0, [[M]]
-        CHECK: stablehlo.floor
+        CHECK: stablehlo.round_nearest_afz
         CHECK: stablehlo.compare EQ, %arg1
         CHECK: [[R:%[0-9]+]] = stablehlo.select
         CHECK-NEXT: return [[R]]

@@ -412,11 +412,6 @@ def _float_divmod(op, a, b, ea, eb, exact, nan_in, dt):
             prop = np.where(jumps, INF, ea + _dterm(fl, eb))
             res = _fin(dt, md, prop, exact, nan_in, K_BASIC)
         res.err = np.where(huge & np.isfinite(q), INF, res.err)
-        if op == "floordiv" and "float_floordiv" in AVOID:
-            # known bug: arrc floors the computed quotient (a - fmod(a, b)) / b, which XLA may round either
-            # way of the integer (`d // (d / d)` is off by one): only the special cases stay known
-            special = (b == 0) | ~np.isfinite(a) | ~np.isfinite(b)
-            res.err = np.where(special, res.err, INF)
     return res
 
 
