@@ -144,6 +144,16 @@ def test_cli_run_uses_the_cache(cache_dir):
     assert {p.name: p.stat().st_mtime_ns for p in entries(cache_dir)} == stored
 
 
+def test_cli_run_no_cache_writes_nothing(cache_dir):
+    env = {**os.environ, "ARRC_CACHE_DIR": str(cache_dir)}
+    env.pop("ARRC_NO_CACHE", None)
+    cmd = [sys.executable, "-m", "arrc", "run", "--no-cache", "examples/nansum.arr", "--format", "json"]
+    done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)
+    assert not cache_dir.exists() or not entries(cache_dir)
+
+
 def test_concurrent_writers_of_one_entry(cache_dir):
     """Processes compiling the same program at once: all succeed, one valid entry, no temporary files."""
     env = {**os.environ, "ARRC_CACHE_DIR": str(cache_dir), "TF_CPP_MIN_LOG_LEVEL": "2"}
