@@ -33,12 +33,15 @@ def _gc_paused():
         gc.enable()
 
 
+DEVICES = ("cpu", "gpu", "tpu")
+
+
 class ArgumentError(TypeError):
     """An argument does not match the function's signature (names the parameter, expected and actual type)."""
 
 
 def loads(source: str, filename: str = "<string>", guards=None, warnings: str = "warn",
-          constants: dict | None = None, guard_scope: str = "results") -> "Module":
+          constants: dict | None = None, guard_scope: str = "results", device: str = "cpu") -> "Module":
     """Compile arr source text into a module of callable functions.
 
     >>> mod = loads("def add(x: f32[n], y: f32[n]) -> f32[n]:\\n    return x + y\\n")
@@ -47,16 +50,16 @@ def loads(source: str, filename: str = "<string>", guards=None, warnings: str = 
     """
     with _gc_paused():
         program = check_program(Source(filename, source), werror=(warnings == "error"), constants=constants)
-    return Module(program, guards=guards, guard_scope=guard_scope)
+    return Module(program, guards=guards, guard_scope=guard_scope, device=device)
 
 
-def load(path, guards=None, warnings: str = "warn", guard_scope: str = "results") -> "Module":
+def load(path, guards=None, warnings: str = "warn", guard_scope: str = "results", device: str = "cpu") -> "Module":
     """Compile the arr file at `path`."""
     path = Path(path)
     source = decode(path.read_bytes(), str(path))
     with _gc_paused():
         program = check_program(source, werror=(warnings == "error"))
-    return Module(program, guards=guards, guard_scope=guard_scope)
+    return Module(program, guards=guards, guard_scope=guard_scope, device=device)
 
 
 def spec(text: str) -> ArrayType:
@@ -73,8 +76,11 @@ def spec(text: str) -> ArrayType:
 
 
 class Module:
-    def __init__(self, program: Program, guards=None, guard_scope: str = "results"):
+    def __init__(self, program: Program, guards=None, guard_scope: str = "results", device: str = "cpu"):
         from arrc.passes.guards import SCOPES, parse_kinds
+        if device not in DEVICES:
+            raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
+        self.device = device          # PJRT platform the functions compile for and run on
         self._program = program
         self.guards = guards
         self.guard_kinds = parse_kinds(guards)
@@ -231,8 +237,8 @@ class Function:
                 options = GuardOptions(self.module.guard_kinds, self.module.guard_scope, origins)
                 with lowered.context:
                     guard_module(lowered.module, options)
-                found = (Compiled(lowered.module, lowered.context, self.module.sources, lowered.effect_sites),
-                         lowered.tuple_result)
+                found = (Compiled(lowered.module, lowered.context, self.module.sources, lowered.effect_sites,
+                                  platform=self.module.device), lowered.tuple_result)
                 self._compiled[key] = found
         return found
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 import arrc
+from arrc.api import DEVICES
 from arrc.compiler.diagnostics import CODES, CompileError, Diagnostic, render_all, render_json
 from arrc.compiler.parse import decode
 from arrc.compiler.span import Source
@@ -28,7 +29,6 @@ from arrc.compiler.types import dtype_of_numpy
 
 EXIT_OK, EXIT_COMPILE, EXIT_USAGE, EXIT_RUNTIME = 0, 1, 2, 3
 GUARD_KINDS = ("nan", "inf", "bounds", "div0", "all")
-DEVICES = ("cpu", "gpu", "tpu")
 EMITS = ("stablehlo", "mlirbc", "artifact")
 ERROR_DOCS = Path(__file__).resolve().parent.parent / "docs" / "errors"
 
@@ -39,15 +39,15 @@ class UsageError(Exception):
 
 # ---- loading ---------------------------------------------------------------------------------------
 
-def load_module(path: str, werror: bool = False, guards=None,
-                scope: str = "results") -> tuple[arrc.Module, dict[str, Source]]:
+def load_module(path: str, werror: bool = False, guards=None, scope: str = "results",
+                device: str = "cpu") -> tuple[arrc.Module, dict[str, Source]]:
     """Compile the arr file at `path`; returns the module and the sources for rendering diagnostics."""
     file = Path(path)
     if not file.is_file():
         raise UsageError(f"no such file: {path}")
     source = decode(file.read_bytes(), path)
     module = arrc.loads(source.text, filename=path, warnings="error" if werror else "warn",
-                        guards=",".join(guards) if guards else None, guard_scope=scope)
+                        guards=",".join(guards) if guards else None, guard_scope=scope, device=device)
     return module, {path: source}
 
 
@@ -141,6 +141,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.guards:
         from arrc.passes.guards import GuardOptions, guard_module, parse_kinds
         guard_module(lowered.module, GuardOptions(parse_kinds(",".join(args.guards)), args.guard_scope))
+    from arrc.passes.rewrite import retarget_callbacks
+    try:
+        with lowered.context:
+            retarget_callbacks(lowered.module, args.target)
+    except ValueError as err:
+        raise UsageError(f"--target {args.target}: {err}") from None
     write_output(emit(lowered, args.emit), args.output)
     return EXIT_OK
 
@@ -216,7 +222,7 @@ class RunResult:
 
 
 def check_device(device: str) -> None:
-    """A usage error unless `device` exists here and the API can run on it (CPU for now)."""
+    """A usage error unless PJRT has a `device` backend here."""
     if device == "cpu":
         return
     from arrc.runtime.pjrt import DeviceUnavailable, backend
@@ -224,15 +230,12 @@ def check_device(device: str) -> None:
         backend(device)
     except DeviceUnavailable as err:
         raise UsageError(f"--device {device}: {err}") from None
-    raise UsageError(f"--device {device}: running on {device} is not supported by this version of arrc yet")
 
 
-def execute(fn: arrc.Function, kwargs: dict, device: str = "cpu") -> RunResult:
-    """Call `fn` once through the Python API (specialize, compile, run, with print/assert effects).
-
-    `times["first_call"]` is the wall time of that call, compilation included.
+def execute(fn: arrc.Function, kwargs: dict) -> RunResult:
+    """Call `fn` once through the Python API (specialize, compile, run, with print/assert effects) on
+    its module's device. `times["first_call"]` is the wall time of that call, compilation included.
     """
-    check_device(device)
     start = time.perf_counter()
     out = fn(**kwargs)
     results = [np.asarray(r) for r in (out if isinstance(out, tuple) else (out,))]
@@ -284,7 +287,7 @@ def run_stablehlo(args: argparse.Namespace, kwargs: dict) -> RunResult:
         raise UsageError(f"no such file: {args.file}")
     check_device(args.device)
     from arrc.passes.guards import parse_kinds
-    fn = ForeignFunction(args.file, parse_kinds(",".join(args.guards or ())), args.guard_scope)
+    fn = ForeignFunction(args.file, parse_kinds(",".join(args.guards or ())), args.guard_scope, args.device)
     unknown = sorted(set(kwargs) - set(fn.param_names))
     missing = [n for n in fn.param_names if n not in kwargs]
     if unknown or missing:
@@ -307,11 +310,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if is_stablehlo(args.file):
         run, check_s = run_stablehlo(args, kwargs), 0.0
     else:
-        module, sources = load_module(args.file, guards=args.guards, scope=args.guard_scope)
+        check_device(args.device)
+        module, sources = load_module(args.file, guards=args.guards, scope=args.guard_scope, device=args.device)
         check_s = time.perf_counter() - t0
         print_diagnostics(module.warnings, sources)
         fn = entry_function(module, args.entry, args.file)
-        run = execute(fn, kwargs, args.device)
+        run = execute(fn, kwargs)
     sys.stdout.write(format_results(run.results, args.format))
     if args.time:
         sys.stderr.write(format_times(run.times, check_s))

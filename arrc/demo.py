@@ -49,7 +49,7 @@ def run_example(path: Path, expect_fault: bool = False) -> bool:
         checked = time.perf_counter() - start
         cli.print_diagnostics(module.warnings, sources)
         fn = cli.entry_function(module, "main", name)
-        run = cli.execute(fn, {}, "cpu")
+        run = cli.execute(fn, {})
     except arrc.GuardError as err:
         print("   " + str(err).rstrip().replace("\n", "\n   "))
         return expect_fault

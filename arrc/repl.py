@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import inspect
 import io
 import os
 import re
@@ -56,8 +55,6 @@ ATTRIBUTES = ("shape", "ndim", "size", "dtype", "T", "astype")
 BUILTIN_NAMES = tuple(sorted(n for n in BUILTINS if n[:1].isalpha()))
 RESERVED = set(KEYWORDS) | set(DTYPES) | set(NAMED_CONSTANTS) | set(BUILTIN_NAMES)
 EXIT_OK, EXIT_COMPILE, EXIT_USAGE, EXIT_RUNTIME = 0, 1, 2, 3
-# Whether the API compiles for a device itself (`arrc.loads(..., device=...)`); else the REPL does.
-_API_DEVICE = "device" in inspect.signature(arrc.loads).parameters
 
 COMMANDS = {            # name -> (argument, one-line help)
     ":help": ("", "this help"),
@@ -274,7 +271,6 @@ class Session:
         self.quit = False
         self._modules: OrderedDict = OrderedDict()  # compile key -> Module
         self._exprs: OrderedDict = OrderedDict()    # (compile key, text) -> Function
-        self._device_exes: OrderedDict = OrderedDict()
 
     # ---- output ------------------------------------------------------------------------------
     def write(self, text: str) -> None:
@@ -553,10 +549,8 @@ class Session:
             return self._modules[key], where
         text = "".join(it.text for _, _, it in where.items)
         constants = {n: b.value for n, b in used}
-        kwargs = {"guards": self.guards} if self.guards else {}
-        if self.device != "cpu" and _API_DEVICE:
-            kwargs["device"] = self.device
-        mod = arrc.loads(text, filename=MODULE_FILE, constants=constants, **kwargs)
+        mod = arrc.loads(text, filename=MODULE_FILE, constants=constants, guards=self.guards or None,
+                         device=self.device)
         mod._repl_key = key
         if cache:
             self._modules[key] = mod
@@ -598,8 +592,7 @@ class Session:
         sink = io.StringIO() if quiet else self.out
         try:
             with contextlib.redirect_stdout(sink):
-                by_api = self.device == "cpu" or _API_DEVICE
-                result = fn(*args) if by_api else self._call_on_device(fn, args)
+                result = fn(*args)
                 results = list(result) if isinstance(result, tuple) else [result]
                 values = [np.asarray(r) for r in results]
         except arrc.GuardError as err:
@@ -607,28 +600,6 @@ class Session:
         except CompileError as err:                       # errors only specialization finds
             raise self.compile_error(err, where or Where()) from None
         return values, isinstance(result, tuple)
-
-    def _call_on_device(self, fn, args):
-        """Compile and run on a device other than the CPU (the API's calls run on the CPU), as the API
-        does: guards applied to the lowered module, faults raised as the API raises them."""
-        values = fn._bind(args, {})
-        types = tuple(arrc.spec(type_str(np.asarray(v))) for v in values)
-        key = (fn, self.device, tuple(str(t) for t in types))
-        entry = self._device_exes.get(key)
-        if entry is None:
-            lowered = self.prepare(fn, types)
-            entry = (self.compiled(fn, lowered), lowered)
-            self._device_exes[key] = entry
-            while len(self._device_exes) > 32:
-                self._device_exes.popitem(last=False)
-        compiled, lowered = entry
-        results, state = compiled(values)
-        if state is not None:
-            if hasattr(fn, "_raise_faults"):
-                fn._raise_faults(state, types, values)
-            elif state.failure is not None:
-                raise state.failure
-        return tuple(results) if lowered.tuple_result else results[0]
 
     @staticmethod
     def prepare(fn, types):

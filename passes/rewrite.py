@@ -145,3 +145,26 @@ def count_iterations(while_op) -> tuple:
         old_result.replace_all_uses_with(new_result)
     old.erase()
     return new, counter, cond_counter
+
+
+def retarget_callbacks(module: ir.Module, platform: str) -> int:
+    """Point every host callback (print, assert, guard reports; emitted for the CPU) at `platform`'s
+    handler, as `jax.debug.print` does per platform; returns how many were retargeted. TPUs receive
+    host callbacks differently (send/recv), which arrc does not emit: a ValueError if there are any."""
+    from ..compiler.effects import CALLBACK_TARGET
+    cpu = CALLBACK_TARGET["cpu"]
+    calls = []
+
+    def visit(op):
+        if op.name == "stablehlo.custom_call" and ir.StringAttr(op.attributes["call_target_name"]).value == cpu:
+            calls.append(op)
+        return ir.WalkResult.ADVANCE
+    module.operation.walk(visit)
+    if platform == "cpu" or not calls:
+        return 0
+    if platform not in CALLBACK_TARGET:
+        raise ValueError(f"print, assert and guards are not supported on {platform} (they need host "
+                         f"callbacks, which arrc emits for {' and '.join(CALLBACK_TARGET)})")
+    for op in calls:
+        op.attributes["call_target_name"] = ir.StringAttr.get(CALLBACK_TARGET[platform])
+    return len(calls)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from jaxlib.mlir import ir
 
-from ..passes.rewrite import ABI_EXTRA, ABI_FAULT, ABI_RUN, entry, int_attr
+from ..passes.rewrite import ABI_EXTRA, ABI_FAULT, ABI_RUN, entry, int_attr, retarget_callbacks
 from . import effects
 from .guards import make_callback, sites
 from .pjrt import Executable
@@ -23,6 +23,7 @@ class Compiled:
             self.entry_name = ir.StringAttr(fop.attributes["arrc.entry"]).value if "arrc.entry" in fop.attributes \
                 else ir.StringAttr(fop.attributes["sym_name"]).value
             self.guard_sites = sites(module)
+            retarget_callbacks(module, platform)
         callbacks = effects.host_callbacks(list(effect_sites), sources)
         for site in self.guard_sites:
             while len(callbacks) <= site.index:

@@ -52,8 +52,9 @@ def guard_text(data: bytes, name: str, options: GuardOptions) -> str:
 class ForeignFunction:
     """The entry of a StableHLO file, callable with NumPy values by position (arg0, arg1, ...)."""
 
-    def __init__(self, path: str, kinds=frozenset(), scope: str = "results"):
+    def __init__(self, path: str, kinds=frozenset(), scope: str = "results", platform: str = "cpu"):
         self.path = path
+        self.platform = platform
         self.data = Path(path).read_bytes()
         self.options = GuardOptions(frozenset(kinds), scope)
         context, module = parse_module(self.data, path)
@@ -81,7 +82,7 @@ class ForeignFunction:
             diags = guard_module(module, GuardOptions(self.options.kinds, self.options.scope, origins))
             if diags:
                 raise CompileError(diags, self.sources)
-            self._builds[origins] = Compiled(module, context, self.sources)
+            self._builds[origins] = Compiled(module, context, self.sources, platform=self.platform)
         return self._builds[origins]
 
     def __call__(self, values: list):

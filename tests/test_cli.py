@@ -380,7 +380,7 @@ def test_run_compile_error(broken, capsys):
 
 
 def test_run_device(prog, capsys):
-    """Without a GPU (or, for now, without API support for one) `--device gpu` is a one-line usage error."""
+    """Without a GPU `--device gpu` is a one-line usage error."""
     assert main(["run", prog, "--device", "gpu"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--device gpu" in err

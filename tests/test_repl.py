@@ -545,19 +545,3 @@ def test_real_terminal_highlighting_and_completion(tmp_path):
         assert ":guards nan" in (tmp_path / "history").read_text()
     finally:
         subprocess.run(tmux + ["kill-server"], capture_output=True)
-
-
-def test_the_explicit_device_path_runs_effects_and_tuples(session):
-    """The path `:device gpu|tpu` takes (compiled here for the CPU): prints, tuple results, asserts."""
-    run_cells(session, 'def loud(x: f32) -> (f32, i32):\n    print("got", x)\n    assert x > 0.0, "neg"\n'
-                       '    return x * 2.0, 1\n')
-    fn, where = session.expression("loud(2.0)", 0, "<cell 9>")
-    out = io.StringIO()
-    with __import__("contextlib").redirect_stdout(out):
-        result = session._call_on_device(fn, ())
-    assert out.getvalue() == "got 2.0\n" and isinstance(result, tuple)
-    assert [np.asarray(r).item() for r in result] == [4.0, 1]
-    fn, where = session.expression("loud(-1.0)", 0, "<cell 9>")
-    with pytest.raises(repl.arrc.AssertionFailed):
-        with __import__("contextlib").redirect_stdout(io.StringIO()):
-            session._call_on_device(fn, ())
