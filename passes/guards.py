@@ -142,6 +142,7 @@ class _Guarder:
         self.next_callback = _first_free_callback(module)
         self.run = None
         self.position = 0
+        self.reaches = None        # origin build: the results the current top-level operation flows into
 
     def run_arg(self) -> ir.Value:
         if self.run is None:
@@ -157,7 +158,7 @@ class _Guarder:
         if needs_ops:
             if not already:
                 self._add_loop_counters()
-            self._block(body, [])
+            self._block(body, [], _results_reached(body) if self.options.origins else None)
             if self.options.floats and (self.options.origins or self.options.scope == "all-ops"):
                 self._check_arguments(body)      # after the walk: these checks are not instrumented again
         if self.options.floats and self.options.scope == "results" and not already:
@@ -175,8 +176,10 @@ class _Guarder:
         for op in loops:
             count_iterations(op)
 
-    def _block(self, block, loops: list) -> None:
-        for op in list(block.operations):
+    def _block(self, block, loops: list, reaches: list | None = None) -> None:
+        for i, op in enumerate(list(block.operations)):
+            if reaches is not None:
+                self.reaches = reaches[i]
             self.position += 1
             position = self.position
             name = op.operation.name
@@ -276,7 +279,8 @@ class _Guarder:
                         clean = hlo.not_(_any(_nonfinite(o, kinds)))
                         bad = hlo.and_(bad, emit.broadcast(clean, shape))
             values = ([(_label(o), o) for o in operands] if elementwise else []) + [("result", result)]
-            self._report(ip, op, bad, loops, position, "origin", values)
+            extra = {"arrc.reaches": _i64_array(self.reaches)} if self.reaches is not None else None
+            self._report(ip, op, bad, loops, position, "origin", values, extra=extra)
 
     def _check_arguments(self, body) -> None:
         from .rewrite import int_attr, ABI_RUN
@@ -362,6 +366,29 @@ def _division_using(divisor: ir.Value, depth: int = 3):
             if found is not None:
                 return found
     return None
+
+
+def _results_reached(body) -> list[list[int]]:
+    """For each operation of the entry block, the indices of the returned values its results flow into
+    (through the def-use chains of the block; an operation nested in a loop or branch counts as its
+    top-level ancestor). The origin build uses it to blame a non-finite value that reached a bad result
+    rather than one the program masked on the way to another result."""
+    ops = [op.operation for op in body.operations]
+    position = {op: i for i, op in enumerate(ops)}
+    reached: list[set] = [set() for _ in ops]
+    ret = ops[-1]
+    for i, op in reversed(list(enumerate(ops))):
+        for result in op.results:
+            for use in result.uses:
+                user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+                if user == ret:
+                    reached[i].add(use.operand_number)
+                    continue
+                while user.parent is not None and user not in position:
+                    user = user.parent.operation
+                if user in position and position[user] > i:
+                    reached[i] |= reached[position[user]]
+    return [sorted(r) for r in reached]
 
 
 def _has_attr(owner, name: str) -> bool:

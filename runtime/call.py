@@ -46,6 +46,10 @@ class Compiled:
             out = self.executable(args)
             if self.fault is not None:
                 state.fault = bool(np.asarray(out[self.fault]))
+                if state.fault:
+                    state.bad_results = {i for i, r in enumerate(out[: len(out) - self.extra])
+                                         if np.asarray(r).dtype.kind not in "biu"    # floats, also bf16
+                                         and not np.isfinite(np.asarray(r).astype(np.float64)).all()}
             for r in out:
                 r.block_until_ready()
         finally:

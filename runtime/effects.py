@@ -23,6 +23,7 @@ class RunState:
         self.failure: AssertionFailed | None = None
         self.events: list = []          # guard reports (runtime/guards.py)
         self.fault = False              # a guarded result was not finite
+        self.bad_results: set = set()   # then: the indices of the results that were not
         self.quiet = quiet
 
 

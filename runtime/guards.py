@@ -54,7 +54,7 @@ def sites(module: ir.Module) -> list[GuardSite]:
             cfg = ir.DictAttr(op.attributes["backend_config"])
             frames = _flatten_callsites(op.location)
             chain = [(name_of(f), span_of(f)) for f in frames[1:]]
-            extra = {k: _i64s(op.attributes[k]) for k in ("arrc.dims", "arrc.sizes", "arrc.axis", "arrc.arg")
+            extra = {k: _i64s(op.attributes[k]) for k in ("arrc.dims", "arrc.sizes", "arrc.axis", "arrc.arg", "arrc.reaches")
                      if k in op.attributes}
             out.append(GuardSite(
                 index=ir.IntegerAttr(cfg["index"]).value, kind=ir.StringAttr(op.attributes["arrc.kind"]).value,
@@ -96,6 +96,14 @@ def make_callback(site: GuardSite, runs: dict):
 
 def first_event(events: list) -> Event | None:
     return min(events, key=lambda e: e.key) if events else None
+
+
+def _reaching(events: list, bad_results: set) -> list:
+    """The origin reports whose operation flows into a result that was not finite, when there are any
+    (a NaN the program masked on the way to another result is not the one to blame)."""
+    flowing = [e for e in events if "arrc.reaches" not in e.site.attrs
+               or bad_results & set(e.site.attrs["arrc.reaches"])]
+    return flowing or events
 
 
 def _fmt(value) -> str:
@@ -190,7 +198,7 @@ def raise_faults(state, scope: str, origin_run, entry: str, sources: dict) -> No
         return
     events = list(state.events)
     if state.fault and scope == "results":
-        events = origin_run().events
+        events = _reaching(origin_run().events, state.bad_results)
     event = first_event(events)
     if event is not None:
         raise report(event, entry, sources)

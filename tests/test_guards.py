@@ -494,12 +494,22 @@ def test_inf_in_an_argument():
     assert "infinity in argument `x`" in str(err) and err.index == (0,)
 
 
-@pytest.mark.xfail(reason="BUG: the origin build blames the first non-finite value in execution order even when "
-                          "the program masks it (log(x) masked by where), instead of the NaN that reached the "
-                          "result (sqrt(y)); runtime/guards.py raise_faults/first_event", strict=True)
 def test_masked_nan_is_not_blamed_for_another_nan():
+    """The log(x) NaN comes first but is masked on its way to the first result; sqrt(y)'s reaches the second."""
     err = fault(mod("nan").mixed, a32(1, -1), a32(4, -4), cls=arrc.NaNError)
     assert err.span.line == line_of("return safe, sqrt(y)") and err.index == (1,)
+
+
+def test_masked_nan_is_not_blamed_for_a_nan_made_in_a_loop():
+    src = ("def g(x: f32[n], y: f32[n], k: i32) -> (f32[n], f32[n]):\n"
+           "    a = log(x)\n"
+           "    b = y\n"
+           "    for i in range(k):\n"
+           "        b = sqrt(b - 2.0)\n"
+           "    return where(isnan(a), 0.0, a), b\n")
+    g = arrc.loads(src, filename="masked.arr", guards="nan").g
+    err = fault(g, a32(-1, 1), a32(1, 9), I32(3), cls=arrc.NaNError)
+    assert (err.span.line, err.iteration, err.index) == (5, (0,), (0,))
 
 
 def test_nan_literal_is_the_origin():
