@@ -16,6 +16,14 @@ import re
 
 # The array size limit (E0215) defaults to this machine's memory; fix it so goldens are the same everywhere.
 os.environ.setdefault("ARRC_MAX_ARRAY_BYTES", str(16 * 2 ** 30))
+# The persistent compile cache of a test run is its own (removed at exit), not the user's: thousands of
+# test programs would otherwise stay in ~/.cache/arrc, and a run would depend on what earlier runs left.
+if "ARRC_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+    os.environ["ARRC_CACHE_DIR"] = tempfile.mkdtemp(prefix="arrc-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["ARRC_CACHE_DIR"], True)
 
 import jax
 import ml_dtypes
