@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 FUZZ_SECONDS ?= 300
 
-.PHONY: install demo test bench fuzz clean
+.PHONY: install demo test bench fuzz coverage clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ bench: $(STAMP)
 fuzz: $(STAMP)
 	$(PY) tests/fuzz/frontend_campaign.py --seconds $(FUZZ_SECONDS)
 	$(PY) bench/fuzz.py --seconds $(FUZZ_SECONDS)
+
+# Line coverage of compiler/ and passes/ reached by the test suite (slower than `make test`).
+coverage: $(STAMP)
+	$(PY) -m coverage run --include='compiler/*,passes/*' -m pytest -q tests
+	$(PY) -m coverage report --sort=cover
 
 clean:
 	rm -rf $(VENV) build *.egg-info
