@@ -92,6 +92,12 @@ class CompileError(Exception):
         return render_all(self.diagnostics, self.sources)
 
 
+# Characters a terminal would not show as one column (a tab is several, a \r overwrites the line): shown
+# as one visible column each (Unicode control pictures), so carets stay aligned (columns count characters).
+_DISPLAYABLE = str.maketrans({**{c: chr(0x2400 + c) for c in range(0x20)}, 0x7F: "\u2421",
+                              0x85: "\u2424", 0x2028: "\u2424", 0x2029: "\u2424"})
+
+
 def _caret_line(span: Span, label: str, line_text: str, marker: str, pad: str) -> str:
     end_col = span.end_col if span.end_line == span.line else len(line_text) + 1
     width = max(1, end_col - span.col)
@@ -126,7 +132,7 @@ def render(diag: Diagnostic, sources: dict[str, Source]) -> str:
         if not shown_bar:
             out.append(f"{pad} |")
             shown_bar = True
-        line_text = src.line_text(span.line)
+        line_text = src.line_text(span.line).translate(_DISPLAYABLE)
         out.append(f"{str(span.line).rjust(gutter)} | {line_text}")
         for other, label, marker in marks:
             if (other.file, other.line) == key:

@@ -11,8 +11,11 @@ class Source:
     text: str
 
     def line_text(self, line: int) -> str:
-        lines = self.text.split("\n")           # the lexer counts only \n as a line break
-        return lines[line - 1] if 0 < line <= len(lines) else ""
+        """Line `line` (1-based) without its line end: the lexer counts only \n as a line break, and \r\n
+        as one."""
+        lines = self.text.split("\n")
+        text = lines[line - 1] if 0 < line <= len(lines) else ""
+        return text[:-1] if text.endswith("\r") else text
 
 
 @dataclass(frozen=True)

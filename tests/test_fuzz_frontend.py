@@ -42,8 +42,6 @@ OTHER_LINE_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u20
 def _known_bug(case: dict, verdict: str, detail: str) -> str | None:
     """The regression test below that covers this failure, if any (narrow predicates only)."""
     text = case["data"].decode("utf-8", "replace")
-    if verdict == "bad-diagnostic" and any(c in text for c in OTHER_LINE_BREAKS):
-        return "test_line_numbers_with_other_line_breaks"
     if verdict == "exception" and "passes/guards.py" in detail and "greater than dimension size 0" in detail:
         return "test_guards_with_zero_size_operands"
     if verdict == "exception" and "verify()" in detail and "window to have positive value" in detail:
@@ -105,14 +103,9 @@ LIGHT_SPECIALS = [name for name, data in campaign.special_cases() if len(data) <
 def test_special_inputs(name, tmp_path):
     data = dict(campaign.special_cases())[name]
     text = data.decode("utf-8", "surrogateescape")
-    try:
-        campaign.oracle_str(text)
-        campaign.oracle_bytes(data)
-        campaign.oracle_cli(data, str(tmp_path))
-    except campaign.Bad as bad:
-        if any(c in text for c in OTHER_LINE_BREAKS):
-            pytest.xfail(f"known bug (test_line_numbers_with_other_line_breaks): {bad}")
-        raise
+    campaign.oracle_str(text)
+    campaign.oracle_bytes(data)
+    campaign.oracle_cli(data, str(tmp_path))
 
 
 def test_empty_and_comment_only_files(tmp_path):
@@ -273,13 +266,16 @@ def test_arange_with_non_finite_bounds(call):
 
 
 @pytest.mark.parametrize("src, code, line, shown", [
-    ("# a\x0cb\ndef f() -> i32:\n\treturn 1\n", "E0002", 3, "\treturn 1"),
+    ("# a\x0cb\ndef f() -> i32:\n\treturn 1\n", "E0002", 3, "\u2409return 1"),
+    ("def f() -> i32:\r    return 1\r", "E0001", 1, "def f() -> i32:\u240d    return 1"),
+    ("def f() -> i32:\r\n    return y\r\n", "E0101", 2, "    return y"),
     ("# a\u2028b\ndef f() -> i32:\n    return y\n", "E0101", 3, "    return y"),
     ("def f() -> i32:\n    x = 1 \x0c+ 2\n    return y\n", "E0101", 3, "    return y"),
     ("# \x85\ndef f() -> i32:\n    return (" + "(" * 200 + "1" + ")" * 201 + "\n", "E0004", 3, None),
     ("# \x0c\ndef f() -> i32:\n    return (1 +", "E0001", 3, "    return (1 +"),
 ])
 def test_line_numbers_with_other_line_breaks(src, code, line, shown):
+    """Line numbers count \n only; the line shown is that line, its control characters made visible."""
     with pytest.raises(arrc.CompileError) as info:
         arrc.loads(src, filename="t.arr")
     d = info.value.diagnostics[0]
