@@ -9,7 +9,7 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 from lark.indenter import DedentError, Indenter
 
-from . import ast
+from . import ast, fastparse
 from .diagnostics import CompileError, Diagnostic
 from .span import Source, Span
 
@@ -377,14 +377,31 @@ def _prescan(source: Source) -> list[Diagnostic]:
 
 
 def parse(source: Source, start: str = "module"):
-    """Parse `source` into an AST node; raises CompileError with E0001-E0004 diagnostics."""
+    """Parse `source` into an AST node; raises CompileError with E0001-E0004 diagnostics. The fast parser
+    (fastparse.py) first; where it gives up, Lark's, the reference grammar that gives the diagnostics."""
+    text = _prepare(source, start)
+    try:
+        return fastparse.parse(text, source.name, start)
+    except (fastparse.GiveUp, RecursionError):
+        pass
+    return _parse_lark(source, text, start)
+
+
+def parse_lark(source: Source, start: str = "module"):
+    """`parse` through Lark only: the reference that the fast parser is tested against."""
+    return _parse_lark(source, _prepare(source, start), start)
+
+
+def _prepare(source: Source, start: str) -> str:
     diags = _prescan(source)
     if diags:
         raise CompileError(diags, {source.name: source})
     if start in ("expr", "type"):
-        text = source.text.rstrip()        # a fragment: a trailing newline would be a statement end
-    else:
-        text = source.text if source.text.endswith("\n") else source.text + "\n"
+        return source.text.rstrip()        # a fragment: a trailing newline would be a statement end
+    return source.text if source.text.endswith("\n") else source.text + "\n"
+
+
+def _parse_lark(source: Source, text: str, start: str):
     try:
         tree = _parser().parse(text, start=start)
     except UnexpectedInput as err:
