@@ -263,7 +263,7 @@ class _Guarder:
 
     def _origin(self, ip, op, loops, position) -> None:
         floats = [r for r in op.results if _is_float(r.type)]
-        if not floats:
+        if not floats or _only_init_values(op):
             return
         kinds = self.options.floats
         for result in floats:
@@ -366,6 +366,16 @@ def _division_using(divisor: ir.Value, depth: int = 3):
             if found is not None:
                 return found
     return None
+
+
+def _only_init_values(op) -> bool:
+    """A constant used only as the initial value of reductions (`-inf` for `max`): not a program value."""
+    if op.name != "stablehlo.constant":
+        return False
+    uses = list(op.results[0].uses)
+    return bool(uses) and all(
+        use.owner.name in ("stablehlo.reduce", "stablehlo.reduce_window")
+        and use.operand_number >= len(use.owner.operands) // 2 for use in uses)
 
 
 def _results_reached(body) -> list[list[int]]:
