@@ -22,6 +22,14 @@ class GiveUp(Exception):
     """This parser does not accept the input; parse.py falls back to Lark."""
 
 
+class BadLiteral(Exception):
+    """A string literal whose escapes do not decode (both parsers raise it; parse.py makes it E0001)."""
+
+    def __init__(self, message: str, span: Span):
+        super().__init__(message)
+        self.span = span
+
+
 KEYWORDS = frozenset("def const return pass print assert if elif else for in range while and or not "
                      "true false".split())
 COMPARISONS = frozenset(("==", "!=", "<=", ">=", "<", ">"))
@@ -291,7 +299,7 @@ class _Parser:
     def dim_atom(self):
         tok = self.take()
         if tok[0] == "INT":
-            node = ast.DimInt(self.tspan(tok), _int(tok[1]))
+            node = ast.DimInt(self.tspan(tok), int_value(tok[1]))
         elif tok[0] == "NAME":
             node = ast.DimName(self.tspan(tok), tok[1])
         elif tok[0] == "(":
@@ -518,7 +526,7 @@ class _Parser:
             node = ast.Name(self.tspan(tok), tok[1])
         elif kind == "INT":
             digits = tok[1]
-            node = ast.IntLit(self.tspan(tok), _int(digits) if len(digits) <= 40 else 2 ** 128)
+            node = ast.IntLit(self.tspan(tok), int_value(digits))
         elif kind == "FLOAT":
             node = ast.FloatLit(self.tspan(tok), float(tok[1]))
         elif kind == "(":
@@ -532,7 +540,7 @@ class _Parser:
                 self.take()
             node = ast.ArrayLit(self.span(tok, self.expect("]")), tuple(elems))
         elif kind == "STRING":
-            node = ast.StrLit(self.tspan(tok), _string(tok[1]))
+            node = ast.StrLit(self.tspan(tok), string_value(tok[1], self.tspan(tok)))
         elif kind == "true" or kind == "false":
             node = ast.BoolLit(self.tspan(tok), kind == "true")
         else:
@@ -627,18 +635,18 @@ def _target(expr: ast.Node, outer: Span) -> ast.Node:
     raise GiveUp("not an assignment target")
 
 
-def _int(digits: str) -> int:
-    try:
-        return int(digits)
-    except ValueError:                 # past sys.get_int_max_str_digits(): Lark's path raises it
-        raise GiveUp("integer literal too long") from None
+def int_value(digits: str) -> int:
+    """An integer literal's value. Past 64 bits the exact value does not matter (E0211, E0215), and
+    Python refuses int() of more than 4300 digits: 41 digits or more read as 2**128."""
+    return int(digits) if len(digits) <= 40 else 2 ** 128
 
 
-def _string(token: str) -> str:
+def string_value(token: str, span: Span) -> str:
+    """A string literal's text with its escapes (Python's) decoded."""
     try:
         return token[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
-    except UnicodeDecodeError:         # a bad escape: Lark's path raises it
-        raise GiveUp("bad escape in a string") from None
+    except UnicodeDecodeError as err:
+        raise BadLiteral(f"invalid escape in a string: {err.reason}", span) from None
 
 
 def _height(node: ast.Node) -> int:

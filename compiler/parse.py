@@ -133,7 +133,7 @@ class _ToAst(Transformer):
         return ast.TypeExpr(self._s(meta), str(name), tuple(d for d in dims if d is not None))
 
     def dim_int(self, meta, ch):
-        return ast.DimInt(self._s(meta), int(ch[0]))
+        return ast.DimInt(self._s(meta), fastparse.int_value(str(ch[0])))
 
     def dim_name(self, meta, ch):
         return ast.DimName(self._s(meta), str(ch[0]))
@@ -259,16 +259,14 @@ class _ToAst(Transformer):
         return ast.Name(self._s(meta), str(ch[0]))
 
     def int_lit(self, meta, ch):
-        digits = str(ch[0])
-        # Past 64 bits the exact value does not matter (E0211); Python refuses int() of >4300 digits.
-        return ast.IntLit(self._s(meta), int(digits) if len(digits) <= 40 else 2 ** 128)
+        return ast.IntLit(self._s(meta), fastparse.int_value(str(ch[0])))
 
     def float_lit(self, meta, ch):
         return ast.FloatLit(self._s(meta), float(ch[0]))
 
     def string_lit(self, meta, ch):
-        text = str(ch[0])[1:-1]
-        return ast.StrLit(self._s(meta), text.encode("latin-1", "backslashreplace").decode("unicode_escape"))
+        span = self._s(meta)
+        return ast.StrLit(span, fastparse.string_value(str(ch[0]), span))
 
     def true_lit(self, meta, ch):
         return ast.BoolLit(self._s(meta), True)
@@ -384,7 +382,15 @@ def parse(source: Source, start: str = "module"):
         return fastparse.parse(text, source.name, start)
     except (fastparse.GiveUp, RecursionError):
         pass
+    except fastparse.BadLiteral as err:
+        raise _bad_literal(err, source) from None
     return _parse_lark(source, text, start)
+
+
+def _bad_literal(err: fastparse.BadLiteral, source: Source) -> CompileError:
+    return CompileError([Diagnostic("E0001", str(err), err.span, "in this string",
+                                    help="escapes are Python's: \\n, \\t, \\\\, \\\", \\xHH, \\uHHHH")],
+                        {source.name: source})
 
 
 def parse_lark(source: Source, start: str = "module"):
@@ -417,6 +423,8 @@ def _parse_lark(source: Source, text: str, start: str):
     except VisitError as err:
         if isinstance(err.orig_exc, RecursionError):
             raise _too_deep(source) from None
+        if isinstance(err.orig_exc, fastparse.BadLiteral):
+            raise _bad_literal(err.orig_exc, source) from None
         raise err.orig_exc from None
     except RecursionError:
         raise _too_deep(source) from None

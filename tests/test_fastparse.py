@@ -63,7 +63,7 @@ def check(text: str, start: str = "module", accept: bool = False) -> bool:
     ref = outcome(parse_lark, source, start)
     try:
         fast = fastparse.parse(_prepare(source, start), source.name, start)
-    except (fastparse.GiveUp, RecursionError, CompileError):
+    except (fastparse.GiveUp, fastparse.BadLiteral, RecursionError, CompileError):
         fast = None
     if fast is None:
         assert not accept, f"the fast parser gave up on {text!r}"

@@ -383,3 +383,26 @@ def test_codes_in_known_bug_reasons_exist():
     """The diagnostics named by these tests exist (keeps the reasons honest)."""
     for code in ("E0001", "E0002", "E0003", "E0004", "E0208", "E0211", "E0215"):
         assert code in CODES
+
+
+@pytest.mark.parametrize("body, reason", [
+    ('print("a\\x4")', "truncated \\xXX escape"),
+    ('print("\\N{no such name}")', "unknown Unicode character name"),
+    ('print("\\u12")', "truncated \\uXXXX escape"),
+])
+def test_bad_string_escapes_are_E0001_in_both_parsers(body, reason):
+    from arrc.compiler.parse import parse_lark
+    from arrc.compiler.span import Source
+    src = f"def f() -> f32:\n    {body}\n    return 1.0\n"
+    for parse_with in (arrc.loads, lambda text: parse_lark(Source("<string>", text))):
+        with pytest.raises(arrc.CompileError) as info:
+            parse_with(src)
+        [d] = info.value.diagnostics
+        assert (d.code, d.message, d.span.line, d.span.col) == ("E0001", f"invalid escape in a string: {reason}", 2, 11)
+
+
+def test_dimension_of_5000_digits_is_a_diagnostic():
+    src = "def f(x: f32[" + "9" * 5000 + "]) -> f32:\n    return 1.0\n"
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads(src)
+    assert [d.code for d in info.value.diagnostics] == ["E0215"]
