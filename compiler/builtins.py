@@ -8,14 +8,14 @@ The rules live in this module and in the `ops_*` modules, which register into th
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from . import emit
 from .diagnostics import Diagnostic, Label
-from .emit import chlo, hlo
+from .emit import hlo
 from .types import BOOL, DTYPES, F32, F64, I32, ArrayType, DType, Dim, int_range, lossy_promotion, promote, \
     shape_str, too_large, true_divide_dtype
 from .values import ArrError, DeferredBool, DTypeVal, StrVal, TupleVal, Val, describe
@@ -44,13 +44,22 @@ def register(*names: str, params: str = "x", method: bool = False, table: dict |
         if default:
             defaults[name] = ast.literal_eval(default)     # None, True, False, numbers
     def wrap(fn):
+        code = fn.__code__      # rules are called positionally, in the order of `params`
+        if code.co_varnames[1:1 + len(order)] != tuple(order):
+            raise TypeError(f"rule {fn.__name__} takes {code.co_varnames[1:code.co_argcount]}, "
+                            f"registered as {params!r}")
         for name in names:
             (OPERATORS if table is OPERATORS else BUILTINS)[name] = Builtin(name, fn, tuple(order), defaults, method)
         return fn
     return wrap
 
 
-def bind_arguments(rule: Builtin, args: list, kwargs: dict, cx: "CallCx") -> dict:
+def bind_arguments(rule: Builtin, args: list, kwargs: dict, cx: "CallCx") -> list:
+    """The arguments of a call of `rule`, in the order of its parameters (defaults filled in)."""
+    if not kwargs and len(args) == len(rule.params):        # the common case: all positional
+        for name, span in zip(rule.params, cx.arg_spans):
+            cx.spans_by_name.setdefault(name, span)
+        return args
     bound = {}
     if len(args) > len(rule.params):
         raise ArrError("E0103", f"`{rule.name.lstrip('.')}` takes at most {len(rule.params)} argument(s), "
@@ -74,7 +83,7 @@ def bind_arguments(rule: Builtin, args: list, kwargs: dict, cx: "CallCx") -> dic
                 raise ArrError("E0103", f"missing argument `{name}` in call to `{rule.name.lstrip('.')}`", cx.span,
                                "missing argument", notes=[f"parameters: {', '.join(rule.params)}"])
             bound[name] = rule.defaults[name]
-    return bound
+    return [bound[name] for name in rule.params]
 
 
 def weak_literal_fits(t: ArrayType, dtype: DType) -> bool:
@@ -84,18 +93,20 @@ def weak_literal_fits(t: ArrayType, dtype: DType) -> bool:
     return dtype.is_float or dtype.is_int or t.dtype == dtype
 
 
-@dataclass
 class CallCx:
     """What a rule sees of its call site."""
-    walk: object
-    node: object
-    arg_spans: list
-    kw_spans: dict
-    spans_by_name: dict = field(default_factory=dict)
+    __slots__ = ("walk", "node", "arg_spans", "kw_spans", "spans_by_name")
+
+    def __init__(self, walk, node, arg_spans: list, kw_spans: dict, spans_by_name: dict | None = None):
+        self.walk = walk
+        self.node = node
+        self.arg_spans = arg_spans
+        self.kw_spans = kw_spans
+        self.spans_by_name = {} if spans_by_name is None else spans_by_name
 
     @property
     def lowering(self) -> bool:
-        return self.walk.is_lowering
+        return self.walk.lowering is not None
 
     @property
     def span(self):
@@ -121,7 +132,9 @@ class CallCx:
         return Val(t, build() if (self.lowering and build is not None) else None, static)
 
     def ir(self, v: Val, dtype: DType | None = None, shape=None):
-        return self.walk.materialize(v, dtype, None if shape is None else concrete(shape))
+        if shape is None or shape == v.type.shape:       # (often the same tuple: no broadcast to check)
+            return self.walk.materialize(v, dtype)
+        return self.walk.materialize(v, dtype, concrete(shape))
 
     # -- argument readers ----------------------------------------------------------------
     def array(self, v, name) -> Val:
@@ -238,7 +251,9 @@ def elementwise_type(cx: CallCx, args: list, what: str) -> tuple[DType, bool, tu
     types = [a.type for a in args]
     shape = types[0].shape
     for i, t in enumerate(types[1:], 1):
-        shape = broadcast_shapes(_pair_cx(cx, 0 if i == 1 else None, i), ArrayType(types[0].dtype, shape), t, what)
+        if t.shape != shape:
+            shape = broadcast_shapes(_pair_cx(cx, 0 if i == 1 else None, i), ArrayType(types[0].dtype, shape), t,
+                                     what)
     dtype, weak = promote(types)
     for i, a in enumerate(args):
         check_literal(cx, a, dtype, i)
@@ -251,7 +266,7 @@ def elementwise_type(cx: CallCx, args: list, what: str) -> tuple[DType, bool, tu
 
 
 def _pair_cx(cx: CallCx, i, j) -> CallCx:
-    if i is None:
+    if i is None or (i == 0 and j == 1 and len(cx.arg_spans) >= 2):     # (cx.at(0), cx.at(1) already)
         return cx
     return CallCx(cx.walk, cx.node, [cx.at(i), cx.at(j)], cx.kw_spans, cx.spans_by_name)
 
@@ -276,18 +291,19 @@ def _require_arrays(cx: CallCx, args: list, what: str) -> None:
 
 def arithmetic(op_name: str, build_float, build_int=None, allow_bool=False):
     build_int = build_int or build_float
+    what = f"`{op_name}`"
 
     def rule(cx: CallCx, x, y):
-        _require_arrays(cx, [x, y], f"`{op_name}`")
-        dtype, weak, shape = elementwise_type(cx, [x, y], f"`{op_name}`")
+        operands = [x, y]
+        _require_arrays(cx, operands, what)
+        dtype, weak, shape = elementwise_type(cx, operands, what)
         if dtype.is_bool and not allow_bool:
             cx.error("E0201", f"`{op_name}` is not defined on bool", "both operands are bool",
                      help="convert with `.astype(i32)` first")
         static = _fold(op_name, x, y) if dtype.is_int else None
 
         def build():
-            a, b = (cx.ir(v, dtype, shape) for v in (x, y))
-            return (build_float if dtype.is_float else build_int)(a, b, dtype)
+            return (build_float if dtype.is_float else build_int)(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape), dtype)
         if static is not None:
             return Val(ArrayType(dtype, shape, weak), None, static)
         result = cx.value(ArrayType(dtype, shape, weak), build)
@@ -393,13 +409,18 @@ def _float_floor_div(a, b, dt: DType):
     return emit.select(emit.compare(b, zero, "EQ", dt), hlo.divide(a, b), floor)
 
 
-register("+", params="x, y", table=OPERATORS)(arithmetic("+", lambda a, b, dt: hlo.add(a, b)))
-register("-", params="x, y", table=OPERATORS)(arithmetic("-", lambda a, b, dt: hlo.subtract(a, b)))
-register("*", params="x, y", table=OPERATORS)(arithmetic("*", lambda a, b, dt: hlo.multiply(a, b)))
+def _binary(name: str):
+    """A builder (a, b, dtype) of the elementwise op `name` on operands of one type."""
+    return lambda a, b, dt: emit.same_type(name, a, b)
+
+
+register("+", params="x, y", table=OPERATORS)(arithmetic("+", _binary("stablehlo.add")))
+register("-", params="x, y", table=OPERATORS)(arithmetic("-", _binary("stablehlo.subtract")))
+register("*", params="x, y", table=OPERATORS)(arithmetic("*", _binary("stablehlo.multiply")))
 register("//", params="x, y", table=OPERATORS)(arithmetic("//", _float_floor_div, _floor_div_int))
 register("%", params="x, y", table=OPERATORS)(arithmetic("%", _float_mod, _mod_int))
-register("maximum", params="x, y")(arithmetic("maximum", lambda a, b, dt: hlo.maximum(a, b), allow_bool=True))
-register("minimum", params="x, y")(arithmetic("minimum", lambda a, b, dt: hlo.minimum(a, b), allow_bool=True))
+register("maximum", params="x, y")(arithmetic("maximum", _binary("stablehlo.maximum"), allow_bool=True))
+register("minimum", params="x, y")(arithmetic("minimum", _binary("stablehlo.minimum"), allow_bool=True))
 @register("atan2", params="x, y")
 def _atan2(cx: CallCx, x, y):
     _require_arrays(cx, [x, y], "`atan2`")
@@ -414,7 +435,8 @@ def _true_divide(cx: CallCx, x, y):
     dtype, weak, shape = elementwise_type(cx, [x, y], "`/`")
     if not dtype.is_float:
         dtype, weak = true_divide_dtype(dtype), False
-    return cx.value(ArrayType(dtype, shape, weak), lambda: hlo.divide(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+    return cx.value(ArrayType(dtype, shape, weak),
+                    lambda: emit.same_type("stablehlo.divide", cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
 
 
 def _power(cx: CallCx, x, y):
@@ -445,9 +467,12 @@ def _fold_comparison(op: str, x: Val, y: Val):
 
 
 def comparison(op: str):
+    what = f"`{op}`"
+
     def rule(cx: CallCx, x, y):
-        _require_arrays(cx, [x, y], f"`{op}`")
-        dtype, _, shape = elementwise_type(cx, [x, y], f"`{op}`")
+        operands = [x, y]
+        _require_arrays(cx, operands, what)
+        dtype, _, shape = elementwise_type(cx, operands, what)
         static = _fold_comparison(op, x, y)
         if static is not None:
             return Val(ArrayType(BOOL, shape), None, static)
@@ -461,9 +486,12 @@ for _op in ("==", "!=", "<", "<=", ">", ">="):
 
 
 def bitwise(op: str, build, bool_only=False):
+    what = f"`{op}`"
+
     def rule(cx: CallCx, x, y):
-        _require_arrays(cx, [x, y], f"`{op}`")
-        dtype, weak, shape = elementwise_type(cx, [x, y], f"`{op}`")
+        operands = [x, y]
+        _require_arrays(cx, operands, what)
+        dtype, weak, shape = elementwise_type(cx, operands, what)
         if dtype.is_float or (bool_only and not dtype.is_bool):
             kinds = "bool" if bool_only else "bool or integer"
             cx.error("E0201", f"`{op}` needs {kinds} operands, found {x.type.dtype} and {y.type.dtype}",
@@ -519,23 +547,24 @@ def _not(cx: CallCx, x):
 
 
 # ---- elementwise math ---------------------------------------------------------------------
-def unary_float(build):
+def unary_float(op_name: str):
     def rule(cx: CallCx, x):
         x = cx.array(x, "x")
         dtype = float_dtype_for(x.type.dtype)
         t = ArrayType(dtype, x.type.shape, x.type.weak)
-        return cx.value(t, lambda: build(cx.ir(x, dtype)))
+        return cx.value(t, lambda: emit.same_type(op_name, cx.ir(x, dtype)))
     return rule
 
 
 _UNARY_FLOAT = {
-    "exp": hlo.exponential, "expm1": hlo.exponential_minus_one, "log": hlo.log, "log1p": hlo.log_plus_one,
-    "sqrt": hlo.sqrt, "rsqrt": hlo.rsqrt, "cbrt": hlo.cbrt, "sin": hlo.sine, "cos": hlo.cosine, "tan": hlo.tan,
-    "tanh": hlo.tanh, "asin": chlo.asin, "acos": chlo.acos, "atan": chlo.atan, "sinh": chlo.sinh,
-    "cosh": chlo.cosh, "erf": chlo.erf, "sigmoid": hlo.logistic,
+    "exp": "stablehlo.exponential", "expm1": "stablehlo.exponential_minus_one", "log": "stablehlo.log",
+    "log1p": "stablehlo.log_plus_one", "sqrt": "stablehlo.sqrt", "rsqrt": "stablehlo.rsqrt", "cbrt": "stablehlo.cbrt",
+    "sin": "stablehlo.sine", "cos": "stablehlo.cosine", "tan": "stablehlo.tan", "tanh": "stablehlo.tanh",
+    "asin": "chlo.asin", "acos": "chlo.acos", "atan": "chlo.atan", "sinh": "chlo.sinh", "cosh": "chlo.cosh",
+    "erf": "chlo.erf", "sigmoid": "stablehlo.logistic",
 }
-for _name, _build in _UNARY_FLOAT.items():
-    register(_name)(unary_float(_build))
+for _name, _op_name in _UNARY_FLOAT.items():
+    register(_name)(unary_float(_op_name))
 
 
 def unary_same(build_float, build_int=None, allow_bool=False):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import ast
+from . import ast, emit
 from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, weak_literal_fits
 from .diagnostics import CompileError, Diagnostic, Label, Reporter
 from .types import DTYPES, I32, ArrayType, Dim, promote, too_large
@@ -22,6 +22,7 @@ from .control import ControlFlow
 from .values import POISON, ArrError, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe
 
 NAMED_CONSTANTS = {"nan": float("nan"), "inf": float("inf"), "pi": float(np.pi)}
+_WEAK_INT, _WEAK_FLOAT, _BOOL = ArrayType(I32, (), True), ArrayType(DTYPES["f32"], (), True), ArrayType(DTYPES["bool"])
 
 
 # ---- signatures -------------------------------------------------------------------
@@ -197,8 +198,11 @@ class FunctionWalk(ControlFlow):
                                      "unreachable", help="remove it or move the `return` to the end").diag)
                 return
             try:
-                with self.location(stmt, _statement_name(stmt)):
+                if type(stmt) in _EMIT_IN_OWN_LOCATIONS:
                     self.stmt(stmt)
+                else:
+                    with self.location(stmt, _STATEMENT_NAMES.get(type(stmt), "statement")):
+                        self.stmt(stmt)
             except ArrError as err:
                 self.report(err.diag)
                 if self.is_lowering:
@@ -207,6 +211,8 @@ class FunctionWalk(ControlFlow):
             except RecursionError:
                 self.report(Diagnostic("E0004", "expression nested too deeply", stmt.span, "here",
                                        help="split it into several assignments"))
+                if self.is_lowering:        # no poisoned values while lowering: nothing could emit them
+                    raise CompileError(self.reporter.diagnostics, {self.program.source.name: self.program.source})
                 self._poison_targets(stmt)
 
     def _poison_targets(self, stmt) -> None:
@@ -224,12 +230,12 @@ class FunctionWalk(ControlFlow):
                 self.env[name] = POISON
 
     def stmt(self, stmt) -> None:
-        handler = getattr(self, "stmt_" + type(stmt).__name__, None)
+        handler = _STMT_HANDLERS.get(type(stmt))
         if handler is None:
             raise ArrError("E0106", f"`{type(stmt).__name__.lower()}` statements are not supported yet", stmt.span,
                            "not supported in this version of arrc",
                            help="see docs/language.md for what is implemented")
-        handler(stmt)
+        handler(self, stmt)
 
     def stmt_Pass(self, stmt) -> None:
         pass
@@ -365,25 +371,29 @@ class FunctionWalk(ControlFlow):
 
     # -- expressions ----------------------------------------------------------------------
     def location(self, node, what: str):
-        if not self.is_lowering:
-            return nullcontext()
+        """The location of the ops emitted for `node` (a context manager; nothing while checking)."""
+        if self.lowering is None:
+            return _NO_LOCATION
         return self.lowering.location(node.span, what)
 
     def eval(self, expr):
-        handler = getattr(self, "expr_" + type(expr).__name__)
-        with self.location(expr, _location_name(expr)):
-            return handler(expr)
+        kind = type(expr)
+        handler = _EXPR_HANDLERS.get(kind) or getattr(FunctionWalk, "expr_" + kind.__name__)
+        if self.lowering is None or kind in _EMITS_NOTHING:
+            return handler(self, expr)
+        with self.lowering.location(expr.span, _location_name(expr)):
+            return handler(self, expr)
 
     def expr_IntLit(self, e):
         if e.value > 2 ** 64:
             raise ArrError("E0211", "integer literal too large", e.span, "does not fit in 64 bits")
-        return Val(ArrayType(I32, (), weak=True), None, Dim.const(e.value))
+        return Val(_WEAK_INT, None, Dim.const(e.value))
 
     def expr_FloatLit(self, e):
-        return Val(ArrayType(DTYPES["f32"], (), weak=True), None, e.value)
+        return Val(_WEAK_FLOAT, None, e.value)
 
     def expr_BoolLit(self, e):
-        return Val(ArrayType(DTYPES["bool"], ()), None, e.value)
+        return Val(_BOOL, None, e.value)
 
     def expr_StrLit(self, e):
         return StrVal(e.value)
@@ -401,9 +411,10 @@ class FunctionWalk(ControlFlow):
                                help=f"assign `{e.id}` before the `if`/loop so it has a value on every path")
             return value
         if e.id in self.program.const_types or e.id in self.program.consts:
-            return self.program.const_value(e.id, self)
+            with self.location(e, "name"):
+                return self.program.const_value(e.id, self)
         if e.id in NAMED_CONSTANTS:
-            return Val(ArrayType(DTYPES["f32"], (), weak=True), None, NAMED_CONSTANTS[e.id])
+            return Val(_WEAK_FLOAT, None, NAMED_CONSTANTS[e.id])
         if e.id in DTYPES:
             return DTypeVal(DTYPES[e.id])
         if e.id in self.program.signatures or e.id in BUILTINS:
@@ -440,7 +451,7 @@ class FunctionWalk(ControlFlow):
         return self.apply_operator("unary" + e.op, [operand], e, [e.operand.span])
 
     def apply_operator(self, op: str, operands: list, node, spans: list):
-        if any(isinstance(o, Poisoned) for o in operands):
+        if POISON in operands:
             return POISON
         return self.call_builtin(OPERATORS[op], operands, {}, node, spans)
 
@@ -505,7 +516,7 @@ class FunctionWalk(ControlFlow):
             if name in self.env:
                 raise ArrError("E0210", f"`{name}` is a value, not a function", e.func.span, "not callable")
             if name in self.program.signatures:
-                if any(isinstance(a, Poisoned) for a in list(args) + list(kwargs.values())):
+                if POISON in args or POISON in kwargs.values():
                     return POISON
                 return self.call_user(name, args, kwargs, e, spans, kw_spans)
             if name in DTYPES:
@@ -519,15 +530,14 @@ class FunctionWalk(ControlFlow):
                                help=f"did you mean `{close[0]}`?" if close else None)
         else:
             raise ArrError("E0210", "only named functions can be called", e.func.span, "not callable")
-        if any(isinstance(a, Poisoned) for a in list(args) + list(kwargs.values())):
+        if POISON in args or POISON in kwargs.values():
             return POISON
         return self.call_builtin(rule, args, kwargs, e, spans, kw_spans)
 
     # -- calls ------------------------------------------------------------------------------
     def call_builtin(self, rule: Builtin, args, kwargs, node, spans, kw_spans=None):
         cx = CallCx(self, node, spans, kw_spans or {})
-        bound = bind_arguments(rule, args, kwargs, cx)
-        return rule.fn(cx, **bound)
+        return rule.fn(cx, *bind_arguments(rule, args, kwargs, cx))
 
     def call_user(self, name, args, kwargs, node, spans, kw_spans):
         sig = self.program.signatures[name]
@@ -570,17 +580,18 @@ class FunctionWalk(ControlFlow):
     # -- MLIR values ---------------------------------------------------------------------------
     def materialize(self, v: Val, dtype=None, shape=None):
         """The MLIR value of `v`, converted to `dtype` and broadcast to `shape` (concrete)."""
-        from . import emit
         dtype = dtype or v.type.dtype
         if v.ir is None:
             static = v.static
             if isinstance(static, Dim):
                 static = static.value
             value = emit.const(static, dtype, v.type.concrete_shape)
+        elif dtype is v.type.dtype:
+            value = v.ir
         else:
             value = emit.convert(v.ir, v.type.dtype, dtype)
         if shape is not None:
-            value = emit.broadcast(value, tuple(shape))
+            value = emit.broadcast(value, shape)
         return value
 
 
@@ -597,17 +608,33 @@ _OP_NAMES = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "//": 
              ">": "compare", ">=": "compare", "&": "and", "|": "or", "^": "xor", "and": "and", "or": "or"}
 
 
-def _statement_name(stmt) -> str:
-    return {"Assign": "assign", "AugAssign": "assign", "If": "if", "For": "for", "While": "while",
-            "Print": "print", "Assert": "assert", "Return": "return"}.get(type(stmt).__name__, "statement")
+_STATEMENT_NAMES = {ast.If: "if", ast.For: "for", ast.While: "while", ast.Print: "print", ast.Assert: "assert",
+                    ast.Return: "return"}
+_UNARY_NAMES = {"-": "negate", "+": "positive", "~": "not", "not": "not"}
 
 
 def _location_name(expr) -> str:
-    if isinstance(expr, ast.Binary):
+    kind = type(expr)
+    if kind is ast.Binary:
         return _OP_NAMES.get(expr.op, expr.op)
-    if isinstance(expr, ast.Unary):
-        return {"-": "negate", "+": "positive", "~": "not", "not": "not"}[expr.op]
-    if isinstance(expr, ast.Call):
+    if kind is ast.Unary:
+        return _UNARY_NAMES[expr.op]
+    if kind is ast.Call:
         f = expr.func
         return f.id if isinstance(f, ast.Name) else f.name if isinstance(f, ast.Attribute) else "call"
-    return type(expr).__name__.lower()
+    return kind.__name__.lower()
+
+
+def _handlers(prefix: str) -> dict:
+    """Node class -> FunctionWalk method `prefix + class name` (dispatch without a getattr per node)."""
+    return {node: getattr(FunctionWalk, prefix + node.__name__) for node in vars(ast).values()
+            if isinstance(node, type) and issubclass(node, ast.Node) and hasattr(FunctionWalk, prefix + node.__name__)}
+
+
+_EXPR_HANDLERS = _handlers("expr_")
+_STMT_HANDLERS = _handlers("stmt_")
+# Expressions that never emit an op themselves (a name of a module constant enters its own location), and
+# statements whose ops all come from expressions or updates with locations of their own.
+_EMITS_NOTHING = frozenset({ast.Name, ast.IntLit, ast.FloatLit, ast.BoolLit, ast.StrLit, ast.TupleLit})
+_EMIT_IN_OWN_LOCATIONS = frozenset({ast.Assign, ast.AugAssign, ast.ExprStmt, ast.Pass})
+_NO_LOCATION = nullcontext()

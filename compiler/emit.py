@@ -33,7 +33,29 @@ def make_context() -> ir.Context:
     return ctx
 
 
+_cache: tuple = (None, {})
+_UNKNOWN = object()
+
+
+def _context_cache() -> dict:
+    """MLIR types belong to their context: one cache, for the context in use (the latest one)."""
+    global _cache
+    ctx = ir.Context.current
+    cache = _cache            # a local reference: another thread may replace the global meanwhile
+    if cache[0] is not ctx:
+        cache = _cache = (ctx, {})
+    return cache[1]
+
+
 def ir_dtype(dt: DType) -> ir.Type:
+    cache = _context_cache()
+    t = cache.get(dt)
+    if t is None:
+        t = cache[dt] = _make_ir_dtype(dt)
+    return t
+
+
+def _make_ir_dtype(dt: DType) -> ir.Type:
     if dt.kind == "bool":
         return ir.IntegerType.get_signless(1)
     if dt.kind == "int":
@@ -44,37 +66,54 @@ def ir_dtype(dt: DType) -> ir.Type:
 
 
 def tensor_type(shape, dt: DType) -> ir.RankedTensorType:
-    return ir.RankedTensorType.get(list(shape), ir_dtype(dt))
+    cache = _context_cache()
+    key = (tuple(shape), dt)
+    t = cache.get(key)
+    if t is None:
+        t = cache[key] = ir.RankedTensorType.get(list(shape), ir_dtype(dt))
+    return t
 
 
 def shape_of(x: ir.Value) -> tuple[int, ...]:
     return tuple(ir.RankedTensorType(x.type).shape)
 
 
+def op(name: str, result_type: ir.Type, operands, attributes: dict | None = None) -> ir.Value:
+    """Create the op `name` with a known result type: ~3x cheaper than the generated builders (hlo.add,
+    ...), which infer the result type."""
+    return ir.Operation.create(name, results=[result_type], operands=operands, attributes=attributes).result
+
+
+def same_type(name: str, *operands: ir.Value) -> ir.Value:
+    """An elementwise op whose result has the type of its first operand (`stablehlo.add` of equal types)."""
+    return ir.Operation.create(name, results=[operands[0].type], operands=operands).result
+
+
 def const(value, dt: DType, shape=()) -> ir.Value:
     """A constant of dtype `dt` and `shape`; `value` is a Python scalar or an array of that shape."""
-    arr = np.asarray(value)
-    if arr.ndim == 0:
-        arr = np.asarray(_to_numpy_scalar(arr.item(), dt))
-        splat = True
-    else:
-        arr = np.ascontiguousarray(arr.astype(dt.np))
-        splat = False
+    if type(value) not in (float, int, bool):
+        arr = np.asarray(value)
+        if arr.ndim:
+            return _const_array(arr, dt, shape)
+        value = arr.item()
+    value = _to_numpy_scalar(value, dt)
     ttype = tensor_type(shape, dt)
+    elem = ir_dtype(dt)
     if dt.kind == "bool":
-        if splat:
-            return hlo.constant(ir.DenseElementsAttr.get_splat(ttype, ir.BoolAttr.get(bool(arr))))
+        scalar_attr = ir.BoolAttr.get(value)
+    elif dt.is_float:
+        scalar_attr = ir.FloatAttr.get(elem, value)
+    else:
+        if dt.kind == "uint" and value >= 2 ** 63:
+            value -= 2 ** 64          # IntegerAttr takes an int64: the same bits, read as signed
+        scalar_attr = ir.IntegerAttr.get(elem, value)
+    return op("stablehlo.constant", ttype, [], {"value": ir.DenseElementsAttr.get_splat(ttype, scalar_attr)})
+
+
+def _const_array(arr: np.ndarray, dt: DType, shape) -> ir.Value:
+    if dt.kind == "bool":
         return hlo.constant(ir.DenseElementsAttr.get(arr.astype(np.bool_), type=ir_dtype(dt), shape=list(shape)))
-    if splat:
-        elem = ir_dtype(dt)
-        if dt.is_float:
-            scalar_attr = ir.FloatAttr.get(elem, float(arr))
-        else:
-            value = int(arr)
-            if dt.kind == "uint" and value >= 2 ** 63:
-                value -= 2 ** 64          # IntegerAttr takes an int64: the same bits, read as signed
-            scalar_attr = ir.IntegerAttr.get(elem, value)
-        return hlo.constant(ir.DenseElementsAttr.get_splat(ttype, scalar_attr))
+    arr = np.ascontiguousarray(arr.astype(dt.np))
     if dt.name == "bf16":
         arr = arr.view(np.uint16)
     return hlo.constant(ir.DenseElementsAttr.get(arr, type=ir_dtype(dt), shape=list(shape)))
@@ -96,13 +135,21 @@ def zeros_like_type(shape, dt: DType) -> ir.Value:
 
 def broadcast(x: ir.Value, to_shape) -> ir.Value:
     """NumPy broadcasting of `x` to `to_shape` (right-aligned, size-1 dims stretch)."""
-    from_shape = shape_of(x)
-    if tuple(from_shape) == tuple(to_shape):
+    cache = _context_cache()
+    key = ("broadcast", x.type, tuple(to_shape))
+    how = cache.get(key, _UNKNOWN)        # (result type, attributes), or None: `x` has that shape already
+    if how is _UNKNOWN:
+        x_type = ir.RankedTensorType(key[1])
+        from_shape = tuple(x_type.shape)
+        how = None
+        if from_shape != key[2]:
+            offset = len(to_shape) - len(from_shape)
+            dims = ir.DenseI64ArrayAttr.get(list(range(offset, len(to_shape))))
+            how = ir.RankedTensorType.get(list(to_shape), x_type.element_type), {"broadcast_dimensions": dims}
+        cache[key] = how
+    if how is None:
         return x
-    elem = ir.RankedTensorType(x.type).element_type
-    offset = len(to_shape) - len(from_shape)
-    return hlo.broadcast_in_dim(ir.RankedTensorType.get(list(to_shape), elem), x,
-                                list(range(offset, len(to_shape))))
+    return op("stablehlo.broadcast_in_dim", how[0], [x], how[1])
 
 
 def convert(x: ir.Value, src: DType, dst: DType) -> ir.Value:
@@ -112,7 +159,7 @@ def convert(x: ir.Value, src: DType, dst: DType) -> ir.Value:
     shape = shape_of(x)
     if dst.kind == "bool":
         return compare(x, const(0, src, shape), "NE", src)
-    return hlo.convert(tensor_type(shape, dst), x)
+    return op("stablehlo.convert", tensor_type(shape, dst), [x])
 
 
 def mark(value: ir.Value, name: str) -> ir.Value:
@@ -131,7 +178,7 @@ def compare(a: ir.Value, b: ir.Value, direction: str, dt: DType) -> ir.Value:
 
 
 def select(pred: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
-    return hlo.select(pred, a, b)
+    return op("stablehlo.select", a.type, [pred, a, b])
 
 
 def cast(x: ir.Value, src: DType, dst: DType) -> ir.Value:

@@ -1,20 +1,24 @@
 """Specialization and lowering: a checked Program plus concrete argument types -> a StableHLO module."""
 from __future__ import annotations
 
-from contextlib import contextmanager
+import sys
+import threading
+from contextlib import nullcontext
 
 from jaxlib.mlir import ir
 
 from . import effects, emit
 from .check import FunctionWalk, unify
 from .control import IO
-from .diagnostics import CompileError, Reporter
+from .diagnostics import CompileError, Diagnostic, Reporter
 from .emit import func, hlo
 from .types import I32, ArrayType
 from .values import ArrError, Val
 
 
 MAX_INLINED_CALLS = 20_000
+MAX_CALL_DEPTH = 1_000
+_NO_LOCATION = nullcontext()
 
 
 class Lowered:
@@ -76,7 +80,6 @@ class ModuleLowering:
 
     def _check_sizes(self, entry: str, sig, arg_types: list) -> None:
         """Parameter types from `--shape n=...` can be too large to ever exist: say so before lowering."""
-        from .diagnostics import Diagnostic
         from .types import too_large
         for (name, _, span), t in zip(sig.params, arg_types):
             problem = too_large(t)
@@ -130,16 +133,15 @@ class ModuleLowering:
     def _file_loc(self, span) -> ir.Location:
         return ir.Location.file(span.file, span.line, span.col, span.end_line, span.end_col)
 
-    @contextmanager
     def location(self, span, what: str):
+        """The location for the ops of `what` at `span`, inside the active calls: enter it with `with`
+        (a plain `with` exits it even on KeyboardInterrupt, so the context's location stack stays balanced)."""
         if span is None:
-            yield
-            return
+            return _NO_LOCATION
         loc = ir.Location.name(what, childLoc=self._file_loc(span))
         for caller in reversed(self.call_sites):
             loc = ir.Location.callsite(loc, [caller])
-        with loc:
-            yield
+        return loc
 
 
 class FunctionLowering:
@@ -147,9 +149,7 @@ class FunctionLowering:
 
     def __init__(self, module_lowering: ModuleLowering):
         self.m = module_lowering
-
-    def location(self, span, what: str):
-        return self.m.location(span, what)
+        self.location = module_lowering.location
 
     def call(self, walk, name: str, args: list, param_types: list, span) -> list:
         """Inline a call: walk the callee's body with the arguments' values and concrete types."""
@@ -159,22 +159,30 @@ class FunctionLowering:
         bindings = {k: v.value for k, v in env.items()}
         self.m.inlined += 1
         if self.m.inlined > MAX_INLINED_CALLS:
-            from .diagnostics import Diagnostic
             raise CompileError([Diagnostic(
                 "E0004", f"more than {MAX_INLINED_CALLS} calls to inline: the call tree is too large", span,
                 "this call", help="compute shared values once and pass them, instead of calling a function "
                                   "several times from each level")],
                 {program.source.name: program.source})
+        if len(self.m.call_sites) >= MAX_CALL_DEPTH:
+            raise CompileError([Diagnostic(
+                "E0004", f"calls nested more than {MAX_CALL_DEPTH} deep", span, "this call",
+                help="call fewer functions inside one another")], {program.source.name: program.source})
         callee = FunctionWalk(program, program.functions[name], self.m.reporter, self, bindings)
         callee.loop_counters = list(walk.loop_counters)
         for hidden in (effects.RUN, IO):
             if hidden in walk.env:
                 callee.env[hidden] = walk.env[hidden]
+        # The callee is walked on top of its caller's frames (~12 per call): give them back, so that an
+        # inlined function may nest as deep as it could when it was checked on its own.
+        frames = _frames_since_run()
+        _add_to_recursion_limit(frames)
         self.m.call_sites.append(ir.Location.name(name, childLoc=self.m._file_loc(span)))
         try:
             returned = callee.run([Val(t, a) for t, a in zip(param_types, args)])
         finally:
             self.m.call_sites.pop()
+            _add_to_recursion_limit(-frames)
         self.m._raise_if_failed(returned)
         if IO in callee.env:
             walk.env[IO] = callee.env[IO]
@@ -185,3 +193,21 @@ class FunctionLowering:
 
     def assert_(self, walk, stmt, cond, message) -> None:
         effects.lower_assert(walk, self.m.effect_sites, stmt, cond, message)
+
+
+_RUN = FunctionWalk.run.__code__
+_limit_lock = threading.Lock()
+
+
+def _frames_since_run() -> int:
+    """The Python frames from the innermost `FunctionWalk.run` (included) to the caller (included)."""
+    frame, count = sys._getframe(1), 1
+    while frame is not None and frame.f_code is not _RUN:
+        frame, count = frame.f_back, count + 1
+    return count
+
+
+def _add_to_recursion_limit(frames: int) -> None:
+    # A change, not a set: lowerings in other threads change the limit too, each undoing its own change.
+    with _limit_lock:
+        sys.setrecursionlimit(sys.getrecursionlimit() + frames)

@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, slots=True)    # one instance per dtype (DTYPES): equality is identity
 class DType:
     name: str
     kind: str          # "bool" | "int" | "uint" | "float"
@@ -34,6 +34,9 @@ class DType:
     def is_64bit(self) -> bool:
         return self.bits == 64
 
+    def __reduce__(self):       # copies and unpickled dtypes are the one instance (equality is identity)
+        return dtype_named, (self.name,)
+
 
 DTYPES: dict[str, DType] = {d.name: d for d in [
     DType("bool", "bool", 1, np.dtype(np.bool_)),
@@ -46,6 +49,10 @@ DTYPES: dict[str, DType] = {d.name: d for d in [
 ]}
 BOOL, I32, I64, U64, F32, F64 = (DTYPES[n] for n in ("bool", "i32", "i64", "u64", "f32", "f64"))
 _BY_NUMPY = {d.np: d for d in DTYPES.values()}
+
+
+def dtype_named(name: str) -> DType:
+    return DTYPES[name]
 
 
 def dtype_of_numpy(np_dtype) -> DType | None:
@@ -82,7 +89,8 @@ class Dim:
 
     @property
     def is_const(self) -> bool:
-        return all(m == () for m in self.terms)
+        terms = self.terms
+        return not terms or (len(terms) == 1 and () in terms)
 
     @property
     def value(self) -> int:
@@ -173,7 +181,7 @@ class Dim:
 
 
 # ---- types of values -------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ArrayType:
     """An array (or scalar, rank 0) of `dtype`; `weak` marks a type that came from a literal only."""
     dtype: DType
@@ -190,7 +198,7 @@ class ArrayType:
 
     @property
     def concrete_shape(self) -> tuple[int, ...]:
-        return tuple(d.value for d in self.shape)
+        return tuple([d.value for d in self.shape])
 
     def with_dtype(self, dtype: DType, weak: bool = False) -> "ArrayType":
         return ArrayType(dtype, self.shape, weak)
@@ -231,12 +239,12 @@ def _upper_bounds(node: str) -> frozenset:
     return frozenset(out)
 
 
-def _node(t: ArrayType) -> str:
-    if t.weak and t.dtype.is_int:
+def _node(dtype: DType, weak: bool) -> str:
+    if weak and dtype.is_int:
         return "i*"
-    if t.weak and t.dtype.is_float:
+    if weak and dtype.is_float:
         return "f*"
-    return t.dtype.name
+    return dtype.name
 
 
 @lru_cache(maxsize=None)
@@ -248,15 +256,20 @@ def _join(a: str, b: str) -> str:
 
 def promote(types: list[ArrayType]) -> tuple[DType, bool]:
     """The dtype and weakness that `types` promote to; shapes are not looked at."""
-    node = types[0] and _node(types[0])
-    for t in types[1:]:
-        node = _join(node, _node(t))
-    weak = all(t.weak for t in types)
+    return _promote(tuple([(t.dtype, t.weak) for t in types]))
+
+
+@lru_cache(maxsize=None)
+def _promote(kinds: tuple) -> tuple[DType, bool]:
+    node = _node(*kinds[0])
+    for kind in kinds[1:]:
+        node = _join(node, _node(*kind))
+    weak = all(w for _, w in kinds)
     if node == "i*":
         return I32, weak
     if node == "f*":
         # JAX with x64 would default to f64 here; arr stays at 32 bits unless a 64-bit value took part.
-        wide = any(t.dtype.is_64bit and not t.weak for t in types)
+        wide = any(dt.is_64bit and not w for dt, w in kinds)
         return (F64 if wide else F32), weak
     return DTYPES[node], weak
 
@@ -294,11 +307,11 @@ MAX_ARRAY_BYTES = _default_max_bytes()
 
 def too_large(t: ArrayType) -> str | None:
     """A message when one array of type `t` (concrete dims) could not fit in memory, else None."""
-    if not t.is_concrete:
-        return None
     count = 1
-    for d in t.concrete_shape:
-        count *= d
+    for d in t.shape:
+        if not d.is_const:
+            return None
+        count *= d.value
     size = count * max(1, t.dtype.bits // 8)
     if size <= MAX_ARRAY_BYTES:
         return None

@@ -18,7 +18,7 @@ class ArrError(Exception):
         self.diag = Diagnostic(code, message, span, label, list(labels), list(notes), help)
 
 
-@dataclass
+@dataclass(slots=True)
 class Val:
     """An array value. `ir` is its MLIR value while lowering; `static` its compile-time value if known
     (a `Dim` for integers, Python float/bool, or a NumPy array for literals)."""

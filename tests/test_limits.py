@@ -206,16 +206,10 @@ BOUNDARY = {
     "nested while": lambda n: "def f(x: f32) -> f32:\n" + "".join(" " * (i + 4) + "while x < 0.0:\n" for i in range(n))
     + " " * (n + 4) + "x = x + 1.0\n    return x\n",
 }
-_LOOP_BOUNDARY_BUG = pytest.mark.xfail(
-    reason="BUG: nested for/while loops one level below the recursion limit pass the check, then lowering "
-           "raises AttributeError \"'Poisoned' object has no attribute 'ir'\" (compiler/check.py:574 materialize "
-           "via compiler/control.py:108 _yield_values: the E0004 RecursionError poisons an inner variable, the "
-           "enclosing loop yields it)", strict=True)
 
 
 @pytest.mark.parametrize("construct", [
-    "chained +", "conditional", "nested if",
-    pytest.param("nested for", marks=_LOOP_BOUNDARY_BUG), pytest.param("nested while", marks=_LOOP_BOUNDARY_BUG),
+    "chained +", "conditional", "nested if", "nested for", "nested while",
 ])
 def test_recursion_boundary_is_a_diagnostic(construct):
     """Right at the depth where Python's recursion limit is reached, checking and lowering end in a
@@ -265,10 +259,6 @@ def test_call_chain_of_200_is_checked_in_linear_time():
     arrc.loads(_call_chain(200))
 
 
-@pytest.mark.xfail(reason="BUG: a 200-deep call chain passes the check but lowering fails with E0004 "
-                          "'expression nested too deeply' at an unrelated statement (calls are inlined "
-                          "recursively, ~12 Python frames per level: about 80 levels fit in the default "
-                          "recursion limit; compiler/lower.py FunctionLowering.call)", strict=True)
 def test_call_chain_of_200_lowers():
     mod = arrc.loads(_call_chain(200))
     text = mod.f200.lower(arrc.spec("f32[2]")).as_text()
@@ -326,12 +316,6 @@ _INTERRUPTED = textwrap.dedent("""
 """)
 
 
-@pytest.mark.xfail(reason="BUG (crash): a KeyboardInterrupt (Ctrl-C, e.g. in the REPL during a long "
-                          "compilation) inside lowering leaves the generator context managers of "
-                          "compiler/lower.py ModuleLowering.location (`with loc:`) unexited; they are closed "
-                          "later, out of order: 'Exception ignored ... RuntimeError: Unbalanced Location "
-                          "enter/exit' and, at interpreter exit, 'Fatal Python error: PyThreadState_Get' "
-                          "(SIGABRT, exit code 134)", strict=True)
 def test_interrupted_lowering_leaves_no_broken_state():
     proc = subprocess.run([sys.executable, "-c", _INTERRUPTED], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "done" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
