@@ -32,20 +32,10 @@ pytestmark = pytest.mark.filterwarnings("ignore:invalid escape sequence:Deprecat
 
 
 # ---- the comparison ---------------------------------------------------------------------------------------
-def assert_same(fast, ref, path: str = "") -> None:
+def assert_same(fast, ref) -> None:
     """Identical trees: same types, every dataclass field (spans included, which equality skips)."""
-    assert type(fast) is type(ref), f"{path}: {type(fast).__name__} != {type(ref).__name__}"
-    if isinstance(fast, tuple):
-        assert len(fast) == len(ref), f"{path}: {len(fast)} items != {len(ref)}"
-        for i, (a, b) in enumerate(zip(fast, ref)):
-            assert_same(a, b, f"{path}[{i}]")
-    elif isinstance(fast, ast.Node):
-        for f in dataclasses.fields(fast):
-            assert_same(getattr(fast, f.name), getattr(ref, f.name), f"{path}.{type(fast).__name__}.{f.name}")
-    elif isinstance(fast, Span):
-        assert dataclasses.astuple(fast) == dataclasses.astuple(ref), f"{path}: {fast!r} != {ref!r}"
-    else:
-        assert fast == ref, f"{path}: {fast!r} != {ref!r}"
+    difference = campaign.ast_difference(fast, ref)
+    assert difference is None, difference
 
 
 def outcome(fn, source: Source, start: str):

@@ -269,6 +269,7 @@ def test_arange_with_non_finite_bounds(call):
     ("# a\x0cb\ndef f() -> i32:\n\treturn 1\n", "E0002", 3, "\u2409return 1"),
     ("def f() -> i32:\r    return 1\r", "E0001", 1, "def f() -> i32:\u240d    return 1"),
     ("def f() -> i32:\r\n    return y\r\n", "E0101", 2, "    return y"),
+    ("def f() -> i32:\n    return y\r\r\n", "E0001", 2, "    return y\u240d"),
     ("# a\u2028b\ndef f() -> i32:\n    return y\n", "E0101", 3, "    return y"),
     ("def f() -> i32:\n    x = 1 \x0c+ 2\n    return y\n", "E0101", 3, "    return y"),
     ("# \x85\ndef f() -> i32:\n    return (" + "(" * 200 + "1" + ")" * 201 + "\n", "E0004", 3, None),

@@ -537,7 +537,8 @@ def check_compile_error(err, text: str, filename: str) -> None:
         lines = text.split("\n")
         for d in err.diagnostics:
             if d.span is not None and d.span.file == filename:
-                want = lines[d.span.line - 1].rstrip("\r")
+                want = lines[d.span.line - 1]
+                want = want[:-1] if want.endswith("\r") else want      # "\r\n" is one line end
                 shown = err.sources[filename].line_text(d.span.line)
                 if shown != want:
                     raise Bad("shown-line", f"{d.code}: the source line shown for line {d.span.line} is {shown[:60]!r}, "
@@ -568,6 +569,55 @@ def oracle_str(text: str, filename: str = FILENAME) -> str:
         _check_span(w.span, text, filename, f"warning {w.code}")
     _lower_concrete(module, text, filename)
     return "module"
+
+
+def ast_difference(fast, ref, path: str = "") -> str | None:
+    """Where two ASTs differ (types, any dataclass field, spans included, which equality skips), or None."""
+    import dataclasses
+
+    from arrc.compiler import ast
+    from arrc.compiler.span import Span
+    if type(fast) is not type(ref):
+        return f"{path}: {type(fast).__name__} != {type(ref).__name__}"
+    if isinstance(fast, tuple):
+        if len(fast) != len(ref):
+            return f"{path}: {len(fast)} items != {len(ref)}"
+        pairs = [(a, b, f"{path}[{i}]") for i, (a, b) in enumerate(zip(fast, ref))]
+    elif isinstance(fast, ast.Node):
+        pairs = [(getattr(fast, f.name), getattr(ref, f.name), f"{path}.{type(fast).__name__}.{f.name}")
+                 for f in dataclasses.fields(fast)]
+    elif isinstance(fast, Span):
+        same = dataclasses.astuple(fast) == dataclasses.astuple(ref)
+        return None if same else f"{path}: {fast!r} != {ref!r}"
+    else:
+        return None if fast == ref else f"{path}: {fast!r} != {ref!r}"
+    for a, b, where in pairs:
+        found = ast_difference(a, b, where)
+        if found:
+            return found
+    return None
+
+
+def oracle_parsers(text: str, filename: str = FILENAME) -> str:
+    """compiler/fastparse.py against Lark's parser (the reference): where the fast one accepts, Lark accepts
+    and builds the identical AST."""
+    from arrc.compiler import fastparse
+    from arrc.compiler.diagnostics import CompileError
+    from arrc.compiler.parse import _prepare, parse_lark
+    from arrc.compiler.span import Source
+    source = Source(filename, text)
+    try:
+        fast = fastparse.parse(_prepare(source, "module"), filename, "module")
+    except (fastparse.GiveUp, fastparse.BadLiteral, RecursionError, CompileError):
+        return "fast-gave-up"
+    try:
+        ref = parse_lark(source)
+    except CompileError as err:
+        raise Bad("parser-accepts", f"the fast parser accepts what Lark rejects ({err.diagnostics[0].code})")
+    found = ast_difference(fast, ref)
+    if found:
+        raise Bad("parser-ast", f"the fast parser's AST differs from Lark's at {found}")
+    return "same-ast"
 
 
 def oracle_bytes(data: bytes, filename: str = FILENAME) -> str:
@@ -657,6 +707,8 @@ def run_case(case: dict, tmpdir: str) -> tuple[str, str]:
         mode = "str"
         text = data.decode("utf-8", "surrogateescape")
         outcomes.append(oracle_str(text))
+        mode = "parsers"
+        outcomes.append(oracle_parsers(text))
         mode = "bytes"
         outcomes.append(oracle_bytes(data))
         mode = "cli"
