@@ -1475,7 +1475,7 @@ class Gen:
         if a.ty.rank and not a.ty.shape[-1].is_const:
             return None
         n = a.ty.shape[-1].value if a.ty.rank else ch.int(1, 3)
-        if n > 6:
+        if n > 6 or n == 0:           # `[]` has no dtype in arr (E0204, by design)
             return None
         vals = [self.literal_for(a.ty.dtype, small=True, allow_float=allow_float, nonneg=True) for _ in range(n)]
         is_f = any(isinstance(v.value, float) for v in vals)
