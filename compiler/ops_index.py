@@ -184,11 +184,15 @@ def _start_ir(cx: CallCx, a: _Axis, size: int, index_dtype):
         if a.step < 0:
             start = size - 1 - start       # position in the reversed dimension
         return emit.const(start, index_dtype)
-    value = cx.ir(a.start, index_dtype)
-    zero = emit.const(0, index_dtype)
-    wrapped = hlo.add(value, emit.const(size, index_dtype))
-    return emit.mark(hlo.select(emit.compare(value, zero, "LT", index_dtype), wrapped, value),
-                     "arrc.wrapped_index")
+    return _wrap_negative(cx.ir(a.start, index_dtype), size, index_dtype)
+
+
+def _wrap_negative(indices, size: int, idt, shape=()):
+    """Run-time indices with the negative ones counted from the end (`i + size`), as NumPy; marked, so
+    the bounds guard reports the index the program asked for."""
+    zero = emit.const(0, idt, shape)
+    wrapped = hlo.add(indices, emit.const(size, idt, shape))
+    return emit.mark(hlo.select(emit.compare(indices, zero, "LT", idt), wrapped, indices), "arrc.wrapped_index")
 
 
 def _index_dtype(axes, sizes):
@@ -249,10 +253,7 @@ def _start_ir_static(a: _Axis, size: int) -> int:
 
 def _lower_gather(cx: CallCx, value, idx: Val, axis: int, sizes, dt, out_shape):
     idt = _holding(idx.type.dtype, sizes[axis])
-    indices = cx.ir(idx, idt)
-    zero = emit.const(0, idt, concrete(idx.type.shape))
-    wrapped = hlo.add(indices, emit.const(sizes[axis], idt, concrete(idx.type.shape)))
-    indices = emit.mark(hlo.select(emit.compare(indices, zero, "LT", idt), wrapped, indices), "arrc.wrapped_index")
+    indices = _wrap_negative(cx.ir(idx, idt), sizes[axis], idt, concrete(idx.type.shape))
     k = idx.type.rank
     rank = len(sizes)
     offset_dims = list(range(axis)) + list(range(axis + k, rank - 1 + k))
@@ -320,13 +321,11 @@ def _lower_scatter(cx: CallCx, target, idx: Val, axis: int, sizes, dt, values):
     from jaxlib.mlir import ir
     idt = _holding(idx.type.dtype, sizes[axis])
     ishape = concrete(idx.type.shape)
-    indices = cx.ir(idx, idt)
-    zero = emit.const(0, idt, ishape)
-    wrapped = hlo.add(indices, emit.const(sizes[axis], idt, ishape))
-    indices = emit.mark(hlo.select(emit.compare(indices, zero, "LT", idt), wrapped, indices), "arrc.wrapped_index")
+    indices = _wrap_negative(cx.ir(idx, idt), sizes[axis], idt, ishape)
     # XLA's scatter drops out-of-range updates; clamp instead, like reads and `x[i] = v` (the bounds guard
     # looks through the marked clamp).
-    indices = emit.mark(hlo.clamp(zero, indices, emit.const(sizes[axis] - 1, idt, ishape)), "arrc.clamped_index")
+    indices = emit.mark(hlo.clamp(emit.const(0, idt, ishape), indices, emit.const(sizes[axis] - 1, idt, ishape)),
+                        "arrc.clamped_index")
     k = idx.type.rank
     rank = len(sizes)
     dnums = hlo.ScatterDimensionNumbers.get(
