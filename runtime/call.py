@@ -47,11 +47,19 @@ class Compiled:
             if self.fault is not None:
                 state.fault = bool(np.asarray(out[self.fault]))
                 if state.fault:
-                    state.bad_results = {i for i, r in enumerate(out[: len(out) - self.extra])
-                                         if np.asarray(r).dtype.kind not in "biu"    # floats, also bf16
-                                         and not np.isfinite(np.asarray(r).astype(np.float64)).all()}
+                    state.bad_results = _not_finite(out[: len(out) - self.extra])
             for r in out:
                 r.block_until_ready()
         finally:
             effects.end(run_id)
         return out[: len(out) - self.extra], state
+
+
+def _not_finite(results) -> set:
+    """The indices of the float results (bf16 too) holding a NaN or an infinity; one transfer each."""
+    bad = set()
+    for i, r in enumerate(results):
+        host = np.asarray(r)
+        if host.dtype.kind not in "biu" and not np.isfinite(host.astype(np.float64)).all():
+            bad.add(i)
+    return bad

@@ -54,7 +54,8 @@ def sites(module: ir.Module) -> list[GuardSite]:
             cfg = ir.DictAttr(op.attributes["backend_config"])
             frames = _flatten_callsites(op.location)
             chain = [(name_of(f), span_of(f)) for f in frames[1:]]
-            extra = {k: _i64s(op.attributes[k]) for k in ("arrc.dims", "arrc.sizes", "arrc.axis", "arrc.arg", "arrc.reaches")
+            extra = {k: _i64s(op.attributes[k])
+                     for k in ("arrc.dims", "arrc.sizes", "arrc.axis", "arrc.arg", "arrc.reaches")
                      if k in op.attributes}
             out.append(GuardSite(
                 index=ir.IntegerAttr(cfg["index"]).value, kind=ir.StringAttr(op.attributes["arrc.kind"]).value,
