@@ -173,6 +173,9 @@ class Function:
     def lower(self, *arg_types: ArrayType) -> Lowered:
         """Specialize to concrete argument types and lower to StableHLO."""
         self._check_types(list(arg_types))
+        made = self.module._program.take_lowered(self.name, arg_types)
+        if made is not None:
+            return made
         with _gc_paused():
             return ModuleLowering(self.module._program).lower(self.name, list(arg_types))
 

@@ -54,13 +54,16 @@ class ModuleLowering:
     concrete types), so every operation carries a call-site location: a guard report can name the chain.
     """
 
-    def __init__(self, program, context: ir.Context | None = None):
+    def __init__(self, program, context: ir.Context | None = None, at_definition: bool = False):
         self.program = program
         self.context = context or emit.make_context()
         self.reporter = Reporter()
         self.effect_sites: list = []
         self.call_sites: list = []          # file locations of the active calls, innermost last
+        self.active: list = []              # names of the functions being walked, the entry first
+        self.entry_calls: list = []         # (callee, span) of the entry's own calls
         self.inlined = 0                    # calls inlined so far (bounded: a call tree can grow exponentially)
+        self.at_definition = at_definition  # lowering in place of the check walk: see `lower_at_definition`
 
     def lower(self, entry: str, arg_types: list[ArrayType]) -> Lowered:
         sig = self.program.signatures[entry]
@@ -112,6 +115,7 @@ class ModuleLowering:
                 fop.attributes["arrc.extra_results"] = ir.IntegerAttr.get(i64, 1)
             block = fop.body.blocks.append(*in_types, arg_locs=arg_locs)
         walk = FunctionWalk(self.program, fn_ast, self.reporter, FunctionLowering(self), bindings)
+        self.active, self.entry_calls = [name], walk.calls
         args = list(block.arguments)
         if effectful:
             walk.env[effects.RUN] = Val(ArrayType(I32, ()), args[0])
@@ -154,6 +158,8 @@ class FunctionLowering:
     def call(self, walk, name: str, args: list, param_types: list, span) -> list:
         """Inline a call: walk the callee's body with the arguments' values and concrete types."""
         program = self.m.program
+        if self.m.at_definition and name in self.m.active:
+            raise NotAtDefinition(f"recursive call of `{name}`")
         sig = program.signatures[name]
         env = unify(sig, [Val(t) for t in param_types], [s for _, _, s in sig.params], span)
         bindings = {k: v.value for k, v in env.items()}
@@ -178,9 +184,11 @@ class FunctionLowering:
         frames = _frames_since_run()
         _add_to_recursion_limit(frames)
         self.m.call_sites.append(ir.Location.name(name, childLoc=self.m._file_loc(span)))
+        self.m.active.append(name)
         try:
             returned = callee.run([Val(t, a) for t, a in zip(param_types, args)])
         finally:
+            self.m.active.pop()
             self.m.call_sites.pop()
             _add_to_recursion_limit(-frames)
         self.m._raise_if_failed(returned)
@@ -189,10 +197,37 @@ class FunctionLowering:
         return [r.ir for r in returned]
 
     def print(self, walk, stmt, values) -> None:
+        if self.m.at_definition:
+            raise NotAtDefinition("an effect")
         effects.lower_print(walk, self.m.effect_sites, stmt, values)
 
     def assert_(self, walk, stmt, cond, message) -> None:
+        if self.m.at_definition:
+            raise NotAtDefinition("an effect")
         effects.lower_assert(walk, self.m.effect_sites, stmt, cond, message)
+
+
+class NotAtDefinition(Exception):
+    """The function needs the check walk first (it has an effect, or a call that recurses)."""
+
+
+def lower_at_definition(program, name: str) -> tuple[Lowered, list] | None:
+    """Lower the function `name`, whose parameter types are concrete, in place of its check walk.
+
+    With concrete types the lowering walk applies every rule the check walk applies (and emits), so one
+    walk does both: the Lowered is kept for the first `lower` and the function is not walked twice. Returns
+    (the Lowered, the calls it makes), or None where the check walk must run instead: any diagnostic
+    (the check walk reports them all, and warnings once per function), an effect (`program.effectful` is
+    not known yet) or a recursive call (reported by the check).
+    """
+    lowering = ModuleLowering(program, at_definition=True)
+    try:
+        lowered = lowering.lower(name, [t for _, t, _ in program.signatures[name].params])
+    except Exception:   # noqa: BLE001  errors, effects, recursion, or a lowering bug `lower` will meet again
+        return None
+    if lowering.reporter.diagnostics:
+        return None
+    return lowered, lowering.entry_calls
 
 
 _RUN = FunctionWalk.run.__code__

@@ -27,6 +27,12 @@ class Program:
     warnings: list = field(default_factory=list)
     effectful: set = field(default_factory=set)         # functions that print/assert, directly or by a call
     externals: dict = field(default_factory=dict)       # name -> NumPy value given by the host (REPL bindings)
+    lowered: dict = field(default_factory=dict)         # name -> Lowered made at definition, until taken
+
+    def take_lowered(self, name: str, arg_types: list):
+        """The Lowered made for `name` while checking, once (a Lowered's module is then changed by passes)."""
+        lowered = self.lowered.pop(name, None)
+        return lowered if lowered is not None and lowered.arg_types == list(arg_types) else None
 
     def const_value(self, name: str, walk: FunctionWalk):
         """The value of a module constant inside `walk` (emitted inline while lowering)."""
@@ -45,10 +51,13 @@ class Program:
         return Val(declared, None, value.static if isinstance(value.static, np.ndarray) else None)
 
 
-def check_program(source: Source, werror: bool = False, constants: dict | None = None) -> Program:
+def check_program(source: Source, werror: bool = False, constants: dict | None = None,
+                  lower_entries: bool = True) -> Program:
     """Parse and check `source`; raises CompileError listing every error found.
 
     `constants` binds names to host values (NumPy arrays or scalars) that functions may use like `const`s.
+    `lower_entries`: lower the functions that can be lowered without arguments while checking them (see
+    `_lower_entries`), so that their first `lower` costs nothing.
     """
     module = parse(source)
     reporter = Reporter(werror)
@@ -61,9 +70,13 @@ def check_program(source: Source, werror: bool = False, constants: dict | None =
             _check_const(program, const, reporter)
     for fn in program.functions.values():
         _signature(program, fn, reporter)
+    lowered = _lower_entries(program) if lower_entries else {}
     calls = {}
     for fn in program.functions.values():
         if fn.name not in program.signatures:
+            continue
+        if fn.name in lowered:
+            calls[fn.name] = lowered[fn.name][1]
             continue
         walk = FunctionWalk(program, fn, reporter)
         sig = program.signatures[fn.name]
@@ -79,7 +92,29 @@ def check_program(source: Source, werror: bool = False, constants: dict | None =
     if reporter.errors:
         raise CompileError(reporter.diagnostics, {source.name: source})
     program.warnings = reporter.diagnostics
+    for name, (low, _) in lowered.items():
+        low.warnings = list(program.warnings)
+        program.lowered[name] = low
     return program
+
+
+def _lower_entries(program: Program) -> dict:
+    """Lower each function with concrete parameter types that no other function calls, in place of its
+    check walk (`lower.lower_at_definition`): name -> (Lowered, its calls). Walked last to first, so that
+    an entry defined after its helpers is lowered first and the helpers it calls, which it inlines, are
+    left to the check walk."""
+    from .lower import lower_at_definition
+    done: dict = {}
+    called: set = set()
+    for fn in reversed(list(program.functions.values())):
+        sig = program.signatures.get(fn.name)
+        if sig is None or sig.shape_vars or fn.name in called or _has_effect_statement(fn.body):
+            continue
+        result = lower_at_definition(program, fn.name)
+        if result is not None:
+            done[fn.name] = result
+            called.update(callee for callee, _ in result[1])
+    return done
 
 
 def _collect(program: Program, reporter: Reporter) -> None:
