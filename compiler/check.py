@@ -585,6 +585,8 @@ class FunctionWalk(ControlFlow):
             static = v.static
             if isinstance(static, Dim):
                 static = static.value
+            if shape is not None and not v.type.shape:     # a scalar literal: one splat constant
+                return emit.const(static, dtype, shape)
             value = emit.const(static, dtype, v.type.concrete_shape)
         elif dtype is v.type.dtype:
             value = v.ir

@@ -15,7 +15,7 @@ from arrc.compiler.types import DTYPES, ArrayType, Dim
 F32_3 = "f32[3]"
 
 # Statements of the front-end benchmark (bench/programs.py `generated`): a literal's constant and its
-# broadcast take the location of the operation that uses the literal; names and literals have none.
+# (one splat constant of the operand's shape) takes the location of the operation that uses the literal; names and literals have none.
 GENERATED = """\
 def main(x: f32[64], y: f32[64]) -> f32[64]:
     t0 = x * 1.000001 + y
@@ -29,17 +29,15 @@ GENERATED_TEXT = """\
 #loc13 = loc("y"(#loc3))
 module {
   func.func public @main(%arg0: tensor<64xf32> loc("x"(#loc2)), %arg1: tensor<64xf32> loc("y"(#loc3))) -> tensor<64xf32> attributes {arrc.entry = "main"} {
-    %cst = stablehlo.constant dense<1.00000095> : tensor<f32> loc(#loc14)
-    %0 = stablehlo.broadcast_in_dim %cst, dims = [] : (tensor<f32>) -> tensor<64xf32> loc(#loc14)
-    %1 = stablehlo.multiply %arg0, %0 : tensor<64xf32> loc(#loc14)
-    %2 = stablehlo.add %1, %arg1 : tensor<64xf32> loc(#loc15)
-    %3 = stablehlo.cosine %2 : tensor<64xf32> loc(#loc16)
-    %4 = stablehlo.multiply %3, %arg0 : tensor<64xf32> loc(#loc17)
-    %5 = stablehlo.add %4, %arg1 : tensor<64xf32> loc(#loc18)
-    %cst_0 = stablehlo.constant dense<7.760000e-01> : tensor<f32> loc(#loc19)
-    %6 = stablehlo.broadcast_in_dim %cst_0, dims = [] : (tensor<f32>) -> tensor<64xf32> loc(#loc19)
-    %7 = stablehlo.subtract %5, %6 : tensor<64xf32> loc(#loc19)
-    return %7 : tensor<64xf32> loc(#loc20)
+    %cst = stablehlo.constant dense<1.00000095> : tensor<64xf32> loc(#loc14)
+    %0 = stablehlo.multiply %arg0, %cst : tensor<64xf32> loc(#loc14)
+    %1 = stablehlo.add %0, %arg1 : tensor<64xf32> loc(#loc15)
+    %2 = stablehlo.cosine %1 : tensor<64xf32> loc(#loc16)
+    %3 = stablehlo.multiply %2, %arg0 : tensor<64xf32> loc(#loc17)
+    %4 = stablehlo.add %3, %arg1 : tensor<64xf32> loc(#loc18)
+    %cst_0 = stablehlo.constant dense<7.760000e-01> : tensor<64xf32> loc(#loc19)
+    %5 = stablehlo.subtract %4, %cst_0 : tensor<64xf32> loc(#loc19)
+    return %5 : tensor<64xf32> loc(#loc20)
   } loc(#loc11)
 } loc(#loc)
 #loc = loc(unknown)

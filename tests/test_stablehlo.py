@@ -129,12 +129,13 @@ def test_filecheck_helper():
 
 
 # ---- elementwise ------------------------------------------------------------------------------------------
-def test_scalar_literal_is_broadcast(mod):
+def test_scalar_literal_is_one_splat_constant(mod):
+    """A literal operand becomes a constant of the other operand's shape (XLA splits a splat into a scalar
+    and a broadcast itself): one op, not a scalar constant and a broadcast_in_dim."""
     filecheck(hlo(mod, "add_scalar", "f32[4]"), f"""
         CHECK: func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32>
-        CHECK: {V.format("C")} = stablehlo.constant dense<1.000000e+00> : tensor<f32>
-        CHECK-NEXT: {V.format("B")} = stablehlo.broadcast_in_dim [[C]], dims = [] : (tensor<f32>) -> tensor<4xf32>
-        CHECK-NEXT: {V.format("R")} = stablehlo.add %arg0, [[B]] : tensor<4xf32>
+        CHECK: {V.format("C")} = stablehlo.constant dense<1.000000e+00> : tensor<4xf32>
+        CHECK-NEXT: {V.format("R")} = stablehlo.add %arg0, [[C]] : tensor<4xf32>
         CHECK-NEXT: return [[R]] : tensor<4xf32>
     """)
 
@@ -156,7 +157,7 @@ def test_implicit_promotion_converts(mod):
 def test_f64_stays_f64(mod):
     text = hlo(mod, "f64_only", "f64[4]")
     filecheck(text, """
-        CHECK: stablehlo.constant dense<2.000000e+00> : tensor<f64>
+        CHECK: stablehlo.constant dense<2.000000e+00> : tensor<4xf64>
         CHECK: stablehlo.multiply %arg0, {{%[a-z0-9_]+}} : tensor<4xf64>
         CHECK: stablehlo.add {{%[a-z0-9_]+}}, {{%[a-z0-9_]+}} : tensor<4xf64>
     """)
@@ -451,9 +452,9 @@ def test_calls_are_inlined_with_call_site_locations(mod):
     filecheck(text, """
         CHECK: func.func public @main(%arg0: tensor<3xf32> {{.*}}, %arg1: tensor<4xf32> {{.*}}) -> tensor<f32>
         CHECK-NOT: call @
-        CHECK: stablehlo.multiply %arg0, {{%[0-9]+}} : tensor<3xf32> loc([[L1:#loc[0-9]+]])
-        CHECK: stablehlo.multiply %arg1, {{%[0-9]+}} : tensor<4xf32> loc([[L2:#loc[0-9]+]])
-        CHECK: stablehlo.multiply %arg0, {{%[0-9]+}} : tensor<3xf32> loc([[L3:#loc[0-9]+]])
+        CHECK: stablehlo.multiply %arg0, {{%[a-z0-9_]+}} : tensor<3xf32> loc([[L1:#loc[0-9]+]])
+        CHECK: stablehlo.multiply %arg1, {{%[a-z0-9_]+}} : tensor<4xf32> loc([[L2:#loc[0-9]+]])
+        CHECK: stablehlo.multiply %arg0, {{%[a-z0-9_]+}} : tensor<3xf32> loc([[L3:#loc[0-9]+]])
         CHECK-NOT: func.func
         CHECK: [[L1]] = loc(callsite([[MUL:#loc[0-9]+]] at [[SITE1:#loc[0-9]+]]))
         CHECK-NEXT: [[L2]] = loc(callsite([[MUL]] at {{#loc[0-9]+}}))
