@@ -96,7 +96,7 @@ def const(value, dt: DType, shape=()) -> ir.Value:
         if arr.ndim:
             return _const_array(arr, dt, shape)
         value = arr.item()
-    value = _to_numpy_scalar(value, dt)
+    value = _attribute_scalar(value, dt)
     ttype = tensor_type(shape, dt)
     elem = ir_dtype(dt)
     if dt.kind == "bool":
@@ -119,14 +119,14 @@ def _const_array(arr: np.ndarray, dt: DType, shape) -> ir.Value:
     return hlo.constant(ir.DenseElementsAttr.get(arr, type=ir_dtype(dt), shape=list(shape)))
 
 
-def _to_numpy_scalar(v, dt: DType):
+def _attribute_scalar(v, dt: DType):
     if dt.kind == "bool":
         return bool(v)
     if dt.is_int:
         lo, hi = int_range(dt)
         v = int(v)
         return ((v - lo) % (hi - lo + 1)) + lo   # literals are range-checked before; wrap for safety
-    return float(dt.np.type(v))
+    return float(v)     # FloatAttr rounds to the dtype as NumPy does (to nearest, ties to even; inf past max)
 
 
 def zeros_like_type(shape, dt: DType) -> ir.Value:
