@@ -1,6 +1,6 @@
 """A hand-written parser for arr, used first because it is fast: on the 2000-statement generated program
 (bench/programs.py) Lark's LALR parse with propagated positions and the `_ToAst` transformer take ~0.65 s,
-this lexer and recursive-descent parser ~65 ms.
+this lexer and precedence-climbing parser ~48 ms.
 
 grammar/arr.lark stays the reference and the Lark path in parse.py produces every diagnostic: this parser
 follows the grammar rule by rule, builds the same AST with the same spans (Lark's propagate_positions: a
@@ -9,9 +9,17 @@ raises `GiveUp` on anything it does not accept, after which parse.py parses the 
 also gives up where Lark's contextual lexer would read a keyword as a name (`x.in`), and on nesting that
 could take Lark's recursive transformer near Python's recursion limit, so that such programs still get
 Lark's result or its E0004. tests/test_fastparse.py checks that both parsers build identical ASTs.
+
+Where the time goes, and so the shape of the code: one regular expression finds every token, and the
+lexer's Python loop does as little per token as it can. Most of the parser's time is building nodes and
+spans, with `make` and `_span` (generated constructors, more than twice as fast as the dataclasses' own);
+the rest is mostly calls, so an operand (unary operators, atom, postfix chain, `**`) is one call of
+`factor`, the operator precedence levels are climbed only where an operator of a higher level follows, and
+the hottest paths advance over a token inline.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from . import ast
@@ -35,9 +43,9 @@ KEYWORDS = frozenset("def const return pass print assert if elif else for in ran
 COMPARISONS = frozenset(("==", "!=", "<=", ">=", "<", ">"))
 AUG_OPS = frozenset(("+=", "-=", "*=", "/="))
 UNARY = frozenset(("-", "+", "~"))
+TRAILERS = frozenset(("(", "[", ".", "**"))     # what may follow an atom in a factor
 NOT_LEVEL = 3
 COMPARISON_LEVEL = 4
-FACTOR_LEVEL = 10
 BINARY = {"or": 1, "and": 2, **dict.fromkeys(COMPARISONS, COMPARISON_LEVEL), "|": 5, "^": 6, "&": 7,
           "+": 8, "-": 8, "*": 9, "/": 9, "//": 9, "%": 9, "@": 9}
 OPEN, CLOSE = frozenset("(["), frozenset(")]")
@@ -51,13 +59,13 @@ CLASS = {**dict.fromkeys("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_"
 SPECIAL = frozenset(("NUMBER", "STRING", "NL", "COMMENT", "CONTINUATION", "ERROR", *OPEN, *CLOSE))
 
 # Whitespace, then one token: Lark's terminals, where two can match ordered as Lark's lexer tries them (FLOAT
-# before INT and `.`, `**` before `*`, `==` before `=`, ...), then any other character (an error).
+# before INT and `.`, `**` before `*`, `==` before `=`, ...), then any other character (an error). FLOAT
+# and INT are one expression here, which matches what FLOAT, or else INT, would (the lexer tells them apart).
 # (`findall` is three times as fast as `finditer`.)
 _TOKEN = re.compile(r"""
     ([ \t\f]*)
     ( [A-Za-z_][A-Za-z0-9_]*                                              # NAME and keywords
-    | (?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+   # FLOAT
-    | [0-9]+                                                              # INT
+    | [0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?    # FLOAT and INT
     | \*\*|[=!<>]=|[-+*/]=|//|->|\.\.\.|[-+*/%@<>=()\[\],:.~&|^]              # operators
     | (?:\r?\n[ \t]*(?:\#[^\n]*)?)+                                         # _NL
     | "[^"\\\n]*(?:\\.[^"\\\n]*)*"|'[^'\\\n]*(?:\\.[^'\\\n]*)*'                  # STRING
@@ -77,38 +85,48 @@ def tokenize(text: str) -> list[tuple]:
     The kind of an operator or keyword is its text."""
     toks = []
     append = toks.append
-    pos = line_start = brackets = 0
-    line = 1
+    fixed_kind, class_kind = FIXED.get, CLASS.get
+    line = col = 1           # where the whitespace before the next token starts
+    brackets = 0
     indents = [0]
+    margin = "\n"           # how the last NL token outside brackets ends: a newline, the indentation
     last = None
     for space, value in _TOKEN.findall(text):
-        col = pos + len(space) - line_start + 1
-        pos += len(space) + len(value)
-        kind = FIXED.get(value) or CLASS.get(value[0], "ERROR")
-        if kind in SPECIAL:
-            if kind == "NL":
-                last = ("NL", value, line, col, line + value.count("\n"), len(value) - value.rfind("\n"))
-                line, line_start = last[4], pos - last[5] + 1
-                if not brackets:
-                    append(last)
-                    _indent(value[value.rfind("\n") + 1:], indents, last, append)
-                continue
-            if kind == "COMMENT":
-                continue
-            if kind == "CONTINUATION":
-                line += 1
-                line_start = pos
-                continue
+        if space:
+            col += len(space)
+        kind = fixed_kind(value) or class_kind(value[0], "ERROR")
+        if kind in SPECIAL:                              # (the most common kinds first)
             if kind == "NUMBER":
                 kind = "INT" if value.isdigit() else "FLOAT"
-            elif kind in OPEN:
+            elif kind == "(" or kind == "[":
                 brackets += 1
-            elif kind in CLOSE:
-                brackets = max(0, brackets - 1)
+            elif kind == ")" or kind == "]":
+                if brackets:
+                    brackets -= 1
+            elif kind == "NL":
+                end_line = line + value.count("\n")
+                end_col = len(value) - value.rfind("\n")
+                last = ("NL", value, line, col, end_line, end_col)
+                line, col = end_line, end_col
+                if not brackets:
+                    append(last)
+                    if not value.endswith(margin):       # (a NL that ends so changes no indentation level)
+                        margin = value[value.rfind("\n"):]
+                        _indent(margin[1:], indents, last, append)
+                continue
+            elif kind == "COMMENT":
+                col += len(value)
+                continue
+            elif kind == "CONTINUATION":
+                line += 1
+                col = 1
+                continue
             elif kind == "ERROR":
                 raise GiveUp(f"unexpected character {value!r}")
-        last = (kind, value, line, col, line, col + len(value))
+        end_col = col + len(value)
+        last = (kind, value, line, col, line, end_col)
         append(last)
+        col = end_col
     for _ in indents[1:]:
         append(("DEDENT",) + last[1:])
     toks += [("EOF", "", line, 1, line, 1)] * 2          # the parser may look one token past the end
@@ -129,12 +147,50 @@ def _indent(indent_str: str, indents: list[int], nl: tuple, append) -> None:
         raise GiveUp("unindent does not match any outer indentation level")
 
 
+# ---- node and span constructors -------------------------------------------------------------------------
+def _constructors(classes: list[type]) -> dict:
+    """For each frozen dataclass of `classes`, by its name, a function that builds an instance from all the
+    fields, positional, in less than half the time of `cls(...)`: the dataclass's __init__ must set each
+    field through object.__setattr__ (the class's own __setattr__ refuses), these store them straight into
+    the instance's __dict__, in the same order. The instance is the same: same type, same fields, no
+    __post_init__ skipped (ast.py's classes and Span have none). Generated, as dataclasses generates
+    __init__, so that each field is a local variable; in one piece, which compiles in half the time."""
+    namespace = {"_new": object.__new__}
+    source = []
+    for cls in classes:
+        fields = dataclasses.fields(cls)
+        names = [field.name for field in fields]
+        assert all(field.init and not field.name.startswith("_") for field in fields)
+        assert "__post_init__" not in vars(cls)
+        namespace["_" + cls.__name__] = cls
+        source += [f"def {cls.__name__}({', '.join(names)}):",
+                   f"    _obj = _new(_{cls.__name__})",
+                   "    _dict = _obj.__dict__",
+                   *(f"    _dict[{name!r}] = {name}" for name in names),
+                   "    return _obj"]
+    exec("\n".join(source), namespace)          # noqa: S102 (our own text, made of the classes' field names)
+    return {cls.__name__: namespace[cls.__name__] for cls in classes}
+
+
+# `make.Binary(span, op, lhs, rhs)` is `ast.Binary(span, op, lhs, rhs)`, and so for every node class and
+# Span. A class, not a SimpleNamespace, because the interpreter looks up a class's functions faster.
+make = type("make", (), _constructors([Span, *(cls for cls in vars(ast).values()
+                                               if isinstance(cls, type) and issubclass(cls, ast.Node))]))
+_span = make.Span          # _span(file, line, col, end_line, end_col)
+
+
 def parse(text: str, file: str, start: str = "module"):
     """The AST of `text` (already prepared as parse.py gives it to Lark); raises GiveUp or RecursionError."""
     return _Parser(tokenize(text), file).parse(start)
 
 
 class _Parser:
+    """Recursive descent over the token list. `tok` is the next token, `kind` its kind, `pos` its index.
+    Expressions return (node, outer span): the node's span with the parentheses around it, which is where
+    an enclosing node's span starts or ends. Spans are built from token tuples (..., line, col, end_line,
+    end_col) and from the outer spans."""
+    __slots__ = ("toks", "file", "pos", "tok", "kind", "blocks")
+
     def __init__(self, toks: list[tuple], file: str):
         self.toks = toks
         self.file = file
@@ -160,17 +216,22 @@ class _Parser:
         return node
 
     # ---- tokens and spans -------------------------------------------------------------------------------
+    # The hottest paths repeat take()'s three lines in place of calling it (the call costs as much again).
     def take(self) -> tuple:
         tok = self.tok
-        self.pos += 1
-        self.tok = self.toks[self.pos]
-        self.kind = self.tok[0]
+        self.pos = pos = self.pos + 1
+        self.tok = following = self.toks[pos]
+        self.kind = following[0]
         return tok
 
     def expect(self, kind: str) -> tuple:
-        if self.kind != kind:
-            raise GiveUp(f"expected {kind}, found {self.kind}")
-        return self.take()
+        tok = self.tok
+        if tok[0] != kind:
+            raise GiveUp(f"expected {kind}, found {tok[0]}")
+        self.pos = pos = self.pos + 1                    # self.take(), inline
+        self.tok = following = self.toks[pos]
+        self.kind = following[0]
+        return tok
 
     def tspan(self, tok: tuple) -> Span:
         return _span(self.file, tok[2], tok[3], tok[4], tok[5])
@@ -213,8 +274,8 @@ class _Parser:
                 first = end
             last = end
         if first is None:
-            return ast.Module(_span(self.file, 1, 1, 1, 1), ())
-        return ast.Module(self.span(first, last), tuple(items))
+            return make.Module(_span(self.file, 1, 1, 1, 1), ())
+        return make.Module(self.span(first, last), tuple(items))
 
     def definition(self) -> ast.FunctionDef:
         tok = self.take()
@@ -226,7 +287,7 @@ class _Parser:
             pname = self.expect("NAME")
             self.expect(":")
             ptype = self.type()
-            params.append(ast.Param(self.span(pname, ptype.span), pname[1], ptype))
+            params.append(make.Param(self.span(pname, ptype.span), pname[1], ptype))
             if self.kind != ",":
                 break
             self.take()
@@ -249,8 +310,8 @@ class _Parser:
             self.check_depth(node, first)
         self.expect(":")
         body, end = self.suite()
-        return ast.FunctionDef(self.span(tok, end), name[1], tuple(params), tuple(results), len(results) > 1,
-                               body, name_span=self.tspan(name))
+        return make.FunctionDef(self.span(tok, end), name[1], tuple(params), tuple(results), len(results) > 1,
+                                body, self.tspan(name))
 
     def const_def(self) -> ast.ConstDef:
         tok = self.take()
@@ -262,13 +323,13 @@ class _Parser:
         value = self.expr()[0]
         self.check_depth(ctype, first)
         self.check_depth(value, first)
-        return ast.ConstDef(self.span(tok, self.expect("NL")), name[1], ctype, value)
+        return make.ConstDef(self.span(tok, self.expect("NL")), name[1], ctype, value)
 
     # ---- types ------------------------------------------------------------------------------------------
     def type(self) -> ast.TypeExpr:
         name = self.expect("NAME")
         if self.kind != "[":
-            return ast.TypeExpr(self.tspan(name), name[1], None)
+            return make.TypeExpr(self.tspan(name), name[1], None)
         self.take()
         dims = []
         if self.kind != "]":
@@ -276,14 +337,14 @@ class _Parser:
             while self.kind == ",":
                 self.take()
                 dims.append(self.dim_sum()[0])
-        return ast.TypeExpr(self.span(name, self.expect("]")), name[1], tuple(dims))
+        return make.TypeExpr(self.span(name, self.expect("]")), name[1], tuple(dims))
 
     def dim_sum(self):
         lhs, outer = self.dim_term()
         while self.kind == "+" or self.kind == "-":
             op = self.take()[1]
             rhs, rhs_outer = self.dim_term()
-            lhs = ast.DimBin(self.span(outer, rhs_outer), op, lhs, rhs)
+            lhs = make.DimBin(self.span(outer, rhs_outer), op, lhs, rhs)
             outer = lhs.span
         return lhs, outer
 
@@ -292,16 +353,16 @@ class _Parser:
         while self.kind == "*" or self.kind == "//":
             op = self.take()[1]
             rhs, rhs_outer = self.dim_atom()
-            lhs = ast.DimBin(self.span(outer, rhs_outer), op, lhs, rhs)
+            lhs = make.DimBin(self.span(outer, rhs_outer), op, lhs, rhs)
             outer = lhs.span
         return lhs, outer
 
     def dim_atom(self):
         tok = self.take()
         if tok[0] == "INT":
-            node = ast.DimInt(self.tspan(tok), int_value(tok[1]))
+            node = make.DimInt(self.tspan(tok), int_value(tok[1]))
         elif tok[0] == "NAME":
-            node = ast.DimName(self.tspan(tok), tok[1])
+            node = make.DimName(self.tspan(tok), tok[1])
         elif tok[0] == "(":
             node = self.dim_sum()[0]
             return node, self.span(tok, self.expect(")"))
@@ -339,15 +400,25 @@ class _Parser:
 
     def simple_stmt(self) -> ast.Node:
         kind = self.kind
+        if kind == "NAME" and self.toks[self.pos + 1][0] == "=":
+            # The most common statement, `name = value`, without the Name node that `target = value` would
+            # parse first (and the calls that would build it).
+            name = self.tok
+            self.pos = pos = self.pos + 2                # self.take() twice, inline: the name and `=`
+            self.tok = following = self.toks[pos]
+            self.kind = following[0]
+            target = make.NameTarget(_span(self.file, name[2], name[3], name[4], name[5]), name[1])
+            value, end = self.exprlist()
+            return make.Assign(self.span(name, end), (target,), value)
         if kind == "return":
             return self.return_stmt()
         if kind == "pass":
-            return ast.Pass(self.tspan(self.take()))
+            return make.Pass(self.tspan(self.take()))
         if kind == "print":
             tok = self.take()
             self.expect("(")
             args, kwargs = self.args()
-            return ast.Print(self.span(tok, self.expect(")")), args + kwargs)
+            return make.Print(self.span(tok, self.expect(")")), args + kwargs)
         if kind == "assert":
             tok = self.take()
             cond, end = self.expr()
@@ -355,7 +426,7 @@ class _Parser:
             if self.kind == ",":
                 self.take()
                 message, end = self.expr()
-            return ast.Assert(self.span(tok, end), cond, message)
+            return make.Assert(self.span(tok, end), cond, message)
         expr, outer = self.expr()
         kind = self.kind
         if kind == "=" or kind == ",":
@@ -367,13 +438,13 @@ class _Parser:
                 targets.append(_target(*self.expr()))
             self.expect("=")
             value, end = self.exprlist()
-            return ast.Assign(self.span(targets[0].span, end), tuple(targets), value)
+            return make.Assign(self.span(targets[0].span, end), tuple(targets), value)
         if kind in AUG_OPS:
             target = _target(expr, outer)
             op = self.take()[1][:-1]
             value, end = self.expr()
-            return ast.AugAssign(self.span(target.span, end), target, op, value)
-        return ast.ExprStmt(outer, expr)
+            return make.AugAssign(self.span(target.span, end), target, op, value)
+        return make.ExprStmt(outer, expr)
 
     def return_stmt(self) -> ast.Return:
         end = tok = self.take()
@@ -385,11 +456,13 @@ class _Parser:
                 self.take()
                 value, end = self.expr()
                 values.append(value)
-        return ast.Return(self.span(tok, end), tuple(values))
+        return make.Return(self.span(tok, end), tuple(values))
 
     def exprlist(self):
         """`a` or `a, b,` after `=`: the value and where the list ends (a trailing comma included)."""
         first, end = self.expr()
+        if self.kind != ",":
+            return first, end
         start = end
         items = [first]
         while self.kind == ",":
@@ -400,7 +473,7 @@ class _Parser:
             items.append(item)
         if len(items) == 1:
             return first, end
-        return ast.TupleLit(self.span(start, end), tuple(items)), end
+        return make.TupleLit(self.span(start, end), tuple(items)), end
 
     def if_stmt(self) -> ast.If:
         tok = self.take()
@@ -416,8 +489,9 @@ class _Parser:
             self.expect(":")
             orelse, end = self.suite()
         for elif_cond, elif_body, elif_span in reversed(elifs):
-            orelse = (ast.If(elif_span.to(orelse[-1].span) if orelse else elif_span, elif_cond, elif_body, orelse),)
-        return ast.If(self.span(tok, end), cond, body, orelse)
+            orelse = (make.If(elif_span.to(orelse[-1].span) if orelse else elif_span, elif_cond, elif_body,
+                              orelse),)
+        return make.If(self.span(tok, end), cond, body, orelse)
 
     def header_and_suite(self):
         first = self.pos
@@ -429,7 +503,7 @@ class _Parser:
     def while_stmt(self) -> ast.While:
         tok = self.take()
         cond, body, end = self.header_and_suite()
-        return ast.While(self.span(tok, end), cond, body)
+        return make.While(self.span(tok, end), cond, body)
 
     def for_stmt(self) -> ast.For:
         tok = self.take()
@@ -446,89 +520,128 @@ class _Parser:
         self.expect(")")
         self.expect(":")
         body, end = self.suite()
-        return ast.For(self.span(tok, end), var[1], args + kwargs, body)
+        return make.For(self.span(tok, end), var[1], args + kwargs, body)
 
     # ---- expressions: each returns (node, outer span: the node's span with its parentheses) -------------
     def expr(self):
-        then, outer = self.binary(1)
+        """test: an or_test, or `or_test if or_test else test`."""
+        if self.kind == "not":
+            then, outer = self.not_test(1)
+        else:
+            then, outer = self.factor()
+        if self.kind in BINARY:
+            then, outer = self.climb(then, outer, 1)
         if self.kind != "if":
             return then, outer
         self.take()
         cond = self.binary(1)[0]
         self.expect("else")
         orelse, end = self.expr()
-        node = ast.CondExpr(self.span(outer, end), cond, then, orelse)
+        node = make.CondExpr(self.span(outer, end), cond, then, orelse)
         return node, node.span
 
     def binary(self, level: int):
-        """Operators from `level` up (precedence climbing over or_test ... term of the grammar)."""
+        """An expression of the operators from `level` up (or_test ... term of the grammar)."""
         if self.kind == "not":
-            if level > NOT_LEVEL:
-                raise GiveUp("'not' read as a name")
-            tok = self.take()
-            operand, end = self.binary(NOT_LEVEL)
-            lhs = ast.Unary(self.span(tok, end), "not", operand)
-            outer = lhs.span
+            lhs, outer = self.not_test(level)
         else:
             lhs, outer = self.factor()
+        return self.climb(lhs, outer, level)
+
+    def not_test(self, level: int):
+        """`not` and its operand, at the operator level `level`: only or_test and and_test have not_test."""
+        if level > NOT_LEVEL:
+            raise GiveUp("'not' read as a name")
+        tok = self.take()
+        operand, end = self.binary(NOT_LEVEL)
+        node = make.Unary(self.span(tok, end), "not", operand)
+        return node, node.span
+
+    def climb(self, lhs, outer, level: int):
+        """The binary operators from `level` up that follow the operand `lhs` (precedence climbing): each
+        operator takes an operand, and the operators of higher levels after it, as its right-hand side."""
         binary = BINARY
+        line, col = outer.line, outer.col                # where each node of the chain starts (left-assoc.)
         while True:
             op = self.kind
             prec = binary.get(op)
             if prec is None or prec < level:
                 return lhs, outer
-            self.take()
-            rhs, end = self.factor() if prec == FACTOR_LEVEL - 1 else self.binary(prec + 1)
-            lhs = ast.Binary(self.span(outer, end), op, lhs, rhs)
-            outer = lhs.span
+            self.pos = pos = self.pos + 1                # self.take(), inline
+            self.tok = following = self.toks[pos]
+            self.kind = following[0]
+            if self.kind == "not":
+                rhs, end = self.not_test(prec + 1)
+            else:
+                rhs, end = self.factor()
+            if binary.get(self.kind, 0) > prec:         # the call is saved where no such operator follows
+                rhs, end = self.climb(rhs, end, prec + 1)
+            outer = _span(self.file, line, col, end.end_line, end.end_col)
+            lhs = make.Binary(outer, op, lhs, rhs)
             if prec == COMPARISON_LEVEL and self.kind in COMPARISONS:
                 raise GiveUp("chained comparison")
 
     def factor(self):
-        kind = self.kind
-        if kind in UNARY:
-            tok = self.take()
+        """factor, power and postfix of the grammar: `-`/`+`/`~` factor, or an atom and then the calls,
+        indexing, attributes and `** factor` after it."""
+        tok = self.tok
+        kind = tok[0]
+        if kind == "NAME" or kind == "FLOAT":            # the most common atoms, inline
+            self.pos = pos = self.pos + 1                # self.take(), inline
+            self.tok = following = self.toks[pos]
+            self.kind = following[0]
+            outer = _span(self.file, tok[2], tok[3], tok[4], tok[5])
+            node = make.Name(outer, tok[1]) if kind == "NAME" else make.FloatLit(outer, float(tok[1]))
+        elif kind in UNARY:
+            self.take()
             operand, end = self.factor()
-            node = ast.Unary(self.span(tok, end), kind, operand)
-            return node, node.span
-        base, outer = self.postfix()
-        if self.kind != "**":
-            return base, outer
-        self.take()
-        exponent, end = self.factor()
-        node = ast.Binary(self.span(outer, end), "**", base, exponent)
-        return node, node.span
+            outer = _span(self.file, tok[2], tok[3], end.end_line, end.end_col)
+            return make.Unary(outer, kind, operand), outer
+        else:
+            node, outer = self.atom()
+        if self.kind in TRAILERS:
+            return self.trailers(node, outer)
+        return node, outer
 
-    def postfix(self):
-        node, outer = self.atom()
+    def trailers(self, node, outer):
+        """The calls, indexing and attributes after an atom `node`, then maybe `** factor`."""
+        file = self.file
+        line, col = outer.line, outer.col                # where each of the nodes starts
         while True:
             kind = self.kind
             if kind == "(":
-                self.take()
+                self.pos = pos = self.pos + 1            # self.take(), inline
+                self.tok = following = self.toks[pos]
+                self.kind = following[0]
                 args, kwargs = self.args()
-                node = ast.Call(self.span(outer, self.expect(")")), node, args, kwargs)
+                close = self.expect(")")
+                outer = _span(file, line, col, close[4], close[5])
+                node = make.Call(outer, node, args, kwargs)
             elif kind == "[":
                 self.take()
                 subscripts = self.subscripts()
-                node = ast.Index(self.span(outer, self.expect("]")), node, subscripts)
+                close = self.expect("]")
+                outer = _span(file, line, col, close[4], close[5])
+                node = make.Index(outer, node, subscripts)
             elif kind == ".":
                 self.take()
                 name = self.expect("NAME")
-                node = ast.Attribute(self.span(outer, name), node, name[1])
+                outer = _span(file, line, col, name[4], name[5])
+                node = make.Attribute(outer, node, name[1])
+            elif kind == "**":
+                self.take()
+                exponent, end = self.factor()
+                outer = _span(file, line, col, end.end_line, end.end_col)
+                return make.Binary(outer, "**", node, exponent), outer
             else:
                 return node, outer
-            outer = node.span
 
     def atom(self):
+        """The atoms but names and floats (factor builds those)."""
         tok = self.take()
         kind = tok[0]
-        if kind == "NAME":
-            node = ast.Name(self.tspan(tok), tok[1])
-        elif kind == "INT":
-            digits = tok[1]
-            node = ast.IntLit(self.tspan(tok), int_value(digits))
-        elif kind == "FLOAT":
-            node = ast.FloatLit(self.tspan(tok), float(tok[1]))
+        if kind == "INT":
+            node = make.IntLit(self.tspan(tok), int_value(tok[1]))
         elif kind == "(":
             return self.parenthesized(tok)
         elif kind == "[":
@@ -538,11 +651,11 @@ class _Parser:
                 if self.kind != ",":
                     break
                 self.take()
-            node = ast.ArrayLit(self.span(tok, self.expect("]")), tuple(elems))
+            node = make.ArrayLit(self.span(tok, self.expect("]")), tuple(elems))
         elif kind == "STRING":
-            node = ast.StrLit(self.tspan(tok), string_value(tok[1], self.tspan(tok)))
+            node = make.StrLit(self.tspan(tok), string_value(tok[1], self.tspan(tok)))
         elif kind == "true" or kind == "false":
-            node = ast.BoolLit(self.tspan(tok), kind == "true")
+            node = make.BoolLit(self.tspan(tok), kind == "true")
         else:
             raise GiveUp(f"unexpected {kind} in an expression")
         return node, node.span
@@ -561,7 +674,7 @@ class _Parser:
                 if self.kind != ",":
                     break
                 self.take()
-        node = ast.TupleLit(self.span(open_tok, self.expect(")")), tuple(elems))
+        node = make.TupleLit(self.span(open_tok, self.expect(")")), tuple(elems))
         return node, node.span
 
     def args(self) -> tuple[tuple, tuple]:
@@ -572,7 +685,7 @@ class _Parser:
             if self.kind == "=" and type(arg) is ast.Name and outer is arg.span:
                 self.take()
                 value, end = self.expr()
-                kwargs.append(ast.Keyword(self.span(outer, end), arg.id, value))
+                kwargs.append(make.Keyword(self.span(outer, end), arg.id, value))
             else:
                 args.append(arg)
             if self.kind != ",":
@@ -591,7 +704,7 @@ class _Parser:
 
     def subscript(self) -> ast.Node:
         if self.kind == "...":
-            return ast.EllipsisIndex(self.tspan(self.take()))
+            return make.EllipsisIndex(self.tspan(self.take()))
         start = None
         if self.kind != ":":
             start, first = self.expr()
@@ -607,31 +720,16 @@ class _Parser:
             end = self.take()
             if self.kind != "," and self.kind != "]":
                 step, end = self.expr()
-        return ast.Slice(self.span(first, end), start, stop, step)
-
-
-_new = object.__new__
-
-
-def _span(file: str, line: int, col: int, end_line: int, end_col: int) -> Span:
-    """`Span(...)` in half the time: the frozen dataclass's __init__ sets each field by object.__setattr__."""
-    span = _new(Span)
-    fields = span.__dict__
-    fields["file"] = file
-    fields["line"] = line
-    fields["col"] = col
-    fields["end_line"] = end_line
-    fields["end_col"] = end_col
-    return span
+        return make.Slice(self.span(first, end), start, stop, step)
 
 
 def _target(expr: ast.Node, outer: Span) -> ast.Node:
     """An assignment target: a name or an indexed postfix, not in parentheses."""
     if outer is expr.span:
         if type(expr) is ast.Name:
-            return ast.NameTarget(expr.span, expr.id)
+            return make.NameTarget(expr.span, expr.id)
         if type(expr) is ast.Index:
-            return ast.IndexTarget(expr.span, expr.base, expr.subscripts)
+            return make.IndexTarget(expr.span, expr.base, expr.subscripts)
     raise GiveUp("not an assignment target")
 
 
