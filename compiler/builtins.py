@@ -56,9 +56,8 @@ def register(*names: str, params: str = "x", method: bool = False, table: dict |
 
 def bind_arguments(rule: Builtin, args: list, kwargs: dict, cx: "CallCx") -> list:
     """The arguments of a call of `rule`, in the order of its parameters (defaults filled in)."""
+    cx.params = rule.params
     if not kwargs and len(args) == len(rule.params):        # the common case: all positional
-        for name, span in zip(rule.params, cx.arg_spans):
-            cx.spans_by_name.setdefault(name, span)
         return args
     bound = {}
     if len(args) > len(rule.params):
@@ -75,9 +74,7 @@ def bind_arguments(rule: Builtin, args: list, kwargs: dict, cx: "CallCx") -> lis
             raise ArrError("E0103", f"`{name}` given twice", cx.kw_spans.get(name, cx.span), "given again here")
         bound[name] = value
         cx.spans_by_name[name] = cx.kw_spans.get(name, cx.span)
-    for i, name in enumerate(rule.params):
-        if i < len(cx.arg_spans):
-            cx.spans_by_name.setdefault(name, cx.arg_spans[i])
+    for name in rule.params:
         if name not in bound:
             if name not in rule.defaults:
                 raise ArrError("E0103", f"missing argument `{name}` in call to `{rule.name.lstrip('.')}`", cx.span,
@@ -95,14 +92,15 @@ def weak_literal_fits(t: ArrayType, dtype: DType) -> bool:
 
 class CallCx:
     """What a rule sees of its call site."""
-    __slots__ = ("walk", "node", "arg_spans", "kw_spans", "spans_by_name")
+    __slots__ = ("walk", "node", "arg_spans", "kw_spans", "spans_by_name", "params")
 
     def __init__(self, walk, node, arg_spans: list, kw_spans: dict, spans_by_name: dict | None = None):
         self.walk = walk
         self.node = node
         self.arg_spans = arg_spans
         self.kw_spans = kw_spans
-        self.spans_by_name = {} if spans_by_name is None else spans_by_name
+        self.spans_by_name = {} if spans_by_name is None else spans_by_name     # keyword arguments
+        self.params: tuple = ()         # the rule's parameter names, once its arguments are bound
 
     @property
     def lowering(self) -> bool:
@@ -115,7 +113,11 @@ class CallCx:
     def at(self, name_or_index) -> object:
         if isinstance(name_or_index, int):
             return self.arg_spans[name_or_index] if name_or_index < len(self.arg_spans) else self.span
-        return self.spans_by_name.get(name_or_index, self.span)
+        span = self.spans_by_name.get(name_or_index)
+        if span is None and name_or_index in self.params:      # a positional argument
+            i = self.params.index(name_or_index)
+            span = self.arg_spans[i] if i < len(self.arg_spans) else None
+        return span or self.span
 
     def error(self, code: str, message: str, label: str = "", at=None, **kw):
         raise ArrError(code, message, self.at(at) if at is not None else self.span, label, **kw)
@@ -268,7 +270,7 @@ def elementwise_type(cx: CallCx, args: list, what: str) -> tuple[DType, bool, tu
 def _pair_cx(cx: CallCx, i, j) -> CallCx:
     if i is None or (i == 0 and j == 1 and len(cx.arg_spans) >= 2):     # (cx.at(0), cx.at(1) already)
         return cx
-    return CallCx(cx.walk, cx.node, [cx.at(i), cx.at(j)], cx.kw_spans, cx.spans_by_name)
+    return CallCx(cx.walk, cx.node, [cx.at(i), cx.at(j)], cx.kw_spans, {name: cx.at(name) for name in cx.params})
 
 
 def elementwise(cx: CallCx, args: list, dtype: DType, shape, build) -> list:

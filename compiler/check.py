@@ -5,6 +5,8 @@ The same walk runs in two modes:
   every error that the types alone decide is reported here, once per function;
 - at specialization, with concrete shapes and a `Lowering` attached: the conditions that could not be
   decided symbolically are decided now (same spans, concrete values), and each rule emits StableHLO.
+A function whose parameter types are all concrete has nothing to specialize: its definition walk is the
+lowering walk (`lower.lower_at_definition`), so it is walked once.
 """
 from __future__ import annotations
 
