@@ -142,7 +142,7 @@ def bench_program(p: P.Program, report: Report, args) -> None:
         avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in inputs]
     big = "generated" in p.tags
     rounds_fe = 3 if big else args.rounds_compile
-    rounds_compile = 1 if big else args.rounds_compile
+    rounds_compile = (1 if args.quick else 3) if big else args.rounds_compile   # big: ~5 s per XLA compile
     print(f"\n-- {p.name}", flush=True)
 
     # front end: arrc (fresh source text each round) vs jax.jit(fresh function).lower

@@ -308,10 +308,11 @@ MAX_ARRAY_BYTES = _default_max_bytes()
 def too_large(t: ArrayType) -> str | None:
     """A message when one array of type `t` (concrete dims) could not fit in memory, else None."""
     count = 1
-    for d in t.shape:
-        if not d.is_const:
+    for d in t.shape:               # (Dim.is_const and Dim.value inline: this runs for every value made)
+        terms = d.terms
+        if len(terms) > 1 or (terms and () not in terms):
             return None
-        count *= d.value
+        count *= terms.get((), 0)
     size = count * max(1, t.dtype.bits // 8)
     if size <= MAX_ARRAY_BYTES:
         return None
