@@ -124,19 +124,10 @@ def format_seconds(s: float) -> str:
 
 # ---- names in the AST ----------------------------------------------------------------------------
 
-def _walk(node):
-    yield node
-    for f in dataclasses.fields(node):
-        value = getattr(node, f.name)
-        for child in (value if isinstance(value, tuple) else (value,)):
-            if isinstance(child, ast.Node):
-                yield from _walk(child)
-
-
 def names_used(node) -> set[str]:
     """Every name the node reads (values, called functions, dimensions)."""
     out = set()
-    for n in _walk(node):
+    for n in ast.walk(node):
         if isinstance(n, ast.Name):
             out.add(n.id)
         elif isinstance(n, ast.DimName):
@@ -148,7 +139,7 @@ def assigned_names(node) -> tuple[list[str], set[str]]:
     """Names a statement rebinds (assignments, augmented and indexed updates), in order; and loop variables."""
     names: list[str] = []
     loop_vars: set[str] = set()
-    for n in _walk(node):
+    for n in ast.walk(node):
         target = None
         if isinstance(n, ast.NameTarget):
             target = n.name

@@ -235,3 +235,14 @@ class ConstDef(Node):
 @dataclass(frozen=True)
 class Module(Node):
     items: tuple = ()
+
+
+def walk(node: Node):
+    """`node` and every node under it, depth first in field order (a loop, not recursion: any depth)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        children = [child for value in vars(current).values()
+                    for child in (value if isinstance(value, tuple) else (value,)) if isinstance(child, Node)]
+        stack.extend(reversed(children))

@@ -101,19 +101,21 @@ def check_program(source: Source, werror: bool = False, constants: dict | None =
 def _lower_entries(program: Program) -> dict:
     """Lower each function with concrete parameter types that no other function calls, in place of its
     check walk (`lower.lower_at_definition`): name -> (Lowered, its calls). Walked last to first, so that
-    an entry defined after its helpers is lowered first and the helpers it calls, which it inlines, are
-    left to the check walk."""
+    an entry defined after its helpers is seen first: the helpers it calls (inlined where it is lowered)
+    are left to the check walk."""
     from .lower import lower_at_definition
     done: dict = {}
     called: set = set()
     for fn in reversed(list(program.functions.values())):
         sig = program.signatures.get(fn.name)
-        if sig is None or sig.shape_vars or fn.name in called or _has_effect_statement(fn.body):
+        if sig is None or sig.shape_vars or fn.name in called:
             continue
-        result = lower_at_definition(program, fn.name)
+        result = None if _has_effect_statement(fn.body) else lower_at_definition(program, fn.name)
         if result is not None:
             done[fn.name] = result
             called.update(callee for callee, _ in result[1])
+        else:                       # its helpers are not entries either
+            called.update(_called_names(fn))
     return done
 
 
@@ -290,15 +292,9 @@ def expression_function(program: Program, expr: ast.Node, name: str = "__expr__"
 
 
 def _has_effect_call(program: Program, expr) -> bool:
-    found = False
+    return any(name in program.effectful for name in _called_names(expr))
 
-    def visit(node):
-        nonlocal found
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in program.effectful:
-            found = True
-        for value in getattr(node, "__dict__", {}).values():
-            for child in (value if isinstance(value, tuple) else (value,)):
-                if isinstance(child, ast.Node):
-                    visit(child)
-    visit(expr)
-    return found
+
+def _called_names(node) -> set:
+    """The names of the functions called under `node`."""
+    return {n.func.id for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}

@@ -129,3 +129,10 @@ def test_an_error_only_specialization_finds_is_raised_by_lower_as_before():
         mod.main.lower(arrc.spec("f32[2]"))
     [d] = info.value.diagnostics
     assert (d.code, d.span.line, d.span.col) == ("E0208", 2, 14)
+
+
+def test_the_helpers_of_an_entry_that_prints_are_not_lowered_either():
+    src = ("def helper(x: f32[2]) -> f32[2]:\n    return x * 2.0\n\n"
+           "def main(x: f32[2]) -> f32[2]:\n    print(x)\n    return helper(x)\n")
+    program = check_program(Source("p.arr", src))
+    assert not program.lowered and program.effectful == {"main"}
