@@ -56,8 +56,8 @@ def check_program(source: Source, werror: bool = False, constants: dict | None =
     """Parse and check `source`; raises CompileError listing every error found.
 
     `constants` binds names to host values (NumPy arrays or scalars) that functions may use like `const`s.
-    `lower_entries`: lower the functions that can be lowered without arguments while checking them (see
-    `_lower_entries`), so that their first `lower` costs nothing.
+    `lower_entries`: check the entry points whose parameter types are concrete by lowering them (one walk
+    instead of a check now and a lowering later; see `_lower_entries`): their first `lower` costs nothing.
     """
     module = parse(source)
     reporter = Reporter(werror)
