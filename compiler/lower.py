@@ -19,7 +19,6 @@ from .values import ArrError, Val
 MAX_INLINED_CALLS = 20_000
 MAX_CALL_DEPTH = 1_000
 _NO_LOCATION = nullcontext()
-_name_loc, _file_loc = ir.Location.name, ir.Location.file      # (bound once: called for every expression)
 
 
 class Lowered:
@@ -143,10 +142,9 @@ class ModuleLowering:
         (a plain `with` exits it even on KeyboardInterrupt, so the context's location stack stays balanced)."""
         if span is None:
             return _NO_LOCATION
-        loc = _name_loc(what, childLoc=_file_loc(span.file, span.line, span.col, span.end_line, span.end_col))
-        if self.call_sites:
-            for caller in reversed(self.call_sites):
-                loc = ir.Location.callsite(loc, [caller])
+        loc = ir.Location.name(what, childLoc=self._file_loc(span))
+        for caller in reversed(self.call_sites):
+            loc = ir.Location.callsite(loc, [caller])
         return loc
 
 
