@@ -340,19 +340,17 @@ class _Parser:
         return make.TypeExpr(self.span(name, self.expect("]")), name[1], tuple(dims))
 
     def dim_sum(self):
-        lhs, outer = self.dim_term()
-        while self.kind == "+" or self.kind == "-":
-            op = self.take()[1]
-            rhs, rhs_outer = self.dim_term()
-            lhs = make.DimBin(self.span(outer, rhs_outer), op, lhs, rhs)
-            outer = lhs.span
-        return lhs, outer
+        return self.dim_chain(("+", "-"), self.dim_term)
 
     def dim_term(self):
-        lhs, outer = self.dim_atom()
-        while self.kind == "*" or self.kind == "//":
+        return self.dim_chain(("*", "//"), self.dim_atom)
+
+    def dim_chain(self, ops: tuple, operand):
+        """`operand (op operand)*` for `op` in `ops`, grouped from the left."""
+        lhs, outer = operand()
+        while self.kind in ops:
             op = self.take()[1]
-            rhs, rhs_outer = self.dim_atom()
+            rhs, rhs_outer = operand()
             lhs = make.DimBin(self.span(outer, rhs_outer), op, lhs, rhs)
             outer = lhs.span
         return lhs, outer
