@@ -222,6 +222,14 @@ def filecheck(text: str, checks: str) -> dict:
     return variables
 
 
+def call_chain(depth: int) -> str:
+    """Functions f0 .. f{depth}, each calling the one before: a call chain `depth` deep (f0 is `x + 1`)."""
+    src = "def f0(x: f32[n]) -> f32[n]:\n    return x + 1.0\n"
+    for k in range(1, depth + 1):
+        src += f"def f{k}(x: f32[n]) -> f32[n]:\n    return f{k - 1}(x) * 2.0\n"
+    return src
+
+
 @functools.lru_cache(maxsize=None)
 def cached_module(src: str, filename: str = "test.arr"):
     """`compile_src`, once per distinct source in the session (specializations are cached by the module)."""

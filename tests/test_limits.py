@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import call_chain
 
 import arrc
 import arrc.cli
@@ -243,24 +244,17 @@ def test_2000_statement_function_runs():
     np.testing.assert_allclose(np.asarray(mod.f(x)), y, rtol=1e-4)
 
 
-def _call_chain(depth: int) -> str:
-    src = "def f0(x: f32[n]) -> f32[n]:\n    return x + 1.0\n"
-    for k in range(1, depth + 1):
-        src += f"def f{k}(x: f32[n]) -> f32[n]:\n    return f{k - 1}(x) * 2.0\n"
-    return src
-
-
 def test_call_chain_of_60():
-    mod = arrc.loads(_call_chain(60))
+    mod = arrc.loads(call_chain(60))
     np.testing.assert_allclose(np.asarray(mod.f60(np.zeros(2, np.float32))), np.full(2, 2.0 ** 60), rtol=1e-6)
 
 
 def test_call_chain_of_200_is_checked_in_linear_time():
-    arrc.loads(_call_chain(200))
+    arrc.loads(call_chain(200))
 
 
 def test_call_chain_of_200_lowers():
-    mod = arrc.loads(_call_chain(200))
+    mod = arrc.loads(call_chain(200))
     text = mod.f200.lower(arrc.spec("f32[2]")).as_text()
     assert "stablehlo" in text
 

@@ -8,6 +8,7 @@ import sys
 import threading
 
 import pytest
+from conftest import call_chain
 
 import arrc
 from arrc.compiler.types import DTYPES, ArrayType, Dim
@@ -113,25 +114,18 @@ def test_types_of_one_context_never_reach_another():
     assert errors == []
 
 
-def _call_chain(depth: int) -> str:
-    src = "def f0(x: f32[n]) -> f32[n]:\n    return x + 1.0\n"
-    for k in range(1, depth + 1):
-        src += f"def f{k}(x: f32[n]) -> f32[n]:\n    return f{k - 1}(x) * 2.0\n"
-    return src
-
-
 def test_recursion_limit_is_restored_after_inlining():
     limit = sys.getrecursionlimit()
-    mod = arrc.loads(_call_chain(150))
+    mod = arrc.loads(call_chain(150))
     mod.f150.lower(arrc.spec(F32_3))
     assert sys.getrecursionlimit() == limit
-    too_large = arrc.loads(_call_chain(150).replace("return x + 1.0", "return sum(outer(x, x), axis=0)"))
+    too_large = arrc.loads(call_chain(150).replace("return x + 1.0", "return sum(outer(x, x), axis=0)"))
     with pytest.raises(arrc.CompileError, match="E0215"):         # found in the innermost call
         too_large.f150.lower(arrc.spec("f32[1000000]"))
     assert sys.getrecursionlimit() == limit
 
 
-def test_deep_expression_inside_a_deep_call_chain():
+def test_deep_expression_inside_a_deepcall_chain():
     """An inlined function may nest expressions as deep as the check allowed it on its own."""
     body = "+".join(["x"] * 300)
     src = f"def f0(x: f32[n]) -> f32[n]:\n    return {body}\n"
