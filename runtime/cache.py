@@ -6,9 +6,15 @@ compile options, the platform and device kind, the host CPU's features, `XLA_FLA
 the number of host callbacks and whatever the caller adds (`Executable(key_extra=...)`). Guards need no
 extra part: the guard passes rewrite the module, so its bytes differ. The file is
 
-    MAGIC (8 bytes) | payload length (8 bytes, little-endian) | SHA-256 of the payload (32 bytes) | payload
+    MAGIC (8) | payload length (8, LE) | SHA-256 of the key (32) | SHA-256 of the payload (32) | payload
 
-so a truncated or corrupt entry is detected before it reaches PJRT (it is then recompiled and replaced).
+so a truncated or corrupt entry, or another key's entry copied or renamed onto this path (which would
+otherwise run another program), is detected before it reaches PJRT: it is counted in `stats["corrupt"]`,
+removed, and recompiled. An entry is read only if it is a regular file owned by this user, not a
+symbolic link (opened with O_NOFOLLOW | O_NONBLOCK, then checked with fstat, so a FIFO, a device or a link
+to one never blocks or floods memory), whose size is exactly its header's and at most `MAX_ENTRY_BYTES`.
+The digests detect damage and mix-ups, not a forger: whoever can write the private directory can run code
+as this user anyway.
 Writes go to a private temporary file in the same directory and are renamed into place (`os.replace`),
 so concurrent writers of one entry never leave a torn file: readers see the old entry, the new one, or none.
 
@@ -19,7 +25,9 @@ refused. `ARRC_NO_CACHE=1` (the CLI's `--no-cache`) or `disable()` turns the cac
 
 Host callbacks (print, assert, guard reports) are Python functions and are not in an entry: PJRT takes
 them again when the executable is loaded, by index, so a loaded executable reports like a compiled one.
-The same directory also keeps the parser's LALR tables (`<key>.lark`, see `cached_lark`).
+The same directory also keeps the parser's LALR tables (`<key>.lark`, see `cached_lark`), in the same
+format and under the same checks; their payload is a pickle of plain data only (lists, dicts, strings,
+numbers), read by an unpickler that resolves no class or function, so an entry cannot run code.
 
 This module does not import the PJRT runtime (only `jaxlib.version`): see runtime/pjrt.py for that side.
 
@@ -35,8 +43,10 @@ b'executable'
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import pickle
 import platform
 import stat
 import struct
@@ -45,9 +55,14 @@ import tempfile
 import threading
 from pathlib import Path
 
-MAGIC = b"ARRCXC01"                 # bump the last digits when the entry format or key recipe changes
-_HEADER = struct.Struct("<8sQ32s")
+MAGIC = b"ARRCXC02"                 # bump the last digits when the entry format or key recipe changes
+_HEADER = struct.Struct("<8sQ32s32s")   # magic, payload length, SHA-256 of the key, SHA-256 of the payload
 SUFFIX = ".xc"
+MAX_ENTRY_BYTES = 1 << 30           # larger files are not read (and larger payloads not written)
+
+# Reading an entry must not follow a link, wait for a FIFO's writer or become a terminal's reader.
+_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+               | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
 
 _enabled = True
 _stats_lock = threading.Lock()
@@ -146,19 +161,22 @@ class DiskCache:
         return True
 
     def get(self, key: str) -> bytes | None:
-        """The payload stored under `key`, or None (absent, unreadable, truncated or corrupt)."""
+        """The payload stored under `key`, or None: absent, unreadable, or not a valid entry for this key
+        (then counted as corrupt and removed, so the caller recompiles and replaces it)."""
         if not self.usable():
             return None
-        path = self.path(key)
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = _read_entry(self.path(key))
         except FileNotFoundError:
             return None
-        except OSError:
-            _count("errors")
-            return None
-        payload = _unpack(data)
+        except _NotAnEntry:
+            data = None
+        except OSError as err:
+            if err.errno != getattr(errno, "ELOOP", None):      # a symbolic link (O_NOFOLLOW): not an entry
+                _count("errors")
+                return None
+            data = None
+        payload = None if data is None else _unpack(data, key)
         if payload is None:
             _count("corrupt")
             self.discard(key)
@@ -166,14 +184,13 @@ class DiskCache:
 
     def put(self, key: str, payload: bytes) -> bool:
         """Store atomically (temporary file + rename); False if the directory cannot be written."""
-        if not self.usable():
+        if not self.usable() or _HEADER.size + len(payload) > MAX_ENTRY_BYTES:
             return False
         tmp = None
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=self.dir)
             with os.fdopen(fd, "wb") as f:
-                f.write(_HEADER.pack(MAGIC, len(payload), hashlib.sha256(payload).digest()))
-                f.write(payload)
+                f.write(_pack(key, payload))
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self.path(key))
@@ -190,9 +207,14 @@ class DiskCache:
                     pass
 
     def discard(self, key: str) -> None:
-        """Remove an entry (e.g. one PJRT could not load)."""
+        """Remove an entry (e.g. one PJRT could not load): the link itself for a symbolic link, an empty
+        directory too; a non-empty directory is left (the next `put` then fails and counts an error)."""
+        path = self.path(key)
         try:
-            self.path(key).unlink()
+            if stat.S_ISDIR(path.lstat().st_mode):
+                path.rmdir()
+            else:
+                path.unlink()
         except OSError:
             pass
 
@@ -209,12 +231,63 @@ class DiskCache:
         return n
 
 
-def _unpack(data: bytes) -> bytes | None:
+class _NotAnEntry(Exception):
+    """The path holds something that is not a readable entry file (a FIFO, device, directory, another
+    user's file, or a size that no entry of this format has)."""
+
+
+def _key_digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+def _pack(key: str, payload: bytes) -> bytes:
+    return _HEADER.pack(MAGIC, len(payload), _key_digest(key), hashlib.sha256(payload).digest()) + payload
+
+
+def _read_entry(path: Path) -> bytes:
+    """The bytes of the entry file at `path`, read without following a link or blocking, and only if it
+    is a regular file owned by this user whose size is its header's and at most `MAX_ENTRY_BYTES`."""
+    st = os.lstat(path)                 # nothing but a regular file is even opened (a device could react)
+    if not stat.S_ISREG(st.st_mode):
+        raise _NotAnEntry(path)
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        st = os.fstat(fd)               # the file actually opened (it may have been replaced meanwhile)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY_BYTES or st.st_size < _HEADER.size:
+            raise _NotAnEntry(path)
+        if hasattr(os, "getuid") and os.name != "nt" and st.st_uid != os.getuid():
+            raise _NotAnEntry(path)
+        header = _read_exactly(fd, _HEADER.size)
+        magic, length, _, _ = _HEADER.unpack(header)
+        if magic != MAGIC or length != st.st_size - _HEADER.size:
+            raise _NotAnEntry(path)
+        payload = _read_exactly(fd, length)
+        if os.read(fd, 1):              # grew while being read
+            raise _NotAnEntry(path)
+        return header + payload
+    finally:
+        os.close(fd)
+
+
+def _read_exactly(fd: int, n: int) -> bytes:
+    chunks, left = [], n
+    while left:
+        chunk = os.read(fd, min(left, 1 << 24))
+        if not chunk:                   # shrank while being read
+            raise _NotAnEntry(fd)
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _unpack(data: bytes, key: str) -> bytes | None:
+    """The payload of entry bytes `data` if they are a whole, intact entry written for `key`, else None."""
     if len(data) < _HEADER.size:
         return None
-    magic, length, digest = _HEADER.unpack_from(data)
+    magic, length, key_digest, digest = _HEADER.unpack_from(data)
     payload = data[_HEADER.size:]
-    if magic != MAGIC or length != len(payload) or hashlib.sha256(payload).digest() != digest:
+    if (magic != MAGIC or length != len(payload) or key_digest != _key_digest(key)
+            or hashlib.sha256(payload).digest() != digest):
         return None
     return payload
 
@@ -242,29 +315,56 @@ def _jaxlib_version() -> str:
     return _jaxlib
 
 
+class _PlainUnpickler(pickle.Unpickler):
+    """Unpickles plain data only: it resolves no global, so a pickle cannot construct an object of any
+    class or call any function (the only ways a pickle runs code)."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"global {module}.{name} in a plain-data pickle")
+
+
+def _lark_runtime_options() -> frozenset:
+    """Options that Lark takes again when tables are loaded (postlex, callbacks, ...): not stored."""
+    import lark.lark
+    return frozenset(getattr(lark.lark, "_LOAD_ALLOWED_OPTIONS", ())) | {
+        "postlex", "transformer", "lexer_callbacks", "tree_class", "_plugins"}
+
+
 def cached_lark(grammar_text: str, options: dict, build):
     """The Lark parser for `grammar_text` and `options`: its tables loaded from the cache (a few ms) or
-    built by `build()` (about 150 ms) and stored. Keyed on the grammar, the options and Lark's version."""
+    built by `build()` (about 150 ms) and stored. Keyed on the grammar, the options and Lark's version.
+    Not `Lark.save`/`Lark.load`: those pickle the postlex object and unpickle anything; the entry here is
+    plain data (the runtime options are passed again on load) and is read by `_PlainUnpickler`."""
     import io
 
     import lark
+    from lark.grammar import Rule
+    from lark.lexer import TerminalDef
     store = default_cache()
     if store is None:
         return build()
     store = DiskCache(store.dir, ".lark")
     described = sorted((k, type(v).__qualname__ if k == "postlex" else repr(v)) for k, v in options.items())
     key = store.key(grammar_text.encode(), repr(described).encode(), "lark", lark.__version__)
+    runtime = _lark_runtime_options()
     blob = store.get(key)
     if blob is not None:
         try:
-            return lark.Lark.load(io.BytesIO(blob))
+            tables = _PlainUnpickler(io.BytesIO(blob)).load()
+            if not (isinstance(tables, dict) and isinstance(tables.get("data"), dict)
+                    and isinstance(tables.get("memo"), dict)):
+                raise TypeError("not Lark tables")
+            return lark.Lark._load_from_dict(tables["data"], tables["memo"],
+                                             **{k: v for k, v in options.items() if k in runtime})
         except Exception:                   # unloadable tables: build them again
             _count("corrupt")
     parser = build()
-    buf = io.BytesIO()
     try:
-        parser.save(buf)
-        store.put(key, buf.getvalue())
+        data, memo = parser.memo_serialize([TerminalDef, Rule])
+        data["options"] = {k: v for k, v in data["options"].items() if k not in runtime}
+        blob = pickle.dumps({"data": data, "memo": memo}, protocol=pickle.HIGHEST_PROTOCOL)
+        _PlainUnpickler(io.BytesIO(blob)).load()        # tables holding an object are not stored
+        store.put(key, blob)
     except Exception:
         _count("errors")
     return parser

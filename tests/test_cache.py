@@ -166,7 +166,8 @@ def test_concurrent_writers_of_one_entry(cache_dir):
         assert json.loads(out.split("@@")[-1])["result"] == [2.0, 4.0, 6.0]
     assert len(entries(cache_dir)) == 1
     assert not [p for p in cache_dir.iterdir() if p.name.endswith(".tmp")]
-    assert C._unpack(entries(cache_dir)[0].read_bytes()) is not None
+    (entry,) = entries(cache_dir)
+    assert C._unpack(entry.read_bytes(), entry.stem) is not None
     assert child(cache_dir)["stats"]["misses"] == 0
 
 
@@ -181,7 +182,7 @@ def test_corrupt_entries_are_recompiled_and_replaced(cache_dir):
     header = C._HEADER.size
     payload = good[header:]
     bad_payload = payload[:100] + bytes(b ^ 0xFF for b in payload[100:200]) + payload[200:]
-    valid_digest_junk = C._HEADER.pack(C.MAGIC, 4, __import__("hashlib").sha256(b"junk").digest()) + b"junk"
+    valid_digest_junk = C._pack(path.stem, b"junk")
     for damaged in (good[: len(good) // 2],            # truncated
                     good[:header - 5],                   # truncated inside the header
                     good[:header] + bad_payload,         # flipped bytes
@@ -194,7 +195,7 @@ def test_corrupt_entries_are_recompiled_and_replaced(cache_dir):
         assert not exe.cache_hit
         assert np.asarray(exe([])[0]).tolist() == [2.0, 4.0, 6.0]
         assert C.stats["corrupt"] == before["corrupt"] + 1
-        assert C._unpack(path.read_bytes()) is not None          # replaced by a good entry
+        assert C._unpack(path.read_bytes(), path.stem) is not None      # replaced by a good entry
         assert Executable(low.module).cache_hit
 
 
@@ -336,6 +337,6 @@ def test_parser_tables_are_cached(cache_dir):
     assert second.parse("1 + 2") == first.parse("1 + 2")
     entry.write_bytes(entry.read_bytes()[:50])                 # truncated: built again and replaced
     assert C.cached_lark(grammar, options, build).parse("3").children[0] == "3"
-    assert len(built) == 2 and C._unpack(entry.read_bytes()) is not None
+    assert len(built) == 2 and C._unpack(entry.read_bytes(), entry.stem) is not None
     C.cached_lark(grammar + "\n", options, build)               # another grammar: another entry
     assert len(built) == 3 and len(list(cache_dir.glob("*.lark"))) == 2
