@@ -300,3 +300,99 @@ def test_u64_max_and_argmax():
     x = np.array([5, 2 ** 64 - 1, 3], np.uint64)
     m, i, s = mod.f(x)
     assert int(m) == 2 ** 64 - 1 and int(i) == 1 and int(s) == (2 ** 64 - 1 + 8) % 2 ** 64
+
+
+# ---- NaN at every size --------------------------------------------------------------------------------
+# XLA:CPU hands a reduce whose body is a bare stablehlo.maximum/minimum to a vectorized kernel that drops
+# NaN from about 10K elements on (jax.jit(jnp.max) misses them too); arr's max/min combiner is
+# NaN-propagating by construction. The oracle is NumPy: a NaN propagates, argmax/argmin give the first NaN.
+EXTREMES = {dt: cached_module(f"def f(x: {dt}[n]) -> ({dt}, {dt}, i32, i32):\n"
+                              "    return max(x), min(x), argmax(x), argmin(x)\n")
+            for dt in ("f16", "bf16", "f32", "f64")}
+
+
+def with_nans(dt: str, n: int, nans, seed: int, specials=()) -> np.ndarray:
+    """A normal sample of `n` values with NaN at `nans` (a count: random positions; or a list of indices)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(n)
+    for value in specials:                               # +-inf, at random positions
+        x[rng.integers(n)] = value
+    positions = rng.choice(n, nans, replace=False) if isinstance(nans, int) else nans
+    x[positions] = np.nan
+    return x.astype(np_dtype(dt))
+
+
+def assert_extremes_match_numpy(dt: str, x: np.ndarray) -> None:
+    got = EXTREMES[dt].f(x)
+    wide = x.astype(np.float64)      # exact for every dtype here, and the order (hence each index) is kept
+    np.testing.assert_array_equal(np.asarray(got[0]).astype(np.float64), np.max(wide))
+    np.testing.assert_array_equal(np.asarray(got[1]).astype(np.float64), np.min(wide))
+    assert (int(got[2]), int(got[3])) == (np.argmax(wide), np.argmin(wide))
+    if dt in ("f32", "f64", "f16"):
+        assert (int(got[2]), int(got[3])) == (np.argmax(x), np.argmin(x))
+
+
+NAN_CASES = [("f32", n, nans, seed) for n in (10 ** 3, 10 ** 4, 10 ** 5, 10 ** 6)
+             for seed, nans in enumerate((1, 3, 40))]
+NAN_CASES += [("f32", 10 ** 6, [0], 0), ("f32", 10 ** 6, [10 ** 6 - 1], 1), ("f32", 10 ** 5, 0, 2)]
+NAN_CASES += [("f64", n, nans, seed) for n in (10 ** 4, 10 ** 6) for seed, nans in enumerate((1, 5))]
+NAN_CASES += [(dt, n, nans, seed) for dt in ("f16", "bf16") for n in (10 ** 3, 10 ** 5)
+              for seed, nans in enumerate((1, 5))]
+
+
+@pytest.mark.parametrize("dt, n, nans, seed", NAN_CASES,
+                         ids=[f"{dt}-{n}-nans={nans}-seed={seed}" for dt, n, nans, seed in NAN_CASES])
+def test_max_min_argmax_argmin_keep_nan_at_every_size(dt, n, nans, seed):
+    assert_extremes_match_numpy(dt, with_nans(dt, n, nans, seed))
+
+
+def test_max_min_keep_nan_at_ten_million():
+    assert_extremes_match_numpy("f32", with_nans("f32", 10 ** 7, 2, seed=7))
+
+
+@pytest.mark.parametrize("dt, n", [("f32", 10 ** 5), ("f32", 10 ** 6), ("f64", 10 ** 5), ("bf16", 10 ** 4)])
+@pytest.mark.parametrize("nans", [0, 1, 4])
+def test_infinities_with_and_without_nan(dt, n, nans):
+    assert_extremes_match_numpy(dt, with_nans(dt, n, nans, seed=11, specials=(np.inf, -np.inf, np.inf, -np.inf)))
+
+
+@pytest.mark.parametrize("n", [10, 10 ** 5])
+def test_all_nan_and_all_infinite(n):
+    assert_extremes_match_numpy("f32", np.full(n, np.nan, np.float32))
+    assert_extremes_match_numpy("f32", np.full(n, -np.inf, np.float32))
+    assert_extremes_match_numpy("f32", np.full(n, np.inf, np.float32))
+
+
+def test_nan_over_axes_at_a_million_elements():
+    mod = cached_module(
+        "def f(x: f32[n, m]) -> (f32[m], f32[n], f32[n, 1], f32[m], i32[m], i32[n], i32[1, m], i32[n]):\n"
+        "    return max(x, axis=0), max(x, axis=1), min(x, axis=-1, keepdims=true), min(x, axis=0), "
+        "argmax(x, axis=0), argmax(x, axis=1), argmin(x, axis=0, keepdims=true), argmin(x, axis=1)\n")
+    x = with_nans("f32", 10 ** 6, 300, seed=5).reshape(1000, 1000)    # some rows and columns clean, some not
+    expected = [np.max(x, axis=0), np.max(x, axis=1), np.min(x, axis=-1, keepdims=True), np.min(x, axis=0),
+                np.argmax(x, axis=0), np.argmax(x, axis=1), np.argmin(x, axis=0, keepdims=True),
+                np.argmin(x, axis=1)]
+    for got, want in zip(mod.f(x), expected):
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_elementwise_extremes_scans_and_sort_keep_nan_at_a_million_elements():
+    mod = cached_module(
+        "def f(x: f32[n], y: f32[n]) -> (f32[n], f32[n], f32[n], f32[n], f32[n], f32[n], f32[n], f32, f32):\n"
+        "    return maximum(x, y), maximum(y, x), minimum(x, y), minimum(y, x), cummax(x), cummin(y), "
+        "clip(x, -1.0, 1.0), sum(maximum(x, y)), max(x * 2.0)\n")
+    n = 10 ** 6
+    x, y = with_nans("f32", n, 30, seed=1), with_nans("f32", n, 30, seed=2)
+    expected = [np.maximum(x, y), np.maximum(y, x), np.minimum(x, y), np.minimum(y, x),
+                np.maximum.accumulate(x), np.minimum.accumulate(y), np.clip(x, -1, 1),
+                np.float32(np.nan), np.float32(np.nan)]
+    for got, want in zip(mod.f(x, y), expected):
+        np.testing.assert_array_equal(np.asarray(got), want)
+    srt = cached_module("def f(x: f32[n]) -> (f32[n], i32[n], f32[8], i32[8]):\n"
+                        "    v, i = top_k(x, 8)\n    return sort(x), argsort(x), v, i\n")
+    x = with_nans("f32", 10 ** 5, 5, seed=3)
+    s, a, v, i = srt.f(x)
+    np.testing.assert_array_equal(np.asarray(s), np.sort(x))
+    np.testing.assert_array_equal(np.asarray(a), np.argsort(x, kind="stable"))
+    np.testing.assert_array_equal(np.asarray(i)[:5], np.flatnonzero(np.isnan(x)))   # NaN first, in order
+    np.testing.assert_array_equal(np.asarray(v)[5:], np.sort(x[~np.isnan(x)])[::-1][:3])

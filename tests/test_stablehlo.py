@@ -296,8 +296,14 @@ def test_tuple_axis(mod):
 def test_max_any_all_mean(mod):
     filecheck(hlo(mod, "max_all", "f32[4]"), """
         CHECK: [[I:%[a-z0-9_]+]] = stablehlo.constant dense<0xFF800000> : tensor<f32>
-        CHECK-NEXT: stablehlo.reduce(%arg0 init: [[I]]) applies stablehlo.maximum across dimensions = [0]
-    """)
+        CHECK-NEXT: stablehlo.reduce(%arg0 init: [[I]]) across dimensions = [0]
+        CHECK-NEXT: reducer(%arg1: tensor<f32>, %arg2: tensor<f32>)
+        CHECK-NEXT: [[GT:%[0-9]+]] = stablehlo.compare GT, %arg1, %arg2, FLOAT
+        CHECK-NEXT: [[NAN:%[0-9]+]] = stablehlo.compare NE, %arg1, %arg1, FLOAT
+        CHECK-NEXT: [[A:%[0-9]+]] = stablehlo.or [[GT]], [[NAN]]
+        CHECK-NEXT: [[R:%[0-9]+]] = stablehlo.select [[A]], %arg1, %arg2
+        CHECK-NEXT: stablehlo.return [[R]]
+    """)   # NaN wins by compare/select, not a bare stablehlo.maximum (XLA:CPU's kernel for that drops NaN)
     filecheck(hlo(mod, "any_all", "bool[4]"), """
         CHECK: stablehlo.constant dense<false> : tensor<i1>
         CHECK-NEXT: [[A:%[0-9]+]] = stablehlo.reduce({{.*}}) applies stablehlo.or across dimensions = [0]
