@@ -1,7 +1,8 @@
 """The `arrc` command line (LANGUAGE.md section 9): compile, run, check, explain, guard, repl.
 
-Exit codes: 0 ok, 1 compile error, 2 usage error, 3 run-time guard or assert failure.
-Every user mistake ends in a one-line message or rendered diagnostics, never a traceback.
+Exit codes: 0 ok, 1 compile error, 2 usage error, 3 run-time guard or assert failure (or out of
+memory), 4 internal error (a bug in arrc, MLIR or XLA: diagnostic E0601, with a request to report it).
+Every user mistake ends in a one-line message or rendered diagnostics, never a traceback; so does a bug.
 `check` and `compile` need only jaxlib's MLIR bindings: the runtime (and so `jax`) is imported
 only by `run`.
 
@@ -12,9 +13,15 @@ from __future__ import annotations
 
 import argparse
 import ast
+import io
 import json
+import math
+import os
+import re
+import stat
 import sys
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,15 +29,23 @@ import numpy as np
 
 import arrc
 from arrc.api import DEVICES
-from arrc.compiler.diagnostics import CODES, CompileError, Diagnostic, render_all, render_json
+from arrc.compiler.diagnostics import CODES, CompileError, Diagnostic, internal_error, render_all, render_json
 from arrc.compiler.parse import decode
 from arrc.compiler.span import Source
-from arrc.compiler.types import dtype_of_numpy
+from arrc.compiler.types import MAX_ARRAY_BYTES, ArrayType, Dim, dtype_of_numpy
 
-EXIT_OK, EXIT_COMPILE, EXIT_USAGE, EXIT_RUNTIME = 0, 1, 2, 3
+EXIT_OK, EXIT_COMPILE, EXIT_USAGE, EXIT_RUNTIME, EXIT_INTERNAL = 0, 1, 2, 3, 4
 GUARD_KINDS = ("nan", "inf", "bounds", "div0", "all")
 EMITS = ("stablehlo", "mlirbc", "artifact")
-ERROR_DOCS = Path(__file__).resolve().parent.parent / "docs" / "errors"
+CODE = re.compile(r"[EWR][0-9]{4}")
+
+
+def error_pages() -> Path:
+    """The long explanations: docs/errors, installed as the package data `arrc/errors` (pyproject.toml
+    maps it), or read in place in a source checkout (editable install)."""
+    here = Path(__file__).resolve().parent
+    installed = here / "errors"
+    return installed if installed.is_dir() else here.parent / "docs" / "errors"
 
 
 class UsageError(Exception):
@@ -177,25 +192,132 @@ def parse_literal(text: str):
                          f"or a nested list such as [1, 2, 3]") from None
 
 
-def load_array(path: str) -> np.ndarray:
-    """An array from a `.npy` file, or from a `.npz` file holding exactly one array."""
-    if not Path(path).is_file():
-        raise UsageError(f"no such file: {path}")
+# ---- argument files (`--arg x=@file.npy`) -----------------------------------------------------------
+# A file is untrusted input: only a regular file is opened, its header is read (and bounded) before its
+# data, the data may not be larger than the parameter can hold, and nothing is unpickled.
+
+NPY_MAGIC = b"\x93NUMPY"
+NPY_HEADER_MAX = 1 << 16        # numpy itself refuses headers over 10,000 characters
+
+
+@dataclass(frozen=True)
+class ArgFile:
+    """`--arg NAME=@PATH`, read once the parameter's type (how many bytes it can take) is known."""
+    path: str
+
+
+def capacity(t: ArrayType | None) -> int:
+    """The most bytes an argument of type `t` can need: all of them for a concrete shape, else what one
+    array may have on this machine (also for an argument that names no parameter)."""
+    if t is None or not all(d.is_const for d in t.shape):
+        return MAX_ARRAY_BYTES
+    return min(MAX_ARRAY_BYTES, math.prod(d.value for d in t.shape) * max(1, t.dtype.bits // 8))
+
+
+def read_npy_header(stream, path: str) -> tuple[tuple, bool, np.dtype, int]:
+    """(shape, Fortran order, dtype, offset of the data) from at most NPY_HEADER_MAX bytes of `stream`."""
+    head = io.BytesIO(stream.read(NPY_HEADER_MAX))
+    fmt = np.lib.format
     try:
-        data = np.load(path, allow_pickle=False)
-    except ValueError as err:
-        raise UsageError(f"cannot read {path} as a NumPy file ({err})") from None
-    if isinstance(data, np.ndarray):
-        return data
-    with data:
-        if len(data.files) != 1:
-            raise UsageError(f"{path} holds {len(data.files)} arrays ({', '.join(data.files)}); "
-                             f"save the one argument as a .npy file")
-        return data[data.files[0]]
+        version = fmt.read_magic(head)
+        if version not in ((1, 0), (2, 0)):
+            raise ValueError(f"format version {version[0]}.{version[1]}; arrc reads 1.0 and 2.0")
+        shape, fortran, dtype = (fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0)(head)
+        if any(d < 0 for d in shape):
+            raise ValueError(f"negative dimension in shape {shape}")
+    except Exception as err:            # noqa: BLE001  numpy's header parser raises several kinds on bad input
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise UsageError(f"{path} is not a valid .npy file ({reason})") from None
+    return shape, fortran, dtype, head.tell()
+
+
+def read_array(stream, size: int, path: str, param: str, t: ArrayType | None) -> np.ndarray:
+    """The .npy array that `stream` holds (`size` bytes, header included), for the parameter `param` of
+    type `t`: the header is checked (dtype, and bytes against what `t` can hold) before any data are read."""
+    shape, fortran, dtype, offset = read_npy_header(stream, path)
+    if dtype.hasobject:
+        raise UsageError(f"{path} holds Python objects (dtype {dtype}); an argument file holds a bool or "
+                         f"numeric array")
+    dt = dtype_of_numpy(dtype.newbyteorder("="))
+    if dt is None:
+        raise UsageError(f"{path} holds dtype {dtype}, which is not an arr dtype (bool, i8 ... i64, u8 ... u64, "
+                         f"f16, bf16, f32, f64)")
+    declared = f"{dt.name}[{', '.join(map(str, shape))}]" if shape else dt.name
+    nbytes = math.prod(shape) * dtype.itemsize
+    limit = capacity(t)
+    if nbytes > limit:
+        holder = (f"parameter `{param}: {t}` can take" if t is not None and limit < MAX_ARRAY_BYTES
+                  else "one array may have on this machine")
+        raise UsageError(f"{path} declares {declared} ({nbytes:,} bytes), more than {holder} ({limit:,} bytes)")
+    if size - offset != nbytes:
+        problem = "is truncated" if size - offset < nbytes else "has bytes after its data"
+        raise UsageError(f"{path} {problem}: its header declares {declared} ({nbytes:,} bytes of data), "
+                         f"{size - offset:,} bytes follow it")
+    stream.seek(offset)
+    data = bytearray(nbytes)
+    if stream.readinto(data) != nbytes or stream.read(1):
+        raise UsageError(f"{path} changed while it was read")
+    array = np.frombuffer(data, dtype).reshape(shape, order="F" if fortran else "C")
+    if not dtype.isnative:              # the file's byte order is a storage detail: arguments are native
+        array = array.byteswap().view(dtype.newbyteorder("="))
+    if dt.is_bool:                      # a byte other than 0 or 1 is true, as numpy reads it
+        array = array.view(np.uint8) != 0
+    return array if array.flags.c_contiguous else array.copy(order="C")      # (ascontiguousarray makes 0-d 1-d)
+
+
+def read_npz(file, path: str, param: str, t: ArrayType | None) -> np.ndarray:
+    """The one array of a `.npz` file: its member's declared size and header are checked before any of
+    its data are decompressed, and zipfile stops at the declared size (and checks the CRC there)."""
+    try:
+        with zipfile.ZipFile(file) as archive:
+            members = [m for m in archive.infolist() if not m.is_dir()]
+            if len(members) != 1:
+                names = ", ".join(repr(m.filename[:80]) for m in members[:5]) + (", ..." if len(members) > 5 else "")
+                raise UsageError(f"{path} holds {len(members)} arrays{f' ({names})' if members else ''}; "
+                                 f"an argument file holds one (save it with numpy.save as a .npy file)")
+            member = members[0]
+            with archive.open(member) as stream:
+                where = f"{path} member {member.filename[:80]!r}"
+                return read_array(stream, member.file_size, where, param, t)
+    except UsageError:
+        raise
+    except Exception as err:            # noqa: BLE001  zipfile raises many kinds on a corrupt archive
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise UsageError(f"{path} is not a valid .npz file ({reason})") from None
+
+
+def load_array(path: str, param: str = "x", t: ArrayType | None = None) -> np.ndarray:
+    """An array from a `.npy` file, or from a `.npz` file holding exactly one array, for the parameter
+    `param` of type `t` (None: any type). Anything else (not a regular file, corrupt, truncated, object
+    arrays, more data than `t` can hold) is a usage error, raised before the data are read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))     # a FIFO must not block the open
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {path}") from None
+    except OSError as err:
+        raise UsageError(f"cannot open {path}: {err.strerror or err}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise UsageError(f"{path} is {kind}; --arg NAME=@FILE reads a .npy or .npz file")
+    with os.fdopen(fd, "rb") as file:
+        try:
+            magic = file.read(len(NPY_MAGIC))
+            file.seek(0)
+            if magic == NPY_MAGIC:
+                return read_array(file, info.st_size, path, param, t)
+            if magic.startswith(b"PK"):
+                return read_npz(file, path, param, t)
+        except OSError as err:
+            raise UsageError(f"cannot read {path}: {err.strerror or err}") from None
+    what = "it is empty" if not magic else "it does not start like one"
+    raise UsageError(f"{path} is not a NumPy .npy or .npz file ({what})")
 
 
 def parse_run_args(items: list[str]) -> dict[str, object]:
-    """`["x=@data.npy", "y=[1, 2]", "n=3"]` -> arguments by parameter name."""
+    """`["x=@data.npy", "y=[1, 2]", "n=3"]` -> arguments by parameter name (files as `ArgFile`s,
+    read by `load_arg_files` once the parameters' types are known)."""
     values: dict[str, object] = {}
     for item in items:
         name, sep, value = item.partition("=")
@@ -205,13 +327,24 @@ def parse_run_args(items: list[str]) -> dict[str, object]:
         if name in values:
             raise UsageError(f"--arg {name} is given twice")
         if value.startswith("@"):
-            values[name] = load_array(value[1:])
+            values[name] = ArgFile(value[1:])
             continue
         try:
             values[name] = parse_literal(value)
         except ValueError as err:
             raise UsageError(f"--arg {name}: {err}") from None
     return values
+
+
+def load_arg_files(values: dict[str, object], types: dict[str, ArrayType]) -> dict[str, object]:
+    """`values` with each `ArgFile` read, bounded by the type of its parameter in `types`."""
+    return {name: load_array(v.path, name, types.get(name)) if isinstance(v, ArgFile) else v
+            for name, v in values.items()}
+
+
+def parameter_types(fn: arrc.Function) -> dict[str, ArrayType]:
+    """The declared parameter types of `fn` (shape variables left symbolic)."""
+    return {name: t for name, t, _ in fn._sig.params}
 
 
 @dataclass
@@ -293,6 +426,8 @@ def run_stablehlo(args: argparse.Namespace, kwargs: dict) -> RunResult:
     if unknown or missing:
         raise UsageError(f"{args.file} takes arguments {', '.join(fn.param_names) or '(none)'}; "
                          + (f"unknown: {unknown[0]}" if unknown else f"missing: --arg {missing[0]}=..."))
+    kwargs = load_arg_files(kwargs, {name: ArrayType(dt, tuple(Dim.const(d) for d in shape))
+                                     for name, (dt, shape) in zip(fn.param_names, fn.params)})
     start = time.perf_counter()
     try:
         out = fn([kwargs[n] for n in fn.param_names])
@@ -315,7 +450,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_s = time.perf_counter() - t0
         print_diagnostics(module.warnings, sources)
         fn = entry_function(module, args.entry, args.file)
-        run = execute(fn, kwargs)
+        run = execute(fn, load_arg_files(kwargs, parameter_types(fn)))
     sys.stdout.write(format_results(run.results, args.format))
     if args.time:
         sys.stderr.write(format_times(run.times, check_s))
@@ -356,10 +491,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_COMPILE if errors else EXIT_OK
 
 
-def explain(code: str) -> str:
-    """The long explanation of a diagnostic code (docs/errors/CODE.md)."""
-    code = code.strip().upper()
-    page = ERROR_DOCS / f"{code}.md"
+def explain(text: str) -> str:
+    """The long explanation of a diagnostic code (docs/errors/CODE.md); a code is E, W or R and four
+    digits, so no other file can be named."""
+    code = text.strip().upper()
+    if not CODE.fullmatch(code):
+        raise UsageError(f"{text!r} is not a diagnostic code: a code is E, W or R and four digits, e.g. E0202")
+    page = error_pages() / f"{code}.md"
     if page.is_file():
         return page.read_text(encoding="utf-8")
     if code in CODES:
@@ -485,6 +623,22 @@ def report_compile_error(err: CompileError, as_json: bool = False) -> int:
     return EXIT_COMPILE
 
 
+def out_of_memory(err: Exception) -> bool:
+    """MemoryError, or XLA's RESOURCE_EXHAUSTED (e.g. a device allocation): not a bug."""
+    return isinstance(err, MemoryError) or str(err).startswith("RESOURCE_EXHAUSTED")
+
+
+def report_internal_error(err: Exception, as_json: bool = False) -> int:
+    """A failure arrc did not expect (an MLIR verifier or XLA error, a bug): diagnostic E0601, no traceback."""
+    diag = internal_error(err)
+    if as_json:
+        sys.stdout.write(render_json([diag]) + "\n")
+    else:
+        sys.stdout.flush()
+        sys.stderr.write(render_all([diag], {}))
+    return EXIT_INTERNAL
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line `argv` (default: `sys.argv[1:]`); returns the exit code."""
     parser = build_parser()
@@ -518,6 +672,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_RUNTIME
     except KeyboardInterrupt:
         return 130
+    except Exception as err:            # noqa: BLE001  a bug (ours, MLIR's or XLA's): reported, never a traceback
+        if out_of_memory(err):
+            _error(f"out of memory: {(str(err).strip().splitlines() or [type(err).__name__])[0]}")
+            return EXIT_RUNTIME
+        return report_internal_error(err, getattr(args, "diagnostics", "text") == "json")
 
 
 def entry() -> None:

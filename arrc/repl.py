@@ -38,7 +38,7 @@ import arrc
 from arrc.compiler import ast
 from arrc.compiler.builtins import BUILTINS
 from arrc.compiler.check import NAMED_CONSTANTS
-from arrc.compiler.diagnostics import CompileError, Diagnostic, Label, render_all
+from arrc.compiler.diagnostics import CompileError, Diagnostic, Label, internal_error, render_all
 from arrc.compiler.parse import decode, parse
 from arrc.compiler.span import Source, Span
 from arrc.compiler.types import DTYPES, dtype_of_numpy
@@ -54,7 +54,7 @@ KEYWORDS = ("def", "return", "if", "elif", "else", "for", "in", "while", "pass",
 ATTRIBUTES = ("shape", "ndim", "size", "dtype", "T", "astype")
 BUILTIN_NAMES = tuple(sorted(n for n in BUILTINS if n[:1].isalpha()))
 RESERVED = set(KEYWORDS) | set(DTYPES) | set(NAMED_CONSTANTS) | set(BUILTIN_NAMES)
-EXIT_OK, EXIT_COMPILE, EXIT_USAGE, EXIT_RUNTIME = 0, 1, 2, 3
+EXIT_OK, EXIT_COMPILE, EXIT_USAGE, EXIT_RUNTIME, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
 COMMANDS = {            # name -> (argument, one-line help)
     ":help": ("", "this help"),
@@ -333,15 +333,16 @@ class Session:
             self.write("error: this cell is nested too deeply\n")
             self.exit_code = self.exit_code or EXIT_COMPILE
             return False
-        except Exception as err:               # a bug or an unexpected failure: one line, no traceback
+        except Exception as err:               # a bug or an unexpected failure: no traceback
             detail = str(err).strip().splitlines()
             first = detail[0] if detail else ""
-            if type(err).__name__ in ("XlaRuntimeError", "JaxRuntimeError", "DeviceUnavailable"):
+            if type(err).__name__ == "DeviceUnavailable" or isinstance(err, MemoryError) \
+                    or first.startswith("RESOURCE_EXHAUSTED"):
                 self.write(f"error: {first}\n")           # e.g. out of device memory
                 self.exit_code = self.exit_code or EXIT_RUNTIME
-            else:
-                self.write(f"internal error: {type(err).__name__}: {first}\n")
-                self.exit_code = self.exit_code or EXIT_COMPILE
+            else:                                      # MLIR, XLA or arrc failed: E0601, as `arrc` reports it
+                self.write_diagnostics(render_all([internal_error(err)], {}))
+                self.exit_code = self.exit_code or EXIT_INTERNAL
             return False
 
     def statement(self, text: str, cell: str) -> None:

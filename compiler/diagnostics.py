@@ -40,6 +40,7 @@ CODES: dict[str, str] = {
     "E0401": "target does not support 64-bit types",
     "E0501": "StableHLO module has a dynamic shape",
     "E0502": "invalid StableHLO module",
+    "E0601": "internal compiler error",
     "W0001": "lossy implicit promotion",
     "R0001": "NaN produced at run time",
     "R0002": "infinity produced at run time",
@@ -143,6 +144,27 @@ def render(diag: Diagnostic, sources: dict[str, Source]) -> str:
     if diag.help:
         out.append(f"{pad} = help: {diag.help}")
     return "\n".join(out) + "\n"
+
+
+INTERNAL_REASON_LINES = 6        # of an MLIR/XLA message: its first line and the next ones as notes
+INTERNAL_LINE_CHARS = 300
+
+
+def internal_error(err: BaseException) -> Diagnostic:
+    """E0601 for a failure arrc did not expect (an MLIR verifier or XLA error, a bug in arrc): the
+    exception's kind and the first lines of its message (the reason), and a request to report it.
+
+    >>> internal_error(ValueError("bad\\nworse")).message
+    'internal compiler error: ValueError: bad'
+    """
+    lines = [line.strip()[:INTERNAL_LINE_CHARS] for line in str(err).strip().splitlines() if line.strip()]
+    first = f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+    notes = lines[1:INTERNAL_REASON_LINES]
+    if len(lines) > INTERNAL_REASON_LINES:
+        notes.append(f"... ({len(lines) - INTERNAL_REASON_LINES} more lines)")
+    return Diagnostic("E0601", f"internal compiler error: {first}", None, notes=notes,
+                      help="this is a bug in arrc, not in your program: please report it with the program, "
+                           "the command line and the output of `arrc --version`")
 
 
 def render_all(diags: list[Diagnostic], sources: dict[str, Source]) -> str:

@@ -210,12 +210,18 @@ def test_a_bad_definition_keeps_the_old_one(session):
     assert "error[E0203]" in out and out.splitlines()[-1] == "i32 = 1"
 
 
-def test_unexpected_failures_are_one_line(session, monkeypatch):
+def test_unexpected_failures_are_an_internal_error_diagnostic(session, monkeypatch):
     def boom(*args, **kwargs):
         raise ValueError("something odd\nsecond line")
     monkeypatch.setattr(repl.Session, "expression", boom)
     session.run("1 + 1")
-    assert session.out.getvalue() == "internal error: ValueError: something odd\n"
+    assert session.out.getvalue() == (
+        "error[E0601]: internal compiler error: ValueError: something odd\n"
+        "  |\n"
+        "  = note: second line\n"
+        "  = help: this is a bug in arrc, not in your program: please report it with the program, "
+        "the command line and the output of `arrc --version`\n")
+    assert session.exit_code == repl.EXIT_INTERNAL
     monkeypatch.undo()
     assert run_cells(session, "1 + 1") == "i32 = 2\n"
 
