@@ -204,7 +204,7 @@ class Function:
         executable to run itself next time (positional calls of one without effects or guards)."""
         out, compiled, tuple_result = self._call(args, kwargs)
         fast = None
-        if not kwargs and compiled.run_arg is None and compiled.fault is None:
+        if not kwargs and compiled.run_arg is None and compiled.check is None:
             fast = compiled.executable.fastpath(args, "tuple" if tuple_result else "single")
         return out, fast, False
 
@@ -240,8 +240,8 @@ class Function:
                 options = GuardOptions(self.module.guard_kinds, self.module.guard_scope, origins)
                 with lowered.context:
                     guard_module(lowered.module, options)
-                found = (Compiled(lowered.module, lowered.context, self.module.sources, lowered.effect_sites,
-                                  platform=self.module.device), lowered.tuple_result)
+                found = (Compiled(lowered.module, lowered.context, self.module.sources, platform=self.module.device),
+                         lowered.tuple_result)
                 self._compiled[key] = found
         return found
 

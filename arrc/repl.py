@@ -609,8 +609,7 @@ class Session:
         from arrc.runtime.call import Compiled
         from arrc.runtime.pjrt import DeviceUnavailable
         try:
-            return Compiled(lowered.module, lowered.context, fn.module.sources, lowered.effect_sites,
-                            platform=self.device)
+            return Compiled(lowered.module, lowered.context, fn.module.sources, platform=self.device)
         except DeviceUnavailable as err:
             raise CellError(f"error: {err}", EXIT_USAGE, diagnostic=False) from None
 

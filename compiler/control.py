@@ -399,7 +399,9 @@ class ControlFlow:
             args = body_block.arguments
             if counter is not None:
                 self._bind_counter(stmt, counter, args[0])
-                self.loop_counters.append(Val(i64, hlo.divide(hlo.subtract(args[0], inits[0]), args[2])))
+                # The body runs only while the step is not 0 (the condition above): a safe divisor.
+                iteration = emit.mark(hlo.divide(hlo.subtract(args[0], inits[0]), args[2]), "arrc.safe_divisor")
+                self.loop_counters.append(Val(i64, iteration))
             elif effectful:
                 self.loop_counters.append(Val(i64, args[0]))
             self._block_in_loop(stmt.body)

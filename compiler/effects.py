@@ -5,7 +5,9 @@ Each effect site becomes a `stablehlo.custom_call @xla_ffi_python_cpu_callback` 
 result is the next `$io`. The data dependency on `$io` keeps every effect in program order, including
 inside loops and branches and across calls; `has_side_effect` keeps XLA from removing it.
 An `assert` computes its verdict on the device and calls back only when it fails.
-The runtime (runtime/effects.py) turns the sites into Python callbacks.
+Every site describes itself with attributes on its custom_call (`arrc.kind` = "print" or "assert", and
+what the host needs to render it), as guard sites do, so a module written by `arrc compile` runs under
+`arrc run` with the same effects: the runtime (runtime/effects.py) reads the sites back from the module.
 """
 from __future__ import annotations
 
@@ -39,15 +41,28 @@ class AssertSite:
     call_chain: list = field(default_factory=list)
 
 
-def _callback(sites: list, site, operands: list, platform: str = "cpu"):
+def site_attributes(site) -> dict:
+    """The attributes that describe `site` on its custom_call (read back by runtime/effects.py `sites`)."""
+    if isinstance(site, PrintSite):
+        # A value slot is the empty array: text pieces are strings.
+        pieces = [ir.StringAttr.get(p) if isinstance(p, str) else ir.ArrayAttr.get([]) for p in site.pieces]
+        return {"arrc.kind": ir.StringAttr.get("print"), "arrc.pieces": ir.ArrayAttr.get(pieces)}
+    return {"arrc.kind": ir.StringAttr.get("assert"), "arrc.message": ir.StringAttr.get(site.message),
+            "arrc.shape": ir.DenseI64ArrayAttr.get([int(d) for d in site.shape]),
+            "arrc.function": ir.StringAttr.get(site.in_function)}
+
+
+def _callback(sites: list, site, operands: list):
     sites.append(site)
     index = len(sites) - 1
     io_type = emit.tensor_type((), I32)
-    op = hlo.CustomCallOp([io_type], operands, call_target_name=CALLBACK_TARGET.get(platform, CALLBACK_TARGET["cpu"]),
+    op = hlo.CustomCallOp([io_type], operands, call_target_name=CALLBACK_TARGET["cpu"],
                           has_side_effect=ir.BoolAttr.get(True),
                           api_version=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 4),
                           backend_config=ir.DictAttr.get(
                               {"index": ir.IntegerAttr.get(ir.IntegerType.get_unsigned(64), index)}))
+    for name, value in site_attributes(site).items():
+        op.operation.attributes[name] = value
     return op.results[0]
 
 

@@ -21,13 +21,14 @@ from dataclasses import dataclass
 
 import numpy as np
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import func
 from jaxlib.mlir.dialects import stablehlo as hlo
 
 from ..compiler import emit
 from ..compiler.effects import CALLBACK_TARGET
 from ..compiler.types import BOOL, DTYPES, F64, I64
 from .registry import register_pass
-from .rewrite import ABI_FAULT, add_result, count_iterations, entry, inline_calls, run_argument, set_int_attr
+from .rewrite import COUNTED, count_iterations, entry, inline_calls, run_argument
 
 KINDS = ("nan", "inf", "bounds", "div0")
 SCOPES = ("results", "all-ops")
@@ -50,6 +51,10 @@ class GuardOptions:
 
 
 GUARDED = "arrc.guards"            # on main: the kinds a module is already guarded for
+# On main, in the results scope: the float kinds its results are checked for. The check is a second, small
+# executable run on the result buffers (`results_check`), so the computation itself is compiled exactly as
+# it is without guards and its numbers cannot change.
+CHECK_RESULTS = "arrc.check_results"
 
 
 def guarded_kinds(fop) -> frozenset:
@@ -152,29 +157,49 @@ class _Guarder:
     # -- driving ------------------------------------------------------------------------------
     def instrument(self) -> None:
         body = self.fop.regions[0].blocks[0]
-        needs_ops = self.options.kinds & {"bounds", "div0"} or (
-            self.options.floats and (self.options.origins or self.options.scope == "all-ops"))
         already = guarded_kinds(self.fop)
-        if needs_ops:
-            if not already:
-                self._add_loop_counters()
+        if _instruments_operations(self.options):
+            self._add_loop_counters()
             self._block(body, [], _results_reached(body) if self.options.origins else None)
             if self.options.floats and (self.options.origins or self.options.scope == "all-ops"):
                 self._check_arguments(body)      # after the walk: these checks are not instrumented again
-        if self.options.floats and self.options.scope == "results" and not already:
-            self._check_results(body)
+        if self.options.floats and self.options.scope == "results" and not self.options.origins and not already:
+            self.fop.attributes[CHECK_RESULTS] = ir.StringAttr.get(",".join(sorted(self.options.floats)))
         self.fop.attributes[GUARDED] = ir.StringAttr.get(",".join(sorted(self.options.kinds | already)))
 
     def _add_loop_counters(self) -> None:
+        """An iteration counter for every loop that has a check inside (reports name the iteration); the
+        other loops stay exactly as they were (`_block` does not enter them)."""
         loops = []
 
         def collect(op):
-            if op.operation.name == "stablehlo.while":
+            if op.operation.name == "stablehlo.while" and self._has_checks(op.operation):
                 loops.append(op.operation)
             return ir.WalkResult.ADVANCE
         self.fop.operation.walk(collect)
         for op in loops:
-            count_iterations(op)
+            if COUNTED not in op.attributes:     # an already guarded module's loops keep their counters
+                count_iterations(op)
+
+    def _may_check(self, op) -> bool:
+        """Whether `_checks` may instrument `op` (an over-approximation is harmless)."""
+        kinds, name = self.options.kinds, op.name
+        return ("div0" in kinds and ("arrc.div0" in op.attributes or name in ("stablehlo.divide", "stablehlo.remainder")
+                                     and "arrc.safe_divisor" not in op.attributes and not _is_float(op.results[0].type))
+                or "bounds" in kinds and name in INDEXING
+                or bool(self.options.floats) and (self.options.origins or self.options.scope == "all-ops")
+                and name not in STRUCTURAL)
+
+    def _has_checks(self, loop) -> bool:
+        found = []
+
+        def visit(op):
+            if op.operation != loop and self._may_check(op.operation):
+                found.append(op)
+                return ir.WalkResult.INTERRUPT
+            return ir.WalkResult.ADVANCE
+        loop.walk(visit)
+        return bool(found)
 
     def _block(self, block, loops: list, reaches: list | None = None) -> None:
         for i, op in enumerate(list(block.operations)):
@@ -190,6 +215,8 @@ class _Guarder:
 
     def _regions(self, op, loops: list, position: int) -> None:
         if op.name == "stablehlo.while":
+            if COUNTED not in op.attributes:
+                return                   # nothing inside is checked: the loop stays as it was
             cond, body = op.regions[0].blocks[0], op.regions[1].blocks[0]
             self._block(cond, loops + [(position, cond.arguments[len(cond.arguments) - 1])])
             self._block(body, loops + [(position, body.arguments[len(body.arguments) - 1])])
@@ -293,30 +320,6 @@ class _Guarder:
                 bad = _nonfinite(arg, self.options.floats)
             self._report(ip, self.fop, bad, [], -len(body.arguments) + i, "argument", [(_label(arg), arg)],
                          loc=_value_location(arg, self.fop.location), extra={"arrc.arg": _i64_array([i])})
-
-    def _check_results(self, body) -> None:
-        ret = body.operations[len(body.operations) - 1]
-        from .rewrite import int_attr, ABI_EXTRA
-        extra = int_attr(self.fop, ABI_EXTRA, 0)
-        own = list(ret.operands)[: len(ret.operands) - extra]
-        floats = [v for v in own if _is_float(v.type)]
-        run = self.run_arg()
-        with ir.InsertionPoint(ret), ret.location:
-            # The check runs inside a conditional on the run id (never 0): XLA then materializes each result
-            # once and checks that copy. Checked directly, XLA fuses the whole producer chain into the check
-            # too and computes it twice (measured: 2x on 20 fused elementwise ops).
-            dt = _element_dtype(run.type)
-            branch = hlo.IfOp([emit.tensor_type((), BOOL)], emit.compare(run, emit.const(0, dt), "NE", dt))
-            with ir.InsertionPoint(branch.true_branch.blocks.append()):
-                flag = emit.const(False, BOOL)
-                for value in floats:
-                    flag = hlo.or_(flag, _any(_nonfinite(value, self.options.floats)))
-                hlo.return_([flag])
-            with ir.InsertionPoint(branch.false_branch.blocks.append()):
-                hlo.return_([emit.const(False, BOOL)])
-            flag = branch.results[0]
-        index = add_result(self.fop, flag)
-        set_int_attr(self.fop, ABI_FAULT, index)
 
     # -- one report site ------------------------------------------------------------------------------
     def _report(self, ip, op, bad, loops, position, kind, values, loc=None, extra=None) -> None:
@@ -497,7 +500,6 @@ def _first_free_callback(module: ir.Module) -> int:
 
 def guard_module(module: ir.Module, options: GuardOptions) -> list:
     """Instrument `module` in place; returns diagnostics (E0502) for what cannot be guarded."""
-    from ..compiler.diagnostics import Diagnostic
     if not options.kinds:
         return []
     with module.context, ir.Location.unknown():
@@ -506,18 +508,48 @@ def guard_module(module: ir.Module, options: GuardOptions) -> list:
 
 def _guard(module: ir.Module, options: GuardOptions) -> list:
     from ..compiler.diagnostics import Diagnostic
-    if inline_calls(module):
-        return [Diagnostic("E0502", "guards need a module without calls inside loops or branches",
-                           None, help="inline the module's functions before guarding it")]
-    guarder = _Guarder(module, options)
-    already = guarded_kinds(guarder.fop)
+    already = guarded_kinds(entry(module))
     if already and not options.origins:
         return []                    # a module from `arrc guard`: its checks are in place
     if already:
         # The origin build of an already guarded module adds only the origin reports.
-        guarder.options = GuardOptions(already & {"nan", "inf"}, options.scope, True)
-    guarder.instrument()
+        options = GuardOptions(already & {"nan", "inf"}, options.scope, True)
+    if _instruments_operations(options) and inline_calls(module):
+        return [Diagnostic("E0502", "guards need a module without calls inside loops or branches",
+                           None, help="inline the module's functions before guarding it")]
+    _Guarder(module, options).instrument()
     return []
+
+
+def _instruments_operations(options: GuardOptions) -> bool:
+    """Whether checks go inside the computation (else only the results are checked, by a second executable)."""
+    return bool(options.kinds & {"bounds", "div0"}) or bool(
+        options.floats and (options.origins or options.scope == "all-ops"))
+
+
+def results_check(fop) -> tuple[ir.Module | None, list[int]]:
+    """For a main with `arrc.check_results`: a module whose main takes main's own float results and
+    returns one i1, whether any holds a value of the checked kinds (NaN, infinity), and the indices of the
+    results it takes; (None, []) when there is nothing to check. Built in main's (active) context."""
+    from .rewrite import ABI_EXTRA, int_attr
+    if CHECK_RESULTS not in fop.attributes:
+        return None, []
+    kinds = parse_kinds(ir.StringAttr(fop.attributes[CHECK_RESULTS]).value)
+    results = list(ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value).results)
+    own = results[: len(results) - int_attr(fop, ABI_EXTRA, 0)]
+    checked = [i for i, t in enumerate(own) if _is_float(t) and 0 not in ir.RankedTensorType(t).shape]
+    if not checked:
+        return None, []
+    with ir.Location.unknown():
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            check = func.FuncOp("main", ir.FunctionType.get([own[i] for i in checked], [emit.tensor_type((), BOOL)]))
+        with ir.InsertionPoint(check.add_entry_block()):
+            flag = emit.const(False, BOOL)
+            for value in check.arguments:
+                flag = hlo.or_(flag, _any(_nonfinite(value, kinds)))
+            func.ReturnOp([flag])
+    return module, checked
 
 
 @register_pass("guard")

@@ -1,9 +1,8 @@
-"""Structural rewrites shared by the passes: find the entry, inline calls, add hidden arguments/results,
+"""Structural rewrites shared by the passes: find the entry, inline calls, add the hidden run-id argument,
 count loop iterations."""
 from __future__ import annotations
 
 from jaxlib.mlir import ir, passmanager
-from jaxlib.mlir.dialects import func
 from jaxlib.mlir.dialects import stablehlo as hlo
 
 from ..compiler import emit
@@ -11,7 +10,7 @@ from ..compiler.types import I32, I64
 
 ABI_RUN = "arrc.run_arg"              # index of the i32 run-id argument (host callbacks find their call)
 ABI_EXTRA = "arrc.extra_results"      # number of trailing results that are not the function's own
-ABI_FAULT = "arrc.fault_result"       # index of the i1 result that says a guard saw a non-finite result
+COUNTED = "arrc.counted"              # on a stablehlo.while: its last carried value counts its iterations
 
 
 def entry(module: ir.Module):
@@ -108,22 +107,6 @@ def _extend_arg_attrs(fop) -> None:
         fop.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs + [ir.DictAttr.get({})])
 
 
-def add_result(fop, value: ir.Value) -> int:
-    """Append `value` to every return of `fop`; returns its result index."""
-    block = fop.regions[0].blocks[0]
-    ret = block.operations[len(block.operations) - 1]
-    with ir.InsertionPoint(ret), ret.location:
-        func.ReturnOp(list(ret.operands) + [value])
-    ret.operation.erase()
-    ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
-    _set_function_type(fop, list(ftype.inputs), list(ftype.results) + [value.type])
-    if "res_attrs" in fop.attributes:
-        attrs = list(ir.ArrayAttr(fop.attributes["res_attrs"]))
-        fop.attributes["res_attrs"] = ir.ArrayAttr.get(attrs + [ir.DictAttr.get({})])
-    set_int_attr(fop, ABI_EXTRA, int_attr(fop, ABI_EXTRA, 0) + 1)
-    return len(ftype.results)
-
-
 def count_iterations(while_op) -> tuple:
     """Rebuild a `stablehlo.while` with an extra i64 iteration counter; returns (new op, counter in body,
     counter in cond)."""
@@ -132,6 +115,7 @@ def count_iterations(while_op) -> tuple:
     with ir.InsertionPoint(old), old.location:
         zero = emit.const(0, I64)
         new = hlo.WhileOp([r.type for r in old.results] + [i64], list(old.operands) + [zero])
+    new.operation.attributes[COUNTED] = ir.UnitAttr.get()
     old.regions[0].blocks[0].append_to(new.cond)
     old.regions[1].blocks[0].append_to(new.body)
     cond_block, body_block = new.cond.blocks[0], new.body.blocks[0]

@@ -6,35 +6,39 @@ from __future__ import annotations
 import numpy as np
 from jaxlib.mlir import ir
 
-from ..passes.rewrite import ABI_EXTRA, ABI_FAULT, ABI_RUN, entry, int_attr, retarget_callbacks
+from ..passes.guards import results_check
+from ..passes.rewrite import ABI_EXTRA, ABI_RUN, entry, int_attr, retarget_callbacks
 from . import effects
-from .guards import make_callback, sites
+from .guards import GuardSite, make_callback, sites
 from .pjrt import Executable
 
 
 class Compiled:
-    def __init__(self, module: ir.Module, context: ir.Context, sources: dict, effect_sites=(), platform: str = "cpu"):
+    def __init__(self, module: ir.Module, context: ir.Context, sources: dict, platform: str = "cpu"):
         with context:
             fop = entry(module)
             self.run_arg = int_attr(fop, ABI_RUN)
             self.io_arg = int_attr(fop, "arrc.io_arg")
             self.extra = int_attr(fop, ABI_EXTRA, 0)
-            self.fault = int_attr(fop, ABI_FAULT)
+            check, self.checked = results_check(fop)
             self.entry_name = ir.StringAttr(fop.attributes["arrc.entry"]).value if "arrc.entry" in fop.attributes \
                 else ir.StringAttr(fop.attributes["sym_name"]).value
-            self.guard_sites = sites(module)
+            self.sites = found = sites(module)
             retarget_callbacks(module, platform)
-        callbacks = effects.host_callbacks(list(effect_sites), sources)
-        for site in self.guard_sites:
-            while len(callbacks) <= site.index:
-                callbacks.append(None)
-            callbacks[site.index] = make_callback(site, effects.runs())
+        # Callbacks by index, each made from the site its custom_call describes: only what arrc registered
+        # for this module can be called.
+        callbacks = [None] * (max(found) + 1 if found else 0)
+        for index, site in found.items():
+            callbacks[index] = make_callback(site, effects.runs()) if isinstance(site, GuardSite) \
+                else effects.host_callback(site, sources)
         self.sources = sources
         self.executable = Executable(module, platform, host_callbacks=callbacks)
+        # The results check (passes/guards.py `results_check`): a second executable on the result buffers.
+        self.check = Executable(check, platform) if check is not None else None
 
     def __call__(self, values: list, quiet: bool = False):
         """Run; returns (results, RunState or None when the module has no effects and no guards)."""
-        if self.run_arg is None and self.fault is None:
+        if self.run_arg is None and self.check is None:
             return self.executable(values), None
         run_id, state = effects.begin(quiet)
         try:
@@ -44,8 +48,8 @@ class Compiled:
             for position, value in sorted(hidden):
                 args.insert(position, np.int32(value))
             out = self.executable(args)
-            if self.fault is not None:
-                state.fault = bool(np.asarray(out[self.fault]))
+            if self.check is not None:
+                state.fault = bool(np.asarray(self.check([out[i] for i in self.checked])[0]))
                 if state.fault:
                     state.bad_results = _not_finite(out[: len(out) - self.extra])
             for r in out:

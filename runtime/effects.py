@@ -1,4 +1,5 @@
-"""Host side of `print` and `assert` (see compiler/effects.py): callbacks and per-call run state."""
+"""Host side of `print` and `assert` (see compiler/effects.py): their sites read back from the module,
+their callbacks, and per-call run state."""
 from __future__ import annotations
 
 import itertools
@@ -79,12 +80,23 @@ def _assert_callback(site: AssertSite, sources: dict):
     return callback
 
 
-def host_callbacks(sites: list, sources: dict) -> list:
-    out = []
-    for site in sites:
-        make = _print_callback if isinstance(site, PrintSite) else _assert_callback
-        out.append(make(site, sources))
-    return out
+def site_of(op, span) -> PrintSite | AssertSite:
+    """The site a print/assert custom_call describes with its attributes (compiler/effects.py
+    `site_attributes`); `span` is its location's."""
+    from jaxlib.mlir import ir
+    attrs = op.attributes
+    if ir.StringAttr(attrs["arrc.kind"]).value == "print":
+        pieces = [p.value if isinstance(p, ir.StringAttr) else None     # None: a value slot
+                  for p in ir.ArrayAttr(attrs["arrc.pieces"])]
+        return PrintSite(span, pieces)
+    return AssertSite(span, ir.StringAttr(attrs["arrc.message"]).value,
+                      tuple(int(d) for d in ir.DenseI64ArrayAttr(attrs["arrc.shape"])),
+                      ir.StringAttr(attrs["arrc.function"]).value, 0)
+
+
+def host_callback(site: PrintSite | AssertSite, sources: dict):
+    make = _print_callback if isinstance(site, PrintSite) else _assert_callback
+    return make(site, sources)
 
 
 def runs() -> dict:

@@ -45,24 +45,34 @@ def _i64s(attr) -> list:
     return [int(v) for v in ir.DenseI64ArrayAttr(attr)]
 
 
-def sites(module: ir.Module) -> list[GuardSite]:
-    out = []
+EFFECTS = ("print", "assert")
+
+
+def sites(module: ir.Module) -> dict:
+    """Every host-callback site of the module by callback index, read from the attributes of its
+    custom_calls: a GuardSite for a guard report, a PrintSite or AssertSite for an effect
+    (runtime/effects.py `site_of`)."""
+    from .effects import site_of
+    out = {}
 
     def visit(op):
         op = op.operation
         if op.name == "stablehlo.custom_call" and "arrc.kind" in op.attributes:
-            cfg = ir.DictAttr(op.attributes["backend_config"])
+            index = ir.IntegerAttr(ir.DictAttr(op.attributes["backend_config"])["index"]).value
+            kind = ir.StringAttr(op.attributes["arrc.kind"]).value
             frames = _flatten_callsites(op.location)
-            chain = [(name_of(f), span_of(f)) for f in frames[1:]]
+            if kind in EFFECTS:
+                out[index] = site_of(op, span_of(frames[0]))
+                return ir.WalkResult.ADVANCE
             extra = {k: _i64s(op.attributes[k])
                      for k in ("arrc.dims", "arrc.sizes", "arrc.axis", "arrc.arg", "arrc.reaches")
                      if k in op.attributes}
-            out.append(GuardSite(
-                index=ir.IntegerAttr(cfg["index"]).value, kind=ir.StringAttr(op.attributes["arrc.kind"]).value,
+            out[index] = GuardSite(
+                index=index, kind=kind,
                 order=_i64s(op.attributes["arrc.order"]), shape=tuple(_i64s(op.attributes["arrc.shape"])),
                 labels=[ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["arrc.labels"])],
                 op=ir.StringAttr(op.attributes["arrc.op"]).value, span=span_of(frames[0]), name=name_of(frames[0]),
-                chain=chain, attrs=extra))
+                chain=[(name_of(f), span_of(f)) for f in frames[1:]], attrs=extra)
         return ir.WalkResult.ADVANCE
     module.operation.walk(visit)
     return out

@@ -10,8 +10,9 @@ from conftest import filecheck
 from jaxlib.mlir import ir
 
 from arrc.compiler import emit
-from arrc.passes.guards import KINDS, GuardOptions, guard_module, parse_kinds
+from arrc.passes.guards import KINDS, GuardOptions, guard_module, parse_kinds, results_check
 from arrc.passes.registry import PASSES, run_passes
+from arrc.passes.rewrite import entry
 from arrc.runtime.guards import sites
 
 CB = "xla_ffi_python_cpu_callback"
@@ -190,46 +191,51 @@ def test_no_kinds_leaves_module_unchanged():
 
 
 # ---- the fast build: nan/inf on the results only -------------------------------------------------------------
-def test_fast_build_checks_results_under_run_id_conditional():
+def test_fast_build_leaves_the_computation_as_it_is():
+    """nan/inf in the results scope: main only gains attributes, so XLA compiles exactly the unguarded
+    computation (its numbers cannot change); the check is a second module (`results_check`)."""
+    ctx, module = parse(DIV_F32)
+    with ctx:
+        before = module.operation.get_asm(enable_debug_info=False)
     text, *_ = guarded(DIV_F32, "nan")
+    assert text == before.replace("func.func public @main(%arg0: tensor<4xf32>, %arg1: tensor<4xf32>) -> tensor<4xf32> {",
+                                  'func.func public @main(%arg0: tensor<4xf32>, %arg1: tensor<4xf32>) -> tensor<4xf32> '
+                                  'attributes {arrc.check_results = "nan", arrc.guards = "nan"} {')
+    assert kinds_of(text) == [] and "arrc.run_arg" not in text
+
+
+def results_check_text(text: str, kinds: str) -> tuple[str, list]:
+    _, module, ctx, _ = guarded(text, kinds)
+    with ctx:
+        check, checked = results_check(entry(module))
+        check.operation.verify()
+        return check.operation.get_asm(enable_debug_info=False), checked
+
+
+def test_results_check_is_one_reduction_per_float_result():
+    text, checked = results_check_text(DIV_F32, "nan")
+    assert checked == [0]
     filecheck(text, f"""
-        CHECK: func.func public @main(%arg0: tensor<4xf32>, %arg1: tensor<4xf32>, {V.format("RUN")}: tensor<i32>) -> (tensor<4xf32>, tensor<i1>)
-        CHECK-SAME: arrc.extra_results = 1 : i64
-        CHECK-SAME: arrc.fault_result = 1 : i64
-        CHECK-SAME: arrc.run_arg = 2 : i64
-        CHECK: {V.format("DIV")} = stablehlo.divide %arg0, %arg1
-        CHECK-NEXT: {V.format("RES")} = stablehlo.multiply [[DIV]], [[DIV]]
-        CHECK-NOT: custom_call
-        CHECK: {V.format("ON")} = stablehlo.compare NE, [[RUN]], {{{{%[a-z0-9_]+}}}}, SIGNED
-        CHECK-NEXT: {V.format("FLAG")} = "stablehlo.if"([[ON]])
-        CHECK: stablehlo.compare NE, [[RES]], [[RES]], FLOAT
+        CHECK: func.func @main({V.format("R")}: tensor<4xf32>) -> tensor<i1>
+        CHECK: stablehlo.compare NE, [[R]], [[R]], FLOAT
         CHECK: stablehlo.reduce
         CHECK-SAME: applies stablehlo.or
-        CHECK: stablehlo.return
-        CHECK: stablehlo.constant dense<false>
-        CHECK-NEXT: stablehlo.return
-        CHECK: return [[RES]], [[FLAG]] : tensor<4xf32>, tensor<i1>
+        CHECK: return
     """)
-    # the operations themselves are not instrumented in the fast build
-    assert kinds_of(text) == []
 
 
-def test_fast_build_nan_and_inf_use_is_finite():
-    text, *_ = guarded(DIV_F32, "nan,inf")
+def test_results_check_nan_and_inf_use_is_finite():
+    text, _ = results_check_text(DIV_F32, "nan,inf")
     filecheck(text, f"""
-        CHECK: {V.format("RES")} = stablehlo.multiply
-        CHECK: "stablehlo.if"
-        CHECK: {V.format("F")} = stablehlo.is_finite [[RES]]
+        CHECK: {V.format("F")} = stablehlo.is_finite %arg0
         CHECK-NEXT: stablehlo.not [[F]]
     """)
 
 
-def test_fast_build_inf_only_compares_abs_with_inf():
-    text, *_ = guarded(DIV_F32, "inf")
+def test_results_check_inf_only_compares_abs_with_inf():
+    text, _ = results_check_text(DIV_F32, "inf")
     filecheck(text, f"""
-        CHECK: {V.format("RES")} = stablehlo.multiply
-        CHECK: "stablehlo.if"
-        CHECK: {V.format("A")} = stablehlo.abs [[RES]]
+        CHECK: {V.format("A")} = stablehlo.abs %arg0
         CHECK: 0x7F800000
         CHECK: stablehlo.compare EQ, [[A]]
     """)
@@ -237,14 +243,14 @@ def test_fast_build_inf_only_compares_abs_with_inf():
 
 
 def test_integer_results_get_no_result_check():
-    text, *_ = guarded(DIV_I32, "nan,inf")
-    # a fault result is still added (always false), but nothing checks an integer value
-    assert "is_finite" not in text and "FLOAT" not in text
+    _, module, ctx, _ = guarded(DIV_I32, "nan,inf")
+    with ctx:
+        assert results_check(entry(module)) == (None, [])
 
 
 def test_all_ops_scope_has_no_result_check_but_instruments_ops():
     text, *_ = guarded(DIV_F32, "nan", scope="all-ops")
-    assert "arrc.fault_result" not in text
+    assert "arrc.check_results" not in text
     assert "arrc.run_arg = 2" in text
     assert site_ops(text).count("stablehlo.divide") == 1
     assert site_ops(text).count("stablehlo.multiply") == 1
@@ -275,7 +281,7 @@ def test_div0_sites_are_callbacks_inside_if():
     # the callback indices are distinct
     assert sorted(re.findall(r"index = (\d+) : ui64", text)) == ["0", "1"]
     # bounds/div0 only: no nan/inf result check
-    assert "arrc.fault_result" not in text and "arrc.run_arg" in text
+    assert "arrc.check_results" not in text and "arrc.run_arg" in text
 
 
 def test_div0_ignores_float_division_and_safe_divisors():
@@ -436,8 +442,11 @@ def test_recursive_call_cannot_be_guarded():
     }
     """
     ctx, module = parse(rec)
-    diags = guard_module(module, GuardOptions(parse_kinds("nan")))
+    diags = guard_module(module, GuardOptions(parse_kinds("nan"), "all-ops"))
     assert [d.code for d in diags] == ["E0502"]
+    # checking only the results does not touch the computation, so it needs no inlining
+    ctx, module = parse(rec)
+    assert guard_module(module, GuardOptions(parse_kinds("nan"))) == []
 
 
 # ---- the origin build ----------------------------------------------------------------------------------------
@@ -445,7 +454,6 @@ def test_origin_build_instruments_float_ops_and_arguments():
     text, module, ctx, _ = guarded(DIV_F32, "nan", origins=True)
     filecheck(text, f"""
         CHECK: func.func public @main(%arg0: tensor<4xf32>, %arg1: tensor<4xf32>, %arg2: tensor<i32>)
-        CHECK-SAME: arrc.fault_result = 1
         CHECK: {V.format("D")} = stablehlo.divide %arg0, %arg1
         CHECK-NEXT: {V.format("BAD")} = stablehlo.compare NE, [[D]], [[D]], FLOAT
         CHECK-NEXT: stablehlo.compare NE, %arg0, %arg0, FLOAT
@@ -460,9 +468,9 @@ def test_origin_build_instruments_float_ops_and_arguments():
         CHECK: stablehlo.custom_call @{CB}(%arg2,
         CHECK-SAME: arrc.kind = "origin"
         CHECK-SAME: arrc.op = "stablehlo.multiply"
-        CHECK: "stablehlo.if"
         CHECK: return
     """)
+    assert "arrc.check_results" not in text       # the origin build's results are not checked again
     found = _sites(module, ctx)
     assert sorted(s.attrs["arrc.arg"][0] for s in found if s.kind == "argument") == [0, 1]
     div = next(s for s in found if s.op == "stablehlo.divide")
@@ -524,7 +532,7 @@ def test_guard_pass_registered():
 
 def _sites(module, ctx):
     with ctx:
-        return sites(module)
+        return list(sites(module).values())
 
 
 # ---- verify-static-shapes ------------------------------------------------------------------------------------

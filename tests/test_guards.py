@@ -5,6 +5,7 @@ not repeated by the origin re-run, the CLI, and StableHLO exported from JAX (`ar
 from __future__ import annotations
 
 import inspect
+import re
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 
 import arrc
+from arrc.compiler.types import dtype_of_numpy
 from arrc.cli import main as cli
 
 F32, F64, F16, I32 = np.float32, np.float64, np.float16, np.int32
@@ -648,6 +650,31 @@ def test_guarded_clean_runs_match_unguarded_ones(name, args, scope):
             assert np.all(ulps <= 4), (name, float(np.max(ulps)))
 
 
+def optimized_hlo(fn, args) -> str:
+    """The HLO that XLA compiled for `fn` on `args` (after a call), without its source metadata."""
+    fn(*args)
+    types = tuple(arrc.spec(f"{dtype_of_numpy(np.asarray(a).dtype).name}{list(np.shape(a))}") for a in args)
+    compiled, _ = fn._compiled[(types, False)]
+    text = compiled.executable.loaded.hlo_modules()[0].to_string()
+    return re.sub(r", metadata=\{[^}]*\}", "", text)
+
+
+# Programs with no index or integer division to check: under guards="all" nothing is instrumented inside them.
+NO_OP_SITES = {"main", "steps", "masked", "softmax", "power", "half"}
+
+
+@pytest.mark.parametrize("name, args", [pytest.param(n, a, id=n) for n, a in CLEAN])
+def test_results_scope_compiles_the_unguarded_computation(name, args):
+    """Bit-identical by construction (issue 12): checking nan/inf on the results is a second executable, so
+    XLA compiles the function exactly as without guards, on any CPU (AVX2 or AVX-512 vectorize differently,
+    but the same HLO compiles to the same code). With bounds/div0 too, programs without such sites are
+    untouched as well."""
+    plain = optimized_hlo(mod()[name], args)
+    assert optimized_hlo(mod("nan,inf")[name], args) == plain
+    if name in NO_OP_SITES:
+        assert optimized_hlo(mod("all")[name], args) == plain
+
+
 # ---- effects -------------------------------------------------------------------------------------------------
 def test_print_is_not_repeated_by_the_origin_run(capfd):
     err = fault(mod("nan").noisy, a32(1, -1), cls=arrc.NaNError)
@@ -732,7 +759,7 @@ def test_cli_unknown_guard_is_a_usage_error(arr_file, capsys):
 def test_cli_compile_with_guards(arr_file, capsys):
     assert cli(["compile", arr_file, "--entry", "pick", "--shape", "n=8", "--guards", "nan,bounds"]) == 0
     text = capsys.readouterr().out
-    assert "arrc.fault_result" in text and 'arrc.kind = "bounds"' in text
+    assert "arrc.check_results" in text and 'arrc.kind = "bounds"' in text
 
 
 def test_cli_exit_code_in_a_subprocess(arr_file):
@@ -858,11 +885,11 @@ def test_guard_command_writes_an_instrumented_module(exported, tmp_path, capsys)
     out = tmp_path / "guarded.mlir"
     assert cli(["guard", exported["pick"], "-o", str(out)]) == 0
     text = out.read_text()
-    assert "arrc.fault_result" in text and "arrc.run_arg" in text
+    assert "arrc.check_results" in text and "arrc.run_arg" in text
     assert 'arrc.kind = "bounds"' in text and "@xla_ffi_python_cpu_callback" in text
     assert "test_guards.py" in text                       # locations kept
     assert cli(["guard", exported["ratio"], "--guards", "nan"]) == 0
-    assert "arrc.fault_result" in capsys.readouterr().out
+    assert "arrc.check_results" in capsys.readouterr().out
 
 
 def test_run_an_already_guarded_module(exported, tmp_path, capsys):
