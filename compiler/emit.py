@@ -10,7 +10,12 @@ import functools
 import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir._mlir_libs import _jax_mlir_ext
-from jaxlib.mlir.dialects import chlo, func, stablehlo as hlo  # noqa: F401  (re-exported for rules)
+# builtin is imported here, before anything is lowered, so that the C++ bindings never import it: they
+# import a dialect's module (jaxlib.mlir.dialects.<name>) the first time they hand a value, type or op of
+# that dialect to Python (`list(block.arguments)`: builtin), from a nanobind caster that cannot pass an
+# exception on, so a Ctrl-C landing in that import's Python code aborted the process (std::terminate).
+# Every dialect a lowering makes is imported here; tests/test_limits.py checks that lowering imports nothing.
+from jaxlib.mlir.dialects import builtin, chlo, func, stablehlo as hlo  # noqa: F401  (chlo, func, hlo: for rules)
 
 from .types import DType, int_range
 
