@@ -271,7 +271,9 @@ class Function:
 
 
 def _to_array(value, ptype: ArrayType, pname: str):
-    """NumPy/JAX arrays keep their dtype (checked); Python scalars and lists take the parameter's dtype."""
+    """NumPy/JAX arrays keep their dtype (checked); Python scalars and lists take the parameter's dtype.
+    A NumPy array in the other byte order (e.g. `'>f4'` read from a file) is taken as the same numbers in
+    this machine's order, as `np.asarray(x, np.float32)` would."""
     try:
         import jax
         if isinstance(value, jax.Array):
@@ -282,6 +284,8 @@ def _to_array(value, ptype: ArrayType, pname: str):
         pass
     if isinstance(value, np.ndarray) or isinstance(value, np.generic):
         arr = np.asarray(value)
+        if not arr.dtype.isnative:
+            arr = arr.astype(arr.dtype.newbyteorder("="))
         if dtype_of_numpy(arr.dtype) is None:
             raise ArgumentError(f"argument `{pname}`: unsupported dtype {arr.dtype}, expected {ptype}")
         return arr

@@ -112,7 +112,11 @@ class Executable:
     # ---- calling -------------------------------------------------------------------------------------
 
     def _put_numpy(self, v):
-        """One host array -> device (zero-copy where possible); 64-bit dtypes stay 64-bit."""
+        """One host array -> device (zero-copy where possible); 64-bit dtypes stay 64-bit, and an array in
+        the other byte order (e.g. `'>f4'` read from a file) is transferred as the same numbers in this
+        machine's order, not as its raw bytes."""
+        if not v.dtype.isnative:
+            v = v.astype(v.dtype.newbyteorder("="))
         key = (v.shape, v.dtype)
         aval = self._avals.get(key)
         if aval is None:
@@ -176,14 +180,17 @@ class Executable:
         returning the results as a `"list"`, a `"tuple"` or the `"single"` result; None where only the
         Python path is right: before a first call, for an executable with host callbacks (print, assert,
         guards: their callers pass a run id and read its state), for an argument that is not a plain
-        NumPy array or a jax array on this device, or for a 64-bit NumPy array (the C++ transfer would
-        narrow it to 32 bits unless jax_enable_x64 is on)."""
+        NumPy array or a jax array on this device, for a 64-bit NumPy array (the C++ transfer would
+        narrow it to 32 bits unless jax_enable_x64 is on) or for one in the other byte order (it would
+        copy the bytes as they are). The dispatcher's key tells such arrays apart from the ones an entry
+        was made for (see `_numpy_node`), so they never reach that entry."""
         if self._handlers is None or _fastpath_type is None or self.host_callbacks:
             return None
         for v in values:
             t = type(v)
             if t is np.ndarray:
-                if v.dtype.itemsize == 8 and v.dtype.kind in "iuf":
+                dt = v.dtype
+                if not dt.isnative or (dt.itemsize == 8 and dt.kind in "iuf"):
                     return None
             elif t is not _ArrayImpl or v.sharding != self.sharding:
                 return None
@@ -199,20 +206,41 @@ def dispatcher(name: str, miss):
     """A C++ dispatcher (jaxlib's `pjit` function object, as `jax.jit` builds): called with the
     arguments, it looks their types up in its own cache and runs the executable found there without
     entering Python; otherwise it calls `miss(*args, **kwargs)`, which returns `(results,
-    Executable.fastpath(...) or None, False)`. None when this jaxlib has no such dispatcher (callers then
-    stay in Python) or when `ARRC_DISPATCH=python`."""
+    Executable.fastpath(...) or None, False)`. Its key for a NumPy array is the array's exact dtype
+    (`_numpy_node`). None when this jaxlib has no such dispatcher (callers then stay in Python) or when
+    `ARRC_DISPATCH=python`."""
     if _batched_device_put is None:
         _bind_jax()
     if _fastpath_type is None or os.environ.get("ARRC_DISPATCH") == "python":
         return None
-    from jax._src import tree_util
     from jax._src.interpreters import pxla
     from jax._src.lib import _jax
 
     def python_call(*args, **kwargs):   # what jaxlib calls instead when jit is disabled (jax.disable_jit)
         return miss(*args, **kwargs)[0]
-    return _jax.pjit(name, python_call, miss, [], [], pxla.JitGlobalCppCacheKeys(), tree_util.dispatch_registry,
-                     pxla.cc_shard_arg)
+    return _jax.pjit(name, python_call, miss, [], [], pxla.JitGlobalCppCacheKeys(), _registry, pxla.cc_shard_arg)
+
+
+class _NumpyArgument(np.ndarray):
+    """A NumPy argument as the dispatcher transfers it: a view of the caller's array (same data and
+    strides), of a type the pytree registry leaves alone and jaxlib transfers as the ndarray it is."""
+    __slots__ = ()
+
+
+def _numpy_node(value: np.ndarray):
+    """A NumPy argument as a one-leaf pytree node whose auxiliary data is its exact dtype.
+
+    jaxlib keys a NumPy array by its dtype without byte order and, with jax_enable_x64 off, with 64 bits
+    folded into 32: f32, f64, '>f4' and '>f8' arrays of one shape get one key, so an entry made for
+    f32 would run on the others and its C++ transfer would narrow them or copy their bytes as they are.
+    The key of an argument includes its tree structure, and so, through this node, its exact dtype
+    (a jax array's key has its exact dtype already). Cost: this Python call for each NumPy argument of
+    a call (~1-2 us on a 2-core machine); jax-array arguments still cost nothing."""
+    return (value.view(_NumpyArgument),), value.dtype
+
+
+def _numpy_array(dtype, children):      # the node's inverse; jaxlib does not call it for arguments
+    return np.asarray(children[0])
 
 
 _trees: dict = {}
@@ -229,7 +257,7 @@ def _result_tree(kind: str, n: int):
 
 def _bind_jax() -> None:
     """Module globals for the call path, set once jax is imported (so importing this module stays cheap)."""
-    global _ArrayImpl, _batched_device_put, _fastpath_type
+    global _ArrayImpl, _batched_device_put, _fastpath_type, _registry
     from jax._src.array import ArrayImpl
     from jax._src.lib import xla_client as xc
     _ArrayImpl, _batched_device_put = ArrayImpl, xc.batched_device_put
@@ -237,14 +265,18 @@ def _bind_jax() -> None:
         from jax._src.interpreters import pxla
         from jax._src.lib import _jax
         _jax.pjit, pxla.JitGlobalCppCacheKeys, pxla.cc_shard_arg  # noqa: B018 (what dispatcher() uses)
-        _fastpath_type = pxla.MeshExecutableFastpathData
-    except (ImportError, AttributeError):
+        registry = _jax.pytree.PyTreeRegistry(enable_none=True, enable_tuple=True, enable_namedtuple=True,
+                                              enable_list=True, enable_dict=True)
+        registry.register_node(np.ndarray, _numpy_node, _numpy_array)
+        _fastpath_type, _registry = pxla.MeshExecutableFastpathData, registry
+    except (ImportError, AttributeError, TypeError):
         _fastpath_type = None
 
 
 _ArrayImpl: type = type(None)           # set by _bind_jax when the first Executable is made
 _batched_device_put = None
 _fastpath_type = None
+_registry = None                        # the dispatchers' pytree registry (`_numpy_node`)
 
 
 def as_numpy(x) -> np.ndarray:

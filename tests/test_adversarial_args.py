@@ -1,0 +1,256 @@
+"""Adversarial arguments (issue 12 item 8): every call checks its arguments, not only the first one.
+
+A function's `__call__` is jaxlib's C++ dispatcher, which keys an argument by its type as jax sees it.
+For a NumPy array jaxlib drops the byte order and, with jax_enable_x64 off, folds 64 bits into 32, so
+f64 `[0.1, 1e300, 3]` once reached the entry made for an f32 call and came out narrowed, `2**40 + 5`
+came out as `5`, and `'>i4'` `[1, 2, 3]` as `[16777216, ...]` (runtime/pjrt.py `_numpy_node` now puts
+the exact dtype in the key). Each case runs good-bad-bad and bad-good-bad on a fresh module, with x64
+off (what users have; conftest turns it on for the other suites) and on, through plain, guarded and
+printing functions: a bad argument raises ArgumentError with the same whole message on every call, a
+good one gives NumPy's numbers. Byte-swapped arrays of the right dtype are accepted as the numbers they
+hold (`np.asarray` semantics).
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import arrc
+from arrc.runtime.pjrt import Executable
+
+SRC = """\
+def f(x: f32[n]) -> f32[n]:
+    return x * 2.0 + 1.0
+
+def i(x: i32[n]) -> i32[n]:
+    return x + 1
+
+def u(x: u32[n]) -> u32[n]:
+    return x + 1
+
+def b(x: i8[n]) -> i8[n]:
+    return x + 1
+
+def s(x: f32) -> f32:
+    return x * 2.0 + 1.0
+
+def si(x: i32) -> i32:
+    return x + 1
+
+def two(x: f32[n], y: f32[n]) -> f32[n]:
+    return x + y
+"""
+
+PRINTING = """\
+def f(x: f32[n]) -> f32[n]:
+    print("x", x)
+    return x * 2.0 + 1.0
+"""
+
+# The NumPy result of each function on a good argument (x * 2 + 1 is exact in f32: x * 2 is).
+REF = {
+    "f": lambda x: np.asarray(x, np.float32) * np.float32(2) + np.float32(1),
+    "i": lambda x: np.asarray(x, np.int32) + np.int32(1),
+    "u": lambda x: np.asarray(x, np.uint32) + np.uint32(1),
+    "b": lambda x: np.asarray(x, np.int8) + np.int8(1),
+    "s": lambda x: np.asarray(x, np.float32) * np.float32(2) + np.float32(1),
+    "si": lambda x: np.asarray(x, np.int32) + np.int32(1),
+}
+
+
+def _jax_f64():
+    with jax.enable_x64(True):
+        return jnp.asarray(np.array([0.1, 1e300, 3.0]))
+
+
+# (case, function, good argument, bad argument, the whole ArgumentError message)
+BAD = [
+    ("f64-into-f32", "f", np.array([0.5, 2.0, -3.0], np.float32), np.array([0.1, 1e300, 3.0]),
+     "argument `x` of `f` has type f64[3], expected f32[n]"),
+    ("i64-into-i32", "i", np.array([1, -2, 3], np.int32), np.array([2 ** 40 + 5, 1, 2]),
+     "argument `x` of `i` has type i64[3], expected i32[n]"),
+    ("u64-into-u32", "u", np.array([1, 2, 3], np.uint32), np.array([2 ** 40 + 5, 1, 2], np.uint64),
+     "argument `x` of `u` has type u64[3], expected u32[n]"),
+    ("big-endian-f64-into-f32", "f", np.array([0.5, 2.0, -3.0], np.float32), np.array([0.1, 1e300, 3.0], ">f8"),
+     "argument `x` of `f` has type f64[3], expected f32[n]"),
+    ("big-endian-i64-into-i32", "i", np.array([1, -2, 3], np.int32), np.array([2 ** 40 + 5, 1, 2], ">i8"),
+     "argument `x` of `i` has type i64[3], expected i32[n]"),
+    ("strided-f64-into-f32", "f", np.arange(6, dtype=np.float32)[::2], np.arange(6.0)[::2],
+     "argument `x` of `f` has type f64[3], expected f32[n]"),
+    ("reversed-f64-into-f32", "f", np.arange(3, dtype=np.float32)[::-1], np.arange(3.0)[::-1],
+     "argument `x` of `f` has type f64[3], expected f32[n]"),
+    ("f16-into-f32", "f", np.array([0.5, 2.0, -3.0], np.float32), np.array([0.5, 2.0, -3.0], np.float16),
+     "argument `x` of `f` has type f16[3], expected f32[n]"),
+    ("object-into-f32", "f", np.array([0.5, 2.0, -3.0], np.float32), np.array([0.5, 2.0, -3.0], dtype=object),
+     "argument `x`: unsupported dtype object, expected f32[n]"),
+    ("bool-into-i8", "b", np.array([1, 0, 1], np.int8), np.array([True, False, True]),
+     "argument `x` of `b` has type bool[3], expected i8[n]"),
+    ("jax-i32-into-f32", "f", np.array([0.5, 2.0, -3.0], np.float32), jnp.arange(3, dtype=jnp.int32),
+     "argument `x` of `f` has type i32[3], expected f32[n]"),
+    ("jax-f64-into-f32", "f", jnp.asarray(np.array([0.5, 2.0, -3.0], np.float32)), _jax_f64(),
+     "argument `x` of `f` has type f64[3], expected f32[n]"),
+    ("0d-f64-into-f32", "s", np.array(0.5, np.float32), np.array(1e300),
+     "argument `x` of `s` has type f64, expected f32"),
+    ("numpy-f64-scalar-into-f32", "s", np.array(0.5, np.float32), np.float64(1e300),
+     "argument `x` of `s` has type f64, expected f32"),
+    ("numpy-i64-scalar-into-i32", "si", np.array(7, np.int32), np.int64(2 ** 40 + 5),
+     "argument `x` of `si` has type i64, expected i32"),
+    ("python-int-out-of-range", "si", np.array(7, np.int32), 2 ** 40 + 5,
+     "argument `x`: value out of range for i32"),
+    ("python-float-into-i32", "si", 7, 1.5,
+     "argument `x` has Python value of kind float64, expected i32"),
+]
+
+ORDERS = [("good", "bad", "bad"), ("bad", "good", "bad")]
+
+
+@pytest.fixture(params=[False, True], ids=["x64-off", "x64-on"])
+def x64(request):
+    with jax.enable_x64(request.param):
+        yield request.param
+
+
+def _run(fn, name, good, bad, message, order):
+    for step in order:
+        if step == "good":
+            np.testing.assert_array_equal(np.asarray(fn(good)), REF[name](good), strict=True)
+        else:
+            with pytest.raises(arrc.ArgumentError) as info:
+                fn(bad)
+            assert str(info.value) == message
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=["-".join(o) for o in ORDERS])
+@pytest.mark.parametrize("case, name, good, bad, message", BAD, ids=[c[0] for c in BAD])
+def test_bad_argument_raises_on_every_call(x64, case, name, good, bad, message, order):
+    _run(arrc.loads(SRC)[name], name, good, bad, message, order)
+
+
+GUARDED = BAD[:6] + BAD[12:14]
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=["-".join(o) for o in ORDERS])
+@pytest.mark.parametrize("case, name, good, bad, message", GUARDED, ids=[c[0] for c in GUARDED])
+def test_bad_argument_raises_on_every_call_when_guarded(x64, case, name, good, bad, message, order):
+    _run(arrc.loads(SRC, guards="all")[name], name, good, bad, message, order)
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=["-".join(o) for o in ORDERS])
+def test_bad_argument_raises_on_every_call_of_a_printing_function(x64, order, capsys):
+    _run(arrc.loads(PRINTING).f, "f", np.array([0.5, 2.0], np.float32), np.array([0.1, 1e300]),
+         "argument `x` of `f` has type f64[2], expected f32[n]", order)
+    assert capsys.readouterr().out.count("x [") == order.count("good")
+
+
+def test_bad_argument_in_a_later_position(x64):
+    two = arrc.loads(SRC).two
+    x = np.array([0.5, 2.0, -3.0], np.float32)
+    for _ in range(2):
+        np.testing.assert_array_equal(np.asarray(two(x, x)), x + x, strict=True)
+        with pytest.raises(arrc.ArgumentError) as info:
+            two(x, np.array([0.1, 1e300, 3.0]))
+        assert str(info.value) == "argument `y` of `two` has type f64[3], expected f32[n]"
+        with pytest.raises(arrc.ArgumentError) as info:
+            two(jnp.asarray(x), np.array([1, 2, 3], np.int64))
+        assert str(info.value) == "argument `y` of `two` has type i64[3], expected f32[n]"
+
+
+def test_through_load_from_a_file(x64, tmp_path):
+    path = tmp_path / "prog.arr"
+    path.write_text(SRC)
+    f = arrc.load(path).f
+    good = np.array([0.5, 2.0, -3.0], np.float32)
+    _run(f, "f", good, np.array([0.1, 1e300, 3.0]), "argument `x` of `f` has type f64[3], expected f32[n]",
+         ("good", "bad", "good", "bad"))
+
+
+# ---- byte order: accepted as the numbers the array holds ----------------------------------------------
+SWAPPED = [
+    ("f", np.array([1.0, 2.0, 3.0], ">f4")),          # was [1, 1, 1] after a native call
+    ("i", np.array([1, 2, 3], ">i4")),                # was [16777217, 33554433, 50331649]
+    ("u", np.array([1, 2, 2 ** 31], ">u4")),
+    ("f", np.arange(6, dtype=">f4")[::2]),
+    ("f", np.arange(3, dtype=">f4")[::-1]),
+    ("s", np.array(1.5, ">f4")),
+    ("s", np.array(1.5, ">f4")[()]),                  # a NumPy scalar in the other byte order
+]
+
+
+@pytest.mark.parametrize("native_first", [True, False], ids=["native-first", "swapped-first"])
+@pytest.mark.parametrize("name, swapped", SWAPPED, ids=[f"{n}-{i}" for i, (n, _) in enumerate(SWAPPED)])
+def test_byte_swapped_arguments_give_their_numbers(x64, name, swapped, native_first):
+    fn = arrc.loads(SRC)[name]
+    native = np.asarray(swapped, swapped.dtype.newbyteorder("="))
+    expected = REF[name](native)
+    calls = [native, swapped, swapped, native] if native_first else [swapped, native, swapped, native]
+    for arg in calls:
+        np.testing.assert_array_equal(np.asarray(fn(arg)), expected, strict=True)
+
+
+@pytest.mark.parametrize("guards", [None, "all"])
+def test_byte_swapped_arguments_in_two_positions(x64, guards):
+    two = arrc.loads(SRC, guards=guards).two
+    x = np.array([0.5, 2.0, -3.0], np.float32)
+    for a, c in [(x, x), (x.astype(">f4"), x), (x, x.astype(">f4")), (x.astype(">f4"), x.astype(">f4")), (x, x)]:
+        np.testing.assert_array_equal(np.asarray(two(a, c)), x + x, strict=True)
+
+
+# ---- the good kinds of argument keep working after bad ones ----------------------------------------------
+def test_good_arguments_of_every_kind_after_bad_ones(x64):
+    mod = arrc.loads(SRC)
+    x = np.array([0.5, 2.0, -3.0], np.float32)
+    goods = [x, x[::-1].copy()[::-1], np.arange(6, dtype=np.float32)[::2], jnp.asarray(x), [0.5, 2.0, -3.0],
+             np.asfortranarray(x), np.broadcast_to(np.float32(2), (3,))]
+    for bad in [np.asarray(x, np.float64), np.asarray(x, ">f8"), np.asarray(x, np.float16), jnp.asarray(x, jnp.int32)]:
+        for good in goods:
+            np.testing.assert_array_equal(np.asarray(mod.f(good)), REF["f"](good), strict=True)
+            with pytest.raises(arrc.ArgumentError):
+                mod.f(bad)
+    for good in [np.float32(0.5), np.array(0.5, np.float32), 0.5, 2, jnp.float32(0.5)]:
+        np.testing.assert_array_equal(np.asarray(mod.s(good)), REF["s"](good), strict=True)
+        with pytest.raises(arrc.ArgumentError):
+            mod.s(np.float64(0.5))
+        with pytest.raises(arrc.ArgumentError):
+            mod.s(np.array(0.5))
+
+
+# ---- the runtime's Executable (its own dispatcher): never a wrong number ---------------------------------
+def test_executable_refuses_or_converts_what_its_entry_was_not_made_for(x64):
+    low = arrc.loads(SRC).f.lower(arrc.spec("f32[3]"))
+    exe = Executable(low.module, cache=False)
+    good = np.array([0.5, 2.0, -3.0], np.float32)
+    for _ in range(2):
+        np.testing.assert_array_equal(np.asarray(exe([good])[0]), REF["f"](good), strict=True)
+        np.testing.assert_array_equal(np.asarray(exe([good.astype(">f4")])[0]), REF["f"](good), strict=True)
+        with pytest.raises(jax.errors.JaxRuntimeError, match="expected parameter 0 of size 12"):
+            exe([np.array([0.1, 1e300, 3.0])])
+
+
+# ---- property: random dtype, byte order and strides on one function's accumulated dispatcher ----------------
+DTYPES = ["f4", "f8", "f2", "i4", "i8", "u4", "u8", "i2", "u2", "i1", "u1", "b1"]   # NumPy spellings
+
+
+@pytest.fixture(scope="module")
+def shared():
+    return arrc.loads(SRC)
+
+
+@settings(max_examples=80, deadline=None)
+@given(dtype=st.sampled_from(DTYPES), order=st.sampled_from("<>="), step=st.sampled_from([1, 2, -1, -2]),
+       values=st.lists(st.integers(0, 100), min_size=1, max_size=5), as_jax=st.booleans(), x64_on=st.booleans())
+def test_any_array_is_refused_or_computed_right(shared, dtype, order, step, values, as_jax, x64_on):
+    base = np.repeat(np.array(values, dtype=np.dtype(dtype).newbyteorder(order)), abs(step))
+    arg = base[::step]
+    with jax.enable_x64(x64_on):
+        if as_jax:
+            arg = jnp.asarray(np.asarray(arg, arg.dtype.newbyteorder("=")))
+        if np.dtype(arg.dtype).newbyteorder("=") == np.float32:
+            np.testing.assert_array_equal(np.asarray(shared.f(arg)), REF["f"](arg), strict=True)
+        else:
+            with pytest.raises(arrc.ArgumentError,
+                               match=r"^argument `x` of `f` has type \w+\[\d+\], expected f32\[n\]$"):
+                shared.f(arg)
