@@ -418,7 +418,7 @@ def test_an_xla_compile_error_is_an_internal_error_diagnostic(prog, capsys, monk
         more = "".join(f"line {i}\n" for i in range(3, 12))
         raise JaxRuntimeError(f"INTERNAL: Failed to compile: an XLA bug\nline two\n{more}")
     monkeypatch.setattr(pjrt.Executable, "_compile_or_load", refuse)
-    assert main(["run", prog, "--entry", "fixed", "--arg", "x=[1, 2, 3, 4]", "--no-cache"]) == EXIT_INTERNAL
+    assert main(["run", prog, "--entry", "fixed", "--arg", "x=[1, 2, 3, 4]"]) == EXIT_INTERNAL
     out, err = capsys.readouterr()
     assert out == "" and err == (
         "error[E0601]: internal compiler error: JaxRuntimeError: INTERNAL: Failed to compile: an XLA bug\n"
