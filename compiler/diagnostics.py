@@ -40,6 +40,7 @@ CODES: dict[str, str] = {
     "E0401": "target does not support 64-bit types",
     "E0501": "StableHLO module has a dynamic shape",
     "E0502": "invalid StableHLO module",
+    "E0503": "StableHLO module uses something arrc cannot run safely",
     "E0601": "internal compiler error",
     "W0001": "lossy implicit promotion",
     "R0001": "NaN produced at run time",

@@ -24,4 +24,4 @@ def run_passes(module, names: list[str]) -> list:
     return diags
 
 
-from . import guards, verify_static_shapes  # noqa: E402,F401  (they register themselves)
+from . import guards, verify_foreign, verify_static_shapes  # noqa: E402,F401  (they register themselves)

@@ -1,7 +1,20 @@
-"""Running StableHLO that arrc did not write (`arrc run in.mlir`, `arrc guard`): a module from text or
-bytecode, checked by `verify-static-shapes`, optionally guarded, called with NumPy arguments."""
+"""Running StableHLO that arrc did not write (`arrc run in.mlir`, `arrc guard`): a module from text,
+bytecode or a portable artifact, read in a child process, checked by `verify-static-shapes` and
+`verify-foreign-calls`, optionally guarded, called with NumPy arguments.
+
+The file is untrusted: MLIR's readers can crash on mutated bytes, and XLA runs whatever a custom_call
+names. So the bytes are parsed only in a child (runtime/mlir_reader.py), which hands back MLIR's own
+bytecode of the verified module; this process parses only that, and refuses (E0503) any module that
+calls something arrc did not register before anything is compiled.
+"""
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -9,41 +22,116 @@ from jaxlib.mlir import ir
 
 from ..compiler import emit
 from ..compiler.diagnostics import CompileError, Diagnostic
+from ..compiler.effects import CALLBACK_TARGET
 from ..compiler.span import Span
 from ..compiler.types import DTYPES
 from ..passes.guards import GuardOptions, guard_module, guarded_kinds
+from ..passes.lapack_calls import is_lapack_target
 from ..passes.registry import run_passes
 from ..passes.rewrite import ABI_RUN, entry, int_attr
+from . import mlir_reader
 from .guards import FileSources, raise_faults
 
+CHECKS = ["verify-static-shapes", "verify-foreign-calls"]
+READER = mlir_reader.__file__            # run as a script in the child
+READ_TIMEOUT_S = 60.0
+MAX_SOURCE_BYTES = 16 * 2 ** 20        # a location's file is shown in reports only if it is this small
 
-def parse_module(data: bytes, name: str):
-    """(context, module) from StableHLO text or MLIR bytecode; E0502 for anything else."""
-    context = emit.make_context()
+
+def read_module(data: bytes, name: str, timeout: float = READ_TIMEOUT_S):
+    """(context, module) from StableHLO text, MLIR bytecode or a portable artifact, checked: E0502 when
+    it cannot be read (the reader's crash included), E0501/E0503 when arrc cannot run it safely.
+
+        >>> read_module(b"func.func @main() {\\n  return\\n}", "f.mlir")[1].operation.name
+        'builtin.module'
+    """
+    written = read_in_child(data, name, timeout)
+    context = mlir_reader.make_context()
     with context:
-        try:
-            module = ir.Module.parse(data if data[:4] == b"ML\xefR" else data.decode("utf-8"))
-        except (ir.MLIRError, UnicodeDecodeError, ValueError) as err:
-            first = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise CompileError([Diagnostic("E0502", f"cannot read {name} as StableHLO: {first}",
-                                           Span(name, 1, 1, 1, 2))]) from None
+        module = ir.Module.parse(written)          # bytecode MLIR wrote for a verified module
+    check_module(context, module, name)
     return context, module
 
 
-def check_static(context, module, name: str) -> None:
+def read_in_child(data: bytes, name: str, timeout: float = READ_TIMEOUT_S) -> bytes:
+    """MLIR's bytecode of the module in `data`, parsed and verified in a child process (runtime/mlir_reader.py:
+    ~0.35 s of CPU), so that no input can take this process down."""
+    # -P: the reader's own folder (runtime/) is not put on the child's path.
+    command = [sys.executable, "-P", READER]
+    try:
+        done = subprocess.run(command, input=data, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise _unreadable(name, f"reading it took longer than {timeout:g} s") from None
+    except OSError as err:
+        raise _unreadable(name, f"the MLIR reader could not be started ({err.strerror or err})") from None
+    if done.returncode < 0:
+        number = -done.returncode
+        try:
+            what = f"signal {number}, {signal.Signals(number).name}"
+        except ValueError:
+            what = f"signal {number}"
+        raise _unreadable(name, f"the MLIR reader crashed ({what})")
+    header, _, written = done.stdout.partition(b"\n")
+    try:
+        reply = json.loads(header)
+    except ValueError:
+        reply = None
+    if done.returncode != 0 or not isinstance(reply, dict):
+        last = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"])[-1]
+        raise _unreadable(name, f"the MLIR reader failed ({last[:200]})")
+    if "error" in reply:
+        file = reply.get("file") or name
+        line, col = max(1, int(reply.get("line", 1))), max(1, int(reply.get("col", 1)))
+        raise _unreadable(name, str(reply["error"]), Span(file, line, col, line, col + 1))
+    return written
+
+
+def _unreadable(name: str, reason: str, span: Span | None = None) -> CompileError:
+    return CompileError([Diagnostic("E0502", f"cannot read {name} as StableHLO: {reason}",
+                                    span or Span(name, 1, 1, 1, 2))], SafeSources())
+
+
+def check_module(context, module, name: str) -> None:
+    """The checks every module from elsewhere passes before it is guarded or compiled."""
     with context:
-        diags = run_passes(module, ["verify-static-shapes"])
+        diags = run_passes(module, CHECKS)
+        if not diags:
+            try:
+                entry(module)
+            except ValueError as err:
+                diags = [Diagnostic("E0502", f"cannot run {name}: {err}", None)]
     if diags:
-        raise CompileError(diags, FileSources())
+        raise CompileError([_in_file(d, name) for d in diags], SafeSources())
+
+
+def _in_file(diag: Diagnostic, name: str) -> Diagnostic:
+    """MLIR names the text it parsed "-": that text is the file `name`."""
+    if diag.span is None or diag.span.file != "-":
+        return diag
+    return replace(diag, span=replace(diag.span, file=name))
+
+
+class SafeSources(FileSources):
+    """Sources for reports, read only from regular files of a sane size: a module's locations can name
+    any path (a FIFO would hang the report, /dev/zero exhaust memory)."""
+
+    def get(self, name, default=None):
+        if name not in self:
+            try:
+                path = Path(name)
+                if not path.is_file() or path.stat().st_size > MAX_SOURCE_BYTES:
+                    self[name] = None
+            except (OSError, TypeError, ValueError):
+                self[name] = None
+        return super().get(name, default)
 
 
 def guard_text(data: bytes, name: str, options: GuardOptions) -> str:
     """`arrc guard`: the module instrumented with guards, as text with its locations."""
-    context, module = parse_module(data, name)
-    check_static(context, module, name)
+    context, module = read_module(data, name)
     diags = guard_module(module, options)
     if diags:
-        raise CompileError(diags, FileSources())
+        raise CompileError(diags, SafeSources())
     with context:
         module.operation.verify()
         return module.operation.get_asm(enable_debug_info=True)
@@ -55,10 +143,9 @@ class ForeignFunction:
     def __init__(self, path: str, kinds=frozenset(), scope: str = "results", platform: str = "cpu"):
         self.path = path
         self.platform = platform
-        self.data = Path(path).read_bytes()
         self.options = GuardOptions(frozenset(kinds), scope)
-        context, module = parse_module(self.data, path)
-        check_static(context, module, path)
+        context, module = read_module(Path(path).read_bytes(), path)
+        self.bytecode = mlir_reader.bytecode(module)        # what each build parses again
         with context:
             fop = entry(module)
             ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
@@ -66,9 +153,13 @@ class ForeignFunction:
             self.params = [_dtype_shape(t) for i, t in enumerate(ftype.inputs) if i not in hidden]
             self.name = ir.StringAttr(fop.attributes["sym_name"]).value
             already = guarded_kinds(fop)
+            self.uses_lapack = _uses_lapack(module)
+        if self.uses_lapack and platform != "cpu":
+            raise CompileError([Diagnostic("E0503", f"{path} calls LAPACK kernels, which run only on the CPU",
+                                           None, help="run it with --device cpu")])
         if already and not self.options.kinds:      # a module from `arrc guard`: use its guards
             self.options = GuardOptions(already, scope)
-        self.sources = FileSources()
+        self.sources = SafeSources()
         self._builds: dict = {}
 
     @property
@@ -78,11 +169,17 @@ class ForeignFunction:
     def _build(self, origins: bool):
         if origins not in self._builds:
             from .call import Compiled
-            context, module = parse_module(self.data, self.path)
+            context = mlir_reader.make_context()
+            with context:
+                module = ir.Module.parse(self.bytecode)
+                _callbacks_on_cpu(module)
             diags = guard_module(module, GuardOptions(self.options.kinds, self.options.scope, origins))
             if diags:
                 raise CompileError(diags, self.sources)
-            self._builds[origins] = Compiled(module, context, self.sources, platform=self.platform)
+            if self.uses_lapack:
+                _initialize_lapack()
+            with _xla_errors(f"XLA cannot compile {self.path}"):
+                self._builds[origins] = Compiled(module, context, self.sources, platform=self.platform)
         return self._builds[origins]
 
     def __call__(self, values: list):
@@ -90,18 +187,62 @@ class ForeignFunction:
             raise TypeError(f"{self.path} takes {len(self.params)} arguments ({', '.join(self.param_names)}), "
                             f"{len(values)} given")
         arrays = [_convert(v, dt, shape, name) for v, (dt, shape), name in zip(values, self.params, self.param_names)]
-        results, state = self._build(False)(arrays)
+        build = self._build(False)
+        with _xla_errors(f"XLA failed running {self.path}"):
+            results, state = build(arrays)
         if state is not None:
             raise_faults(state, self.options.scope, lambda: self._build(True)(arrays, quiet=True)[1],
                          self.name, self.sources)
         return results
 
 
+@contextmanager
+def _xla_errors(what: str):
+    """An error XLA reports for a module from elsewhere is that module's: E0502 with XLA's reason."""
+    from jax.errors import JaxRuntimeError
+    try:
+        yield
+    except JaxRuntimeError as err:
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise CompileError([Diagnostic("E0502", f"{what}: {reason[:500]}", None)]) from None
+
+
+def _custom_calls(module: ir.Module) -> list:
+    calls = []
+
+    def visit(op):
+        if op.operation.name == "stablehlo.custom_call":
+            calls.append(op.operation)
+        return ir.WalkResult.ADVANCE
+    module.operation.walk(visit)
+    return calls
+
+
+def _uses_lapack(module: ir.Module) -> bool:
+    return any(is_lapack_target(ir.StringAttr(op.attributes["call_target_name"]).value)
+               for op in _custom_calls(module))
+
+
+def _callbacks_on_cpu(module: ir.Module) -> None:
+    """Callbacks written for another platform (`arrc compile --target gpu`) start from the CPU's target:
+    runtime/call.py points them at the platform they run on."""
+    for op in _custom_calls(module):
+        if ir.StringAttr(op.attributes["call_target_name"]).value in CALLBACK_TARGET.values():
+            op.attributes["call_target_name"] = ir.StringAttr.get(CALLBACK_TARGET["cpu"])
+
+
+def _initialize_lapack() -> None:
+    """jaxlib registers its LAPACK kernels on import but sets their function pointers only here (from
+    SciPy's LAPACK): a call before this segfaults. JAX does the same when it lowers a linalg op."""
+    from jax._src.lib import lapack
+    lapack._lapack.initialize()
+
+
 def _dtype_shape(t: ir.Type):
-    t = ir.RankedTensorType(t)
-    for dt in DTYPES.values():
-        if emit.ir_dtype(dt) == t.element_type:
-            return dt, tuple(t.shape)
+    if isinstance(t, ir.RankedTensorType):
+        for dt in DTYPES.values():
+            if emit.ir_dtype(dt) == t.element_type:
+                return dt, tuple(t.shape)
     raise CompileError([Diagnostic("E0502", f"unsupported parameter type {t}", None)])
 
 

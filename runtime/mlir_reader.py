@@ -1,0 +1,114 @@
+"""Reading StableHLO from a file arrc did not write, in a child process (runtime/foreign.py starts it).
+
+MLIR's readers trust their input: a mutated bytecode file can make them abort or corrupt memory
+(`malloc(): invalid size`), so the file's bytes are parsed here, in a process of their own that imports
+nothing but jaxlib's MLIR bindings (~0.3 s of CPU, not arrc's ~1.5 s), and verified. The parent gets back
+MLIR's own bytecode of the verified module, or MLIR's first error, and only ever parses bytecode that MLIR
+wrote. The protocol, on stdout: one JSON line (`{"ok": true}` or `{"error", "line", "col", "file"}`),
+then, when ok, the bytecode. Run as `python -I mlir_reader.py < FILE`.
+
+    >>> make_context() is not None
+    True
+"""
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+from jaxlib.mlir import ir
+from jaxlib.mlir._mlir_libs import _jax_mlir_ext
+from jaxlib.mlir.dialects import chlo, sdy
+from jaxlib.mlir.dialects import stablehlo as hlo
+
+BYTECODE_MAGIC = b"ML\xefR"
+MEMORY_LIMIT = 16 * 2 ** 30          # address space of the child: a reader that asks for more fails there
+
+
+class ReadError(Exception):
+    """MLIR's message and where it points: `file` None for the input itself, else the file a location
+    inside the module names (e.g. the arr source a module was compiled from)."""
+
+    def __init__(self, message: str, line: int = 1, col: int = 1, file: str | None = None):
+        super().__init__(message)
+        self.message, self.line, self.col, self.file = message, line, col, file
+
+
+def make_context() -> ir.Context:
+    """A context like compiler/emit.py's, with Shardy loaded too (JAX's exports carry its attributes)."""
+    registry = ir.DialectRegistry()
+    _jax_mlir_ext.register_dialects(registry)
+    ctx = ir.Context()
+    ctx.append_dialect_registry(registry)
+    hlo.register_dialect(ctx)
+    chlo.register_dialect(ctx)
+    sdy.register_dialect(ctx)
+    ctx.dialects["func"]
+    return ctx
+
+
+def parse(context: ir.Context, data: bytes) -> ir.Module:
+    """StableHLO text, MLIR bytecode or a portable artifact (VHLO, upgraded to StableHLO), verified."""
+    with context:
+        try:
+            if data[:4] == BYTECODE_MAGIC:
+                module = ir.Module.parse(data)
+                if _is_vhlo(module):
+                    module = hlo.deserialize_portable_artifact(context, data)
+            else:
+                module = ir.Module.parse(data.decode("utf-8"))
+            module.operation.verify()
+        except UnicodeDecodeError as err:
+            raise ReadError(f"not MLIR bytecode, and not UTF-8 text (byte {err.start})") from None
+        except ir.MLIRError as err:
+            raise _read_error(err) from None
+        except ValueError as err:          # e.g. a portable artifact that does not deserialize
+            raise ReadError(str(err).splitlines()[0] if str(err) else "not a StableHLO module") from None
+    return module
+
+
+def _is_vhlo(module: ir.Module) -> bool:
+    return any(op.operation.name.startswith("vhlo.") for op in module.body.operations)
+
+
+def _read_error(err: ir.MLIRError) -> ReadError:
+    """MLIR's first diagnostic and its position (MLIR's own header line says nothing)."""
+    for diag in err.error_diagnostics:
+        loc = ir.Location.from_attr(diag.location.attr)     # typed (diagnostics hand back a plain Location)
+        if isinstance(loc, ir.NameLoc):
+            loc = loc.child_loc
+        if isinstance(loc, ir.FileLineColLoc):
+            file = None if loc.filename == "-" else loc.filename
+            return ReadError(diag.message, loc.start_line, loc.start_col, file)
+        return ReadError(diag.message)
+    text = str(err).splitlines()
+    return ReadError(text[0] if text else "not a StableHLO module")
+
+
+def bytecode(module: ir.Module) -> bytes:
+    buffer = io.BytesIO()
+    module.operation.write_bytecode(buffer)
+    return buffer.getvalue()
+
+
+def main() -> int:
+    try:
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    except (ImportError, ValueError, OSError):
+        pass
+    data = sys.stdin.buffer.read()
+    out = sys.stdout.buffer
+    try:
+        module = parse(make_context(), data)
+        written = bytecode(module)
+    except ReadError as err:
+        out.write(json.dumps({"error": err.message, "line": err.line, "col": err.col, "file": err.file}).encode()
+                  + b"\n")
+        return 0
+    out.write(b'{"ok": true}\n' + written)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
