@@ -169,7 +169,7 @@ def convert(x: ir.Value, src: DType, dst: DType) -> ir.Value:
 
 def mark(value: ir.Value, name: str) -> ir.Value:
     """Tag the op producing `value` for the guard passes (e.g. `arrc.div0` on a divisor == 0 test)."""
-    value.owner.attributes[name] = ir.UnitAttr.get()
+    value.owner.attributes[name] = ir.BoolAttr.get(True)    # not a UnitAttr: VHLO (portable artifacts) has none
     return value
 
 

@@ -78,6 +78,16 @@ def int_attr(op, name: str, default=None):
         return default
 
 
+def i64s(attr) -> list[int]:
+    """The integers of an i64 array attribute: `array<i64: ...>`, or the `dense<...> : tensor<Nxi64>` that a
+    portable artifact (VHLO) turns it into; ValueError for anything else."""
+    if isinstance(attr, ir.DenseI64ArrayAttr):
+        return [int(v) for v in attr]
+    if isinstance(attr, ir.DenseIntElementsAttr) and ir.ShapedType(attr.type).rank == 1:
+        return [int(v) for v in attr]
+    raise ValueError(f"not an array of i64: {attr}")
+
+
 def set_int_attr(op, name: str, value: int) -> None:
     op.attributes[name] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
 
@@ -115,7 +125,7 @@ def count_iterations(while_op) -> tuple:
     with ir.InsertionPoint(old), old.location:
         zero = emit.const(0, I64)
         new = hlo.WhileOp([r.type for r in old.results] + [i64], list(old.operands) + [zero])
-    new.operation.attributes[COUNTED] = ir.UnitAttr.get()
+    new.operation.attributes[COUNTED] = ir.BoolAttr.get(True)     # VHLO has no UnitAttr
     old.regions[0].blocks[0].append_to(new.cond)
     old.regions[1].blocks[0].append_to(new.body)
     cond_block, body_block = new.cond.blocks[0], new.body.blocks[0]

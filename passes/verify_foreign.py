@@ -35,6 +35,7 @@ from ..compiler.diagnostics import Diagnostic
 from ..compiler.types import MAX_ARRAY_BYTES
 from .locations import span_of
 from .registry import register_pass
+from .rewrite import i64s
 
 CALLBACK_TARGETS = ("xla_ffi_python_cpu_callback", "xla_ffi_python_gpu_callback")
 MAX_CALLBACKS = 1 << 16        # callback indices index a list of handlers: a bigger one would only waste memory
@@ -237,7 +238,11 @@ def _has_form(attr, form: str) -> bool:
     if form == "string":
         return isinstance(attr, ir.StringAttr)
     if form == "i64s":
-        return isinstance(attr, ir.DenseI64ArrayAttr)
+        try:
+            i64s(attr)
+            return True
+        except ValueError:
+            return False
     if not isinstance(attr, ir.ArrayAttr):
         return False
     if form == "strings":
@@ -248,7 +253,7 @@ def _has_form(attr, form: str) -> bool:
 
 def _guard_operands(attrs, count: int) -> bool:
     """Run id, first index, one counter per enclosing loop, one value per label (runtime/guards.py)."""
-    loops = len(ir.DenseI64ArrayAttr(attrs["arrc.order"])) - 1
+    loops = len(i64s(attrs["arrc.order"])) - 1
     return loops >= 0 and count == 2 + loops + len(ir.ArrayAttr(attrs["arrc.labels"]))
 
 

@@ -84,13 +84,15 @@ def site_of(op, span) -> PrintSite | AssertSite:
     """The site a print/assert custom_call describes with its attributes (compiler/effects.py
     `site_attributes`); `span` is its location's."""
     from jaxlib.mlir import ir
+
+    from ..passes.rewrite import i64s
     attrs = op.attributes
     if ir.StringAttr(attrs["arrc.kind"]).value == "print":
         pieces = [p.value if isinstance(p, ir.StringAttr) else None     # None: a value slot
                   for p in ir.ArrayAttr(attrs["arrc.pieces"])]
         return PrintSite(span, pieces)
     return AssertSite(span, ir.StringAttr(attrs["arrc.message"]).value,
-                      tuple(int(d) for d in ir.DenseI64ArrayAttr(attrs["arrc.shape"])),
+                      tuple(i64s(attrs["arrc.shape"])),
                       ir.StringAttr(attrs["arrc.function"]).value, 0)
 
 

@@ -12,6 +12,7 @@ from jaxlib.mlir import ir
 
 from ..compiler.span import Span
 from ..passes.locations import name_of, span_of
+from ..passes.rewrite import i64s
 from .reports import BoundsError, DivisionByZero, GuardError, InfError, NaNError
 
 _OP_WORDS = {
@@ -41,10 +42,6 @@ def _flatten_callsites(loc) -> list:
     return [loc]
 
 
-def _i64s(attr) -> list:
-    return [int(v) for v in ir.DenseI64ArrayAttr(attr)]
-
-
 EFFECTS = ("print", "assert")
 
 
@@ -64,12 +61,12 @@ def sites(module: ir.Module) -> dict:
             if kind in EFFECTS:
                 out[index] = site_of(op, span_of(frames[0]))
                 return ir.WalkResult.ADVANCE
-            extra = {k: _i64s(op.attributes[k])
+            extra = {k: i64s(op.attributes[k])
                      for k in ("arrc.dims", "arrc.sizes", "arrc.axis", "arrc.arg", "arrc.reaches")
                      if k in op.attributes}
             out[index] = GuardSite(
                 index=index, kind=kind,
-                order=_i64s(op.attributes["arrc.order"]), shape=tuple(_i64s(op.attributes["arrc.shape"])),
+                order=i64s(op.attributes["arrc.order"]), shape=tuple(i64s(op.attributes["arrc.shape"])),
                 labels=[ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["arrc.labels"])],
                 op=ir.StringAttr(op.attributes["arrc.op"]).value, span=span_of(frames[0]), name=name_of(frames[0]),
                 chain=[(name_of(f), span_of(f)) for f in frames[1:]], attrs=extra)
