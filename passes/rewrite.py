@@ -32,19 +32,25 @@ def _visibility(op) -> str:
         return "public"
 
 
+def ops_named(root, name: str) -> list:
+    """Every operation called `name` (e.g. "stablehlo.custom_call") inside `root` (a module or an op)."""
+    found = []
+
+    def visit(op):
+        if op.operation.name == name:
+            found.append(op.operation)
+        return ir.WalkResult.ADVANCE
+    root.operation.walk(visit)
+    return found
+
+
 def inline_calls(module: ir.Module) -> int:
     """Inline every `func.call` (also inside loops and branches, which MLIR's inliner leaves alone here),
     then drop the functions nobody calls; returns the number of calls left (0 unless recursive)."""
     functions = {ir.StringAttr(op.attributes["sym_name"]).value: op for op in module.body.operations
                  if op.operation.name == "func.func"}
     for _ in range(10_000):
-        calls = []
-
-        def visit(op):
-            if op.operation.name == "func.call":
-                calls.append(op.operation)
-            return ir.WalkResult.ADVANCE
-        module.operation.walk(visit)
+        calls = ops_named(module, "func.call")
         if not calls:
             break
         _inline(calls[0], functions)
@@ -147,13 +153,8 @@ def retarget_callbacks(module: ir.Module, platform: str) -> int:
     host callbacks differently (send/recv), which arrc does not emit: a ValueError if there are any."""
     from ..compiler.effects import CALLBACK_TARGET
     cpu = CALLBACK_TARGET["cpu"]
-    calls = []
-
-    def visit(op):
-        if op.name == "stablehlo.custom_call" and ir.StringAttr(op.attributes["call_target_name"]).value == cpu:
-            calls.append(op)
-        return ir.WalkResult.ADVANCE
-    module.operation.walk(visit)
+    calls = [op for op in ops_named(module, "stablehlo.custom_call")
+             if ir.StringAttr(op.attributes["call_target_name"]).value == cpu]
     if platform == "cpu" or not calls:
         return 0
     if platform not in CALLBACK_TARGET:

@@ -28,7 +28,7 @@ from ..compiler.types import DTYPES
 from ..passes.guards import GuardOptions, guard_module, guarded_kinds
 from ..passes.lapack_calls import is_lapack_target
 from ..passes.registry import run_passes
-from ..passes.rewrite import ABI_RUN, entry, int_attr
+from ..passes.rewrite import ABI_RUN, entry, int_attr, ops_named
 from . import mlir_reader
 from .guards import FileSources, raise_faults
 
@@ -207,26 +207,15 @@ def _xla_errors(what: str):
         raise CompileError([Diagnostic("E0502", f"{what}: {reason[:500]}", None)]) from None
 
 
-def _custom_calls(module: ir.Module) -> list:
-    calls = []
-
-    def visit(op):
-        if op.operation.name == "stablehlo.custom_call":
-            calls.append(op.operation)
-        return ir.WalkResult.ADVANCE
-    module.operation.walk(visit)
-    return calls
-
-
 def _uses_lapack(module: ir.Module) -> bool:
     return any(is_lapack_target(ir.StringAttr(op.attributes["call_target_name"]).value)
-               for op in _custom_calls(module))
+               for op in ops_named(module, "stablehlo.custom_call"))
 
 
 def _callbacks_on_cpu(module: ir.Module) -> None:
     """Callbacks written for another platform (`arrc compile --target gpu`) start from the CPU's target:
     runtime/call.py points them at the platform they run on."""
-    for op in _custom_calls(module):
+    for op in ops_named(module, "stablehlo.custom_call"):
         if ir.StringAttr(op.attributes["call_target_name"]).value in CALLBACK_TARGET.values():
             op.attributes["call_target_name"] = ir.StringAttr.get(CALLBACK_TARGET["cpu"])
 
