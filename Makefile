@@ -28,6 +28,7 @@ bench: $(STAMP)
 fuzz: $(STAMP)
 	$(PY) tests/fuzz/frontend_campaign.py --seconds $(FUZZ_SECONDS)
 	$(PY) bench/fuzz.py --seconds $(FUZZ_SECONDS)
+	$(PY) tests/fuzz/adversarial_campaign.py --seconds $(FUZZ_SECONDS)
 
 # Line coverage of compiler/ and passes/ reached by the test suite (slower than `make test`).
 coverage: $(STAMP)
