@@ -96,8 +96,10 @@ class CompileError(Exception):
 
 # Characters a terminal would not show as one column (a tab is several, a \r overwrites the line): shown
 # as one visible column each (Unicode control pictures), so carets stay aligned (columns count characters).
+# A lone surrogate (source text given to `arrc.loads` as a Python str) cannot even be written: U+FFFD.
 _DISPLAYABLE = str.maketrans({**{c: chr(0x2400 + c) for c in range(0x20)}, 0x7F: "\u2421",
-                              0x85: "\u2424", 0x2028: "\u2424", 0x2029: "\u2424"})
+                              0x85: "\u2424", 0x2028: "\u2424", 0x2029: "\u2424",
+                              **{c: "\ufffd" for c in range(0xD800, 0xE000)}})
 
 
 def _caret_line(span: Span, label: str, line_text: str, marker: str, pad: str) -> str:

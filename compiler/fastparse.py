@@ -740,9 +740,15 @@ def int_value(digits: str) -> int:
 def string_value(token: str, span: Span) -> str:
     """A string literal's text with its escapes (Python's) decoded."""
     try:
-        return token[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
+        text = token[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
     except UnicodeDecodeError as err:
         raise BadLiteral(f"invalid escape in a string: {err.reason}", span) from None
+    try:
+        text.encode("utf-8")            # a lone surrogate (`\ud800`) is no character: no module can hold it
+    except UnicodeEncodeError as err:
+        raise BadLiteral(f"invalid escape in a string: \\u{ord(text[err.start]):04x} is a lone surrogate, "
+                         f"not a character", span) from None
+    return text
 
 
 def _height(node: ast.Node) -> int:

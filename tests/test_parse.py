@@ -154,6 +154,21 @@ def test_string_escapes():
     assert stmt == ast.Print(args=(ast.StrLit(value="a\tb\n"), ast.StrLit(value="it's")))
 
 
+@pytest.mark.parametrize("literal, shown, code", [('"\\ud800"', '"\\ud800"', "d800"),
+                                                  ('"a\\udfffb"', '"a\\udfffb"', "dfff"),
+                                                  ('"\ud800"', '"\ufffd"', "d800")])
+def test_a_lone_surrogate_in_a_string_is_a_diagnostic(literal, shown, code):
+    """An escape or a character that is half of a UTF-16 pair is no text: a module cannot hold it (it used to
+    reach MLIR as a raw TypeError); the rendered line shows a raw one as U+FFFD, so the message can be printed."""
+    import arrc
+    with pytest.raises(CompileError) as info:
+        arrc.loads(f"def main() -> i32:\n    print({literal})\n    return 1\n")
+    (diag,) = info.value.diagnostics
+    assert (diag.code, diag.message) == ("E0001", f"invalid escape in a string: \\u{code} is a lone surrogate, "
+                                                  "not a character")
+    assert f"    print({shown})" in str(info.value).encode("utf-8").decode()
+
+
 def test_types():
     params = parse_module("def f(a: bool, b: f32[], c: u8[2, n], d: f64[n // 2 - 1]) -> f32:\n    return 1.0\n"
                           ).items[0].params
