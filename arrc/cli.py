@@ -21,6 +21,7 @@ import re
 import stat
 import sys
 import time
+import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,7 +223,10 @@ def read_npy_header(stream, path: str) -> tuple[tuple, bool, np.dtype, int]:
         version = fmt.read_magic(head)
         if version not in ((1, 0), (2, 0)):
             raise ValueError(f"format version {version[0]}.{version[1]}; arrc reads 1.0 and 2.0")
-        shape, fortran, dtype = (fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0)(head)
+        with warnings.catch_warnings():     # a header NumPy can read but warns about (Python 2's `4L`)
+            warnings.simplefilter("ignore")
+            shape, fortran, dtype = (fmt.read_array_header_1_0 if version == (1, 0)
+                                     else fmt.read_array_header_2_0)(head)
         if any(d < 0 for d in shape):
             raise ValueError(f"negative dimension in shape {shape}")
     except Exception as err:            # noqa: BLE001  numpy's header parser raises several kinds on bad input

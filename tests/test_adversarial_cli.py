@@ -97,6 +97,17 @@ def test_good_files_still_run(prog, tmp_path, capsys):
     assert run_file(capsys, prog, "fixed", tmp_path / "c.npz")[:2] == (0, "[1. 2. 3. 4.]\n")
 
 
+def test_a_python_2_header_is_read_without_a_warning(prog, tmp_path, capsys, recwarn):
+    """NumPy reads `'shape': (3L,)` (a file written by Python 2) but warns; the warning must not reach the
+    user's terminal (found by the adversarial campaign, `--replay cli:2126806017:1203`)."""
+    good = npy_bytes(np.array([1, 2, 3], np.float32))
+    bad = good.replace(b"(3,), }", b"(3L,),}")
+    assert bad != good and len(bad) == len(good)
+    (tmp_path / "x.npy").write_bytes(bad)
+    assert run_file(capsys, prog, "scaled", tmp_path / "x.npy", "--arg", "k=2") == (0, "[2. 4. 6.]\n", "")
+    assert not [w for w in recwarn if "Python 2" in str(w.message)]
+
+
 def test_byte_order_and_layout_of_a_file_are_storage_details(prog, tmp_path, capsys):
     np.save(tmp_path / "big.npy", np.array([1, 2, 3], ">f4"))
     assert run_file(capsys, prog, "scaled", tmp_path / "big.npy", "--arg", "k=2")[:2] == (0, "[2. 4. 6.]\n")
