@@ -190,15 +190,16 @@ class _Guarder:
                 or bool(self.options.floats) and (self.options.origins or self.options.scope == "all-ops")
                 and name not in STRUCTURAL)
 
-    def _has_checks(self, loop) -> bool:
+    def _has_checks(self, root) -> bool:
+        """Whether an operation inside `root` (a loop, or the module) may get a check."""
         found = []
 
         def visit(op):
-            if op.operation != loop and self._may_check(op.operation):
+            if op.operation != root and self._may_check(op.operation):
                 found.append(op)
                 return ir.WalkResult.INTERRUPT
             return ir.WalkResult.ADVANCE
-        loop.walk(visit)
+        root.walk(visit)
         return bool(found)
 
     def _block(self, block, loops: list, reaches: list | None = None) -> None:
@@ -514,10 +515,13 @@ def _guard(module: ir.Module, options: GuardOptions) -> list:
     if already:
         # The origin build of an already guarded module adds only the origin reports.
         options = GuardOptions(already & {"nan", "inf"}, options.scope, True)
-    if _instruments_operations(options) and inline_calls(module):
+    guarder = _Guarder(module, options)
+    # Calls are inlined only when something inside will be checked: inlining alone can change the numbers
+    # (XLA then folds a callee's constant inputs at compile time, with its own evaluator).
+    if _instruments_operations(options) and guarder._has_checks(module.operation) and inline_calls(module):
         return [Diagnostic("E0502", "guards need a module without calls inside loops or branches",
                            None, help="inline the module's functions before guarding it")]
-    _Guarder(module, options).instrument()
+    guarder.instrument()
     return []
 
 
