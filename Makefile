@@ -25,10 +25,15 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/run.py
 
+# The three campaigns all run even when one finds something; each one's exit status is reported at the end,
+# and the target fails if any of them failed.
 fuzz: $(STAMP)
-	$(PY) tests/fuzz/frontend_campaign.py --seconds $(FUZZ_SECONDS)
-	$(PY) bench/fuzz.py --seconds $(FUZZ_SECONDS)
-	$(PY) tests/fuzz/adversarial_campaign.py --seconds $(FUZZ_SECONDS)
+	@fe=0; diff=0; adv=0; \
+	$(PY) tests/fuzz/frontend_campaign.py --seconds $(FUZZ_SECONDS) || fe=$$?; \
+	$(PY) bench/fuzz.py --seconds $(FUZZ_SECONDS) || diff=$$?; \
+	$(PY) tests/fuzz/adversarial_campaign.py --seconds $(FUZZ_SECONDS) || adv=$$?; \
+	echo "make fuzz: front-end campaign exit $$fe, differential campaign exit $$diff, adversarial campaign exit $$adv"; \
+	test $$fe -eq 0 && test $$diff -eq 0 && test $$adv -eq 0
 
 # Line coverage of compiler/ and passes/ reached by the test suite (slower than `make test`).
 coverage: $(STAMP)
