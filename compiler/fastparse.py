@@ -5,8 +5,9 @@ this lexer and precedence-climbing parser ~48 ms.
 grammar/arr.lark stays the reference and the Lark path in parse.py produces every diagnostic: this parser
 follows the grammar rule by rule, builds the same AST with the same spans (Lark's propagate_positions: a
 node spans its first to its last token, punctuation and the parentheses around a child included), and
-raises `GiveUp` on anything it does not accept, after which parse.py parses the text again with Lark. It
-also gives up where Lark's contextual lexer would read a keyword as a name (`x.in`), and on nesting that
+raises `GiveUp` on anything it does not accept, after which parse.py parses the text again with Lark. A
+keyword where a name belongs (`x.in`, `def = 1`) is one of those: KEYWORDS are reserved, the grammar's NAME
+never matches one, and Lark's error becomes "`in` is a keyword and cannot be a name". It gives up on nesting that
 could take Lark's recursive transformer near Python's recursion limit, so that such programs still get
 Lark's result or its E0004. tests/test_fastparse.py checks that both parsers build identical ASTs.
 

@@ -341,6 +341,9 @@ def _syntax_error(err: UnexpectedInput, source: Source) -> Diagnostic:
         else:
             span = _tok_span(file, tok)
         expected = _describe_expected(set(err.expected))
+        if str(tok) in fastparse.KEYWORDS and "NAME" in err.expected:
+            return Diagnostic("E0001", f"`{tok}` is a keyword and cannot be a name", span, "a keyword",
+                              help=f"choose another name, such as `{tok}_`")
         msg = f"unexpected {_token_text(tok)}"
         if tok.type == "_INDENT":
             msg = "unexpected indentation"

@@ -1,0 +1,59 @@
+"""Language hygiene (issue 13 item 3): reserved keywords, `nan`/`inf` not rebindable, cast literals in range,
+no max/min/argmax/argmin of an empty axis, const cycles, bidirectional text controls. Each test pins the
+whole rendered diagnostic."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import arrc
+from arrc.compiler import fastparse
+from arrc.compiler.diagnostics import CompileError
+
+
+def error_text(src: str, filename: str = "t.arr") -> str:
+    with pytest.raises(CompileError) as info:
+        arrc.loads(src, filename=filename)
+    return str(info.value)
+
+
+# ---- (a) keywords are reserved ---------------------------------------------------------------------
+def test_keyword_as_variable_is_an_error():
+    assert error_text("def f(x: f32) -> f32:\n    def = 1.0\n    return def\n") == (
+        "error[E0001]: `def` is a keyword and cannot be a name\n"
+        " --> t.arr:2:5\n"
+        "  |\n"
+        "2 |     def = 1.0\n"
+        "  |     ^^^ a keyword\n"
+        "  |\n"
+        "  = help: choose another name, such as `def_`\n")
+
+
+@pytest.mark.parametrize("src, word", [
+    ("def if(x: f32) -> f32:\n    return x\n", "if"),
+    ("def f(in: f32) -> f32:\n    return 1.0\n", "in"),
+    ("const true: f32 = 1.0\n", "true"),
+    ("def f(x: f32) -> f32:\n    return x.in\n", "in"),
+    ("def f(x: f32) -> f32:\n    return g(print=x)\n", "print"),
+    ("def f(x: f32) -> f32:\n    for while in range(3):\n        x += 1.0\n    return x\n", "while"),
+    ("def f(x: f32) -> f32:\n    y = range\n    return x\n", "range"),
+    ("def f(x: f32[else]) -> f32:\n    return 1.0\n", "else"),
+])
+def test_every_keyword_position_is_an_error(src, word):
+    assert f"error[E0001]: `{word}` is a keyword and cannot be a name" in error_text(src)
+
+
+def test_names_that_start_with_a_keyword_are_names():
+    mod = arrc.loads("def f(iffy: f32) -> f32:\n    in_ = iffy\n    define = in_\n    return define\n")
+    assert "f" in mod.functions
+
+
+def test_the_grammar_reserves_the_fast_parsers_keywords():
+    grammar = (Path(__file__).resolve().parent.parent / "grammar" / "arr.lark").read_text(encoding="utf-8")
+    name = re.search(r"^NAME: /\(\?!\(\?:([a-z|]+)\)", grammar, re.M)
+    assert name and set(name.group(1).split("|")) == fastparse.KEYWORDS
+    quoted = set(re.findall(r'"([a-z]+)"', grammar.split("// ---- tokens")[0]))
+    assert quoted == fastparse.KEYWORDS
+
