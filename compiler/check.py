@@ -19,11 +19,21 @@ import numpy as np
 from . import ast, emit
 from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, weak_literal_fits
 from .diagnostics import CompileError, Diagnostic, Label, Reporter
+from .span import Span
 from .types import DTYPES, I32, ArrayType, Dim, promote, too_large
 from .control import ControlFlow
 from .values import POISON, ArrError, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe
 
 NAMED_CONSTANTS = {"nan": float("nan"), "inf": float("inf"), "pi": float(np.pi)}
+
+
+def named_constant_binding(name: str, span, what: str = "assign to {}") -> Diagnostic | None:
+    """E0105 where a function, const, parameter, shape variable, local or loop variable would rebind one of
+    NAMED_CONSTANTS (`nan = 1.0` would silently change what `nan` means below it)."""
+    if name not in NAMED_CONSTANTS:
+        return None
+    return Diagnostic("E0105", f"cannot {what.format(f'`{name}`')}: it is a built-in constant", span,
+                      f"`{name}` is a built-in constant", help="choose another name")
 _WEAK_INT, _WEAK_FLOAT, _BOOL = ArrayType(I32, (), True), ArrayType(DTYPES["f32"], (), True), ArrayType(DTYPES["bool"])
 
 
@@ -232,6 +242,12 @@ class FunctionWalk(ControlFlow):
                 self.env[name] = POISON
 
     def stmt(self, stmt) -> None:
+        if isinstance(stmt, ast.For) and stmt.var in NAMED_CONSTANTS:
+            line = self.program.source.text.split("\n")[stmt.span.line - 1]
+            col = line.find(stmt.var, stmt.span.col + 2) + 1
+            span = Span(stmt.span.file, stmt.span.line, col, stmt.span.line, col + len(stmt.var))
+            diag = named_constant_binding(stmt.var, span, "use {} as a loop variable")
+            raise ArrError(diag.code, diag.message, diag.span, diag.label, help=diag.help)
         handler = _STMT_HANDLERS.get(type(stmt))
         if handler is None:
             raise ArrError("E0106", f"`{type(stmt).__name__.lower()}` statements are not supported yet", stmt.span,
@@ -291,6 +307,8 @@ class FunctionWalk(ControlFlow):
             self.assign_index(target, value)
             return
         name = target.name
+        if (diag := named_constant_binding(name, target.span)) is not None:
+            raise ArrError(diag.code, diag.message, diag.span, diag.label, help=diag.help)
         if name in self.program.consts or name in self.program.signatures:
             what = "constant" if name in self.program.consts else "function"
             raise ArrError("E0105", f"cannot assign to `{name}`: it is a module {what}", target.span,

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import ast
-from .check import FunctionWalk, Signature, type_of
+from .check import FunctionWalk, Signature, named_constant_binding, type_of
 from .diagnostics import CompileError, Diagnostic, Label, Reporter
 from .parse import parse
 from .span import Source
@@ -100,22 +100,26 @@ def check_program(source: Source, werror: bool = False, constants: dict | None =
 
 def _lower_entries(program: Program) -> dict:
     """Lower each function with concrete parameter types that no other function calls, in place of its
-    check walk (`lower.lower_at_definition`): name -> (Lowered, its calls). Walked last to first, so that
-    an entry defined after its helpers is seen first: the helpers it calls (inlined where it is lowered)
-    are left to the check walk."""
+    check walk (`lower.lower_at_definition`): name -> (Lowered, its calls). The functions that another
+    function calls (by name, anywhere in its body) are left to the check walk: they are inlined where they
+    are called, and lowering each link of a call chain would lower the chain's rest again (quadratic).
+    All of them share one MLIR context: a context per kept Lowered made each new one slower (MLIR's
+    thread-local uniquer caches are swept on a context's first use, over every live context's entries)."""
+    from .emit import make_context
     from .lower import lower_at_definition
-    done: dict = {}
     called: set = set()
-    for fn in reversed(list(program.functions.values())):
+    for fn in program.functions.values():
+        called.update(_called_names(fn))
+    done: dict = {}
+    context = None
+    for fn in program.functions.values():
         sig = program.signatures.get(fn.name)
-        if sig is None or sig.shape_vars or fn.name in called:
+        if sig is None or sig.shape_vars or fn.name in called or _has_effect_statement(fn.body):
             continue
-        result = None if _has_effect_statement(fn.body) else lower_at_definition(program, fn.name)
+        context = context or make_context()
+        result = lower_at_definition(program, fn.name, context)
         if result is not None:
             done[fn.name] = result
-            called.update(callee for callee, _ in result[1])
-        else:                       # its helpers are not entries either
-            called.update(_called_names(fn))
     return done
 
 
@@ -129,6 +133,9 @@ def _collect(program: Program, reporter: Reporter) -> None:
                                     help="rename one of them"))
             continue
         seen[item.name] = span
+        if (diag := named_constant_binding(item.name, span, "define {}")) is not None:
+            reporter.add(diag)
+            continue
         if isinstance(item, ast.FunctionDef):
             program.functions[item.name] = item
         else:
@@ -195,10 +202,14 @@ def _signature(program: Program, fn: ast.FunctionDef, reporter: Reporter) -> Non
         if p.name in names:
             errors.append(Diagnostic("E0102", f"parameter `{p.name}` appears twice", p.span, "again here"))
         names.add(p.name)
+        if (diag := named_constant_binding(p.name, p.span, "use {} as a parameter")) is not None:
+            errors.append(diag)
         t = type_of(p.type, program.const_dims, shape_vars, errors)
         if t is not None:
             params.append((p.name, t, p.type.span))
     for var in shape_vars:
+        if (diag := named_constant_binding(var, _dim_name_span(fn, var), "use {} as a shape variable")) is not None:
+            errors.append(diag)
         if var in names:
             span = next(p.span for p in fn.params if p.name == var)
             errors.append(Diagnostic("E0102", f"`{var}` is both a parameter and a shape variable", span,
@@ -219,6 +230,21 @@ def _signature(program: Program, fn: ast.FunctionDef, reporter: Reporter) -> Non
         return
     program.signatures[fn.name] = Signature(fn.name, params, results, [r.span for r in fn.results],
                                             fn.tuple_result, shape_vars)
+
+
+def _dim_name_span(fn: ast.FunctionDef, var: str):
+    """Where the first parameter type names the shape variable `var`."""
+    def find(dim):
+        if isinstance(dim, ast.DimName) and dim.name == var:
+            return dim.span
+        if isinstance(dim, ast.DimBin):
+            return find(dim.lhs) or find(dim.rhs)
+        return None
+    for p in fn.params:
+        for dim in p.type.dims or ():
+            if (span := find(dim)) is not None:
+                return span
+    return fn.name_span
 
 
 def _has_effect_statement(stmts) -> bool:

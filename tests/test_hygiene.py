@@ -57,3 +57,28 @@ def test_the_grammar_reserves_the_fast_parsers_keywords():
     quoted = set(re.findall(r'"([a-z]+)"', grammar.split("// ---- tokens")[0]))
     assert quoted == fastparse.KEYWORDS
 
+
+# ---- (b) nan, inf (and pi) cannot be rebound --------------------------------------------------------
+def test_assigning_nan_is_an_error():
+    assert error_text("def f(x: f32) -> f32:\n    nan = 1.0\n    return x + nan\n") == (
+        "error[E0105]: cannot assign to `nan`: it is a built-in constant\n"
+        " --> t.arr:2:5\n"
+        "  |\n"
+        "2 |     nan = 1.0\n"
+        "  |     ^^^ `nan` is a built-in constant\n"
+        "  |\n"
+        "  = help: choose another name\n")
+
+
+@pytest.mark.parametrize("src, message", [
+    ("def inf(x: f32) -> f32:\n    return x\n", "cannot define `inf`"),
+    ("const nan: f32 = 1.0\n", "cannot define `nan`"),
+    ("def f(inf: f32) -> f32:\n    return inf\n", "cannot use `inf` as a parameter"),
+    ("def f(x: f32[2, nan]) -> f32:\n    return 1.0\n", "cannot use `nan` as a shape variable"),
+    ("def f(x: f32) -> f32:\n    for inf in range(3):\n        x += 1.0\n    return x\n",
+     "cannot use `inf` as a loop variable"),
+    ("def f(x: f32) -> f32:\n    a, inf = 1.0, 2.0\n    return x\n", "cannot assign to `inf`"),
+    ("def f(x: f32) -> f32:\n    pi = 3.0\n    return x\n", "cannot assign to `pi`"),
+])
+def test_every_binding_of_a_named_constant_is_an_error(src, message):
+    assert f"error[E0105]: {message}: it is a built-in constant" in error_text(src)
