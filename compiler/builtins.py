@@ -446,7 +446,21 @@ def _power(cx: CallCx, x, y):
     dtype, weak, shape = elementwise_type(cx, [x, y], "`**`")
     if dtype.is_bool:
         cx.error("E0201", "`**` is not defined on bool", help="convert with `.astype(i32)` first")
+    static = _fold_power(x, y) if dtype.is_int and weak else None
+    if static is not None:
+        return Val(ArrayType(dtype, shape, weak), None, static)
     return cx.value(ArrayType(dtype, shape, weak), lambda: hlo.power(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+
+
+def _fold_power(x: Val, y: Val) -> Dim | None:
+    """`2**64` of integer literals is the literal 18446744073709551616 (computed in i32 at run time it wrapped
+    to 0 unseen), so that where it takes a dtype it is checked like any literal (E0211)."""
+    if not (isinstance(x.static, Dim) and x.static.is_const and isinstance(y.static, Dim) and y.static.is_const):
+        return None
+    base, exponent = x.static.value, y.static.value
+    if exponent < 0 or max(abs(base).bit_length(), 1) * exponent > 256:     # (no huge numbers at compile time)
+        return None
+    return Dim.const(base ** exponent)
 
 
 register("**", params="x, y", table=OPERATORS)(_power)
@@ -673,13 +687,28 @@ def _cond_expr(cx: CallCx, cond, x, y):
 def _astype(cx: CallCx, x, dtype):
     x = cx.array(x, "x")
     dt = cx.dtype(dtype, "dtype")
+    static = None
     if x.type.weak and x.static is not None and not isinstance(x.static, np.ndarray):
         static = x.static.value if isinstance(x.static, Dim) and x.static.is_const else None
-        if static is not None and (dt.is_int and int_range(dt)[0] <= static <= int_range(dt)[1]):
+    if static is not None and dt.is_int:
+        # The constructor does not wrap an integer literal (`u64(2**64)` is not 0): NumPy's and JAX's
+        # `uint64(2**64)` raise OverflowError. `.astype` wraps it, as NumPy's `astype` does.
+        lo, hi = int_range(dt)
+        constructor = getattr(getattr(cx.node, "func", None), "id", None) in DTYPES
+        if not lo <= static <= hi and constructor:
+            wrapped = (static - lo) % 2 ** dt.bits + lo
+            cx.error("E0211", f"literal {static} is out of range for {dt} ({lo}..{hi})", f"does not fit in {dt}",
+                     at=0, help=f"`{dt}(...)` does not wrap a literal: write `{dt}({wrapped})` or "
+                                f"`({static}).astype({dt})` if the wrapped value is meant")
+        if lo <= static <= hi:
             return Val(ArrayType(dt, ()), None, x.static)
     if x.type.weak and x.static is not None:
-        # Cast a literal from its full-precision value: `[1e8 + 0.25].astype(f64)` keeps the 0.25.
-        wide = DTYPES["f64"] if x.type.dtype.is_float else DTYPES["i64"] if x.type.dtype.is_int else x.type.dtype
+        # Cast a literal from its full-precision value: `[1e8 + 0.25].astype(f64)` keeps the 0.25. An integer
+        # literal beyond i64 (`f64(2**64)`, `bool(2**64)`) goes through f64, where it does not wrap to 0.
+        i64_lo, i64_hi = int_range(DTYPES["i64"])
+        beyond_i64 = static is not None and not dt.is_int and not i64_lo <= static <= i64_hi
+        wide = DTYPES["f64"] if x.type.dtype.is_float or beyond_i64 else DTYPES["i64"] if x.type.dtype.is_int \
+            else x.type.dtype
         return cx.value(ArrayType(dt, x.type.shape), lambda: emit.cast(cx.ir(x, wide), wide, dt))
     return cx.value(ArrayType(dt, x.type.shape), lambda: emit.cast(cx.ir(x), x.type.dtype, dt))
 

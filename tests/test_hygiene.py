@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import arrc
@@ -82,3 +83,29 @@ def test_assigning_nan_is_an_error():
 ])
 def test_every_binding_of_a_named_constant_is_an_error(src, message):
     assert f"error[E0105]: {message}: it is a built-in constant" in error_text(src)
+
+
+# ---- (c) an integer literal cast to a dtype it does not fit ------------------------------------------
+def test_casting_an_out_of_range_literal_is_an_error():
+    assert error_text("def main() -> u64:\n    return u64(2**64)\n") == (
+        "error[E0211]: literal 18446744073709551616 is out of range for u64 (0..18446744073709551615)\n"
+        " --> t.arr:2:16\n"
+        "  |\n"
+        "2 |     return u64(2**64)\n"
+        "  |                ^^^^^ does not fit in u64\n"
+        "  |\n"
+        "  = help: `u64(...)` does not wrap a literal: write `u64(0)` or `(18446744073709551616).astype(u64)` if the "
+        "wrapped value is meant\n")
+
+
+@pytest.mark.parametrize("call", ["u32(-1)", "i8(128)", "u8(256)", "i64(2**63)", "u8(2**8)"])
+def test_every_out_of_range_cast_of_a_literal_is_an_error(call):
+    assert "error[E0211]: literal" in error_text(f"def main() -> i64:\n    return i64({call})\n")
+
+
+@pytest.mark.parametrize("expr, expected", [
+    ("i8(-128)", -128), ("bool(2**64)", True), ("(18446744073709551615).astype(i64)", -1), ("(300).astype(u8)", 44), ("u64(2**63)", 2 ** 63),
+    ("f64(2**64)", 2.0 ** 64), ("f32(2**70)", np.float32(2.0 ** 70)), ("bool(1)", True), ("2**10", 1024)])
+def test_literals_in_range_cast_exactly(expr, expected):
+    mod = arrc.loads(f"def main() -> f64:\n    return f64({expr})\n")
+    assert float(np.asarray(mod.main())) == float(expected)

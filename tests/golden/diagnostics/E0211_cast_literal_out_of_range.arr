@@ -1,0 +1,2 @@
+def main() -> u64:
+    return u64(2**64)
