@@ -189,3 +189,53 @@ def test_found_negative_i8_index_on_a_large_dimension():
     got, gathered = _run(src, x, np.int8(-1), np.array([-1, -2], np.int8))
     assert float(got) == 199.0
     assert gathered.tolist() == [199.0, 198.0]
+
+
+
+@pytest.mark.xfail(strict=True, reason="open compiler bug, KNOWN_BUGS['static_int_overflow']")
+def test_bug_static_int_overflow_is_not_wrapped_when_promoted():
+    """Found by the differential campaign (seed 268 of the slice once the generator made weak stacks, issue 13):
+    `-2147483648 - K` with `const K: i32 = 4` is the i32 2147483644 (ints wrap), as it is when K is a run-time
+    i32, but promoted to i64 by a u32 operand it became -2147483652 (the compile-time value, unwrapped)."""
+    b = np.array([2, 6, 1], np.uint32)
+    runtime = _run("def f(b: u32[n], k: i32) -> i64[n]:\n    t = -2147483648 - k\n    return b * t\n", b, np.int32(4))
+    assert runtime.tolist() == [4294967288, 12884901864, 2147483644]
+    src = "const K: i32 = 4\ndef f(b: u32[n]) -> i64[n]:\n    t = -2147483648 - K\n    return b * t\n"
+    assert _run(src, b).tolist() == runtime.tolist()
+
+
+def test_found_generator_stack_of_weak_values_is_weak():
+    """Generator bug (issue 13): a shape operation of weak values (`stack((w, w))`, `reshape(w, ...)`, `[w, w]`)
+    was typed as a strong i32, so `where(c, x_u32, stack((w, w)))` was typed i64 and its declared result type
+    failed to compile; arrc and jax.numpy (x64 on) keep the stack weak and give u32."""
+    from fuzz.gen_programs import Case, Dim, FnGen, Function, Gen, Lit, Op, Program, RandomChooser, Scope, Var
+
+    gen = Gen(RandomChooser(0))
+    fg = FnGen(gen, "f", [], True)
+    fg.shape_vars = ["n"]
+    scope = Scope(fg, [])
+    one, two = Lit(1, "1", Ty("i32", (), True)), Lit(2, "2", Ty("i32", (), True))
+    w = Op("add", [one, two], Ty("i32", (), True))                     # `1 + 2`: a weak i32 value
+    made = set()
+    for seed in range(60):                                             # every shape operation keeps it weak
+        gen.ch = RandomChooser(seed)
+        e = gen.e_shape(scope, 0, w)
+        made.add(e.op)
+        assert e.ty.weak, (e.op, e.ty)
+    assert {"stack", "reshape", "expand_dims", "broadcast_to"} <= made, sorted(made)
+    gen.ch = RandomChooser(1)
+    assert gen.e_arrstack(scope, 0, w).ty.weak                         # `[w]`
+    gen.ch = RandomChooser(2)
+    c, u = Var("c", Ty("bool", (Dim.of(2),))), Var("u", Ty("u32", (Dim.of(2),)))
+    lits = gen.weak_stack(u, allow_float=False)                        # `stack((lit, lit))`, made as a partner
+    assert lits.ty.weak and lits.ty.shape == (Dim.of(2),)
+    # the program of the report: where(c, u32, stack((weak, weak))) is u32, and arrc agrees with the reference
+    for stack in (Op("stack", [w, one], Ty("i32", (Dim.of(2),), True), {"fn": "stack", "kw": {}, "ax": 0}), lits):
+        dt, weak = promote([u.ty, stack.ty])
+        assert (dt, weak) == ("u32", False)
+        where = Op("where", [c, u, stack], Ty(dt, (Dim.of(2),)), {"fn": "where"})
+        fn = Function("f", [("c", c.ty), ("u", u.ty)], [], [where], [where.ty], [])
+        case = Case(Program([fn], "f"), [np.array([True, False]), np.array([7, 8], np.uint32)], {}, "weak stack")
+        assert "where(c, u, stack((" in case.source and "-> u32[2]" in case.source, case.source
+        out = check_case(case)
+        assert out.status == "ok" and not out.failed and out.compared == 2, out.report()

@@ -515,7 +515,7 @@ def print_expr(e: E) -> tuple[str, int]:
     name = at.get("fn", op)
     parts = []
     if op in ("concat", "stack"):
-        parts.append("(" + ", ".join(expr_text(a) for a in args) + ")")
+        parts.append("(" + ", ".join(expr_text(a) for a in args) + ("," if len(args) == 1 else "") + ")")
     elif op in ("dynamic_slice", "dynamic_update_slice"):
         parts.extend(expr_text(a) for a in args[:at["nfixed"]])
         starts = args[at["nfixed"]:]
@@ -701,8 +701,21 @@ class DataChooser(Chooser):
 # configuration
 KNOWN_BUGS: dict[str, str] = {
     # name -> description of an open compiler bug the generator avoids (fixed ones: see tests/test_differential.py
-    # `test_found_*`). None open.
+    # `test_found_*`).
+    "static_int_overflow": "an integer computed at compile time from a `const` that overflows its dtype is not "
+                           "wrapped when it is promoted: with `const K: i32 = 4`, `t = -2147483648 - K` is i32 "
+                           "2147483644, but `x_u32 * t` (i64) uses -2147483652 (test_bug_static_int_overflow_"
+                           "is_not_wrapped_when_promoted; found by the differential campaign, issue 13)",
 }
+
+
+def _mentions(e, name: str) -> bool:
+    """Whether expression `e` reads variable `name`."""
+    if isinstance(e, Var):
+        return e.name == name
+    if isinstance(e, (Op, Call)):
+        return any(_mentions(a, name) for a in e.args if isinstance(a, E))
+    return False
 
 
 @dataclass
@@ -1486,6 +1499,22 @@ class Gen:
             return ArrLit([values], "[[" + ", ".join(texts) + "]]", Ty("f32" if is_f else "i32", (ONE, Dim.of(n)), True))
         return ArrLit(values, "[" + ", ".join(texts) + "]", Ty("f32" if is_f else "i32", (Dim.of(n),), True))
 
+    def weak_stack(self, a: E, allow_float=True):
+        """`stack((1, 2))` of weak literals that fit `a`'s dtype, broadcasting with `a`: weak, like its items
+        (arrc and jax.numpy: `where(c, x_u32, stack((1, 2)))` is u32)."""
+        ch = self.ch
+        if a.ty.rank == 0:
+            n = ch.int(1, 3)
+        elif a.ty.shape[-1].is_const:
+            n = a.ty.shape[-1].value
+        else:
+            n = 1
+        if n > 6 or n == 0:
+            return None
+        items = [self.literal_for(a.ty.dtype, small=True, allow_float=allow_float) for _ in range(n)]
+        dt, weak = promote([i.ty for i in items])
+        return Op("stack", items, Ty(dt, (Dim.of(n),), weak), {"fn": "stack", "kw": {}, "ax": 0})
+
     def partner(self, scope: Scope, depth: int, a: E, literal_p=0.3, pred=None) -> E:
         """A second operand that broadcasts with `a`."""
         ch = self.ch
@@ -1493,6 +1522,10 @@ class Gen:
             lit = self.array_literal(a, allow_float=not (pred and not pred(Ty("f32"))))
             if lit is not None:
                 return lit
+        if self.feature("literals") and ch.flip(0.025) and not a.ty.weak:
+            st = self.weak_stack(a, allow_float=not (pred and not pred(Ty("f32"))))
+            if st is not None and (pred is None or pred(st.ty)):
+                return st
         if ch.flip(literal_p):
             return self.literal_for(a.ty.dtype, allow_float=not (pred and not pred(Ty("f32"))))
         if depth > 0 and ch.flip(0.3):
@@ -1522,6 +1555,13 @@ class Gen:
             b = self.literal_for(a.ty.dtype)
             dt, weak = promote([a.ty, b.ty])
             shape = a.ty.shape
+        if self.avoid("static_int_overflow") and op in ("add", "sub", "mul"):
+            # KNOWN_BUGS: a large literal meeting the `const` K could overflow a compile-time value
+            if _mentions(a, "K") and isinstance(b, Lit) and not isinstance(b.value, float) and abs(b.value) > 1000:
+                b = self.literal_for(a.ty.dtype, small=True, allow_float=False)
+            elif _mentions(b, "K") and isinstance(a, Lit) and not isinstance(a.value, float) and abs(a.value) > 1000:
+                a = self.literal_for(b.ty.dtype, small=True, allow_float=False)
+            dt, weak = promote([a.ty, b.ty])
         if op in ("floordiv", "mod", "pow") and dt == "bool":
             a = Op("astype", [a], Ty("i32", a.ty.shape))
             dt, weak = promote([a.ty, b.ty])
@@ -1853,8 +1893,11 @@ class Gen:
                             (2 if r >= 1 else 0, "flip"), (2, "broadcast_to"), (2 if r >= 1 else 0, "concat"),
                             (2, "stack"), (1 if r >= 1 else 0, "tile"), (1 if r >= 1 else 0, "pad")])
         dt = x.ty.dtype
+        # shape operations keep their operand's weakness (arrc and jax.numpy: `reshape(2 ** 3, (1,))` is weak)
+        def ty(d, shape):
+            return Ty(d, tuple(shape), x.ty.weak)
         if kind == "T":
-            return Op("T", [x], Ty(dt, s[::-1]))
+            return Op("T", [x], ty(dt, s[::-1]))
         if kind == "transpose":
             perm = list(range(r))
             for i in range(r - 1, 0, -1):
@@ -1862,7 +1905,7 @@ class Gen:
                 perm[i], perm[j] = perm[j], perm[i]
             kw = {"axes": tuple(perm)} if ch.flip(0.5) else {}
             pos = [] if kw else [tuple(perm)]
-            return Op("transpose", [x], Ty(dt, tuple(s[p] for p in perm)), {"fn": "transpose", "kw": kw,
+            return Op("transpose", [x], ty(dt, tuple(s[p] for p in perm)), {"fn": "transpose", "kw": kw,
                                                                            "pos": pos, "perm": perm})
         if kind == "reshape":
             size = ONE
@@ -1881,12 +1924,12 @@ class Gen:
             else:
                 new = (ONE,) + tuple(s) + (ONE,)
                 text = shape_tuple_text(new)
-            return Op("reshape", [x], Ty(dt, new), {"fn": "reshape", "pos": [RawText(text)], "new": new})
+            return Op("reshape", [x], ty(dt, new), {"fn": "reshape", "pos": [RawText(text)], "new": new})
         if kind == "expand_dims":
             ax = ch.int(0, r)
             new = s[:ax] + (ONE,) + s[ax:]
             axtext = ax if ch.flip(0.7) else ax - (r + 1)
-            return Op("expand_dims", [x], Ty(dt, new), {"fn": "expand_dims", "pos": [axtext], "ax": ax})
+            return Op("expand_dims", [x], ty(dt, new), {"fn": "expand_dims", "pos": [axtext], "ax": ax})
         if kind == "squeeze":
             ones = [i for i, d in enumerate(s) if d == 1]
             ax = ch.pick(ones)
@@ -1895,12 +1938,12 @@ class Gen:
             kw = {"axis": ax} if ch.flip(0.7) or len(ones) > 1 or not all(d.is_const for d in s) else {}
             if not kw:
                 new = tuple(d for d in s if not d == 1)
-            return Op("squeeze", [x], Ty(dt, new), {"fn": "squeeze", "kw": kw})
+            return Op("squeeze", [x], ty(dt, new), {"fn": "squeeze", "kw": kw})
         if kind == "flip":
             kw = {}
             if ch.flip(0.6):
                 kw["axis"] = ch.int(0, r - 1)
-            return Op("flip", [x], Ty(dt, s), {"fn": "flip", "kw": kw})
+            return Op("flip", [x], ty(dt, s), {"fn": "flip", "kw": kw})
         if kind == "broadcast_to":
             extra = Dim.of(ch.pick(scope.fn.shape_vars)) if ch.flip(0.6) else Dim.of(ch.int(1, 3))
             new = list(s)
@@ -1908,7 +1951,7 @@ class Gen:
             if ones and ch.flip(0.5):
                 new[ch.pick(ones)] = Dim.of(ch.pick(scope.fn.shape_vars))
             new = (extra,) + tuple(new)
-            return Op("broadcast_to", [x], Ty(dt, new), {"fn": "broadcast_to",
+            return Op("broadcast_to", [x], ty(dt, new), {"fn": "broadcast_to",
                                                          "pos": [RawText(shape_tuple_text(new))]})
         if kind in ("concat", "stack"):
             same = [v for v in scope.pool if not v.ty.weak and v.ty.rank == r and
@@ -1922,7 +1965,9 @@ class Gen:
             items = [x] + others
             if ch.flip(0.3):
                 items = items[::-1]
-            dt2, _ = promote([i.ty for i in items])
+            # weak only if every item is (`stack((w, w))` of weak values is weak, as in arrc and jax.numpy:
+            # `where(c, x_u32, stack((w, w)))` is u32)
+            dt2, weak2 = promote([i.ty for i in items])
             kw = {"axis": ax} if ax != 0 or ch.flip(0.3) else {}
             if kind == "stack":
                 new = s[:ax] + (Dim.of(len(items)),) + s[ax:]
@@ -1931,14 +1976,14 @@ class Gen:
                 for it in items:
                     total = total + it.ty.shape[ax]
                 new = s[:ax] + (total,) + s[ax + 1:]
-            return Op(kind, items, Ty(dt2, new), {"fn": kind if kind == "stack" or ch.flip(0.7) else "concatenate",
+            return Op(kind, items, Ty(dt2, new, weak2), {"fn": kind if kind == "stack" or ch.flip(0.7) else "concatenate",
                                                   "kw": kw, "ax": ax})
         if kind == "tile":
             reps = tuple(ch.int(1, 2) for _ in range(ch.int(1, r)))
             full = (1,) * (r - len(reps)) + reps
             new = tuple(d * k for d, k in zip(s, full))
             text = str(reps[0]) if len(reps) == 1 and ch.flip(0.5) else attr_text(reps)
-            return Op("tile", [x], Ty(dt, new), {"fn": "tile", "pos": [RawText(text)], "reps": full})
+            return Op("tile", [x], ty(dt, new), {"fn": "tile", "pos": [RawText(text)], "reps": full})
         # pad
         widths = [(ch.int(0, 2), ch.int(0, 1)) for _ in range(r)]
         new = tuple(d + a + b for d, (a, b) in zip(s, widths))
@@ -1952,7 +1997,7 @@ class Gen:
             cv = lit.value
         # np.pad widths: ((before, after), ...), or (before, after) for a vector
         text = attr_text(tuple(widths)) if r > 1 or ch.flip(0.5) else f"({widths[0][0]}, {widths[0][1]})"
-        return Op("pad", [x], Ty(dt, new), {"fn": "pad", "pos": [RawText(text)], "kw": kw, "widths": widths,
+        return Op("pad", [x], ty(dt, new), {"fn": "pad", "pos": [RawText(text)], "kw": kw, "widths": widths,
                                             "cv": cv})
 
     def e_nn(self, scope, depth, seed):
@@ -1991,8 +2036,8 @@ class Gen:
             items.append(self.literal_for(a.ty.dtype, small=True))
         for it in items:
             self.mark_used(scope, it)
-        dt, _ = promote([i.ty for i in items])
-        return Op("arrstack", items, Ty(dt, (Dim.of(len(items)),) + tuple(a.ty.shape)))
+        dt, weak = promote([i.ty for i in items])      # `[w, w]` of weak values is weak
+        return Op("arrstack", items, Ty(dt, (Dim.of(len(items)),) + tuple(a.ty.shape), weak))
 
     def e_linalg(self, scope, depth, seed):
         ch = self.ch
