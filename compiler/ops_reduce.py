@@ -47,6 +47,17 @@ def _read(cx: CallCx, x, axis, keepdims):
     return x, axes, keepdims
 
 
+def _require_nonempty(cx: CallCx, name: str, x, axes) -> None:
+    """max/min/argmax/argmin have no identity: of no elements they are an error, as in NumPy and JAX (the
+    shapes are static, so it is a compile error; with a shape variable, when it is specialized to 0)."""
+    for a in axes:
+        d = x.type.shape[a]
+        if d.is_const and d.value == 0:
+            cx.error("E0204", f"`{name}` of an empty array: axis {a} has size 0", f"this is {x.type}", at=0,
+                     help=f"`{name}` of no elements is undefined (NumPy and JAX raise); use a non-empty array "
+                          f"or `sum`/`prod`/`any`/`all`, which have an identity")
+
+
 def _wide(dt):
     """16-bit floats accumulate in f32 (as jax.numpy), then round back once."""
     return DTYPES["f32"] if dt.is_float and dt.bits == 16 else dt
@@ -56,6 +67,8 @@ def monoid(name: str, combine_for, identity, dtype_rule):
     """A reduction by one associative combiner; `combine_for(acc_dtype)` returns it, an (a, b) -> value builder."""
     def rule(cx: CallCx, x, axis=None, keepdims=False):
         x, axes, keepdims = _read(cx, x, axis, keepdims)
+        if name in ("max", "min"):
+            _require_nonempty(cx, name, x, axes)
         dt = dtype_rule(cx, x.type.dtype)
         acc = _wide(dt) if name in ("sum", "prod") else dt
 
@@ -192,6 +205,7 @@ def arg_reduce(direction: str):
             if len(axes) != 1:
                 cx.error("E0204", "argmax/argmin take a single axis", at="axis")
         keepdims = cx.bool_flag(keepdims, "keepdims")
+        _require_nonempty(cx, "argmax" if direction == "GT" else "argmin", x, axes)
         dt = x.type.dtype
 
         def reduced():

@@ -109,3 +109,38 @@ def test_every_out_of_range_cast_of_a_literal_is_an_error(call):
 def test_literals_in_range_cast_exactly(expr, expected):
     mod = arrc.loads(f"def main() -> f64:\n    return f64({expr})\n")
     assert float(np.asarray(mod.main())) == float(expected)
+
+
+# ---- (d) max/min/argmax/argmin of an empty axis ------------------------------------------------------
+def test_max_of_an_empty_axis_is_an_error():
+    assert error_text("def main(x: f32[0, 3]) -> f32[3]:\n    return max(x, axis=0)\n") == (
+        "error[E0204]: `max` of an empty array: axis 0 has size 0\n"
+        " --> t.arr:2:16\n"
+        "  |\n"
+        "2 |     return max(x, axis=0)\n"
+        "  |                ^ this is f32[0, 3]\n"
+        "  |\n"
+        "  = help: `max` of no elements is undefined (NumPy and JAX raise); use a non-empty array or "
+        "`sum`/`prod`/`any`/`all`, which have an identity\n")
+
+
+@pytest.mark.parametrize("call", ["min(x)", "argmax(x)", "argmin(x, axis=1)", "max(x, axis=(0, 1))"])
+def test_every_extreme_of_an_empty_axis_is_an_error(call):
+    name = call.split("(")[0]
+    assert f"error[E0204]: `{name}` of an empty array" in error_text(
+        f"def main(x: i32[2, 0]) -> i32:\n    y = {call}\n    return 0\n")
+
+
+def test_an_empty_axis_found_at_specialization_is_an_error():
+    mod = arrc.loads("def f(x: f32[n]) -> i32:\n    return argmin(x)\n")
+    with pytest.raises(CompileError) as info:
+        mod.f(np.zeros(0, np.float32))
+    assert "`argmin` of an empty array: axis 0 has size 0" in str(info.value)
+    assert int(mod.f(np.array([3.0, 1.0], np.float32))) == 1
+
+
+def test_other_axes_may_be_empty():
+    mod = arrc.loads("def main(x: f32[0, 3]) -> (f32[0], i32[0], f32[3]):\n"
+                     "    return max(x, axis=1), argmin(x, axis=1), sum(x, axis=0)\n")
+    a, b, c = mod.main(np.zeros((0, 3), np.float32))
+    assert a.shape == (0,) and b.shape == (0,) and list(np.asarray(c)) == [0, 0, 0]
