@@ -1,7 +1,7 @@
 """Module-level checking: definitions, constants, signatures, recursion; every function body checked once."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -65,9 +65,8 @@ def check_program(source: Source, werror: bool = False, constants: dict | None =
     _collect(program, reporter)
     for name, value in (constants or {}).items():
         _external(program, name, value, reporter)
-    for const in program.consts.values():
-        if const is not None:
-            _check_const(program, const, reporter)
+    for const in _const_order(program, reporter):
+        _check_const(program, const, reporter)
     for fn in program.functions.values():
         _signature(program, fn, reporter)
     lowered = _lower_entries(program) if lower_entries else {}
@@ -191,6 +190,58 @@ def _check_const(program: Program, const: ast.ConstDef, reporter: Reporter) -> N
     program.const_types[const.name] = declared
     if declared.rank == 0 and declared.dtype.is_int and isinstance(value.static, Dim) and value.static.is_const:
         program.const_dims[const.name] = value.static
+
+
+def _const_order(program: Program, reporter: Reporter) -> list:
+    """The module's consts, each after the consts it uses (`const A: i32 = B` may come before B); a cycle
+    (`const a = b`, `const b = a`) is E0104 naming it, and its consts are left unchecked (undefined).
+    Depth-first with its own stack, so a chain of any length is fine."""
+    consts = {name: c for name, c in program.consts.items() if c is not None}
+    uses = {name: [n for n in dict.fromkeys(_names_in(c.value) + _names_in(c.type)) if n in consts]
+            for name, c in consts.items()}
+    order, done, cyclic = [], set(), set()
+    for root in consts:
+        if root in done:
+            continue
+        path, on_path, pending = [root], {root}, [iter(uses[root])]
+        while pending:
+            for used in pending[-1]:
+                if used in on_path:
+                    cycle = path[path.index(used):] + [used]
+                    cyclic.update(cycle)
+                    first = consts[cycle[0]]
+                    labels = [Label(consts[a].value.span, f"`{a}` uses `{b}`") for a, b in zip(cycle[1:-1], cycle[2:])]
+                    reporter.add(Diagnostic("E0104", f"constants defined in a cycle: {' -> '.join(cycle)}",
+                                            first.value.span, f"`{cycle[0]}` uses `{cycle[1]}`", labels,
+                                            help="a constant cannot depend on itself; give one of them a value "
+                                                 "that does not use the others"))
+                elif used not in done:
+                    path.append(used)
+                    on_path.add(used)
+                    pending.append(iter(uses[used]))
+                    break
+            else:
+                pending.pop()
+                on_path.discard(path[-1])
+                done.add(path[-1])
+                order.append(path.pop())
+    return [consts[name] for name in order if name not in cyclic]
+
+
+def _names_in(node) -> list:
+    """The names (and shape-dimension names) that an expression or type mentions."""
+    names, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Name):
+            names.append(n.id)
+        elif isinstance(n, ast.DimName):
+            names.append(n.name)
+        if isinstance(n, ast.Node):
+            stack.extend(getattr(n, f.name) for f in fields(n))
+        elif isinstance(n, (tuple, list)):
+            stack.extend(n)
+    return names
 
 
 def _signature(program: Program, fn: ast.FunctionDef, reporter: Reporter) -> None:

@@ -144,3 +144,27 @@ def test_other_axes_may_be_empty():
                      "    return max(x, axis=1), argmin(x, axis=1), sum(x, axis=0)\n")
     a, b, c = mod.main(np.zeros((0, 3), np.float32))
     assert a.shape == (0,) and b.shape == (0,) and list(np.asarray(c)) == [0, 0, 0]
+
+
+# ---- (e) const cycles ---------------------------------------------------------------------------------
+def test_a_const_cycle_is_an_error():
+    assert error_text("const a: i32 = b\nconst b: i32 = a\n\ndef main() -> i32:\n    return a\n") == (
+        "error[E0104]: constants defined in a cycle: a -> b -> a\n"
+        " --> t.arr:1:16\n"
+        "  |\n"
+        "1 | const a: i32 = b\n"
+        "  |                ^ `a` uses `b`\n"
+        "2 | const b: i32 = a\n"
+        "  |                - `b` uses `a`\n"
+        "  |\n"
+        "  = help: a constant cannot depend on itself; give one of them a value that does not use the others\n")
+
+
+def test_a_const_using_itself_is_an_error():
+    assert "error[E0104]: constants defined in a cycle: a -> a" in error_text("const a: i32 = a + 1\n")
+
+
+def test_a_const_may_use_one_defined_after_it():
+    mod = arrc.loads("const a: f32[K] = [1.0, 2.0] * c\nconst c: f32 = 2.0 * K\nconst K: i32 = 2\n\n"
+                     "def main() -> f32[K]:\n    return a\n")
+    assert list(np.asarray(mod.main())) == [4.0, 8.0]
