@@ -1196,6 +1196,8 @@ class Gen:
 
     def reduce_to_scalar(self, scope: Scope, e: E) -> E:
         op = self.ch.pick(["sum", "max", "min"])
+        if any(d == 0 for d in e.ty.shape):
+            op = "sum"          # max/min of no elements is E0204
         dt = accumulator_dtype(e.ty.dtype) if op == "sum" else e.ty.dtype
         return Op(op, [e], Ty(dt), {"kw": {}})
 
@@ -1353,7 +1355,8 @@ class Gen:
         x = self.operand(scope, 0)
         if x.ty.dtype == "bool":
             return Op(ch.pick(["any", "all"]), [x], Ty("bool"), {"kw": {}})
-        r = Op("sum" if ch.flip(0.5) else "max", [x], Ty(accumulator_dtype(x.ty.dtype)), {"kw": {}})
+        r = Op("sum" if ch.flip(0.5) or any(d == 0 for d in x.ty.shape) else "max", [x],
+               Ty(accumulator_dtype(x.ty.dtype)), {"kw": {}})
         if r.op == "max":
             r.ty = Ty(x.ty.dtype)
         lit = self.literal_for(r.ty.dtype, small=True, allow_float=is_float(r.ty.dtype))
@@ -1755,6 +1758,8 @@ class Gen:
             kw["keepdims"] = False
         if name in ("var", "std") and ch.flip(0.3):
             kw["ddof"] = 1
+        if name in ("max", "min", "argmax", "argmin") and any(x.ty.shape[a] == 0 for a in axes):
+            name = "sum"        # of no elements they are E0204 (NumPy and JAX raise); `sum` has an identity
         d = x.ty.dtype
         out = {"sum": accumulator_dtype(d), "prod": accumulator_dtype(d), "max": d, "min": d,
                "mean": float_dtype_for(d), "var": float_dtype_for(d), "std": float_dtype_for(d), "any": "bool",
