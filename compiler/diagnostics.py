@@ -43,6 +43,7 @@ CODES: dict[str, str] = {
     "E0503": "StableHLO module uses something arrc cannot run safely",
     "E0601": "internal compiler error",
     "W0001": "lossy implicit promotion",
+    "W0002": "text-direction control character in source",
     "R0001": "NaN produced at run time",
     "R0002": "infinity produced at run time",
     "R0003": "index out of range at run time",
@@ -96,10 +97,13 @@ class CompileError(Exception):
 
 # Characters a terminal would not show as one column (a tab is several, a \r overwrites the line): shown
 # as one visible column each (Unicode control pictures), so carets stay aligned (columns count characters).
-# A lone surrogate (source text given to `arrc.loads` as a Python str) cannot even be written: U+FFFD.
+# A lone surrogate (source text given to `arrc.loads` as a Python str) cannot even be written: U+FFFD. So
+# is a text-direction control (W0002), which would reorder the line shown and take no column.
 _DISPLAYABLE = str.maketrans({**{c: chr(0x2400 + c) for c in range(0x20)}, 0x7F: "\u2421",
                               0x85: "\u2424", 0x2028: "\u2424", 0x2029: "\u2424",
-                              **{c: "\ufffd" for c in range(0xD800, 0xE000)}})
+                              **{c: "\ufffd" for c in range(0xD800, 0xE000)},
+                              **{c: "\ufffd" for c in (0x61C, 0x200E, 0x200F, *range(0x202A, 0x202F),
+                                                       *range(0x2066, 0x206A))}})
 
 
 def _caret_line(span: Span, label: str, line_text: str, marker: str, pad: str) -> str:

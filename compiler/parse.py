@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import threading
 from pathlib import Path
 
@@ -374,6 +375,49 @@ def _prescan(source: Source) -> list[Diagnostic]:
                                             help="split the expression into several assignments"))
             elif ch in ")]":
                 depth = max(0, depth - 1)
+    return diags
+
+
+# Invisible characters that change the direction text is shown in (the "Trojan Source" attack, CVE-2021-42574):
+# in a comment or a string they can make code display differently from how it runs. Elsewhere they are not
+# valid tokens (E0001). The same list as rustc's `text_direction_codepoint_in_{comment,literal}` lints.
+TEXT_DIRECTION = {
+    "\u061c": "ARABIC LETTER MARK", "\u200e": "LEFT-TO-RIGHT MARK", "\u200f": "RIGHT-TO-LEFT MARK",
+    "\u202a": "LEFT-TO-RIGHT EMBEDDING", "\u202b": "RIGHT-TO-LEFT EMBEDDING", "\u202c": "POP DIRECTIONAL FORMATTING",
+    "\u202d": "LEFT-TO-RIGHT OVERRIDE", "\u202e": "RIGHT-TO-LEFT OVERRIDE", "\u2066": "LEFT-TO-RIGHT ISOLATE",
+    "\u2067": "RIGHT-TO-LEFT ISOLATE", "\u2068": "FIRST STRONG ISOLATE", "\u2069": "POP DIRECTIONAL ISOLATE",
+}
+_TEXT_DIRECTION = re.compile("[" + "".join(TEXT_DIRECTION) + "]")
+
+
+def text_direction_warnings(source: Source) -> list[Diagnostic]:
+    """W0002 for each text-direction control in a comment or a string literal (one scan of the text with
+    a regular expression when there is none, as in almost every file)."""
+    if not _TEXT_DIRECTION.search(source.text):
+        return []
+    diags = []
+    for lineno, line in enumerate(source.text.split("\n"), 1):
+        if not _TEXT_DIRECTION.search(line):
+            continue
+        quote, where = None, None           # the open string's quote; "a comment" after a `#` outside one
+        i = 0
+        while i < len(line):
+            ch = line[i]
+            if where is None and quote is None and ch == "#":
+                where = "a comment"
+            elif where is None and quote is not None and ch == "\\":
+                i += 1                      # (an escaped character, perhaps the quote)
+            elif where is None and ch in "\"'" and quote in (None, ch):
+                quote = None if quote else ch
+            elif ch in TEXT_DIRECTION and (where or quote):
+                code = f"U+{ord(ch):04X}"
+                diags.append(Diagnostic(
+                    "W0002", f"invisible text-direction control {code} ({TEXT_DIRECTION[ch]}) in "
+                             f"{where or 'a string literal'}", Span(source.name, lineno, i + 1, lineno, i + 2),
+                    f"{code}, shown here as \ufffd", notes=["it can make the code display differently from "
+                                                           "how it is compiled"],
+                    help="remove it" + ("" if where else f"; if it is meant, write it as the escape `\\u{ord(ch):04x}`")))
+            i += 1
     return diags
 
 

@@ -8,7 +8,7 @@ import numpy as np
 from . import ast
 from .check import FunctionWalk, Signature, named_constant_binding, type_of
 from .diagnostics import CompileError, Diagnostic, Label, Reporter
-from .parse import parse
+from .parse import parse, text_direction_warnings
 from .span import Source
 from .types import ArrayType, Dim
 from .values import POISON, ArrError, Poisoned, Val, describe
@@ -61,6 +61,8 @@ def check_program(source: Source, werror: bool = False, constants: dict | None =
     """
     module = parse(source)
     reporter = Reporter(werror)
+    for diag in text_direction_warnings(source):
+        reporter.add(diag)
     program = Program(source, module)
     _collect(program, reporter)
     for name, value in (constants or {}).items():

@@ -11,7 +11,8 @@ import pytest
 
 import arrc
 from arrc.compiler import fastparse
-from arrc.compiler.diagnostics import CompileError
+from arrc.compiler.diagnostics import CompileError, render_all
+from arrc.compiler.span import Source
 
 
 def error_text(src: str, filename: str = "t.arr") -> str:
@@ -168,3 +169,46 @@ def test_a_const_may_use_one_defined_after_it():
     mod = arrc.loads("const a: f32[K] = [1.0, 2.0] * c\nconst c: f32 = 2.0 * K\nconst K: i32 = 2\n\n"
                      "def main() -> f32[K]:\n    return a\n")
     assert list(np.asarray(mod.main())) == [4.0, 8.0]
+
+
+# ---- (f) invisible text-direction controls ----------------------------------------------------------
+def warning_text(src: str) -> str:
+    mod = arrc.loads(src, filename="t.arr")
+    return render_all(mod.warnings, {"t.arr": Source("t.arr", src)})
+
+
+def test_a_text_direction_control_in_a_comment_is_a_warning():
+    assert warning_text("def f(x: f32) -> f32:\n    # x \u202e reversed\n    return x\n") == (
+        "warning[W0002]: invisible text-direction control U+202E (RIGHT-TO-LEFT OVERRIDE) in a comment\n"
+        " --> t.arr:2:9\n"
+        "  |\n"
+        "2 |     # x \ufffd reversed\n"
+        "  |         ^ U+202E, shown here as \ufffd\n"
+        "  |\n"
+        "  = note: it can make the code display differently from how it is compiled\n"
+        "  = help: remove it\n")
+
+
+@pytest.mark.parametrize("ch", ["\u061c", "\u200e", "\u200f", *map(chr, range(0x202A, 0x202F)),
+                                *map(chr, range(0x2066, 0x206A))])
+def test_every_text_direction_control_in_a_string_is_a_warning(ch):
+    text = warning_text(f"def f(x: f32) -> f32:\n    print('it\\'s {ch}', \"#\", x)  # fine\n    return x\n")
+    assert text.startswith(f"warning[W0002]: invisible text-direction control U+{ord(ch):04X} (")
+    assert " in a string literal\n --> t.arr:2:18\n" in text
+    assert text.count("warning[W0002]") == 1
+    assert f"write it as the escape `\\u{ord(ch):04x}`" in text
+
+
+def test_a_text_direction_control_in_code_is_a_syntax_error():
+    assert error_text("def f(x: f32) -> f32:\n    return \u202ex\n").startswith(
+        "error[E0001]: unexpected character '\\u202e'\n --> t.arr:2:12\n")
+
+
+def test_an_escape_or_plain_text_gets_no_warning():
+    assert not arrc.loads('def f(x: f32) -> f32:\n    print("\\u202e", x)  # plain\n    return x\n').warnings
+
+
+def test_the_warning_is_an_error_under_werror():
+    with pytest.raises(CompileError) as info:
+        arrc.loads("def f(x: f32) -> f32:\n    return x  # \u2067\n", warnings="error")
+    assert [d.code for d in info.value.diagnostics] == ["W0002"]
