@@ -211,16 +211,17 @@ class NotAtDefinition(Exception):
     """The function needs the check walk first (it has an effect, or a call that recurses)."""
 
 
-def lower_at_definition(program, name: str) -> tuple[Lowered, list] | None:
+def lower_at_definition(program, name: str, context: ir.Context | None = None) -> tuple[Lowered, list] | None:
     """Lower the function `name`, whose parameter types are concrete, in place of its check walk.
 
     With concrete types the lowering walk applies every rule the check walk applies (and emits), so one
     walk does both: the Lowered is kept for the first `lower` and the function is not walked twice. Returns
     (the Lowered, the calls it makes), or None where the check walk must run instead: any diagnostic
     (the check walk reports them all, and warnings once per function), an effect (`program.effectful` is
-    not known yet) or a recursive call (reported by the check).
+    not known yet) or a recursive call (reported by the check). `context`: the MLIR context to lower in
+    (the definition-time lowerings of a program share one; see `program._lower_entries`).
     """
-    lowering = ModuleLowering(program, at_definition=True)
+    lowering = ModuleLowering(program, context, at_definition=True)
     try:
         lowered = lowering.lower(name, [t for _, t, _ in program.signatures[name].params])
     except Exception:   # noqa: BLE001  errors, effects, recursion, or a lowering bug `lower` will meet again

@@ -107,21 +107,54 @@ def _lower_entries(program: Program) -> dict:
     All of them share one MLIR context: a context per kept Lowered made each new one slower (MLIR's
     thread-local uniquer caches are swept on a context's first use, over every live context's entries)."""
     from .emit import make_context
-    from .lower import lower_at_definition
-    called: set = set()
-    for fn in program.functions.values():
-        called.update(_called_names(fn))
+    from .lower import MAX_CALL_DEPTH, lower_at_definition
+    callees = {name: _called_names(fn) & program.functions.keys() for name, fn in program.functions.items()}
+    called = set().union(*callees.values())
+    depth = _call_depths(callees)
     done: dict = {}
     context = None
     for fn in program.functions.values():
         sig = program.signatures.get(fn.name)
         if sig is None or sig.shape_vars or fn.name in called or _has_effect_statement(fn.body):
             continue
+        if depth[fn.name] is None or depth[fn.name] > MAX_CALL_DEPTH:
+            continue                # recursion (E0104 from the check), or E0004 at its `lower`
         context = context or make_context()
         result = lower_at_definition(program, fn.name, context)
         if result is not None:
             done[fn.name] = result
     return done
+
+
+def _call_depths(callees: dict) -> dict:
+    """name -> how deep the calls below it nest, by the names each body calls (0: it calls no function;
+    an upper bound on what inlining meets), or None where a recursive call is below it. No recursion
+    here: a chain may be as long as Python's recursion limit."""
+    depth: dict = {}
+    for root in callees:
+        if root in depth:
+            continue
+        path, pending = [root], [iter(callees[root])]
+        on_path = {root}
+        while pending:
+            for callee in pending[-1]:
+                if callee in on_path:
+                    depth[callee] = None            # marks the cycle; its callers get None below
+                elif callee not in depth:
+                    path.append(callee)
+                    on_path.add(callee)
+                    pending.append(iter(callees[callee]))
+                    break
+            else:
+                pending.pop()
+                name = path.pop()
+                on_path.discard(name)
+                below = [depth[c] for c in callees[name]]
+                if name in depth and depth[name] is None or None in below:
+                    depth[name] = None
+                else:
+                    depth[name] = 1 + max(below) if below else 0
+    return depth
 
 
 def _collect(program: Program, reporter: Reporter) -> None:
@@ -324,22 +357,29 @@ def _effectful(program: Program, calls: dict) -> set:
 
 
 def _check_recursion(calls: dict, reporter: Reporter) -> None:
+    """E0104 for each call that closes a cycle, found by one depth-first walk of the call graph (with its
+    own stack: a call chain a thousand functions deep is as deep as Python's recursion limit)."""
     done: set = set()
-
-    def visit(name, path):
-        for callee, span in calls.get(name, ()):
-            if callee in path:
-                cycle = path[path.index(callee):] + [callee]
-                reporter.add(Diagnostic("E0104", f"recursive call: {' -> '.join(cycle)}", span,
-                                        "calls a function that is still running",
-                                        help="arr functions cannot be recursive; use a `for` or `while` loop"))
-            elif callee not in done:
-                visit(callee, path + [callee])
-        done.add(name)
-
-    for name in calls:
-        if name not in done:
-            visit(name, [name])
+    for root in calls:
+        if root in done:
+            continue
+        path, on_path, pending = [root], {root}, [iter(calls.get(root, ()))]
+        while pending:
+            for callee, span in pending[-1]:
+                if callee in on_path:
+                    cycle = path[path.index(callee):] + [callee]
+                    reporter.add(Diagnostic("E0104", f"recursive call: {' -> '.join(cycle)}", span,
+                                            "calls a function that is still running",
+                                            help="arr functions cannot be recursive; use a `for` or `while` loop"))
+                elif callee not in done:
+                    path.append(callee)
+                    on_path.add(callee)
+                    pending.append(iter(calls.get(callee, ())))
+                    break
+            else:
+                pending.pop()
+                on_path.discard(path[-1])
+                done.add(path.pop())
 
 
 def expression_function(program: Program, expr: ast.Node, name: str = "__expr__") -> str:

@@ -262,6 +262,61 @@ def test_call_chain_of_200_lowers():
     assert "stablehlo" in text
 
 
+def _concrete_chain(depth: int, entry_first: bool = False) -> str:
+    """f{depth} -> ... -> f0 with concrete types (so the entry is lowered while it is checked)."""
+    links = ["def f0(x: f32[2]) -> f32[2]:\n    return x + 1.0\n"]
+    links += [f"def f{k}(x: f32[2]) -> f32[2]:\n    return f{k - 1}(x) + 1.0\n" for k in range(1, depth + 1)]
+    return "".join(links[::-1] if entry_first else links)
+
+
+E0004_AT_DEPTH_1001 = """\
+error[E0004]: calls nested more than 1000 deep
+    --> chain.arr:2002:12
+     |
+2002 |     return f0(x) + 1.0
+     |            ^^^^^ this call
+     |
+     = help: call fewer functions inside one another
+"""
+
+
+@pytest.fixture
+def walks_made(monkeypatch) -> list:
+    """Like `walks`, but counts the walks made, not run: a wrapper of `run` would add a Python frame per
+    inlined call, which the recursion limit of a 1000-deep chain has no room for."""
+    made: list = []
+    real_init = FunctionWalk.__init__
+
+    def counting_init(self, program, fn, *args, **kwargs):
+        made.append(fn.name)
+        real_init(self, program, fn, *args, **kwargs)
+    monkeypatch.setattr(FunctionWalk, "__init__", counting_init)
+    return made
+
+
+def test_call_chain_1001_deep_is_E0004_and_walked_once(walks_made):
+    """The 1001st nested call is E0004 (it took minutes and gigabytes: every other link of the chain was
+    lowered at definition, each inlining the rest). Now the check walks each function once, nothing is
+    lowered at definition (the static call depth is past the limit), and `lower` walks the entry and 1000
+    inlined calls once. The chain is written entry first: the check's recursion search must not recurse
+    once per link either (a RecursionError before)."""
+    src = _concrete_chain(1001, entry_first=True)
+    mod = arrc.loads(src, filename="chain.arr")
+    assert sorted(walks_made) == sorted(f"f{k}" for k in range(1002)) and not mod._program.lowered
+    walks_made.clear()
+    err = compile_error(mod.f1001.lower, arrc.spec("f32[2]"))
+    assert len(walks_made) == 1001
+    assert str(err).rstrip() == E0004_AT_DEPTH_1001.rstrip()
+
+
+def test_call_chain_1000_deep_is_lowered_once_at_definition(walks_made):
+    mod = arrc.loads(_concrete_chain(1000))
+    assert list(mod._program.lowered) == ["f1000"]
+    assert len(walks_made) == 1001 + 1000     # the lowering of f1000 (1000 inlined), the check of the others
+    text = mod.f1000.lower(arrc.spec("f32[2]")).as_text(debug_info=False)
+    assert len(walks_made) == 2001 and text.count("stablehlo.add") == 1001
+
+
 def _doubling_chain(depth: int) -> str:
     src = "def f0(x: f32[n]) -> f32[n]:\n    return x + 1.0\n"
     for k in range(1, depth + 1):
