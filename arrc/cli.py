@@ -36,6 +36,7 @@ from arrc.compiler.span import Source
 from arrc.compiler.types import MAX_ARRAY_BYTES, ArrayType, Dim, dtype_of_numpy
 
 EXIT_OK, EXIT_COMPILE, EXIT_USAGE, EXIT_RUNTIME, EXIT_INTERNAL = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130                  # Ctrl-C (128 + SIGINT), as shells report it
 GUARD_KINDS = ("nan", "inf", "bounds", "div0", "all")
 EMITS = ("stablehlo", "mlirbc", "artifact")
 CODE = re.compile(r"[EWR][0-9]{4}")
@@ -373,9 +374,13 @@ def execute(fn: arrc.Function, kwargs: dict) -> RunResult:
     """Call `fn` once through the Python API (specialize, compile, run, with print/assert effects) on
     its module's device. `times["first_call"]` is the wall time of that call, compilation included.
     """
+    from arrc.runtime.call import interruptible
+
+    def call():             # on a helper thread, so that Ctrl-C stops the wait (runtime/call.py)
+        out = fn(**kwargs)
+        return [np.asarray(r) for r in (out if isinstance(out, tuple) else (out,))]
     start = time.perf_counter()
-    out = fn(**kwargs)
-    results = [np.asarray(r) for r in (out if isinstance(out, tuple) else (out,))]
+    results = interruptible(call)
     return RunResult(results, {"first_call": time.perf_counter() - start})
 
 
@@ -432,12 +437,16 @@ def run_stablehlo(args: argparse.Namespace, kwargs: dict) -> RunResult:
                          + (f"unknown: {unknown[0]}" if unknown else f"missing: --arg {missing[0]}=..."))
     kwargs = load_arg_files(kwargs, {name: ArrayType(dt, tuple(Dim.const(d) for d in shape))
                                      for name, (dt, shape) in zip(fn.param_names, fn.params)})
+    from arrc.runtime.call import interruptible
+
+    def call():
+        return [np.asarray(r) for r in fn([kwargs[n] for n in fn.param_names])]
     start = time.perf_counter()
     try:
-        out = fn([kwargs[n] for n in fn.param_names])
+        results = interruptible(call)
     except TypeError as err:
         raise UsageError(str(err)) from None
-    return RunResult([np.asarray(r) for r in out], {"first_call": time.perf_counter() - start})
+    return RunResult(results, {"first_call": time.perf_counter() - start})
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -615,6 +624,16 @@ def _error(message: str) -> None:
     sys.stderr.write(f"arrc: error: {message}\n")
 
 
+def _interrupted() -> None:
+    """The one line for Ctrl-C; what was printed before it is flushed first."""
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError, OSError):
+        pass
+    sys.stderr.write("arrc: interrupted\n")
+    sys.stderr.flush()
+
+
 def _warn(message: str) -> None:
     sys.stderr.write(f"arrc: warning: {message}\n")
 
@@ -674,8 +693,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         sys.stderr.write(str(err) if str(err).endswith("\n") else f"{err}\n")
         return EXIT_RUNTIME
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt:           # Ctrl-C: checking, lowering, compiling or running (`entry` leaves
+        _interrupted()                  # at once: a running XLA program cannot be cancelled)
+        return EXIT_INTERRUPTED
     except Exception as err:            # noqa: BLE001  a bug (ours, MLIR's or XLA's): reported, never a traceback
         if out_of_memory(err):
             _error(f"out of memory: {(str(err).strip().splitlines() or [type(err).__name__])[0]}")
@@ -687,7 +707,11 @@ def entry() -> None:
     """The `arrc` console script: `main`, then leave without tearing down the interpreter.
     Unloading jaxlib and its XLA client takes ~0.3 s at exit and only matters for long-lived processes;
     the REPL (which may have user state to flush, e.g. history) exits normally."""
-    code = main()
+    try:
+        code = main()
+    except KeyboardInterrupt:           # a Ctrl-C outside `main`'s handlers (e.g. while parsing flags)
+        _interrupted()
+        code = EXIT_INTERRUPTED
     if len(sys.argv) > 1 and sys.argv[1] == "repl":
         sys.exit(code)
     import os

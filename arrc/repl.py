@@ -326,6 +326,11 @@ class Session:
             self.exit_code = self.exit_code or EXIT_COMPILE
             return False
         except KeyboardInterrupt:
+            # A program interrupted while it runs keeps running on its helper thread (runtime/call.py
+            # `interruptible`), and its function's dispatcher waits for it before another call of the
+            # same types: the session's compiled code is dropped, so later cells compile their own.
+            self._modules.clear()
+            self._exprs.clear()
             self.write("interrupted\n")
             self.exit_code = self.exit_code or EXIT_RUNTIME
             return False
@@ -581,12 +586,15 @@ class Session:
     def call(self, fn, args=(), where: Where | None = None, quiet: bool = False) -> tuple[list, bool]:
         """Run `fn` on the current device; results as NumPy values and whether it returns a tuple.
         `print` inside goes to this session's output."""
+        from arrc.runtime.call import interruptible
         sink = io.StringIO() if quiet else self.out
+
+        def run():          # on a helper thread, so that Ctrl-C stops the wait (runtime/call.py)
+            result = fn(*args)
+            return result, [np.asarray(r) for r in (result if isinstance(result, tuple) else (result,))]
         try:
             with contextlib.redirect_stdout(sink):
-                result = fn(*args)
-                results = list(result) if isinstance(result, tuple) else [result]
-                values = [np.asarray(r) for r in results]
+                result, values = interruptible(run)
         except arrc.GuardError as err:
             raise self.runtime_error(err, where or Where()) from None
         except CompileError as err:                       # errors only specialization finds
@@ -759,10 +767,14 @@ class Session:
         self.call(fn, where=where)                                  # compile + the first run
         t2 = time.perf_counter()
         runs: list[float] = []
-        while len(runs) < 5 or (sum(runs) < 0.3 and len(runs) < 1000):
-            start = time.perf_counter()
-            self.call(fn, where=where, quiet=True)
-            runs.append(time.perf_counter() - start)
+
+        def measure():      # one helper thread for all the runs (the calls inside do not hand off again)
+            while len(runs) < 5 or (sum(runs) < 0.3 and len(runs) < 1000):
+                start = time.perf_counter()
+                self.call(fn, where=where, quiet=True)
+                runs.append(time.perf_counter() - start)
+        from arrc.runtime.call import interruptible
+        interruptible(measure)
         run = statistics.median(runs)
         compile_s = max(0.0, t2 - t1 - run)
         self.write(f"compile {format_seconds(t1 - t0 + compile_s)} (check {format_seconds(t1 - t0)}, "

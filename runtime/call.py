@@ -3,6 +3,8 @@ read from attributes of its `main` (see passes/rewrite.py), so arrc's modules an
 elsewhere are called the same way."""
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from jaxlib.mlir import ir
 
@@ -47,16 +49,84 @@ class Compiled:
             hidden += [(self.io_arg, 0)] if self.io_arg is not None else []
             for position, value in sorted(hidden):
                 args.insert(position, np.int32(value))
-            out = self.executable(args)
-            if self.check is not None:
-                state.fault = bool(np.asarray(self.check([out[i] for i in self.checked])[0]))
-                if state.fault:
-                    state.bad_results = _not_finite(out[: len(out) - self.extra])
-            for r in out:
-                r.block_until_ready()
+            out = interruptible(self._run, args, state)
         finally:
             effects.end(run_id)
         return out[: len(out) - self.extra], state
+
+    def _run(self, args: list, state) -> list:
+        out = self.executable(args)
+        if self.check is not None:
+            state.fault = bool(np.asarray(self.check([out[i] for i in self.checked])[0]))
+            if state.fault:
+                state.bad_results = _not_finite(out[: len(out) - self.extra])
+        for r in out:
+            r.block_until_ready()
+        return out
+
+
+def interruptible(fn, *args):
+    """`fn(*args)`, made so that Ctrl-C (SIGINT) raises KeyboardInterrupt while it runs.
+
+    XLA:CPU runs an executable whose cost analysis counts fewer than 1,000 flops (an endless scalar
+    `while` counts its body once) inline on the calling thread, inside `execute_sharded`; with host
+    callbacks (print, assert, guards) `execute_sharded` waits for the execution too. Either way the main
+    thread is in C++ and Python's SIGINT handler cannot run until the program ends. So on the main
+    thread `fn` runs on a helper thread and the main thread waits for it in `Lock.acquire`, where
+    Python's handler runs (KeyboardInterrupt). On KeyboardInterrupt the helper is abandoned: PJRT cannot cancel an execution,
+    so it keeps a CPU busy until the program ends (a daemon thread: it does not keep the process alive);
+    the next call gets a new helper. Elsewhere (not the main thread, where no signal arrives) `fn` just
+    runs. Cost: two thread switches, ~15-60 us (more on a loaded machine); the API's dispatcher fast
+    path (plain positional calls) does not come here."""
+    if threading.current_thread() is not threading.main_thread():
+        return fn(*args)
+    helper = _helper()
+    done = threading.Lock()
+    done.acquire()
+    box: list = []
+    helper.jobs.put((fn, args, box, done))
+    try:
+        # With a timeout: the kernel may deliver SIGINT to any thread (the helper, XLA's), and then
+        # nothing wakes a main thread blocked in `acquire`; it runs the Python handler when it wakes.
+        while not done.acquire(timeout=0.05):
+            pass
+    except BaseException:
+        with _helpers_lock:                 # abandoned: its thread stays with the running program
+            if _helpers and _helpers[0] is helper:
+                _helpers.clear()
+        raise
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
+
+
+class _Helper:
+    def __init__(self):
+        import queue
+        self.jobs = queue.SimpleQueue()
+        threading.Thread(target=self._loop, name="arrc-run", daemon=True).start()
+
+    def _loop(self):
+        while True:
+            fn, args, box, done = self.jobs.get()
+            try:
+                box.append((True, fn(*args)))
+            except BaseException as err:    # noqa: BLE001  handed to the caller
+                box.append((False, err))
+            del fn, args
+            done.release()
+
+
+_helpers: list = []
+_helpers_lock = threading.Lock()
+
+
+def _helper() -> _Helper:
+    with _helpers_lock:
+        if not _helpers:
+            _helpers.append(_Helper())
+        return _helpers[0]
 
 
 def _not_finite(results) -> set:

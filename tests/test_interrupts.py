@@ -1,0 +1,230 @@
+"""Ctrl-C (SIGINT) while a compiled program runs (issue 13 item 1): the CLI leaves with exit 130 and one
+line, the API raises KeyboardInterrupt, the piped REPL answers the next cell.
+
+XLA:CPU runs a program its cost analysis counts as cheap (an endless scalar `while`) inline on the
+calling thread, inside `execute_sharded`, where Python's signal handler cannot run: before the fix
+SIGINT was ignored until the program ended (runtime/call.py `interruptible`). Each process prints a
+marker before its loop; SIGINT is sent once the marker is seen, so it lands while XLA runs the loop.
+Every wait is bounded (a hang guard, no timing assertion)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+HANG = 90.0                     # seconds: a hang guard for one process, never a timing assertion
+
+# A scalar loop: XLA's cost analysis counts its body once, so XLA runs it inline on the calling thread.
+ENDLESS = """def main() -> i32:
+    print("start")
+    i = 0
+    while i >= 0:
+        i = (i + 1) % 7
+    return i
+"""
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("interrupts") / "endless.arr"
+    path.write_text(ENDLESS)
+    return path
+
+
+def _env() -> dict:
+    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "1"}
+
+
+class Reader:
+    """Collects a pipe's output on a thread; `wait_for` a marker with a deadline."""
+
+    def __init__(self, stream):
+        self.text = ""
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream):
+        for chunk in iter(lambda: stream.readline(), ""):
+            with self._cond:
+                self.text += chunk
+                self._cond.notify_all()
+
+    def wait_for(self, marker: str, count: int = 1, timeout: float = HANG) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self.text.count(marker) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def finish(self, timeout: float = 10.0) -> str:
+        self._thread.join(timeout)
+        return self.text
+
+
+# Python leaves SIGINT ignored in a process started with it ignored (e.g. under `make test &`): the
+# children set Python's own handler first, as an interactive shell's would be.
+_DEFAULT_SIGINT = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+_AS_ARRC = _DEFAULT_SIGINT + "import runpy; runpy.run_module('arrc', run_name='__main__', alter_sys=True)\n"
+
+
+def _start(args: list[str], stdin=None) -> tuple[subprocess.Popen, Reader, Reader]:
+    proc = subprocess.Popen(args, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env(), cwd=ROOT)
+    return proc, Reader(proc.stdout), Reader(proc.stderr)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+
+
+# The CLI runs: one driver process imports arrc and jax once, then forks each run before any backend
+# exists (importing jax costs seconds of CPU on a loaded machine; a forked run only compiles and runs).
+# A run's stdout is a pipe the driver reads until the marker; then SIGINT, and its exit status.
+_CLI_DRIVER = r"""
+import json, os, select, signal, sys, tempfile, time
+import jax, numpy
+import arrc.cli
+signal.signal(signal.SIGINT, signal.default_int_handler)    # even under a parent that ignores SIGINT
+program, runs, hang = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+outcomes = []
+for attempt in range(runs):
+    r, w = os.pipe()
+    err = tempfile.TemporaryFile()
+    sys.stdout.flush(); sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.dup2(w, 1); os.dup2(err.fileno(), 2)
+        sys.argv = ["arrc", "run", program]
+        arrc.cli.entry()
+    os.close(w)
+    out, code, deadline = b"", None, time.monotonic() + hang
+    while b"start" not in out and time.monotonic() < deadline:
+        if select.select([r], [], [], 0.5)[0]:
+            chunk = os.read(r, 4096)
+            if not chunk:
+                break
+            out += chunk
+    if b"start" in out:
+        time.sleep(0.05)                    # into the loop (the marker is its first effect)
+        os.kill(pid, signal.SIGINT)
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(status)
+            break
+        time.sleep(0.02)
+    if code is None:
+        os.kill(pid, signal.SIGKILL); os.waitpid(pid, 0)
+    while select.select([r], [], [], 0)[0]:
+        chunk = os.read(r, 4096)
+        if not chunk:
+            break
+        out += chunk
+    os.close(r)
+    err.seek(0)
+    outcomes.append([code, out.decode(), err.read().decode()])
+print(json.dumps(outcomes))
+"""
+
+
+def test_cli_interrupt_while_running(program):
+    """20 runs of `arrc run` interrupted while XLA runs the endless loop: each exits 130 with exactly
+    `arrc: interrupted` on stderr (no traceback) and what it printed before on stdout."""
+    import json
+    done = subprocess.run([PYTHON, "-c", _CLI_DRIVER, str(program), "20", str(HANG)], check=False, capture_output=True,
+                          text=True, env=_env(), cwd=ROOT, timeout=20 * HANG)
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcomes = json.loads(done.stdout.splitlines()[-1])
+    assert len(outcomes) == 20
+    for attempt, (code, out, err) in enumerate(outcomes):
+        assert code == 130, (attempt, code, out, err[-2000:])
+        assert err == "arrc: interrupted\n", (attempt, err[-2000:])
+        assert out == "start\n", (attempt, out)
+
+
+def test_cli_interrupt_while_checking(tmp_path):
+    """Ctrl-C before anything runs (while the process checks, lowers or compiles) is the same exit."""
+    source = tmp_path / "big.arr"
+    body = "".join(f"    x = x * 1.0001 + {i}.0\n" for i in range(3000))
+    source.write_text("def main() -> f32:\n    x = 1.0\n" + body + "    return x\n")
+    child = _DEFAULT_SIGINT + "import sys, arrc.cli; print('ready', flush=True); sys.argv[1:1] = ['run']; arrc.cli.entry()"
+    proc, out, err = _start([PYTHON, "-c", child, str(source)])
+    try:
+        assert out.wait_for("ready"), err.text
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(HANG)
+    finally:
+        _stop(proc)
+    if code == 0:
+        pytest.skip("the program finished before the signal")
+    assert code == 130, (code, err.finish()[-2000:])
+    assert err.finish() == "arrc: interrupted\n"
+
+
+API_CHILD = _DEFAULT_SIGINT + """
+import sys, arrc
+m = arrc.load(sys.argv[1])
+fn = getattr(m, sys.argv[2])
+try:
+    fn()
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", flush=True)
+print("after", flush=True)
+"""
+
+
+def test_api_raises_keyboard_interrupt(program):
+    """The API: a call (with a print, so through `Compiled.__call__`) interrupted while XLA runs the
+    endless loop raises KeyboardInterrupt; the process then ends normally. Twice (a process each)."""
+    for attempt in range(2):
+        proc, out, err = _start([PYTHON, "-c", API_CHILD, str(program), "main"])
+        try:
+            assert out.wait_for("start"), (attempt, err.text[-2000:])
+            time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            code = proc.wait(HANG)
+        finally:
+            _stop(proc)
+        assert out.finish() == "start\nKeyboardInterrupt\nafter\n", (attempt, out.text, err.text[-2000:])
+        assert code == 0, (attempt, code, err.text[-2000:])
+
+
+def test_piped_repl_session_survives(program):
+    """A piped REPL: a cell running an endless loop is interrupted, `interrupted` is printed and the
+    next cell answers, with the session's bindings kept; three times in one session."""
+    proc, out, err = _start([PYTHON, "-c", _AS_ARRC, "repl", str(program)], stdin=subprocess.PIPE)
+    try:
+        proc.stdin.write("k = 40\n")
+        proc.stdin.flush()
+        for attempt in range(1, 4):
+            proc.stdin.write("main()\n")
+            proc.stdin.flush()
+            assert out.wait_for("start", attempt), (attempt, out.text, err.text[-2000:])
+            time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            assert out.wait_for("interrupted", attempt), (attempt, out.text, err.text[-2000:])
+            proc.stdin.write("k + 2\n")
+            proc.stdin.flush()
+            assert out.wait_for("i32 = 42", attempt), (attempt, out.text, err.text[-2000:])
+        proc.stdin.close()
+        code = proc.wait(HANG)
+    finally:
+        _stop(proc)
+    assert "Traceback" not in err.text and "Traceback" not in out.text, err.text[-2000:]
+    assert code == 3, (code, out.text)      # the interrupted cells failed (a run-time failure)
