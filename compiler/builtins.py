@@ -17,7 +17,7 @@ from . import emit
 from .diagnostics import Diagnostic, Label
 from .emit import hlo
 from .types import BOOL, DTYPES, F32, F64, I32, ArrayType, DType, Dim, int_range, lossy_promotion, promote, \
-    shape_str, too_large, true_divide_dtype
+    shape_str, too_large, true_divide_dtype, wrap_int
 from .values import ArrError, DeferredBool, DTypeVal, StrVal, TupleVal, Val, describe
 
 
@@ -303,6 +303,8 @@ def arithmetic(op_name: str, build_float, build_int=None, allow_bool=False):
             cx.error("E0201", f"`{op_name}` is not defined on bool", "both operands are bool",
                      help="convert with `.astype(i32)` first")
         static = _fold(op_name, x, y) if dtype.is_int else None
+        if static is not None and not weak and static.is_const:
+            static = Dim.const(wrap_int(static.value, dtype))     # a typed integer wraps, as at run time
 
         def build():
             return (build_float if dtype.is_float else build_int)(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape), dtype)
@@ -349,6 +351,8 @@ def _fold(op: str, x: Val, y: Val):
             return None
         out = a.floordiv(b)
         return out if out is not None else Dim.var(f"({a} // {b})")
+    if op == "%" and a.is_const and b.is_const and b.value != 0:
+        return Dim.const(a.value % b.value)          # Python's and NumPy's sign rule (that of the divisor)
     return None
 
 
@@ -676,7 +680,8 @@ def _cond_expr(cx: CallCx, cond, x, y):
     if isinstance(cond.static, (bool, np.bool_)):
         dtype, weak, shape = elementwise_type(_pair_cx(cx, 1, 2), [x, y], "`if ... else`")
         chosen = x if cond.static else y
-        return cx.value(ArrayType(dtype, shape, weak), lambda: cx.ir(chosen, dtype, shape))
+        static = chosen.static if isinstance(chosen.static, Dim) and not shape else None
+        return cx.value(ArrayType(dtype, shape, weak), lambda: cx.ir(chosen, dtype, shape), static)
     dtype, weak, shape = elementwise_type(_pair_cx(cx, 1, 2), [x, y], "`if ... else`")
     return cx.value(ArrayType(dtype, shape, weak),
                     lambda: hlo.select(cx.ir(cond, BOOL, shape), cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
@@ -696,7 +701,7 @@ def _astype(cx: CallCx, x, dtype):
         lo, hi = int_range(dt)
         constructor = getattr(getattr(cx.node, "func", None), "id", None) in DTYPES
         if not lo <= static <= hi and constructor:
-            wrapped = (static - lo) % 2 ** dt.bits + lo
+            wrapped = wrap_int(static, dt)
             cx.error("E0211", f"literal {static} is out of range for {dt} ({lo}..{hi})", f"does not fit in {dt}",
                      at=0, help=f"`{dt}(...)` does not wrap a literal: write `{dt}({wrapped})` or "
                                 f"`({static}).astype({dt})` if the wrapped value is meant")

@@ -7,6 +7,7 @@ branch or around a loop are found from the assignments in the body. Conditions k
 from __future__ import annotations
 
 from contextlib import nullcontext
+from dataclasses import fields
 
 import numpy as np
 from jaxlib.mlir import ir
@@ -15,7 +16,7 @@ from . import ast, emit
 from .builtins import weak_literal_fits
 from .diagnostics import Label
 from .emit import hlo
-from .types import BOOL, I32, I64, ArrayType, Dim, promote
+from .types import BOOL, I32, I64, U64, ArrayType, Dim, DType, int_range, promote, wrap_int
 from .values import POISON, ArrError, DeferredBool, Poisoned, TupleVal, Unbound, Val, describe
 
 IO = "$io"        # the hidden variable that orders run-time effects (print/assert); see effects.py
@@ -246,7 +247,19 @@ class ControlFlow:
                               Val(ArrayType(I32, (), True), None, Dim.const(1))])
         if isinstance(step.static, Dim) and step.static == 0:
             raise ArrError("E0204", "range step cannot be zero", stmt.args[2].span, "zero")
-        dtype, _ = promote([start.type, stop.type, step.type])
+        dtype, weak = promote([start.type, stop.type, step.type])
+        if weak:
+            dtype = _literal_range_dtype([a for a, node in zip(args, stmt.args) if not _mentions_name(node)])
+        if not dtype.is_int:        # a signed integer with u64: NumPy and JAX promote to f64
+            kinds = ", ".join(sorted({str(a.type.dtype) for a in (start, stop, step) if not a.type.weak}))
+            raise ArrError("E0201", f"range arguments of dtypes {kinds} have no common integer dtype", stmt.span,
+                           "in this loop", help="convert them to one dtype, e.g. `u64(...)` or `i64(...)`")
+        lo, hi = int_range(dtype)
+        for a, node in zip(args, stmt.args):
+            value = _static_int(a)
+            if a.type.weak and value is not None and not lo <= value <= hi:
+                raise ArrError("E0211", f"literal {value} is out of range for {dtype} ({lo}..{hi})", node.span,
+                               f"does not fit in {dtype}", help="convert the other range arguments, e.g. `i64(...)`")
         self._loop(stmt, counter=(start, stop, step, ArrayType(dtype, ())))
 
     def _loop(self, stmt, counter) -> None:
@@ -304,11 +317,6 @@ class ControlFlow:
             return
         self._lower_loop(stmt, counter, names, types, before)
 
-    def _bind_counter(self, stmt, counter, value) -> None:
-        """The `for` variable in the body: the hidden 64-bit counter in the bounds' dtype."""
-        ctype = counter[3]
-        self.env[stmt.var] = Val(ctype, emit.convert(value, I64, ctype.dtype))
-
     def _walk_body(self, stmt, counter, carried: dict, before: dict):
         self.env, saved_spans = dict(before), dict(self.spans)
         self.env.update(carried)
@@ -345,16 +353,19 @@ class ControlFlow:
     def _lower_loop(self, stmt, counter, names, types, before) -> None:
         """stablehlo.while over (hidden state..., carried variables...).
 
-        Hidden state: a `for` loop carries (counter, stop, step) as i64, so the counter can never wrap
-        (`range(i8(100), i8(127), i8(20))` ends); a `while` loop in a function with effects carries an
+        Hidden state: a `for` loop carries its iteration number k (u64) from 0 to a trip count computed
+        once before the loop (`_trip_count`), and the loop variable is start + k * step: nothing can wrap
+        or overflow, for any integer dtype of the bounds; a `while` loop in a function with effects carries an
         iteration count (for assert reports) and, when its condition has effects, the condition itself:
         evaluated before the loop and again at the end of the body, so its prints/asserts run in order.
         """
         i64 = ArrayType(I64, ())
         hidden_types, hidden_inits = [], []
         if counter is not None:
-            hidden_types = [i64, i64, i64]
-            hidden_inits = [self.materialize(v, I64) for v in counter[:3]]
+            with self.location(stmt, "for"):
+                trip, first, step = self._trip_count(*counter)
+            hidden_types = [ArrayType(U64, ())]
+            hidden_inits = [emit.const(0, U64)]
         effectful = IO in before
         cond_in_body = counter is None and effectful and self._has_effects(stmt.cond)
         if counter is None and effectful:
@@ -382,12 +393,8 @@ class ControlFlow:
             bind(cond_block)
             args = cond_block.arguments
             if counter is not None:
-                i, stop_v, step_v = args[0], args[1], args[2]
                 with self.location(stmt, "for"):
-                    zero = emit.const(0, I64)
-                    up = hlo.and_(emit.compare(step_v, zero, "GT", I64), emit.compare(i, stop_v, "LT", I64))
-                    down = hlo.and_(emit.compare(step_v, zero, "LT", I64), emit.compare(i, stop_v, "GT", I64))
-                    hlo.return_([hlo.or_(up, down)])
+                    hlo.return_([emit.compare(args[0], trip, "LT", U64)])
             elif cond_in_body:
                 hlo.return_([args[k - 1]])
             else:
@@ -398,10 +405,9 @@ class ControlFlow:
             bind(body_block)
             args = body_block.arguments
             if counter is not None:
-                self._bind_counter(stmt, counter, args[0])
-                # The body runs only while the step is not 0 (the condition above): a safe divisor.
-                iteration = emit.mark(hlo.divide(hlo.subtract(args[0], inits[0]), args[2]), "arrc.safe_divisor")
-                self.loop_counters.append(Val(i64, iteration))
+                with self.location(stmt, "for"):
+                    self.env[stmt.var] = Val(counter[3], _loop_value(args[0], first, step, counter[3].dtype))
+                self.loop_counters.append(Val(ArrayType(U64, ()), args[0]))
             elif effectful:
                 self.loop_counters.append(Val(i64, args[0]))
             self._block_in_loop(stmt.body)
@@ -410,7 +416,7 @@ class ControlFlow:
             values = self._yield_values([self.env[n] for n in names], [types[n] for n in names])
             with self.location(stmt.body[-1], "yield"):
                 if counter is not None:
-                    hidden = [hlo.add(args[0], args[2]), args[1], args[2]]
+                    hidden = [hlo.add(args[0], emit.const(1, U64))]
                 elif effectful:
                     hidden = [hlo.add(args[0], emit.const(1, I64))]
                     if cond_in_body:
@@ -426,6 +432,85 @@ class ControlFlow:
             self.env[n] = Val(types[n], r)
         self._unbind_loop_locals(stmt, before, after_spans)
 
+    def _trip_count(self, start: Val, stop: Val, step: Val, ctype: ArrayType):
+        """(trip count, start, step) as u64 values: len(range(start, stop, step)) exactly, for any integer
+        dtype of the bounds (0 when the range is empty, and for a run-time step of 0).
+
+        The difference of two bounds fits in u64 for any pair of i64 or u64 values, and so does the trip
+        count; bounds known at compile time give a constant.
+        """
+        dt = ctype.dtype
+        bounds = [_static_int(v) for v in (start, stop, step)]
+        if None not in bounds:
+            s, e, t = (wrap_int(b, dt if v.type.weak else v.type.dtype) for b, v in zip(bounds, (start, stop, step)))
+            return (emit.const(len(range(s, e, t)), U64), emit.const(s % 2 ** 64, U64),
+                    emit.const(t % 2 ** 64, U64))
+        wide = I64 if dt.kind == "int" else U64
+        s, e, t = (emit.convert(self.materialize(v, dt), dt, wide) for v in (start, stop, step))
+        zero = emit.const(0, wide)
+        s_u, e_u, t_u = (_as_u64(x, wide) for x in (s, e, t))
+        one = emit.const(1, U64)
+        if bounds[2] is not None:       # the usual case, a literal step: its sign and size are known
+            size = wrap_int(bounds[2], dt if step.type.weak else step.type.dtype)
+            nonempty = emit.compare(e, s, "GT" if size > 0 else "LT", wide)
+            diff = hlo.subtract(e_u, s_u) if size > 0 else hlo.subtract(s_u, e_u)
+            count = diff if abs(size) == 1 else \
+                hlo.add(hlo.divide(hlo.subtract(diff, one), emit.const(abs(size), U64)), one)
+            return emit.select(nonempty, count, emit.const(0, U64)), s_u, t_u
+        if wide is U64:
+            nonempty = hlo.and_(emit.compare(t, zero, "NE", U64), emit.compare(e, s, "GT", U64))
+            diff, size = hlo.subtract(e_u, s_u), t_u
+        else:
+            up = emit.compare(t, zero, "GT", I64)
+            nonempty = hlo.or_(hlo.and_(up, emit.compare(e, s, "GT", I64)),
+                               hlo.and_(emit.compare(t, zero, "LT", I64), emit.compare(s, e, "GT", I64)))
+            # |stop - start| and |step| as u64: exact even for i64 min and max (modulo 2^64 arithmetic).
+            diff = emit.select(up, hlo.subtract(e_u, s_u), hlo.subtract(s_u, e_u))
+            size = emit.select(up, t_u, hlo.subtract(emit.const(0, U64), t_u))
+        divisor = emit.select(nonempty, size, one)
+        count = hlo.add(emit.mark(hlo.divide(hlo.subtract(diff, one), divisor), "arrc.safe_divisor"), one)
+        return emit.select(nonempty, count, emit.const(0, U64)), s_u, t_u
+
     def _has_effects(self, expr) -> bool:
         from .program import _has_effect_call
         return _has_effect_call(self.program, expr)
+
+
+def _static_int(v: Val) -> int | None:
+    return v.static.value if isinstance(v.static, Dim) and v.static.is_const else None
+
+
+def _as_u64(x: ir.Value, dt) -> ir.Value:
+    return x if dt is U64 else hlo.bitcast_convert(emit.tensor_type((), U64), x)
+
+
+def _loop_value(k: ir.Value, start: ir.Value, step: ir.Value, dt) -> ir.Value:
+    """start + k * step in u64 (wrapping), read back as `dt`: exact, since the value lies in the range."""
+    value = hlo.add(start, hlo.multiply(k, step))
+    if dt.kind == "int":
+        return emit.convert(hlo.bitcast_convert(emit.tensor_type((), I64), value), I64, dt)
+    return emit.convert(value, U64, dt)
+
+
+def _literal_range_dtype(literals: list) -> DType:
+    """The loop dtype of a range of weak integers: i32, or i64 (then u64) when a literal needs it.
+
+    Only arguments written without names count (their values are known when the function is checked),
+    so the dtype is the same for every specialization.
+    """
+    values = [v for v in map(_static_int, literals) if v is not None]
+    for dt in (I32, I64, U64):
+        lo, hi = int_range(dt)
+        if all(lo <= v <= hi for v in values):
+            return dt
+    return I32           # E0211 follows
+
+
+def _mentions_name(node) -> bool:
+    if isinstance(node, ast.Name):
+        return True
+    if isinstance(node, (list, tuple)):
+        return any(_mentions_name(n) for n in node)
+    if isinstance(node, ast.Node):
+        return any(_mentions_name(getattr(node, f.name)) for f in fields(node) if f.name != "span")
+    return False

@@ -17,7 +17,7 @@ from jaxlib.mlir._mlir_libs import _jax_mlir_ext
 # Every dialect a lowering makes is imported here; tests/test_limits.py checks that lowering imports nothing.
 from jaxlib.mlir.dialects import builtin, chlo, func, stablehlo as hlo  # noqa: F401  (chlo, func, hlo: for rules)
 
-from .types import DType, int_range
+from .types import DType, int_range, wrap_int
 
 
 @functools.lru_cache(maxsize=1)
@@ -128,9 +128,7 @@ def _attribute_scalar(v, dt: DType):
     if dt.kind == "bool":
         return bool(v)
     if dt.is_int:
-        lo, hi = int_range(dt)
-        v = int(v)
-        return ((v - lo) % (hi - lo + 1)) + lo   # literals are range-checked before; wrap for safety
+        return wrap_int(int(v), dt)     # literals are range-checked before; wrap for safety
     return float(v)     # FloatAttr rounds to the dtype as NumPy does (to nearest, ties to even; inf past max)
 
 

@@ -67,6 +67,12 @@ def int_range(dt: DType) -> tuple[int, int]:
     return -(2 ** (dt.bits - 1)), 2 ** (dt.bits - 1) - 1
 
 
+def wrap_int(value: int, dt: DType) -> int:
+    """`value` as the integer dtype `dt` holds it: modulo 2^bits, as the hardware wraps."""
+    lo, hi = int_range(dt)
+    return (value - lo) % (hi - lo + 1) + lo
+
+
 # ---- dimensions ----------------------------------------------------------------
 class Dim:
     """A dimension: an integer polynomial over shape variables, e.g. `2 * n + 1`.

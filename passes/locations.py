@@ -31,3 +31,21 @@ def name_of(loc) -> str | None:
     if isinstance(loc, ir.CallSiteLoc):
         return name_of(loc.callee)
     return None
+
+
+def file_positions_only(module_op) -> None:
+    """Unwrap every operation's name location (`loc("add"(file:line:col))` -> `file:line:col`), in place.
+
+    For XLA only: it turns a name location into a stack frame and copies the module's stack-frame table
+    each time it clones a loop body, so nested loops with known trip counts made compile time double with
+    every level (20 levels 1.9 s, 24 over a minute; 0.14 s without the names). The names are arrc's own
+    (guards read them before this); XLA's metadata keeps the file positions.
+    """
+    def visit(op):
+        loc = op.location
+        if isinstance(loc, ir.NameLoc):
+            while isinstance(loc, ir.NameLoc):
+                loc = loc.child_loc
+            op.location = loc
+        return ir.WalkResult.ADVANCE
+    module_op.walk(visit)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import assert_close, cached_module
+from conftest import assert_close, cached_module, np_dtype
 
 import arrc
 
@@ -777,3 +777,191 @@ def f(x: f32[n]) -> f32:
     return 1.0
 """), "E0213")
     assert _span(d) == (2, 11, 2, 18)
+
+
+# ---- range: exact trip counts for every integer dtype (issue 13) ---------------------------------
+# A `for` loop counts its iterations k from 0 to len(range(start, stop, step)), computed once before the
+# loop in u64, and the loop variable is start + k * step: nothing wraps near a dtype's limits (the old
+# i64 counter ran past 2^63 - 1 forever, and u64 bounds above 2^63 ran 0 times). Python's range is the oracle.
+RANGE_DTYPES = ["i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64"]
+
+RANGE_SRC = "\n".join(f"""\
+def span_{dt}(a: {dt}, b: {dt}, c: {dt}) -> (i64, {dt}, {dt}):
+    count = i64(0)
+    first = a
+    last = a
+    for i in range(a, b, c):
+        if count == i64(0):
+            first = i
+        last = i
+        count += i64(1)
+    return count, first, last
+""" for dt in RANGE_DTYPES) + """
+def literal_i64_edge() -> (i64, i64, i64):
+    count = i64(0)
+    total = i64(0)
+    last = i64(0)
+    for i in range(9223372036854775800, 9223372036854775807, 5):
+        count += i64(1)
+        total += i - 9223372036854775000
+        last = i
+    return count, total, last
+
+def literal_u64_edge() -> (i64, u64):
+    count = i64(0)
+    last = u64(0)
+    for i in range(u64(9223372036854775806), u64(9223372036854775810)):
+        count += i64(1)
+        last = i
+    return count, last
+
+def literal_static(x: f32) -> (i64, i32):
+    count = i64(0)
+    total = 0
+    for i in range(3, 100, 7):
+        count += i64(1)
+        total += i
+    return count, total
+
+def upto_u64(n: u64) -> (i64, u64):
+    count = i64(0)
+    total = u64(0)
+    for i in range(n):
+        count += i64(1)
+        total += i
+    return count, total
+
+def mixed_i8_u8(a: i8, b: u8) -> (i64, i16):
+    count = i64(0)
+    total = i16(0)
+    for i in range(a, b):
+        count += i64(1)
+        total += i
+    return count, total
+
+def printing_range(a: u64, b: u64, c: u64) -> i64:
+    count = i64(0)
+    for i in range(a, b, c):
+        print("at", i)
+        count += i64(1)
+    return count
+
+def asserting_range(a: i64, b: i64, c: i64, bad: i64) -> i64:
+    count = i64(0)
+    for i in range(a, b, c):
+        assert i != bad, "hit the bad value"
+        count += i64(1)
+    return count
+"""
+
+
+@pytest.fixture(scope="module")
+def ranges():
+    return cached_module(RANGE_SRC, "ranges.arr")
+
+
+def _range_cases(dt: str) -> list:
+    info = np.iinfo(np_dtype(dt))
+    lo, hi = int(info.min), int(info.max)
+    quarter = (hi - lo) // 4 + 1
+    cases = [(lo, hi, quarter), (hi - 3, hi, 1), (hi - 3, hi, 2), (lo, hi, hi), (0, hi, hi), (hi - 1, hi, hi),
+             (5, 5, 1), (5, 0, 1), (0, 5, 0), (hi, hi, 0), (3, 10, 3)]
+    if lo < 0:
+        cases += [(hi, lo, -quarter), (lo + 3, lo, -1), (hi, lo, lo), (lo, hi, lo), (0, 5, -1), (-1, lo, lo),
+                  (hi, lo, -hi), (lo, hi, 0), (10, -10, -7)]
+    if dt in ("i8", "u8"):
+        cases += [(lo, hi, 1), (hi, lo, -1) if lo < 0 else (lo, hi, 2)]
+    return cases
+
+
+@pytest.mark.parametrize("dt", RANGE_DTYPES)
+def test_range_near_dtype_limits_matches_python(ranges, dt):
+    npdt = np_dtype(dt)
+    for a, b, c in _range_cases(dt):
+        expected = range(a, b, c) if c != 0 else range(0)     # a run-time step of 0: no iterations
+        count, first, last = ranges[f"span_{dt}"](npdt.type(a), npdt.type(b), npdt.type(c))
+        assert np.asarray(first).dtype == npdt
+        got = (int(count), int(first), int(last))
+        assert got == (len(expected), expected[0] if expected else a, expected[-1] if expected else a), (a, b, c)
+
+
+def test_range_of_literals_near_i64_max_ends(ranges):
+    expected = range(9223372036854775800, 9223372036854775807, 5)
+    count, total, last = ranges.literal_i64_edge()
+    assert (int(count), int(total), int(last)) == (
+        len(expected), sum(i - 9223372036854775000 for i in expected), expected[-1])
+
+
+def test_u64_range_across_2_to_the_63(ranges):
+    count, last = ranges.literal_u64_edge()
+    assert (int(count), int(last)) == (4, 2 ** 63 + 1)
+    count, first, last = ranges.span_u64(np.uint64(2 ** 63 - 2), np.uint64(2 ** 63 + 2), np.uint64(1))
+    assert (int(count), int(first), int(last)) == (4, 2 ** 63 - 2, 2 ** 63 + 1)
+
+
+def test_static_range_has_a_constant_trip_count_and_canonical_loop(ranges):
+    assert tuple(map(int, ranges.literal_static(np.float32(0)))) == (len(range(3, 100, 7)), sum(range(3, 100, 7)))
+    text = text_of(ranges.literal_static, "f32")
+    assert f"stablehlo.constant dense<{len(range(3, 100, 7))}> : tensor<ui64>" in text
+    cond = text[text.index("cond {"):text.index("} do {")]
+    assert cond.count("stablehlo.compare") == 1 and "LT, %iterArg" in cond and "UNSIGNED" in cond
+
+
+def test_runtime_bounds_divide_once_before_the_loop(ranges):
+    text = text_of(ranges.span_i64, "i64", "i64", "i64")
+    assert text.count("stablehlo.divide") == 1                  # the trip count, before the loop
+    assert text.index("stablehlo.divide") < text.index("stablehlo.while")
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_range_one_argument_u64(ranges, n):
+    count, total = ranges.upto_u64(np.uint64(n))
+    assert (int(count), int(total)) == (n, sum(range(n)))
+
+
+@pytest.mark.parametrize("a,b", [(-128, 255), (5, 3), (127, 128), (-1, 0)])
+def test_range_mixed_i8_u8_promotes_to_i16(ranges, a, b):
+    count, total = ranges.mixed_i8_u8(np.int8(a), np.uint8(b))
+    assert np.asarray(total).dtype == np.int16
+    assert (int(count), int(total)) == (len(range(a, b)), sum(range(a, b)))
+
+
+@pytest.mark.parametrize("a,b,c", [(2 ** 64 - 4, 2 ** 64 - 1, 1), (2 ** 63 - 2, 2 ** 63 + 2, 1),
+                                   (0, 2 ** 64 - 1, 2 ** 62), (7, 7, 1), (0, 5, 0)])
+def test_print_inside_extreme_range(ranges, capsys, a, b, c):
+    expected = range(a, b, c) if c else range(0)
+    capsys.readouterr()
+    count = ranges.printing_range(np.uint64(a), np.uint64(b), np.uint64(c))
+    assert capsys.readouterr().out.splitlines() == [f"at {i}" for i in expected]
+    assert int(count) == len(expected)
+
+
+def test_assert_in_extreme_range_reports_the_iteration(ranges):
+    top = 2 ** 63 - 1
+    start, step = -(2 ** 63), 2 ** 62
+    with pytest.raises(arrc.AssertionFailed) as info:
+        ranges.asserting_range(np.int64(start), np.int64(top), np.int64(step), np.int64(start + 2 * step))
+    assert info.value.iteration == (2,)
+    assert int(ranges.asserting_range(np.int64(top), np.int64(-top), np.int64(-(2 ** 62)), np.int64(0))) == \
+        len(range(top, -top, -(2 ** 62)))
+
+
+def test_range_literal_out_of_range_for_the_bounds_dtype_is_e0211():
+    d = _only(compile_error("""\
+def f(a: u8) -> i32:
+    s = 0
+    for i in range(a, 300):
+        s += 1
+    return s
+"""), "E0211")
+    assert _span(d) == (3, 23, 3, 26)
+
+
+def test_range_of_signed_and_u64_bounds_is_e0201():
+    _only(compile_error("""\
+def f(a: i64, b: u64) -> i32:
+    s = 0
+    for i in range(a, b):
+        s += 1
+    return s
+"""), "E0201")

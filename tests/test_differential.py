@@ -192,11 +192,11 @@ def test_found_negative_i8_index_on_a_large_dimension():
 
 
 
-@pytest.mark.xfail(strict=True, reason="open compiler bug, KNOWN_BUGS['static_int_overflow']")
-def test_bug_static_int_overflow_is_not_wrapped_when_promoted():
+def test_found_static_int_overflow_is_wrapped_when_promoted():
     """Found by the differential campaign (seed 268 of the slice once the generator made weak stacks, issue 13):
     `-2147483648 - K` with `const K: i32 = 4` is the i32 2147483644 (ints wrap), as it is when K is a run-time
-    i32, but promoted to i64 by a u32 operand it became -2147483652 (the compile-time value, unwrapped)."""
+    i32, but promoted to i64 by a u32 operand it became -2147483652 (the compile-time value, unwrapped). Fixed:
+    a typed integer folded at compile time is wrapped to its dtype (compiler/builtins.py `arithmetic`)."""
     b = np.array([2, 6, 1], np.uint32)
     runtime = _run("def f(b: u32[n], k: i32) -> i64[n]:\n    t = -2147483648 - k\n    return b * t\n", b, np.int32(4))
     assert runtime.tolist() == [4294967288, 12884901864, 2147483644]

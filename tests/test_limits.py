@@ -491,6 +491,28 @@ def test_100_nested_loops():
     np.testing.assert_array_equal(out, np.full(3, 4.0, np.float32))
 
 
+def test_xla_gets_file_positions_without_names():
+    """XLA copies a name location's stack frame for every clone of a loop body: 30 nested loops whose trip
+    counts it can compute took minutes to compile with the names, and 0.2 s without."""
+    from jaxlib.mlir import ir
+
+    from arrc.runtime.pjrt import _for_xla
+    lowered = arrc.loads("def f(x: f32[3]) -> f32[3]:\n    for i in range(2):\n        x = x + 1.0\n    return x\n"
+                         ).f.lower(arrc.spec("f32[3]"))
+    names, files = [], []
+
+    def visit(op):
+        (names if isinstance(op.location, ir.NameLoc) else files).append(op.location)
+        return ir.WalkResult.ADVANCE
+    with lowered.context:
+        lowered.module.operation.walk(visit)
+        assert names                        # arrc's own module names its operations ("for", "add", ...)
+        names.clear(), files.clear()
+        _for_xla(lowered.module).operation.walk(visit)
+    assert names == []
+    assert any(isinstance(loc, ir.FileLineColLoc) and loc.start_line == 3 for loc in files)
+
+
 @pytest.mark.parametrize("src", [
     FN + "x" + " " * 1_000_000 + "\n",
     "#" + "c" * 1_000_000 + "\ndef f(x: f32) -> f32:\n    return x\n",

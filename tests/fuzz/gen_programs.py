@@ -702,20 +702,7 @@ class DataChooser(Chooser):
 KNOWN_BUGS: dict[str, str] = {
     # name -> description of an open compiler bug the generator avoids (fixed ones: see tests/test_differential.py
     # `test_found_*`).
-    "static_int_overflow": "an integer computed at compile time from a `const` that overflows its dtype is not "
-                           "wrapped when it is promoted: with `const K: i32 = 4`, `t = -2147483648 - K` is i32 "
-                           "2147483644, but `x_u32 * t` (i64) uses -2147483652 (test_bug_static_int_overflow_"
-                           "is_not_wrapped_when_promoted; found by the differential campaign, issue 13)",
 }
-
-
-def _mentions(e, name: str) -> bool:
-    """Whether expression `e` reads variable `name`."""
-    if isinstance(e, Var):
-        return e.name == name
-    if isinstance(e, (Op, Call)):
-        return any(_mentions(a, name) for a in e.args if isinstance(a, E))
-    return False
 
 
 @dataclass
@@ -1558,13 +1545,6 @@ class Gen:
             b = self.literal_for(a.ty.dtype)
             dt, weak = promote([a.ty, b.ty])
             shape = a.ty.shape
-        if self.avoid("static_int_overflow") and op in ("add", "sub", "mul"):
-            # KNOWN_BUGS: a large literal meeting the `const` K could overflow a compile-time value
-            if _mentions(a, "K") and isinstance(b, Lit) and not isinstance(b.value, float) and abs(b.value) > 1000:
-                b = self.literal_for(a.ty.dtype, small=True, allow_float=False)
-            elif _mentions(b, "K") and isinstance(a, Lit) and not isinstance(a.value, float) and abs(a.value) > 1000:
-                a = self.literal_for(b.ty.dtype, small=True, allow_float=False)
-            dt, weak = promote([a.ty, b.ty])
         if op in ("floordiv", "mod", "pow") and dt == "bool":
             a = Op("astype", [a], Ty("i32", a.ty.shape))
             dt, weak = promote([a.ty, b.ty])
