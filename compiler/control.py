@@ -19,6 +19,7 @@ from .emit import hlo
 from .types import BOOL, I32, I64, U64, ArrayType, Dim, DType, int_range, promote, wrap_int
 from .values import POISON, ArrError, DeferredBool, Poisoned, TupleVal, Unbound, Val, describe
 
+TRIP_COUNT = "arrc.trip_count"   # on a `for` loop's stablehlo.while whose trip count is known at compile time
 IO = "$io"        # the hidden variable that orders run-time effects (print/assert); see effects.py
 
 
@@ -363,7 +364,7 @@ class ControlFlow:
         hidden_types, hidden_inits = [], []
         if counter is not None:
             with self.location(stmt, "for"):
-                trip, first, step = self._trip_count(*counter)
+                trip, first, step, known = self._trip_count(*counter)
             hidden_types = [ArrayType(U64, ())]
             hidden_inits = [emit.const(0, U64)]
         effectful = IO in before
@@ -381,6 +382,8 @@ class ControlFlow:
         inits = hidden_inits + [self.materialize(before[n], types[n].dtype) for n in names]
         ir_types = [emit.tensor_type(t.concrete_shape, t.dtype) for t in state_types]
         op = hlo.WhileOp(ir_types, inits)
+        if counter is not None and known is not None and known < 2 ** 63:
+            op.attributes[TRIP_COUNT] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), known)
         cond_block = op.cond.blocks.append(*ir_types)
         body_block = op.body.blocks.append(*ir_types)
 
@@ -433,8 +436,9 @@ class ControlFlow:
         self._unbind_loop_locals(stmt, before, after_spans)
 
     def _trip_count(self, start: Val, stop: Val, step: Val, ctype: ArrayType):
-        """(trip count, start, step) as u64 values: len(range(start, stop, step)) exactly, for any integer
-        dtype of the bounds (0 when the range is empty, and for a run-time step of 0).
+        """(trip count, start, step) as u64 values, and the trip count when it is known at compile time:
+        len(range(start, stop, step)) exactly, for any integer dtype of the bounds (0 when the range is
+        empty, and for a run-time step of 0).
 
         The difference of two bounds fits in u64 for any pair of i64 or u64 values, and so does the trip
         count; bounds known at compile time give a constant.
@@ -443,8 +447,8 @@ class ControlFlow:
         bounds = [_static_int(v) for v in (start, stop, step)]
         if None not in bounds:
             s, e, t = (wrap_int(b, dt if v.type.weak else v.type.dtype) for b, v in zip(bounds, (start, stop, step)))
-            return (emit.const(len(range(s, e, t)), U64), emit.const(s % 2 ** 64, U64),
-                    emit.const(t % 2 ** 64, U64))
+            known = len(range(s, e, t))
+            return emit.const(known, U64), emit.const(s % 2 ** 64, U64), emit.const(t % 2 ** 64, U64), known
         wide = I64 if dt.kind == "int" else U64
         s, e, t = (emit.convert(self.materialize(v, dt), dt, wide) for v in (start, stop, step))
         zero = emit.const(0, wide)
@@ -456,7 +460,7 @@ class ControlFlow:
             diff = hlo.subtract(e_u, s_u) if size > 0 else hlo.subtract(s_u, e_u)
             count = diff if abs(size) == 1 else \
                 hlo.add(hlo.divide(hlo.subtract(diff, one), emit.const(abs(size), U64)), one)
-            return emit.select(nonempty, count, emit.const(0, U64)), s_u, t_u
+            return emit.select(nonempty, count, emit.const(0, U64)), s_u, t_u, None
         if wide is U64:
             nonempty = hlo.and_(emit.compare(t, zero, "NE", U64), emit.compare(e, s, "GT", U64))
             diff, size = hlo.subtract(e_u, s_u), t_u
@@ -469,7 +473,7 @@ class ControlFlow:
             size = emit.select(up, t_u, hlo.subtract(emit.const(0, U64), t_u))
         divisor = emit.select(nonempty, size, one)
         count = hlo.add(emit.mark(hlo.divide(hlo.subtract(diff, one), divisor), "arrc.safe_divisor"), one)
-        return emit.select(nonempty, count, emit.const(0, U64)), s_u, t_u
+        return emit.select(nonempty, count, emit.const(0, U64)), s_u, t_u, None
 
     def _has_effects(self, expr) -> bool:
         from .program import _has_effect_call

@@ -8,8 +8,9 @@ import threading
 import numpy as np
 from jaxlib.mlir import ir
 
+from ..compiler.control import TRIP_COUNT
 from ..passes.guards import results_check
-from ..passes.rewrite import ABI_EXTRA, ABI_RUN, entry, int_attr, retarget_callbacks
+from ..passes.rewrite import ABI_EXTRA, ABI_RUN, entry, int_attr, ops_named, retarget_callbacks
 from . import effects
 from .guards import GuardSite, make_callback, sites
 from .pjrt import Executable
@@ -26,6 +27,7 @@ class Compiled:
             self.entry_name = ir.StringAttr(fop.attributes["arrc.entry"]).value if "arrc.entry" in fop.attributes \
                 else ir.StringAttr(fop.attributes["sym_name"]).value
             self.sites = found = sites(module)
+            self.long_running = may_run_long(module)
             retarget_callbacks(module, platform)
         # Callbacks by index, each made from the site its custom_call describes: only what arrc registered
         # for this module can be called.
@@ -41,7 +43,7 @@ class Compiled:
     def __call__(self, values: list, quiet: bool = False):
         """Run; returns (results, RunState or None when the module has no effects and no guards)."""
         if self.run_arg is None and self.check is None:
-            return self.executable(values), None
+            return (interruptible(self.executable, values) if self.long_running else self.executable(values)), None
         run_id, state = effects.begin(quiet)
         try:
             args = list(values)
@@ -65,6 +67,27 @@ class Compiled:
         return out
 
 
+MAX_QUICK_ITERATIONS = 10 ** 6
+
+
+def may_run_long(module) -> bool:
+    """Whether a program may run for long: it has a `while` loop, a `for` loop whose trip count is known
+    only at run time, or nested `for` loops of more than MAX_QUICK_ITERATIONS iterations in all. Its
+    calls go through `interruptible` (Ctrl-C works, ~15-60 us more per call), never through the C++
+    fast path; any other program ends in a time its size bounds."""
+    for op in ops_named(module.operation, "stablehlo.while"):
+        iterations = 1
+        while op is not None and op.name != "func.func":
+            if op.name == "stablehlo.while":
+                if TRIP_COUNT not in op.attributes:
+                    return True
+                iterations *= ir.IntegerAttr(op.attributes[TRIP_COUNT]).value
+            op = op.parent
+        if iterations > MAX_QUICK_ITERATIONS:
+            return True
+    return False
+
+
 def interruptible(fn, *args):
     """`fn(*args)`, made so that Ctrl-C (SIGINT) raises KeyboardInterrupt while it runs.
 
@@ -77,7 +100,7 @@ def interruptible(fn, *args):
     so it keeps a CPU busy until the program ends (a daemon thread: it does not keep the process alive);
     the next call gets a new helper. Elsewhere (not the main thread, where no signal arrives) `fn` just
     runs. Cost: two thread switches, ~15-60 us (more on a loaded machine); the API's dispatcher fast
-    path (plain positional calls) does not come here."""
+    path (plain positional calls of a loop-free program) does not come here."""
     if threading.current_thread() is not threading.main_thread():
         return fn(*args)
     helper = _helper()

@@ -228,3 +228,59 @@ def test_piped_repl_session_survives(program):
         _stop(proc)
     assert "Traceback" not in err.text and "Traceback" not in out.text, err.text[-2000:]
     assert code == 3, (code, out.text)      # the interrupted cells failed (a run-time failure)
+
+
+QUIET_CHILD = _DEFAULT_SIGINT + """
+import numpy as np, arrc
+m = arrc.loads('''def spin(n: i64) -> i64:
+    i = 0
+    k = 0
+    while k < n:
+        i = (i + 1) % 7
+        k = k + 1
+    return i
+''')
+assert m.spin(np.int64(3)) == 3          # compiled; the calls below are plain positional calls
+for attempt in range(3):
+    print("start", flush=True)
+    try:
+        m.spin(np.int64(2 ** 62))
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt", flush=True)
+print("after", flush=True)
+"""
+
+
+def test_api_interrupts_a_program_without_effects():
+    """A plain positional call of a program with a `while` loop and no effects (the calls the C++ fast
+    path would run inline, where no signal handler runs) raises KeyboardInterrupt; three times."""
+    proc, out, err = _start([PYTHON, "-c", QUIET_CHILD])
+    try:
+        for attempt in range(1, 4):
+            assert out.wait_for("start", attempt), (attempt, out.text, err.text[-2000:])
+            time.sleep(0.2)
+            proc.send_signal(signal.SIGINT)
+            assert out.wait_for("KeyboardInterrupt", attempt), (attempt, out.text, err.text[-2000:])
+        code = proc.wait(HANG)
+    finally:
+        _stop(proc)
+    assert out.finish() == "start\nKeyboardInterrupt\n" * 3 + "after\n", err.text[-2000:]
+    assert code == 0, err.text[-2000:]
+
+
+@pytest.mark.parametrize("body, long_running", [
+    ("    return x + 1.0\n", False),
+    ("    for i in range(5):\n        x = x + 1.0\n    return x\n", False),
+    ("    for i in range(1000):\n        for j in range(1000):\n            x = x + 1.0\n    return x\n", False),
+    ("    for i in range(1000):\n        for j in range(1001):\n            x = x + 1.0\n    return x\n", True),
+    ("    for i in range(k):\n        x = x + 1.0\n    return x\n", True),
+    ("    while x[0] < 10.0:\n        x = x + 1.0\n    return x\n", True),
+])
+def test_which_programs_may_run_long(body, long_running):
+    """Programs whose loops could run long are called through `interruptible`; the others keep the
+    C++ fast path (runtime/call.py `may_run_long`: at most MAX_QUICK_ITERATIONS = 10^6 iterations)."""
+    import arrc
+    from arrc.runtime.call import may_run_long
+    lowered = arrc.loads("def f(x: f32[3], k: i32) -> f32[3]:\n" + body).f.lower(arrc.spec("f32[3]"), arrc.spec("i32"))
+    with lowered.context:
+        assert may_run_long(lowered.module) is long_running

@@ -104,6 +104,16 @@ def nan_test(x: f32[n]) -> bool[n]:
 
 def shape_math(x: f32[n]) -> f32:
     return sum(x) / n
+
+def loop5(x: f32[n]) -> f32[n]:
+    for i in range(5):
+        x = x + 1.0
+    return x
+
+def loop_k(x: f32[n], k: i32) -> f32[n]:
+    for i in range(2, k, 3):
+        x = x + i
+    return x
 """
 
 
@@ -563,6 +573,40 @@ def test_names_of_builtin_calls_and_casts(mod):
     assert re.search(r'loc\("astype"\(#loc\d+\)\)', lower_text(mod, "to_u8", "f32[4]"))
     text = lower_text(mod, "calls", "f32[3]", "f32[4]")
     assert re.search(r'loc\("helper"\(#loc\d+\)\)', text)
+
+
+# ---- loops ------------------------------------------------------------------------------------------------
+def test_for_loop_counts_a_known_trip_count(mod):
+    """`for` is canonical: a u64 counter k from 0, `k < trip count` as the whole condition, `k + 1` as the
+    step, the variable start + k * step; a trip count known at compile time is a constant and an attribute."""
+    filecheck(hlo(mod, "loop5", "f32[3]"), f"""
+        CHECK: {V.format("TRIP")} = stablehlo.constant dense<5> : tensor<ui64>
+        CHECK: stablehlo.constant dense<1> : tensor<ui64>
+        CHECK-NEXT: {V.format("ZERO")} = stablehlo.constant dense<0> : tensor<ui64>
+        CHECK-NEXT: stablehlo.while(%iterArg = [[ZERO]], %iterArg_{{{{[0-9]+}}}} = %arg0)
+        CHECK-SAME: attributes {{arrc.trip_count = 5 : i64}}
+        CHECK-NEXT: cond {{
+        CHECK-NEXT: {V.format("C")} = stablehlo.compare LT, %iterArg, [[TRIP]], UNSIGNED
+        CHECK-NEXT: stablehlo.return [[C]]
+        CHECK: {V.format("ONE")} = stablehlo.constant dense<1> : tensor<ui64>
+        CHECK-NEXT: {V.format("NEXT")} = stablehlo.add %iterArg, [[ONE]] : tensor<ui64>
+        CHECK-NEXT: stablehlo.return [[NEXT]],
+    """)
+
+
+def test_for_loop_with_a_run_time_bound_and_a_literal_step(mod):
+    """len(range(2, k, 3)) before the loop: k > 2 ? (k - 2 - 1) // 3 + 1 : 0, in u64 (exact for any i64)."""
+    filecheck(hlo(mod, "loop_k", "f32[3]", "i32"), f"""
+        CHECK: {V.format("GT")} = stablehlo.compare GT, {V.format("E")}, {V.format("S")}, SIGNED : (tensor<i64>, tensor<i64>)
+        CHECK-NEXT: {V.format("D")} = stablehlo.subtract
+        CHECK-NEXT: {V.format("D1")} = stablehlo.subtract [[D]],
+        CHECK: stablehlo.divide [[D1]],
+        CHECK: {V.format("TRIP")} = stablehlo.select [[GT]],
+        CHECK-NOT: arrc.trip_count
+        CHECK: stablehlo.while
+        CHECK-NOT: arrc.trip_count
+        CHECK: stablehlo.compare LT, %iterArg, [[TRIP]], UNSIGNED
+    """)
 
 
 def test_arguments_have_their_parameter_locations(mod):
