@@ -246,3 +246,8 @@ def walk(node: Node):
         children = [child for value in vars(current).values()
                     for child in (value if isinstance(value, tuple) else (value,)) if isinstance(child, Node)]
         stack.extend(reversed(children))
+
+
+def called_names(node) -> set:
+    """The names of the functions called under `node`."""
+    return {n.func.id for n in walk(node) if isinstance(n, Call) and isinstance(n.func, Name)}

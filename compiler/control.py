@@ -13,7 +13,7 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from . import ast, emit
-from .builtins import weak_literal_fits
+from .optable import weak_literal_fits
 from .diagnostics import Label
 from .emit import hlo
 from .types import BOOL, I32, I64, U64, ArrayType, Dim, DType, int_range, promote, wrap_int
@@ -476,8 +476,7 @@ class ControlFlow:
         return emit.select(nonempty, count, emit.const(0, U64)), s_u, t_u, None
 
     def _has_effects(self, expr) -> bool:
-        from .program import _has_effect_call
-        return _has_effect_call(self.program, expr)
+        return self.program.has_effect_call(expr)
 
 
 def _static_int(v: Val) -> int | None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import emit
-from .builtins import CallCx, concrete, register
+from .optable import CallCx, concrete, register
 from .emit import hlo
 from .types import I32, I64, ArrayType, Dim, int_range, promote
 from .values import TupleVal, Val, describe
@@ -287,7 +287,7 @@ def update(cx: CallCx, x: Val, subscripts, new) -> Val:
     if not fits:
         cx.error("E0201", f"cannot store {new.type} into {x.type} without losing information",
                  f"this is {new.type}", help=f"convert it first: `.astype({dt})`")
-    from .builtins import broadcast_shapes, check_literal
+    from .optable import broadcast_shapes, check_literal
     check_literal(cx, new, dt, None)
     shape = broadcast_shapes(cx, ArrayType(dt, region), new.type, "an indexed assignment")
     if shape != region:
@@ -313,7 +313,7 @@ def update(cx: CallCx, x: Val, subscripts, new) -> Val:
 
 
 def _weak_fits(v: Val, dt) -> bool:
-    from .builtins import weak_literal_fits
+    from .optable import weak_literal_fits
     return weak_literal_fits(v.type, dt)
 
 

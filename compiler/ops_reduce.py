@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import emit
-from .builtins import CallCx, concrete, float_dtype_for, register
+from .optable import CallCx, concrete, float_dtype_for, register
 from .emit import hlo
 from .types import BOOL, DTYPES, I32, ArrayType, Dim
 

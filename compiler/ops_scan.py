@@ -5,7 +5,7 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from . import emit
-from .builtins import CallCx, concrete, register
+from .optable import CallCx, concrete, register
 from .emit import hlo
 from .ops_reduce import _accumulator_dtype
 from .types import BOOL, I32, ArrayType, Dim

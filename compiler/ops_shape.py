@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import ast, emit
-from .builtins import OPERATORS, CallCx, check_literal, concrete, elementwise_type, float_dtype_for, register
+from .optable import OPERATORS, CallCx, check_literal, concrete, elementwise_type, float_dtype_for, register
 from .diagnostics import Label
 from .emit import hlo
 from .types import BOOL, F32, I32, I64, ArrayType, DType, Dim, promote, shape_str

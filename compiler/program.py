@@ -12,7 +12,7 @@ from .parse import parse, text_direction_warnings
 from .span import Source
 from .types import ArrayType, Dim
 from .values import POISON, ArrError, Poisoned, Val, describe
-from .builtins import check_literal, weak_literal_fits
+from .optable import check_literal, weak_literal_fits
 
 
 @dataclass
@@ -28,6 +28,10 @@ class Program:
     effectful: set = field(default_factory=set)         # functions that print/assert, directly or by a call
     externals: dict = field(default_factory=dict)       # name -> NumPy value given by the host (REPL bindings)
     lowered: dict = field(default_factory=dict)         # name -> Lowered made at definition, until taken
+
+    def has_effect_call(self, expr) -> bool:
+        """Whether `expr` calls a function that prints or asserts."""
+        return any(name in self.effectful for name in ast.called_names(expr))
 
     def take_lowered(self, name: str, arg_types: list):
         """The Lowered made for `name` while checking, once (a Lowered's module is then changed by passes)."""
@@ -108,7 +112,7 @@ def _lower_entries(program: Program) -> dict:
     thread-local uniquer caches are swept on a context's first use, over every live context's entries)."""
     from .emit import make_context
     from .lower import MAX_CALL_DEPTH, lower_at_definition
-    callees = {name: _called_names(fn) & program.functions.keys() for name, fn in program.functions.items()}
+    callees = {name: ast.called_names(fn) & program.functions.keys() for name, fn in program.functions.items()}
     called = set().union(*callees.values())
     depth = _call_depths(callees)
     done: dict = {}
@@ -217,7 +221,7 @@ def _check_const(program: Program, const: ast.ConstDef, reporter: Reporter) -> N
                                 [Label(const.type.span, "declared here")]))
         return
     try:
-        from .builtins import CallCx
+        from .optable import CallCx
         check_literal(CallCx(walk, const, [const.value.span], {}), value, declared.dtype, 0)
     except ArrError as err:
         reporter.add(err.diag)
@@ -405,15 +409,6 @@ def expression_function(program: Program, expr: ast.Node, name: str = "__expr__"
                          name_span=expr.span)
     program.functions[name] = fn
     program.signatures[name] = Signature(name, [], results, [expr.span] * len(results), fn.tuple_result, [])
-    if _has_effect_call(program, expr):
+    if program.has_effect_call(expr):
         program.effectful.add(name)
     return name
-
-
-def _has_effect_call(program: Program, expr) -> bool:
-    return any(name in program.effectful for name in _called_names(expr))
-
-
-def _called_names(node) -> set:
-    """The names of the functions called under `node`."""
-    return {n.func.id for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}

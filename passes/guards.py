@@ -18,6 +18,7 @@ its custom_call, so a guarded module is self-describing: `arrc guard` writes one
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from jaxlib.mlir import ir
@@ -27,7 +28,7 @@ from jaxlib.mlir.dialects import stablehlo as hlo
 from ..compiler import emit
 from ..compiler.effects import CALLBACK_TARGET
 from ..compiler.types import BOOL, DTYPES, F64, I64
-from .registry import register_pass
+from .base import ModulePass
 from .rewrite import COUNTED, count_iterations, entry, inline_calls, run_argument
 
 KINDS = ("nan", "inf", "bounds", "div0")
@@ -556,6 +557,11 @@ def results_check(fop) -> tuple[ir.Module | None, list[int]]:
     return module, checked
 
 
-@register_pass("guard")
-def _guard_pass(module: ir.Module) -> list:
-    return guard_module(module, GuardOptions(frozenset(KINDS)))
+@dataclass(frozen=True)
+class GuardPass(ModulePass):
+    """Run-time checks of the `options` kinds and scope (all kinds, results scope by default)."""
+    name: ClassVar[str] = "guard"
+    options: GuardOptions = GuardOptions(frozenset(KINDS))
+
+    def apply(self, module: ir.Module) -> list:
+        return guard_module(module, self.options)

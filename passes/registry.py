@@ -1,27 +1,28 @@
-"""Named module passes. A pass is a callable `(module, context) -> list[Diagnostic]`; the pipeline is a list
-of names, so it can be printed and chosen from the command line."""
+"""The table of module passes (passes/base.py `ModulePass`), by name: a pipeline is a list of names or pass
+objects, so it can be printed and chosen from the command line."""
 from __future__ import annotations
 
-from typing import Callable
+from jaxlib.mlir import ir
 
-PASSES: dict[str, Callable] = {}
+from ..compiler.diagnostics import internal_error
+from .base import ModulePass
+from .guards import GuardPass
+from .verify_foreign import VerifyForeignCalls
+from .verify_static_shapes import VerifyStaticShapes
 
-
-def register_pass(name: str):
-    def wrap(fn):
-        PASSES[name] = fn
-        fn.pass_name = name
-        return fn
-    return wrap
+PASSES: dict[str, type[ModulePass]] = {p.name: p for p in (VerifyStaticShapes, VerifyForeignCalls, GuardPass)}
 
 
-def run_passes(module, names: list[str]) -> list:
-    """Run the named passes in order, verifying the module after each; returns their diagnostics."""
+def run_passes(module, passes: list) -> list:
+    """Run the passes in order (names, with default options, or pass objects), verifying the module after
+    each; returns their diagnostics. A pass that leaves an invalid module is arrc's bug: E0601, and the
+    passes after it do not run."""
     diags = []
-    for name in names:
-        diags.extend(PASSES[name](module))
-        module.operation.verify()
+    for p in passes:
+        p = PASSES[p]() if isinstance(p, str) else p
+        diags.extend(p.apply(module))
+        try:
+            module.operation.verify()
+        except ir.MLIRError as err:
+            return diags + [internal_error(RuntimeError(f"pass `{p.name}` left an invalid module: {err}"))]
     return diags
-
-
-from . import guards, verify_foreign, verify_static_shapes  # noqa: E402,F401  (they register themselves)

@@ -34,7 +34,7 @@ from jaxlib.mlir import ir
 from ..compiler.diagnostics import Diagnostic
 from ..compiler.types import MAX_ARRAY_BYTES
 from .locations import span_of
-from .registry import register_pass
+from .base import ModulePass
 from .rewrite import i64s
 
 CALLBACK_TARGETS = ("xla_ffi_python_cpu_callback", "xla_ffi_python_gpu_callback")
@@ -62,7 +62,13 @@ HELP = ("arrc runs StableHLO whose custom_calls are its own host callbacks, jaxl
         "emits them, or XLA's sharding annotations (see `arrc explain E0503`)")
 
 
-@register_pass("verify-foreign-calls")
+class VerifyForeignCalls(ModulePass):
+    name = "verify-foreign-calls"
+
+    def apply(self, module: ir.Module) -> list[Diagnostic]:
+        return verify_foreign_calls(module)
+
+
 def verify_foreign_calls(module: ir.Module) -> list[Diagnostic]:
     check = _Checker(module)
     check.run()

@@ -9,7 +9,7 @@ from jaxlib.mlir import ir
 
 from ..compiler.diagnostics import Diagnostic
 from .locations import span_of
-from .registry import register_pass
+from .base import ModulePass
 
 DYNAMIC_SHAPE_OPS = {
     "stablehlo.dynamic_broadcast_in_dim", "stablehlo.dynamic_reshape", "stablehlo.dynamic_iota",
@@ -24,7 +24,13 @@ def _dynamic(t: ir.Type) -> bool:
     return isinstance(t, ir.UnrankedTensorType)
 
 
-@register_pass("verify-static-shapes")
+class VerifyStaticShapes(ModulePass):
+    name = "verify-static-shapes"
+
+    def apply(self, module: ir.Module) -> list[Diagnostic]:
+        return verify_static_shapes(module)
+
+
 def verify_static_shapes(module: ir.Module) -> list[Diagnostic]:
     diags: list[Diagnostic] = []
 

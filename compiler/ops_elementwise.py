@@ -1,0 +1,534 @@
+"""Elementwise rules: operators, math, predicates, `where`/`clip`, casts, attributes, array literals."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import emit
+from .emit import hlo
+from .optable import OPERATORS, CallCx, _pair_cx, broadcast_shapes, check_literal, concrete, elementwise_type, \
+    float_dtype_for, register
+from .types import BOOL, DTYPES, I32, ArrayType, Dim, DType, int_range, promote, shape_str, true_divide_dtype, wrap_int
+from .values import DeferredBool, DTypeVal, TupleVal, Val, describe
+
+
+# ---- binary operators --------------------------------------------------------------------
+def _require_arrays(cx: CallCx, args: list, what: str) -> None:
+    for i, a in enumerate(args):
+        if not isinstance(a, Val):
+            cx.error("E0210", f"operand of {what} must be an array or scalar, found {describe(a)}",
+                     f"this is {describe(a)}", at=i)
+
+
+def arithmetic(op_name: str, build_float, build_int=None, allow_bool=False):
+    build_int = build_int or build_float
+    what = f"`{op_name}`"
+
+    def rule(cx: CallCx, x, y):
+        operands = [x, y]
+        _require_arrays(cx, operands, what)
+        dtype, weak, shape = elementwise_type(cx, operands, what)
+        if dtype.is_bool and not allow_bool:
+            cx.error("E0201", f"`{op_name}` is not defined on bool", "both operands are bool",
+                     help="convert with `.astype(i32)` first")
+        static = _fold(op_name, x, y) if dtype.is_int else None
+        if static is not None and not weak and static.is_const:
+            static = Dim.const(wrap_int(static.value, dtype))     # a typed integer wraps, as at run time
+
+        def build():
+            return (build_float if dtype.is_float else build_int)(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape), dtype)
+        if static is not None:
+            return Val(ArrayType(dtype, shape, weak), None, static)
+        result = cx.value(ArrayType(dtype, shape, weak), build)
+        result.affine = _affine(op_name, x, y) if dtype.is_int and not shape else None
+        return result
+    return rule
+
+
+def _affine(op: str, x: Val, y: Val):
+    """Track run-time `i + c` / `i - c` so that slices like `x[i:i + 4]` have a provable length."""
+    def const(v):
+        return v.static.value if isinstance(v.static, Dim) and v.static.is_const else None
+
+    def parts(v):
+        return v.affine if v.affine is not None else (v, 0)
+    if op == "+" and const(y) is not None and const(x) is None:
+        base, off = parts(x)
+        return base, off + const(y)
+    if op == "+" and const(x) is not None and const(y) is None:
+        base, off = parts(y)
+        return base, off + const(x)
+    if op == "-" and const(y) is not None and const(x) is None:
+        base, off = parts(x)
+        return base, off - const(y)
+    return None
+
+
+def _fold(op: str, x: Val, y: Val):
+    """Compile-time integers stay compile-time (shape arithmetic: `n + 1`, `2 * n`)."""
+    if not (isinstance(x.static, Dim) and isinstance(y.static, Dim)) or x.type.rank or y.type.rank:
+        return None
+    a, b = x.static, y.static
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "//":
+        if b == 0:
+            return None
+        out = a.floordiv(b)
+        return out if out is not None else Dim.var(f"({a} // {b})")
+    if op == "%" and a.is_const and b.is_const and b.value != 0:
+        return Dim.const(a.value % b.value)          # Python's and NumPy's sign rule (that of the divisor)
+    return None
+
+
+def _floor_div_int(a, b, dt: DType):
+    shape = emit.shape_of(a)
+    zero, one = emit.const(0, dt, shape), emit.const(1, dt, shape)
+    is_zero = emit.compare(b, zero, "EQ", dt)
+    safe = emit.mark(emit.select(is_zero, one, b), "arrc.div0")     # the div0 guard's site (passes/guards.py)
+    if dt.kind == "uint":
+        return emit.select(is_zero, zero, emit.mark(hlo.divide(a, safe), "arrc.safe_divisor"))
+    minus_one = emit.const(-1, dt, shape)
+    by_minus_one = emit.compare(safe, minus_one, "EQ", dt)
+    safe = emit.select(by_minus_one, one, safe)              # INT_MIN / -1 overflows in hardware
+    q = emit.mark(hlo.divide(a, safe), "arrc.safe_divisor")
+    r = emit.mark(hlo.remainder(a, safe), "arrc.safe_divisor")
+    adjust = hlo.and_(emit.compare(r, zero, "NE", dt),
+                      emit.compare(emit.compare(r, zero, "LT", dt), emit.compare(safe, zero, "LT", dt), "NE", BOOL))
+    q = emit.select(adjust, hlo.subtract(q, one), q)
+    q = emit.select(by_minus_one, hlo.negate(a), q)
+    return emit.select(is_zero, zero, q)
+
+
+def _mod_int(a, b, dt: DType):
+    shape = emit.shape_of(a)
+    zero, one = emit.const(0, dt, shape), emit.const(1, dt, shape)
+    is_zero = emit.compare(b, zero, "EQ", dt)
+    safe = emit.mark(emit.select(is_zero, one, b), "arrc.div0")     # the div0 guard's site (passes/guards.py)
+    if dt.kind == "int":
+        safe = emit.select(emit.compare(safe, emit.const(-1, dt, shape), "EQ", dt), one, safe)
+    r = emit.mark(hlo.remainder(a, safe), "arrc.safe_divisor")
+    if dt.kind == "int":
+        adjust = hlo.and_(emit.compare(r, zero, "NE", dt),
+                          emit.compare(emit.compare(r, zero, "LT", dt), emit.compare(safe, zero, "LT", dt), "NE", BOOL))
+        r = emit.select(adjust, hlo.add(r, safe), r)
+    return emit.select(is_zero, zero, r)
+
+
+def _float_mod(a, b, dt: DType):
+    # jax.numpy.remainder: the sign of the divisor.
+    shape = emit.shape_of(a)
+    zero = emit.const(0, dt, shape)
+    r = hlo.remainder(a, b)
+    adjust = hlo.and_(emit.compare(r, zero, "NE", dt),
+                      emit.compare(emit.compare(r, zero, "LT", dt), emit.compare(b, zero, "LT", dt), "NE", BOOL))
+    return emit.select(adjust, hlo.add(r, b), r)
+
+
+def _float_floor_div(a, b, dt: DType):
+    # jax.numpy.floor_divide on floats (NumPy's divmod formula).
+    shape = emit.shape_of(a)
+    zero, one = emit.const(0, dt, shape), emit.const(1, dt, shape)
+    mod = hlo.remainder(a, b)
+    div = hlo.divide(hlo.subtract(a, mod), b)
+    ind = hlo.and_(emit.compare(mod, zero, "NE", dt),
+                   emit.compare(emit.compare(mod, zero, "LT", dt), emit.compare(b, zero, "LT", dt), "NE", BOOL))
+    div = emit.select(ind, hlo.subtract(div, one), div)
+    # (a - mod) / b is an integer only up to rounding: round it (as jnp and NumPy do), never floor it.
+    floor = hlo.round_nearest_afz(div)
+    # By zero NumPy returns a / b (inf, -inf or nan); elsewhere the divmod formula (inf // 2 is nan).
+    return emit.select(emit.compare(b, zero, "EQ", dt), hlo.divide(a, b), floor)
+
+
+def _binary(name: str):
+    """A builder (a, b, dtype) of the elementwise op `name` on operands of one type."""
+    return lambda a, b, dt: emit.same_type(name, a, b)
+
+
+register("+", params="x, y", table=OPERATORS)(arithmetic("+", _binary("stablehlo.add")))
+register("-", params="x, y", table=OPERATORS)(arithmetic("-", _binary("stablehlo.subtract")))
+register("*", params="x, y", table=OPERATORS)(arithmetic("*", _binary("stablehlo.multiply")))
+register("//", params="x, y", table=OPERATORS)(arithmetic("//", _float_floor_div, _floor_div_int))
+register("%", params="x, y", table=OPERATORS)(arithmetic("%", _float_mod, _mod_int))
+register("maximum", params="x, y")(arithmetic("maximum", _binary("stablehlo.maximum"), allow_bool=True))
+register("minimum", params="x, y")(arithmetic("minimum", _binary("stablehlo.minimum"), allow_bool=True))
+@register("atan2", params="x, y")
+def _atan2(cx: CallCx, x, y):
+    _require_arrays(cx, [x, y], "`atan2`")
+    dtype, weak, shape = elementwise_type(cx, [x, y], "`atan2`")
+    dtype = float_dtype_for(dtype)
+    return cx.value(ArrayType(dtype, shape, weak), lambda: hlo.atan2(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+
+
+@register("/", params="x, y", table=OPERATORS)
+def _true_divide(cx: CallCx, x, y):
+    _require_arrays(cx, [x, y], "`/`")
+    dtype, weak, shape = elementwise_type(cx, [x, y], "`/`")
+    if not dtype.is_float:
+        dtype, weak = true_divide_dtype(dtype), False
+    return cx.value(ArrayType(dtype, shape, weak),
+                    lambda: emit.same_type("stablehlo.divide", cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+
+
+def _power(cx: CallCx, x, y):
+    _require_arrays(cx, [x, y], "`**`")
+    dtype, weak, shape = elementwise_type(cx, [x, y], "`**`")
+    if dtype.is_bool:
+        cx.error("E0201", "`**` is not defined on bool", help="convert with `.astype(i32)` first")
+    static = _fold_power(x, y) if dtype.is_int and weak else None
+    if static is not None:
+        return Val(ArrayType(dtype, shape, weak), None, static)
+    return cx.value(ArrayType(dtype, shape, weak), lambda: hlo.power(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+
+
+def _fold_power(x: Val, y: Val) -> Dim | None:
+    """`2**64` of integer literals is the literal 18446744073709551616 (computed in i32 at run time it wrapped
+    to 0 unseen), so that where it takes a dtype it is checked like any literal (E0211)."""
+    if not (isinstance(x.static, Dim) and x.static.is_const and isinstance(y.static, Dim) and y.static.is_const):
+        return None
+    base, exponent = x.static.value, y.static.value
+    if exponent < 0 or max(abs(base).bit_length(), 1) * exponent > 256:     # (no huge numbers at compile time)
+        return None
+    return Dim.const(base ** exponent)
+
+
+register("**", params="x, y", table=OPERATORS)(_power)
+register("pow", params="x, y")(_power)
+
+
+_COMPARE = {"==": lambda d: d == 0, "!=": lambda d: d != 0, "<": lambda d: d < 0, "<=": lambda d: d <= 0,
+            ">": lambda d: d > 0, ">=": lambda d: d >= 0}
+
+
+def _fold_comparison(op: str, x: Val, y: Val):
+    """Comparisons of compile-time integers are compile-time bools (`if K > 2:` chooses a branch
+    statically); on shape variables they are decided when the function is specialized."""
+    if not (isinstance(x.static, Dim) and isinstance(y.static, Dim)) or x.type.rank or y.type.rank:
+        return None
+    difference = x.static - y.static
+    if difference.is_const:
+        return _COMPARE[op](difference.value)
+    return DeferredBool()
+
+
+def comparison(op: str):
+    what = f"`{op}`"
+
+    def rule(cx: CallCx, x, y):
+        operands = [x, y]
+        _require_arrays(cx, operands, what)
+        dtype, _, shape = elementwise_type(cx, operands, what)
+        static = _fold_comparison(op, x, y)
+        if static is not None:
+            return Val(ArrayType(BOOL, shape), None, static)
+        return cx.value(ArrayType(BOOL, shape),
+                        lambda: emit.compare_op(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape), op, dtype))
+    return rule
+
+
+for _op in ("==", "!=", "<", "<=", ">", ">="):
+    register(_op, params="x, y", table=OPERATORS)(comparison(_op))
+
+
+def bitwise(op: str, build, bool_only=False):
+    what = f"`{op}`"
+
+    def rule(cx: CallCx, x, y):
+        operands = [x, y]
+        _require_arrays(cx, operands, what)
+        dtype, weak, shape = elementwise_type(cx, operands, what)
+        if dtype.is_float or (bool_only and not dtype.is_bool):
+            kinds = "bool" if bool_only else "bool or integer"
+            cx.error("E0201", f"`{op}` needs {kinds} operands, found {x.type.dtype} and {y.type.dtype}",
+                     f"computed in {dtype}", help="compare first (e.g. `x > 0`) to get bools" if bool_only else
+                     "use `and`/`or` on comparisons, or cast to an integer dtype")
+        return cx.value(ArrayType(dtype, shape, weak), lambda: build(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+    return rule
+
+
+register("&", params="x, y", table=OPERATORS)(bitwise("&", hlo.and_))
+register("|", params="x, y", table=OPERATORS)(bitwise("|", hlo.or_))
+register("^", params="x, y", table=OPERATORS)(bitwise("^", hlo.xor))
+register("and", params="x, y", table=OPERATORS)(bitwise("and", hlo.and_, bool_only=True))
+register("or", params="x, y", table=OPERATORS)(bitwise("or", hlo.or_, bool_only=True))
+
+
+# ---- unary operators ------------------------------------------------------------------------
+@register("unary-", params="x", table=OPERATORS)
+def _negate(cx: CallCx, x):
+    _require_arrays(cx, [x], "unary `-`")
+    if x.type.dtype.is_bool:
+        cx.error("E0201", "unary `-` is not defined on bool", help="use `not x` or `~x`")
+    if isinstance(x.static, Dim):
+        return Val(x.type, None, -x.static)
+    if isinstance(x.static, float):
+        return Val(x.type, None, -x.static)
+    return cx.value(x.type, lambda: hlo.negate(cx.ir(x)))
+
+
+@register("unary+", params="x", table=OPERATORS)
+def _positive(cx: CallCx, x):
+    _require_arrays(cx, [x], "unary `+`")
+    return x
+
+
+@register("unary~", params="x", table=OPERATORS)
+def _invert(cx: CallCx, x):
+    _require_arrays(cx, [x], "`~`")
+    if x.type.dtype.is_float:
+        cx.error("E0201", f"`~` needs a bool or integer operand, found {x.type.dtype}", f"this is {x.type}")
+    return cx.value(x.type.strong() if x.type.dtype.is_bool else x.type, lambda: hlo.not_(cx.ir(x)))
+
+
+@register("unarynot", params="x", table=OPERATORS)
+def _not(cx: CallCx, x):
+    _require_arrays(cx, [x], "`not`")
+    if not x.type.dtype.is_bool:
+        cx.error("E0201", f"`not` needs a bool operand, found {x.type.dtype}", f"this is {x.type}",
+                 help="compare first, e.g. `not (x > 0)`, or use `~` for bitwise not")
+    if isinstance(x.static, (bool, np.bool_)):
+        return Val(x.type, None, not x.static)
+    return cx.value(x.type, lambda: hlo.not_(cx.ir(x)))
+
+
+# ---- elementwise math ---------------------------------------------------------------------
+def unary_float(op_name: str):
+    def rule(cx: CallCx, x):
+        x = cx.array(x, "x")
+        dtype = float_dtype_for(x.type.dtype)
+        t = ArrayType(dtype, x.type.shape, x.type.weak)
+        return cx.value(t, lambda: emit.same_type(op_name, cx.ir(x, dtype)))
+    return rule
+
+
+_UNARY_FLOAT = {
+    "exp": "stablehlo.exponential", "expm1": "stablehlo.exponential_minus_one", "log": "stablehlo.log",
+    "log1p": "stablehlo.log_plus_one", "sqrt": "stablehlo.sqrt", "rsqrt": "stablehlo.rsqrt", "cbrt": "stablehlo.cbrt",
+    "sin": "stablehlo.sine", "cos": "stablehlo.cosine", "tan": "stablehlo.tan", "tanh": "stablehlo.tanh",
+    "asin": "chlo.asin", "acos": "chlo.acos", "atan": "chlo.atan", "sinh": "chlo.sinh", "cosh": "chlo.cosh",
+    "erf": "chlo.erf", "sigmoid": "stablehlo.logistic",
+}
+for _name, _op_name in _UNARY_FLOAT.items():
+    register(_name)(unary_float(_op_name))
+
+
+def unary_same(build_float, build_int=None, allow_bool=False):
+    """Ops that keep the dtype; `build_int` None means the op is the identity on integers.
+    Builders take (mlir value, dtype)."""
+    def rule(cx: CallCx, x):
+        x = cx.array(x, "x")
+        dt = x.type.dtype
+        if dt.is_bool and not allow_bool:
+            cx.error("E0201", "this operation is not defined on bool", f"this is {x.type}", at=0,
+                     help="convert with `.astype(i32)` or `.astype(f32)` first")
+        if dt.is_float:
+            return cx.value(x.type, lambda: build_float(cx.ir(x), dt))
+        if build_int is None:
+            return x
+        return cx.value(x.type, lambda: build_int(cx.ir(x), dt))
+    return rule
+
+
+def _zero(x, dt: DType):
+    return emit.const(0, dt, emit.shape_of(x))
+
+
+def _sign_int(x, dt: DType):
+    if dt.kind == "int":
+        return hlo.sign(x)
+    return hlo.convert(x.type, emit.compare(x, _zero(x, dt), "NE", dt))
+
+
+def _trunc(x, dt: DType):
+    return hlo.select(emit.compare(x, _zero(x, dt), "LT", dt), hlo.ceil(x), hlo.floor(x))
+
+
+register("abs")(unary_same(lambda x, dt: hlo.abs(x), lambda x, dt: hlo.abs(x) if dt.kind == "int" else x))
+register("sign")(unary_same(lambda x, dt: hlo.sign(x), _sign_int))
+register("floor")(unary_same(lambda x, dt: hlo.floor(x)))
+register("ceil")(unary_same(lambda x, dt: hlo.ceil(x)))
+register("round")(unary_same(lambda x, dt: hlo.round_nearest_even(x)))
+register("trunc")(unary_same(_trunc))
+register("relu")(unary_same(lambda x, dt: hlo.maximum(x, _zero(x, dt)), lambda x, dt: hlo.maximum(x, _zero(x, dt))))
+
+
+def predicate(build_float, int_value: bool):
+    def rule(cx: CallCx, x):
+        x = cx.array(x, "x")
+        t = ArrayType(BOOL, x.type.shape)
+        if not x.type.dtype.is_float:
+            return cx.value(t, lambda: emit.const(int_value, BOOL, concrete(x.type.shape)))
+        return cx.value(t, lambda: build_float(cx.ir(x), x.type.dtype))
+    return rule
+
+
+def _isnan(x, dt):
+    return emit.compare(x, x, "NE", dt)
+
+
+def _isinf(x, dt):
+    return emit.compare(hlo.abs(x), emit.const(np.inf, dt, emit.shape_of(x)), "EQ", dt)
+
+
+register("isnan")(predicate(_isnan, False))
+register("isinf")(predicate(_isinf, False))
+register("isfinite")(predicate(lambda x, dt: hlo.is_finite(x), True))
+
+
+@register("where", params="condition, x, y")
+def _where(cx: CallCx, condition, x, y):
+    _require_arrays(cx, [condition, x, y], "`where`")
+    if not condition.type.dtype.is_bool:
+        cx.error("E0201", f"`where` needs a bool condition, found {condition.type}", "not bool", at=0,
+                 help="compare to get a bool array, e.g. `where(x > 0, x, 0)`")
+    dtype, weak, shape = elementwise_type(_pair_cx(cx, 1, 2), [x, y], "`where`")
+    shape = broadcast_shapes(_pair_cx(cx, 0, 1), condition.type, ArrayType(dtype, shape), "`where`")
+    return cx.value(ArrayType(dtype, shape, weak),
+                    lambda: hlo.select(cx.ir(condition, BOOL, shape), cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+
+
+@register("clip", params="x, lo, hi")
+def _clip(cx: CallCx, x, lo, hi):
+    _require_arrays(cx, [x, lo, hi], "`clip`")
+    dtype, weak, shape = elementwise_type(cx, [x, lo, hi], "`clip`")
+    return cx.value(ArrayType(dtype, shape, weak),
+                    lambda: hlo.minimum(hlo.maximum(cx.ir(x, dtype, shape), cx.ir(lo, dtype, shape)),
+                                        cx.ir(hi, dtype, shape)))
+
+
+@register("__cond__", params="cond, x, y")
+def _cond_expr(cx: CallCx, cond, x, y):
+    _require_arrays(cx, [cond, x, y], "`if ... else`")
+    if cond.type.rank != 0 or not cond.type.dtype.is_bool:
+        cx.error("E0213", f"the condition of `a if c else b` must be a scalar bool, found {cond.type}",
+                 f"this is {cond.type}", at=0, help="for elementwise choice use `where(c, a, b)`")
+    if isinstance(cond.static, (bool, np.bool_)):
+        dtype, weak, shape = elementwise_type(_pair_cx(cx, 1, 2), [x, y], "`if ... else`")
+        chosen = x if cond.static else y
+        static = chosen.static if isinstance(chosen.static, Dim) and not shape else None
+        return cx.value(ArrayType(dtype, shape, weak), lambda: cx.ir(chosen, dtype, shape), static)
+    dtype, weak, shape = elementwise_type(_pair_cx(cx, 1, 2), [x, y], "`if ... else`")
+    return cx.value(ArrayType(dtype, shape, weak),
+                    lambda: hlo.select(cx.ir(cond, BOOL, shape), cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+
+
+# ---- casts -----------------------------------------------------------------------------------
+@register(".astype", params="x, dtype", method=True)
+def _astype(cx: CallCx, x, dtype):
+    x = cx.array(x, "x")
+    dt = cx.dtype(dtype, "dtype")
+    static = None
+    if x.type.weak and x.static is not None and not isinstance(x.static, np.ndarray):
+        static = x.static.value if isinstance(x.static, Dim) and x.static.is_const else None
+    if static is not None and dt.is_int:
+        # The constructor does not wrap an integer literal (`u64(2**64)` is not 0): NumPy's and JAX's
+        # `uint64(2**64)` raise OverflowError. `.astype` wraps it, as NumPy's `astype` does.
+        lo, hi = int_range(dt)
+        constructor = getattr(getattr(cx.node, "func", None), "id", None) in DTYPES
+        if not lo <= static <= hi and constructor:
+            wrapped = wrap_int(static, dt)
+            cx.error("E0211", f"literal {static} is out of range for {dt} ({lo}..{hi})", f"does not fit in {dt}",
+                     at=0, help=f"`{dt}(...)` does not wrap a literal: write `{dt}({wrapped})` or "
+                                f"`({static}).astype({dt})` if the wrapped value is meant")
+        if lo <= static <= hi:
+            return Val(ArrayType(dt, ()), None, x.static)
+    if x.type.weak and x.static is not None:
+        # Cast a literal from its full-precision value: `[1e8 + 0.25].astype(f64)` keeps the 0.25. An integer
+        # literal beyond i64 (`f64(2**64)`, `bool(2**64)`) goes through f64, where it does not wrap to 0.
+        i64_lo, i64_hi = int_range(DTYPES["i64"])
+        beyond_i64 = static is not None and not dt.is_int and not i64_lo <= static <= i64_hi
+        wide = DTYPES["f64"] if x.type.dtype.is_float or beyond_i64 else DTYPES["i64"] if x.type.dtype.is_int \
+            else x.type.dtype
+        return cx.value(ArrayType(dt, x.type.shape), lambda: emit.cast(cx.ir(x, wide), wide, dt))
+    return cx.value(ArrayType(dt, x.type.shape), lambda: emit.cast(cx.ir(x), x.type.dtype, dt))
+
+
+@register("bitcast", params="x, dtype")
+def _bitcast(cx: CallCx, x, dtype):
+    x = cx.array(x, "x")
+    dt = cx.dtype(dtype, "dtype")
+    if dt.bits != x.type.dtype.bits or dt.is_bool or x.type.dtype.is_bool:
+        cx.error("E0201", f"bitcast needs dtypes of the same width: {x.type.dtype} is {x.type.dtype.bits} bits, "
+                          f"{dt} is {dt.bits}", f"this is {x.type}", at=0)
+    return cx.value(ArrayType(dt, x.type.shape),
+                    lambda: hlo.bitcast_convert(emit.tensor_type(concrete(x.type.shape), dt), cx.ir(x)))
+
+
+# ---- attributes ------------------------------------------------------------------------------
+def _int_val(d: Dim) -> Val:
+    return Val(ArrayType(I32, (), weak=True), None, d)
+
+
+@register(".shape")
+def _shape_attr(cx: CallCx, x):
+    x = cx.array(x, "x")
+    return TupleVal([_int_val(d) for d in x.type.shape])
+
+
+@register(".ndim")
+def _ndim_attr(cx: CallCx, x):
+    return _int_val(Dim.const(cx.array(x, "x").type.rank))
+
+
+@register(".size")
+def _size_attr(cx: CallCx, x):
+    size = Dim.const(1)
+    for d in cx.array(x, "x").type.shape:
+        size = size * d
+    return _int_val(size)
+
+
+@register(".dtype")
+def _dtype_attr(cx: CallCx, x):
+    return DTypeVal(cx.array(x, "x").type.dtype)
+
+
+@register(".T")
+def _transpose_attr(cx: CallCx, x):
+    x = cx.array(x, "x")
+    perm = list(range(x.type.rank))[::-1]
+    return cx.value(x.type.with_shape([x.type.shape[p] for p in perm]), lambda: hlo.transpose(cx.ir(x), perm))
+
+
+# ---- array literals ----------------------------------------------------------------------------
+@register("__array__", params="elems")
+def array_literal(cx: CallCx, elems: list) -> Val:
+    if not elems:
+        cx.error("E0204", "empty array literal has no dtype", help="use `zeros(0, dtype=f32)`")
+    for i, e in enumerate(elems):
+        if not isinstance(e, Val):
+            cx.error("E0210", f"array literal elements must be numbers or arrays, found {describe(e)}", at=i)
+    shapes = [e.type.shape for e in elems]
+    for i, s in enumerate(shapes):
+        if s != shapes[0]:
+            cx.error("E0202", f"array literal is not rectangular: element {i} has shape {shape_str(s)}, "
+                              f"element 0 has {shape_str(shapes[0])}", f"shape {shape_str(s)}", at=i)
+    dtype, weak = promote([e.type for e in elems])
+    for i, e in enumerate(elems):
+        check_literal(cx, e, dtype, i)
+    shape = (Dim.const(len(elems)),) + tuple(shapes[0])
+    if all(_literal_static(e) is not None for e in elems):
+        # A literal of numbers is weakly typed like its elements (`[0.1, 0.2]` is f32 alone, f64 next to f64),
+        # and keeps full precision until it takes its dtype.
+        data = np.array([_literal_static(e) for e in elems])
+        data = data.astype(np.float64) if dtype.is_float else data.astype(np.bool_) if dtype.is_bool else data
+        return Val(ArrayType(dtype, shape, weak), None, data)
+    t = ArrayType(dtype, shape)
+
+    def build():
+        inner = concrete(shapes[0])
+        parts = [hlo.reshape(emit.tensor_type((1,) + inner, dtype), cx.ir(e, dtype)) for e in elems]
+        return hlo.concatenate(parts, 0)
+    return cx.value(t, build)
+
+
+def _literal_static(e: Val):
+    s = e.static
+    if isinstance(s, Dim):
+        return s.value if s.is_const else None
+    if isinstance(s, (float, bool, np.bool_, np.ndarray)):
+        return s
+    return None

@@ -1,0 +1,281 @@
+"""The operation table's machinery: `register`, the tables (`BUILTINS`, `OPERATORS`), argument binding,
+the rule context `CallCx`, and the shape and dtype helpers rules share.
+
+A rule is a function `rule(cx, **args) -> value`. It checks its arguments and computes the
+result type; while lowering (`cx.lowering`), it also emits StableHLO through `cx.value(type, build)`.
+Families (unary float math, binary arithmetic, reductions, ...) share one generic rule. The rules live
+in the `ops_*` modules, which register into these tables; `builtins.py` assembles them.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .diagnostics import Label
+from .types import ArrayType, Dim, DType, int_range, lossy_promotion, promote, too_large, true_divide_dtype
+from .values import ArrError, DTypeVal, TupleVal, Val, describe
+
+
+@dataclass
+class Builtin:
+    name: str
+    fn: Callable
+    params: tuple            # parameter names, in order
+    defaults: dict           # name -> default (Python value) for optional parameters
+    method: bool = False     # called as x.name(...)
+
+
+BUILTINS: dict[str, Builtin] = {}
+OPERATORS: dict[str, Builtin] = {}
+_MISSING = object()
+
+
+def register(*names: str, params: str = "x", method: bool = False, table: dict | None = None):
+    """Register `fn` under each of `names`; `params` reads like a Python signature: "x, axis=None"."""
+    order, defaults = [], {}
+    for p in [p.strip() for p in params.split(",") if p.strip()]:
+        name, _, default = (part.strip() for part in p.partition("="))
+        order.append(name)
+        if default:
+            defaults[name] = ast.literal_eval(default)     # None, True, False, numbers
+    def wrap(fn):
+        code = fn.__code__      # rules are called positionally, in the order of `params`
+        if code.co_varnames[1:1 + len(order)] != tuple(order):
+            raise TypeError(f"rule {fn.__name__} takes {code.co_varnames[1:code.co_argcount]}, "
+                            f"registered as {params!r}")
+        for name in names:
+            (OPERATORS if table is OPERATORS else BUILTINS)[name] = Builtin(name, fn, tuple(order), defaults, method)
+        return fn
+    return wrap
+
+
+def bind_arguments(rule: Builtin, args: list, kwargs: dict, cx: "CallCx") -> list:
+    """The arguments of a call of `rule`, in the order of its parameters (defaults filled in)."""
+    cx.params = rule.params
+    if not kwargs and len(args) == len(rule.params):        # the common case: all positional
+        return args
+    bound = {}
+    if len(args) > len(rule.params):
+        raise ArrError("E0103", f"`{rule.name.lstrip('.')}` takes at most {len(rule.params)} argument(s), "
+                                f"{len(args)} given", cx.span, "too many arguments",
+                       notes=[f"parameters: {', '.join(rule.params)}"])
+    for name, value in zip(rule.params, args):
+        bound[name] = value
+    for name, value in kwargs.items():
+        if name not in rule.params:
+            raise ArrError("E0103", f"`{rule.name.lstrip('.')}` has no parameter `{name}`", cx.kw_spans.get(name, cx.span),
+                           "unknown keyword", notes=[f"parameters: {', '.join(rule.params)}"])
+        if name in bound:
+            raise ArrError("E0103", f"`{name}` given twice", cx.kw_spans.get(name, cx.span), "given again here")
+        bound[name] = value
+        cx.spans_by_name[name] = cx.kw_spans.get(name, cx.span)
+    for name in rule.params:
+        if name not in bound:
+            if name not in rule.defaults:
+                raise ArrError("E0103", f"missing argument `{name}` in call to `{rule.name.lstrip('.')}`", cx.span,
+                               "missing argument", notes=[f"parameters: {', '.join(rule.params)}"])
+            bound[name] = rule.defaults[name]
+    return [bound[name] for name in rule.params]
+
+
+def weak_literal_fits(t: ArrayType, dtype: DType) -> bool:
+    """Whether a weakly typed value of type `t` may take `dtype` implicitly (int literal -> any number)."""
+    if t.dtype.is_float:
+        return dtype.is_float
+    return dtype.is_float or dtype.is_int or t.dtype == dtype
+
+
+class CallCx:
+    """What a rule sees of its call site."""
+    __slots__ = ("walk", "node", "arg_spans", "kw_spans", "spans_by_name", "params")
+
+    def __init__(self, walk, node, arg_spans: list, kw_spans: dict, spans_by_name: dict | None = None):
+        self.walk = walk
+        self.node = node
+        self.arg_spans = arg_spans
+        self.kw_spans = kw_spans
+        self.spans_by_name = {} if spans_by_name is None else spans_by_name     # keyword arguments
+        self.params: tuple = ()         # the rule's parameter names, once its arguments are bound
+
+    @property
+    def lowering(self) -> bool:
+        return self.walk.lowering is not None
+
+    @property
+    def span(self):
+        return self.node.span
+
+    def at(self, name_or_index) -> object:
+        if isinstance(name_or_index, int):
+            return self.arg_spans[name_or_index] if name_or_index < len(self.arg_spans) else self.span
+        span = self.spans_by_name.get(name_or_index)
+        if span is None and name_or_index in self.params:      # a positional argument
+            i = self.params.index(name_or_index)
+            span = self.arg_spans[i] if i < len(self.arg_spans) else None
+        return span or self.span
+
+    def error(self, code: str, message: str, label: str = "", at=None, **kw):
+        raise ArrError(code, message, self.at(at) if at is not None else self.span, label, **kw)
+
+    def warn(self, code: str, message: str, label: str = "", at=None, **kw):
+        err = ArrError(code, message, self.at(at) if at is not None else self.span, label, **kw)
+        self.walk.report(err.diag)
+
+    def value(self, t: ArrayType, build: Callable | None = None, static=None) -> Val:
+        problem = too_large(t)
+        if problem:        # before anything is emitted or allocated
+            self.error("E0215", f"array too large: {problem}", "too large",
+                       help="use smaller sizes (ARRC_MAX_ARRAY_BYTES sets the limit)")
+        return Val(t, build() if (self.lowering and build is not None) else None, static)
+
+    def ir(self, v: Val, dtype: DType | None = None, shape=None):
+        if shape is None or shape == v.type.shape:       # (often the same tuple: no broadcast to check)
+            return self.walk.materialize(v, dtype)
+        return self.walk.materialize(v, dtype, concrete(shape))
+
+    # -- argument readers ----------------------------------------------------------------
+    def array(self, v, name) -> Val:
+        if not isinstance(v, Val):
+            self.error("E0210", f"`{name}` must be an array, found {describe(v)}", f"this is {describe(v)}", at=name)
+        return v
+
+    def dtype(self, v, name) -> DType:
+        if isinstance(v, DTypeVal):
+            return v.dtype
+        self.error("E0210", f"`{name}` must be a dtype such as f32, found {describe(v)}", "not a dtype", at=name)
+
+    def static_int(self, v, name) -> Dim:
+        """A compile-time integer (literal, const, shape variable or arithmetic of those)."""
+        if isinstance(v, int) and not isinstance(v, bool):       # a rule's Python default
+            return Dim.const(v)
+        if isinstance(v, Val) and v.type.rank == 0 and isinstance(v.static, Dim):
+            return v.static
+        if isinstance(v, Val) and v.type.rank == 0 and (v.type.dtype.is_int or v.type.dtype.is_bool):
+            self.error("E0207", f"`{name}` must be known at compile time, but it is a run-time value", 
+                       "depends on run-time values", at=name,
+                       help="use a shape variable (a dimension of a parameter), a `const`, or a literal")
+        self.error("E0204", f"`{name}` must be an integer, found {describe(v)}", "not an integer", at=name)
+
+    def static_ints(self, v, name) -> list[Dim]:
+        """An int or a tuple of ints, known at compile time (shapes, axes, repetitions)."""
+        if isinstance(v, TupleVal):
+            return [self.static_int(i, name) for i in v.items]
+        return [self.static_int(v, name)]
+
+    def const_int(self, v, name) -> int:
+        d = self.static_int(v, name)
+        if not d.is_const:
+            self.error("E0204", f"`{name}` must be an integer literal or const here, found `{d}`", "symbolic", at=name)
+        return d.value
+
+    def axes(self, v, rank: int, name: str = "axis") -> list[int] | None:
+        """Normalized axes (None for all); negative axes count from the end."""
+        if v is None:
+            return None
+        out = []
+        for a in (self.static_ints(v, name)):
+            if not a.is_const:
+                self.error("E0204", f"`{name}` must be a literal integer", at=name)
+            ax = a.value
+            if not -rank <= ax < rank:
+                self.error("E0204", f"axis {ax} is out of range for an array of rank {rank}",
+                           f"rank is {rank}", at=name)
+            ax %= rank if rank else 1
+            if ax in out:
+                self.error("E0204", f"axis {ax} appears twice", at=name)
+            out.append(ax)
+        return out
+
+    def bool_flag(self, v, name) -> bool:
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, Val) and v.type.dtype.is_bool and isinstance(v.static, (bool, np.bool_)):
+            return bool(v.static)
+        self.error("E0204", f"`{name}` must be `true` or `false`", "not a literal bool", at=name)
+
+    def shape(self, v, name) -> tuple:
+        dims = tuple(self.static_ints(v, name))
+        for d in dims:
+            if d.is_const and d.value < 0:
+                self.error("E0204", f"negative dimension {d.value} in `{name}`", at=name)
+        return dims
+
+
+def concrete(shape) -> tuple[int, ...]:
+    return tuple(d.value if isinstance(d, Dim) else int(d) for d in shape)
+
+
+# ---- shapes and dtypes of elementwise operations ----------------------------------------
+def broadcast_shapes(cx: CallCx, a: ArrayType, b: ArrayType, what: str) -> tuple:
+    ra, rb = a.shape[::-1], b.shape[::-1]
+    out = []
+    for i in range(max(len(ra), len(rb))):
+        da = ra[i] if i < len(ra) else Dim.const(1)
+        db = rb[i] if i < len(rb) else Dim.const(1)
+        if da == db or db == 1:
+            out.append(da)
+        elif da == 1:
+            out.append(db)
+        else:
+            cx.error("E0202", f"cannot broadcast {a} with {b} in {what}",
+                     f"dimension {da} does not match {db}",
+                     labels=[Label(cx.at(0), f"this is {a}"), Label(cx.at(1), f"this is {b}")],
+                     notes=["shapes broadcast when, aligned from the right, each pair of dimensions is equal "
+                            "or one of them is 1"] + (["two different shape variables never match"]
+                                                      if da.variables and db.variables else []))
+    return tuple(out[::-1])
+
+
+def check_literal(cx: CallCx, v: Val, dtype: DType, at) -> None:
+    """A weak literal must be representable in the dtype it takes (JAX raises OverflowError too)."""
+    if not (v.type.weak and v.static is not None):
+        return
+    if dtype.is_int or dtype.is_bool:
+        value = v.static.value if isinstance(v.static, Dim) and v.static.is_const else None
+        if isinstance(v.static, float):
+            cx.error("E0201", f"float literal {v.static} cannot take dtype {dtype}", "a float", at=at)
+        if isinstance(v.static, np.ndarray) and v.static.size and v.static.dtype.kind in "iu":
+            value = int(v.static.max()) if v.static.max() > int_range(dtype)[1] else int(v.static.min())
+        if value is not None:
+            lo, hi = int_range(dtype)
+            if not lo <= value <= hi:
+                cx.error("E0211", f"literal {value} is out of range for {dtype} ({lo}..{hi})",
+                         f"does not fit in {dtype}", at=at, help="cast the other operand, e.g. `.astype(i64)`")
+
+
+def elementwise_type(cx: CallCx, args: list, what: str) -> tuple[DType, bool, tuple]:
+    """Promoted dtype, weakness and broadcast shape of elementwise operands (with checks and warnings)."""
+    types = [a.type for a in args]
+    shape = types[0].shape
+    for i, t in enumerate(types[1:], 1):
+        if t.shape != shape:
+            shape = broadcast_shapes(_pair_cx(cx, 0 if i == 1 else None, i), ArrayType(types[0].dtype, shape), t,
+                                     what)
+    dtype, weak = promote(types)
+    for i, a in enumerate(args):
+        check_literal(cx, a, dtype, i)
+    lossy = lossy_promotion(types, dtype)
+    if lossy is not None:
+        others = " and ".join(str(t.dtype) for t in types)
+        cx.warn("W0001", f"implicit promotion of {others} to {dtype} may lose precision", f"computed in {dtype}",
+                help=f"convert explicitly, e.g. `.astype({dtype})`, to show it is intended")
+    return dtype, weak, shape
+
+
+def _pair_cx(cx: CallCx, i, j) -> CallCx:
+    if i is None or (i == 0 and j == 1 and len(cx.arg_spans) >= 2):     # (cx.at(0), cx.at(1) already)
+        return cx
+    return CallCx(cx.walk, cx.node, [cx.at(i), cx.at(j)], cx.kw_spans, {name: cx.at(name) for name in cx.params})
+
+
+def elementwise(cx: CallCx, args: list, dtype: DType, shape, build) -> list:
+    """Materialize the operands of an elementwise op in `dtype`, broadcast to `shape`."""
+    return [cx.ir(a, dtype, shape) for a in args]
+
+
+def float_dtype_for(dt: DType) -> DType:
+    """The float dtype that math on `dt` computes in (ints: f32, or f64 for 64-bit ints)."""
+    return dt if dt.is_float else true_divide_dtype(dt)
