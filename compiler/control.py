@@ -12,6 +12,7 @@ from dataclasses import fields
 import numpy as np
 from jaxlib.mlir import ir
 
+from . import abi
 from . import ast, emit
 from .optable import weak_literal_fits
 from .diagnostics import Label
@@ -19,7 +20,6 @@ from .emit import hlo
 from .types import BOOL, I32, I64, U64, ArrayType, Dim, DType, int_range, promote, wrap_int
 from .values import POISON, ArrError, DeferredBool, Poisoned, TupleVal, Unbound, Val, describe
 
-TRIP_COUNT = "arrc.trip_count"   # on a `for` loop's stablehlo.while whose trip count is known at compile time
 IO = "$io"        # the hidden variable that orders run-time effects (print/assert); see effects.py
 
 
@@ -383,7 +383,7 @@ class ControlFlow:
         ir_types = [emit.tensor_type(t.concrete_shape, t.dtype) for t in state_types]
         op = hlo.WhileOp(ir_types, inits)
         if counter is not None and known is not None and known < 2 ** 63:
-            op.attributes[TRIP_COUNT] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), known)
+            op.attributes[abi.TRIP_COUNT] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), known)
         cond_block = op.cond.blocks.append(*ir_types)
         body_block = op.body.blocks.append(*ir_types)
 
@@ -472,7 +472,7 @@ class ControlFlow:
             diff = emit.select(up, hlo.subtract(e_u, s_u), hlo.subtract(s_u, e_u))
             size = emit.select(up, t_u, hlo.subtract(emit.const(0, U64), t_u))
         divisor = emit.select(nonempty, size, one)
-        count = hlo.add(emit.mark(hlo.divide(hlo.subtract(diff, one), divisor), "arrc.safe_divisor"), one)
+        count = hlo.add(emit.mark(hlo.divide(hlo.subtract(diff, one), divisor), abi.SAFE_DIVISOR), one)
         return emit.select(nonempty, count, emit.const(0, U64)), s_u, t_u, None
 
     def _has_effects(self, expr) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from jaxlib.mlir import ir
 
+from . import abi
 from . import emit
 from .emit import hlo
 from .span import Span
@@ -46,10 +47,10 @@ def site_attributes(site) -> dict:
     if isinstance(site, PrintSite):
         # A value slot is the empty array: text pieces are strings.
         pieces = [ir.StringAttr.get(p) if isinstance(p, str) else ir.ArrayAttr.get([]) for p in site.pieces]
-        return {"arrc.kind": ir.StringAttr.get("print"), "arrc.pieces": ir.ArrayAttr.get(pieces)}
-    return {"arrc.kind": ir.StringAttr.get("assert"), "arrc.message": ir.StringAttr.get(site.message),
-            "arrc.shape": ir.DenseI64ArrayAttr.get([int(d) for d in site.shape]),
-            "arrc.function": ir.StringAttr.get(site.in_function)}
+        return {abi.KIND: ir.StringAttr.get("print"), abi.PIECES: ir.ArrayAttr.get(pieces)}
+    return {abi.KIND: ir.StringAttr.get("assert"), abi.MESSAGE: ir.StringAttr.get(site.message),
+            abi.SHAPE: ir.DenseI64ArrayAttr.get([int(d) for d in site.shape]),
+            abi.FUNCTION: ir.StringAttr.get(site.in_function)}
 
 
 def _callback(sites: list, site, operands: list):

@@ -7,6 +7,7 @@ from contextlib import nullcontext
 
 from jaxlib.mlir import ir
 
+from . import abi
 from . import effects, emit
 from .check import FunctionWalk, unify
 from .control import IO
@@ -107,12 +108,12 @@ class ModuleLowering:
         with ir.InsertionPoint(self.module.body), self.location(fn_ast.name_span, name):
             fop = func.FuncOp("main", ir.FunctionType.get(in_types, out_types))
             fop.attributes["sym_visibility"] = ir.StringAttr.get("public")
-            fop.attributes["arrc.entry"] = ir.StringAttr.get(name)
+            fop.attributes[abi.ENTRY] = ir.StringAttr.get(name)
             if effectful:       # the calling convention of effects; see passes/rewrite.py for the names
                 i64 = ir.IntegerType.get_signless(64)
-                fop.attributes["arrc.run_arg"] = ir.IntegerAttr.get(i64, 0)
-                fop.attributes["arrc.io_arg"] = ir.IntegerAttr.get(i64, 1)
-                fop.attributes["arrc.extra_results"] = ir.IntegerAttr.get(i64, 1)
+                fop.attributes[abi.RUN_ARG] = ir.IntegerAttr.get(i64, 0)
+                fop.attributes[abi.IO_ARG] = ir.IntegerAttr.get(i64, 1)
+                fop.attributes[abi.EXTRA_RESULTS] = ir.IntegerAttr.get(i64, 1)
             block = fop.body.blocks.append(*in_types, arg_locs=arg_locs)
         walk = FunctionWalk(self.program, fn_ast, self.reporter, FunctionLowering(self), bindings)
         self.active, self.entry_calls = [name], walk.calls

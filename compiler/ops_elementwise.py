@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import abi
 from . import emit
 from .emit import hlo
 from .optable import OPERATORS, CallCx, _pair_cx, broadcast_shapes, check_literal, concrete, elementwise_type, \
@@ -88,14 +89,14 @@ def _floor_div_int(a, b, dt: DType):
     shape = emit.shape_of(a)
     zero, one = emit.const(0, dt, shape), emit.const(1, dt, shape)
     is_zero = emit.compare(b, zero, "EQ", dt)
-    safe = emit.mark(emit.select(is_zero, one, b), "arrc.div0")     # the div0 guard's site (passes/guards.py)
+    safe = emit.mark(emit.select(is_zero, one, b), abi.DIV0)     # the div0 guard's site (passes/guards.py)
     if dt.kind == "uint":
-        return emit.select(is_zero, zero, emit.mark(hlo.divide(a, safe), "arrc.safe_divisor"))
+        return emit.select(is_zero, zero, emit.mark(hlo.divide(a, safe), abi.SAFE_DIVISOR))
     minus_one = emit.const(-1, dt, shape)
     by_minus_one = emit.compare(safe, minus_one, "EQ", dt)
     safe = emit.select(by_minus_one, one, safe)              # INT_MIN / -1 overflows in hardware
-    q = emit.mark(hlo.divide(a, safe), "arrc.safe_divisor")
-    r = emit.mark(hlo.remainder(a, safe), "arrc.safe_divisor")
+    q = emit.mark(hlo.divide(a, safe), abi.SAFE_DIVISOR)
+    r = emit.mark(hlo.remainder(a, safe), abi.SAFE_DIVISOR)
     adjust = hlo.and_(emit.compare(r, zero, "NE", dt),
                       emit.compare(emit.compare(r, zero, "LT", dt), emit.compare(safe, zero, "LT", dt), "NE", BOOL))
     q = emit.select(adjust, hlo.subtract(q, one), q)
@@ -107,10 +108,10 @@ def _mod_int(a, b, dt: DType):
     shape = emit.shape_of(a)
     zero, one = emit.const(0, dt, shape), emit.const(1, dt, shape)
     is_zero = emit.compare(b, zero, "EQ", dt)
-    safe = emit.mark(emit.select(is_zero, one, b), "arrc.div0")     # the div0 guard's site (passes/guards.py)
+    safe = emit.mark(emit.select(is_zero, one, b), abi.DIV0)     # the div0 guard's site (passes/guards.py)
     if dt.kind == "int":
         safe = emit.select(emit.compare(safe, emit.const(-1, dt, shape), "EQ", dt), one, safe)
-    r = emit.mark(hlo.remainder(a, safe), "arrc.safe_divisor")
+    r = emit.mark(hlo.remainder(a, safe), abi.SAFE_DIVISOR)
     if dt.kind == "int":
         adjust = hlo.and_(emit.compare(r, zero, "NE", dt),
                           emit.compare(emit.compare(r, zero, "LT", dt), emit.compare(safe, zero, "LT", dt), "NE", BOOL))

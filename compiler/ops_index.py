@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import abi
 from . import emit
 from .optable import CallCx, concrete, register
 from .emit import hlo
@@ -192,7 +193,7 @@ def _wrap_negative(indices, size: int, idt, shape=()):
     the bounds guard reports the index the program asked for."""
     zero = emit.const(0, idt, shape)
     wrapped = hlo.add(indices, emit.const(size, idt, shape))
-    return emit.mark(hlo.select(emit.compare(indices, zero, "LT", idt), wrapped, indices), "arrc.wrapped_index")
+    return emit.mark(hlo.select(emit.compare(indices, zero, "LT", idt), wrapped, indices), abi.WRAPPED_INDEX)
 
 
 def _index_dtype(axes, sizes):
@@ -325,7 +326,7 @@ def _lower_scatter(cx: CallCx, target, idx: Val, axis: int, sizes, dt, values):
     # XLA's scatter drops out-of-range updates; clamp instead, like reads and `x[i] = v` (the bounds guard
     # looks through the marked clamp).
     indices = emit.mark(hlo.clamp(emit.const(0, idt, ishape), indices, emit.const(sizes[axis] - 1, idt, ishape)),
-                        "arrc.clamped_index")
+                        abi.CLAMPED_INDEX)
     k = idx.type.rank
     rank = len(sizes)
     dnums = hlo.ScatterDimensionNumbers.get(

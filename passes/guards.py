@@ -25,11 +25,12 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import func
 from jaxlib.mlir.dialects import stablehlo as hlo
 
+from ..compiler import abi
 from ..compiler import emit
 from ..compiler.effects import CALLBACK_TARGET
 from ..compiler.types import BOOL, DTYPES, F64, I64
 from .base import ModulePass
-from .rewrite import COUNTED, count_iterations, entry, inline_calls, run_argument
+from .rewrite import count_iterations, entry, inline_calls, run_argument
 
 KINDS = ("nan", "inf", "bounds", "div0")
 SCOPES = ("results", "all-ops")
@@ -51,16 +52,14 @@ class GuardOptions:
         return self.kinds & {"nan", "inf"}
 
 
-GUARDED = "arrc.guards"            # on main: the kinds a module is already guarded for
 # On main, in the results scope: the float kinds its results are checked for. The check is a second, small
 # executable run on the result buffers (`results_check`), so the computation itself is compiled exactly as
 # it is without guards and its numbers cannot change.
-CHECK_RESULTS = "arrc.check_results"
 
 
 def guarded_kinds(fop) -> frozenset:
     try:
-        return parse_kinds(ir.StringAttr(fop.attributes[GUARDED]).value)
+        return parse_kinds(ir.StringAttr(fop.attributes[abi.GUARDED]).value)
     except KeyError:
         return frozenset()
 
@@ -165,8 +164,8 @@ class _Guarder:
             if self.options.floats and (self.options.origins or self.options.scope == "all-ops"):
                 self._check_arguments(body)      # after the walk: these checks are not instrumented again
         if self.options.floats and self.options.scope == "results" and not self.options.origins and not already:
-            self.fop.attributes[CHECK_RESULTS] = ir.StringAttr.get(",".join(sorted(self.options.floats)))
-        self.fop.attributes[GUARDED] = ir.StringAttr.get(",".join(sorted(self.options.kinds | already)))
+            self.fop.attributes[abi.CHECK_RESULTS] = ir.StringAttr.get(",".join(sorted(self.options.floats)))
+        self.fop.attributes[abi.GUARDED] = ir.StringAttr.get(",".join(sorted(self.options.kinds | already)))
 
     def _add_loop_counters(self) -> None:
         """An iteration counter for every loop that has a check inside (reports name the iteration); the
@@ -179,14 +178,14 @@ class _Guarder:
             return ir.WalkResult.ADVANCE
         self.fop.operation.walk(collect)
         for op in loops:
-            if COUNTED not in op.attributes:     # an already guarded module's loops keep their counters
+            if abi.COUNTED not in op.attributes:     # an already guarded module's loops keep their counters
                 count_iterations(op)
 
     def _may_check(self, op) -> bool:
         """Whether `_checks` may instrument `op` (an over-approximation is harmless)."""
         kinds, name = self.options.kinds, op.name
-        return ("div0" in kinds and ("arrc.div0" in op.attributes or name in ("stablehlo.divide", "stablehlo.remainder")
-                                     and "arrc.safe_divisor" not in op.attributes and not _is_float(op.results[0].type))
+        return ("div0" in kinds and (abi.DIV0 in op.attributes or name in ("stablehlo.divide", "stablehlo.remainder")
+                                     and abi.SAFE_DIVISOR not in op.attributes and not _is_float(op.results[0].type))
                 or "bounds" in kinds and name in INDEXING
                 or bool(self.options.floats) and (self.options.origins or self.options.scope == "all-ops")
                 and name not in STRUCTURAL)
@@ -217,7 +216,7 @@ class _Guarder:
 
     def _regions(self, op, loops: list, position: int) -> None:
         if op.name == "stablehlo.while":
-            if COUNTED not in op.attributes:
+            if abi.COUNTED not in op.attributes:
                 return                   # nothing inside is checked: the loop stays as it was
             cond, body = op.regions[0].blocks[0], op.regions[1].blocks[0]
             self._block(cond, loops + [(position, cond.arguments[len(cond.arguments) - 1])])
@@ -240,14 +239,14 @@ class _Guarder:
             self._origin(ip, op, loops, position)
 
     def _div0(self, ip, op, loops, position) -> None:
-        if "arrc.div0" in op.attributes:
+        if abi.DIV0 in op.attributes:
             # arrc's `select(divisor == 0, 1, divisor)`: the test is operand 0; the dividend is operand 0 of
             # the division that uses the select.
             division = _division_using(op.results[0])
             values = [("dividend", division.operands[0])] if division is not None else []
             self._report(ip, op, op.operands[0], loops, position, "div0", values + [("divisor", op.operands[2])])
             return
-        if op.name in ("stablehlo.divide", "stablehlo.remainder") and "arrc.safe_divisor" not in op.attributes:
+        if op.name in ("stablehlo.divide", "stablehlo.remainder") and abi.SAFE_DIVISOR not in op.attributes:
             dt = _element_dtype(op.results[0].type)
             if dt is not None and dt.is_int:
                 with ip, op.location:
@@ -275,7 +274,7 @@ class _Guarder:
                                   emit.compare(start, emit.const(dim - size, dt), "GT", dt))
                     bad = out if bad is None else hlo.or_(bad, out)
                     raws.append(_raw_index(start))
-                extra = {"arrc.dims": _i64_array(dims), "arrc.sizes": _i64_array(sizes)}
+                extra = {abi.DIMS: _i64_array(dims), abi.SIZES: _i64_array(sizes)}
                 values = [(f"index {d}", r) for d, r in enumerate(raws)]
             else:
                 axis, indices, size, dims = _single_axis_indexing(op)
@@ -285,8 +284,8 @@ class _Guarder:
                 shape = emit.shape_of(indices)
                 bad = hlo.or_(emit.compare(indices, emit.const(0, dt, shape), "LT", dt),
                               emit.compare(indices, emit.const(dims[axis] - size, dt, shape), "GT", dt))
-                extra = {"arrc.dims": _i64_array([dims[axis]]), "arrc.sizes": _i64_array([size]),
-                         "arrc.axis": _i64_array([axis])}
+                extra = {abi.DIMS: _i64_array([dims[axis]]), abi.SIZES: _i64_array([size]),
+                         abi.AXIS: _i64_array([axis])}
                 values = [("index", _raw_index(indices))]
         self._report(ip, op, bad, loops, position, "bounds", values, extra=extra)
 
@@ -308,12 +307,12 @@ class _Guarder:
                         clean = hlo.not_(_any(_nonfinite(o, kinds)))
                         bad = hlo.and_(bad, emit.broadcast(clean, shape))
             values = ([(_label(o), o) for o in operands] if elementwise else []) + [("result", result)]
-            extra = {"arrc.reaches": _i64_array(self.reaches)} if self.reaches is not None else None
+            extra = {abi.REACHES: _i64_array(self.reaches)} if self.reaches is not None else None
             self._report(ip, op, bad, loops, position, "origin", values, extra=extra)
 
     def _check_arguments(self, body) -> None:
-        from .rewrite import int_attr, ABI_RUN
-        hidden = {int_attr(self.fop, ABI_RUN)} | _effect_args(self.fop)
+        from .rewrite import int_attr
+        hidden = {int_attr(self.fop, abi.RUN_ARG)} | _effect_args(self.fop)
         ip = ir.InsertionPoint(body.operations[0])
         for i, arg in enumerate(body.arguments):
             if i in hidden or not _is_float(arg.type):
@@ -321,7 +320,7 @@ class _Guarder:
             with ip, self.fop.location:
                 bad = _nonfinite(arg, self.options.floats)
             self._report(ip, self.fop, bad, [], -len(body.arguments) + i, "argument", [(_label(arg), arg)],
-                         loc=_value_location(arg, self.fop.location), extra={"arrc.arg": _i64_array([i])})
+                         loc=_value_location(arg, self.fop.location), extra={abi.ARG: _i64_array([i])})
 
     # -- one report site ------------------------------------------------------------------------------
     def _report(self, ip, op, bad, loops, position, kind, values, loc=None, extra=None) -> None:
@@ -343,11 +342,11 @@ class _Guarder:
                                             ir.IntegerType.get_unsigned(64), self.next_callback)}))
                 self.next_callback += 1
                 attrs = call.operation.attributes
-                attrs["arrc.kind"] = ir.StringAttr.get(kind)
-                attrs["arrc.order"] = _i64_array([p for p, _ in loops] + [position])
-                attrs["arrc.shape"] = _i64_array(emit.shape_of(bad))
-                attrs["arrc.labels"] = _strings([label for label, _ in values])
-                attrs["arrc.op"] = ir.StringAttr.get(op.operation.name)
+                attrs[abi.KIND] = ir.StringAttr.get(kind)
+                attrs[abi.ORDER] = _i64_array([p for p, _ in loops] + [position])
+                attrs[abi.SHAPE] = _i64_array(emit.shape_of(bad))
+                attrs[abi.LABELS] = _strings([label for label, _ in values])
+                attrs[abi.OP] = ir.StringAttr.get(op.operation.name)
                 for key, value in (extra or {}).items():
                     attrs[key] = value
                 hlo.return_([])
@@ -418,7 +417,7 @@ def _raw_index(value: ir.Value) -> ir.Value:
     owner = value.owner
     if isinstance(owner, ir.Operation) or hasattr(owner, "attributes"):
         try:
-            if "arrc.wrapped_index" in owner.attributes:
+            if abi.WRAPPED_INDEX in owner.attributes:
                 return owner.operands[2]
         except (AttributeError, TypeError):
             pass
@@ -437,7 +436,7 @@ def _single_axis_indexing(op):
         index_map = list(dn.scattered_dims_to_operand_dims)
         operand, indices = op.operands[0], op.operands[1]
         sizes = None
-    if _has_attr(indices.owner, "arrc.clamped_index"):
+    if _has_attr(indices.owner, abi.CLAMPED_INDEX):
         indices = indices.owner.operands[1]          # check what the program asked for, not the clamped value
     shape = emit.shape_of(indices)
     rank = len(shape)
@@ -481,7 +480,7 @@ def _value_location(value: ir.Value, default):
 
 def _effect_args(fop) -> set:
     from .rewrite import int_attr
-    io = int_attr(fop, "arrc.io_arg")
+    io = int_attr(fop, abi.IO_ARG)
     return set() if io is None else {io}
 
 
@@ -536,12 +535,12 @@ def results_check(fop) -> tuple[ir.Module | None, list[int]]:
     """For a main with `arrc.check_results`: a module whose main takes main's own float results and
     returns one i1, whether any holds a value of the checked kinds (NaN, infinity), and the indices of the
     results it takes; (None, []) when there is nothing to check. Built in main's (active) context."""
-    from .rewrite import ABI_EXTRA, int_attr
-    if CHECK_RESULTS not in fop.attributes:
+    from .rewrite import int_attr
+    if abi.CHECK_RESULTS not in fop.attributes:
         return None, []
-    kinds = parse_kinds(ir.StringAttr(fop.attributes[CHECK_RESULTS]).value)
+    kinds = parse_kinds(ir.StringAttr(fop.attributes[abi.CHECK_RESULTS]).value)
     results = list(ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value).results)
-    own = results[: len(results) - int_attr(fop, ABI_EXTRA, 0)]
+    own = results[: len(results) - int_attr(fop, abi.EXTRA_RESULTS, 0)]
     checked = [i for i, t in enumerate(own) if _is_float(t) and 0 not in ir.RankedTensorType(t).shape]
     if not checked:
         return None, []

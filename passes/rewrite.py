@@ -5,12 +5,10 @@ from __future__ import annotations
 from jaxlib.mlir import ir, passmanager
 from jaxlib.mlir.dialects import stablehlo as hlo
 
+from ..compiler import abi
 from ..compiler import emit
 from ..compiler.types import I32, I64
 
-ABI_RUN = "arrc.run_arg"              # index of the i32 run-id argument (host callbacks find their call)
-ABI_EXTRA = "arrc.extra_results"      # number of trailing results that are not the function's own
-COUNTED = "arrc.counted"              # on a stablehlo.while: its last carried value counts its iterations
 
 
 def entry(module: ir.Module):
@@ -105,14 +103,14 @@ def _set_function_type(fop, inputs: list, results: list) -> None:
 def run_argument(fop) -> ir.Value:
     """The run-id argument of `fop`, added at the end when the function has none yet."""
     block = fop.regions[0].blocks[0]
-    index = int_attr(fop, ABI_RUN)
+    index = int_attr(fop, abi.RUN_ARG)
     if index is not None:
         return block.arguments[index]
     ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
     run_type = emit.tensor_type((), I32)
     arg = block.add_argument(run_type, ir.Location.name("$run", childLoc=fop.location))
     _set_function_type(fop, list(ftype.inputs) + [run_type], list(ftype.results))
-    set_int_attr(fop, ABI_RUN, len(ftype.inputs))
+    set_int_attr(fop, abi.RUN_ARG, len(ftype.inputs))
     _extend_arg_attrs(fop)
     return arg
 
@@ -131,7 +129,7 @@ def count_iterations(while_op) -> tuple:
     with ir.InsertionPoint(old), old.location:
         zero = emit.const(0, I64)
         new = hlo.WhileOp([r.type for r in old.results] + [i64], list(old.operands) + [zero])
-    new.operation.attributes[COUNTED] = ir.BoolAttr.get(True)     # VHLO has no UnitAttr
+    new.operation.attributes[abi.COUNTED] = ir.BoolAttr.get(True)     # VHLO has no UnitAttr
     old.regions[0].blocks[0].append_to(new.cond)
     old.regions[1].blocks[0].append_to(new.body)
     cond_block, body_block = new.cond.blocks[0], new.body.blocks[0]

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
+from ..compiler import abi
 from ..compiler.diagnostics import Diagnostic
 from ..compiler.types import MAX_ARRAY_BYTES
 from .locations import span_of
@@ -48,13 +49,13 @@ FUNC_OPS = ("func.return", "func.call")
 
 # What each kind of registered site must carry (runtime/guards.py `sites`, runtime/effects.py `site_of`):
 # attribute name -> the attribute's class; results: the callback's result types.
-GUARD_ATTRS = {"arrc.order": "i64s", "arrc.shape": "i64s", "arrc.labels": "strings", "arrc.op": "string"}
+GUARD_ATTRS = {abi.ORDER: "i64s", abi.SHAPE: "i64s", abi.LABELS: "strings", abi.OP: "string"}
 SITES = {
-    "print": ({"arrc.pieces": "pieces"}, ["tensor<i32>"]),
-    "assert": ({"arrc.message": "string", "arrc.shape": "i64s", "arrc.function": "string"}, ["tensor<i32>"]),
+    "print": ({abi.PIECES: "pieces"}, ["tensor<i32>"]),
+    "assert": ({abi.MESSAGE: "string", abi.SHAPE: "i64s", abi.FUNCTION: "string"}, ["tensor<i32>"]),
     **{kind: (GUARD_ATTRS, []) for kind in ("origin", "argument", "bounds", "div0")},
 }
-OPTIONAL_I64S = ("arrc.dims", "arrc.sizes", "arrc.axis", "arrc.arg", "arrc.reaches")
+OPTIONAL_I64S = (abi.DIMS, abi.SIZES, abi.AXIS, abi.ARG, abi.REACHES)
 CALLBACK_ELEMENTS = {"i1", "i8", "i16", "i32", "i64", "ui8", "ui16", "ui32", "ui64",
                      "f16", "bf16", "f32", "f64", "complex<f32>", "complex<f64>"}
 
@@ -166,9 +167,9 @@ class _Checker:
     def _callback(self, op) -> str | None:
         """A host callback arrc registered, described by its attributes: else the problem."""
         attrs = op.attributes
-        if "arrc.kind" not in attrs:
+        if abi.KIND not in attrs:
             return "a host callback arrc did not register (no `arrc.kind` describes its site)"
-        kind = _string(attrs["arrc.kind"])
+        kind = _string(attrs[abi.KIND])
         if kind not in SITES:
             return f"unknown callback site kind {attrs['arrc.kind']}"
         index = _callback_index(op)
@@ -202,7 +203,7 @@ def _operands_problem(kind: str, attrs, types: list) -> str | None:
     if kind in ("print", "assert") and (len(types) < 2 or str(types[1]) != "tensor<i32>"):
         return f"a `{kind}` callback's second operand is the i/o token, a tensor<i32>"
     if kind == "print":
-        slots = sum(1 for piece in ir.ArrayAttr(attrs["arrc.pieces"]) if isinstance(piece, ir.ArrayAttr))
+        slots = sum(1 for piece in ir.ArrayAttr(attrs[abi.PIECES]) if isinstance(piece, ir.ArrayAttr))
         return None if len(types) == 2 + slots else f"{len(types) - 2} values for {slots} value slots"
     scalars = types[2:] if kind == "assert" else types[1:]
     if kind == "assert" and len(types) < 3:
@@ -259,8 +260,8 @@ def _has_form(attr, form: str) -> bool:
 
 def _guard_operands(attrs, count: int) -> bool:
     """Run id, first index, one counter per enclosing loop, one value per label (runtime/guards.py)."""
-    loops = len(i64s(attrs["arrc.order"])) - 1
-    return loops >= 0 and count == 2 + loops + len(ir.ArrayAttr(attrs["arrc.labels"]))
+    loops = len(i64s(attrs[abi.ORDER])) - 1
+    return loops >= 0 and count == 2 + loops + len(ir.ArrayAttr(attrs[abi.LABELS]))
 
 
 def _callback_operand(t: ir.Type) -> bool:

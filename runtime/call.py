@@ -8,9 +8,9 @@ import threading
 import numpy as np
 from jaxlib.mlir import ir
 
-from ..compiler.control import TRIP_COUNT
+from ..compiler import abi
 from ..passes.guards import results_check
-from ..passes.rewrite import ABI_EXTRA, ABI_RUN, entry, int_attr, ops_named, retarget_callbacks
+from ..passes.rewrite import entry, int_attr, ops_named, retarget_callbacks
 from . import effects
 from .guards import GuardSite, make_callback, sites
 from .pjrt import Executable
@@ -20,11 +20,11 @@ class Compiled:
     def __init__(self, module: ir.Module, context: ir.Context, sources: dict, platform: str = "cpu"):
         with context:
             fop = entry(module)
-            self.run_arg = int_attr(fop, ABI_RUN)
-            self.io_arg = int_attr(fop, "arrc.io_arg")
-            self.extra = int_attr(fop, ABI_EXTRA, 0)
+            self.run_arg = int_attr(fop, abi.RUN_ARG)
+            self.io_arg = int_attr(fop, abi.IO_ARG)
+            self.extra = int_attr(fop, abi.EXTRA_RESULTS, 0)
             check, self.checked = results_check(fop)
-            self.entry_name = ir.StringAttr(fop.attributes["arrc.entry"]).value if "arrc.entry" in fop.attributes \
+            self.entry_name = ir.StringAttr(fop.attributes[abi.ENTRY]).value if abi.ENTRY in fop.attributes \
                 else ir.StringAttr(fop.attributes["sym_name"]).value
             self.sites = found = sites(module)
             self.long_running = may_run_long(module)
@@ -79,9 +79,9 @@ def may_run_long(module) -> bool:
         iterations = 1
         while op is not None and op.name != "func.func":
             if op.name == "stablehlo.while":
-                if TRIP_COUNT not in op.attributes:
+                if abi.TRIP_COUNT not in op.attributes:
                     return True
-                iterations *= ir.IntegerAttr(op.attributes[TRIP_COUNT]).value
+                iterations *= ir.IntegerAttr(op.attributes[abi.TRIP_COUNT]).value
             op = op.parent
         if iterations > MAX_QUICK_ITERATIONS:
             return True

@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 
+from ..compiler import abi
 from ..compiler.effects import AssertSite, PrintSite
 from .reports import AssertionFailed
 
@@ -87,13 +88,13 @@ def site_of(op, span) -> PrintSite | AssertSite:
 
     from ..passes.rewrite import i64s
     attrs = op.attributes
-    if ir.StringAttr(attrs["arrc.kind"]).value == "print":
+    if ir.StringAttr(attrs[abi.KIND]).value == "print":
         pieces = [p.value if isinstance(p, ir.StringAttr) else None     # None: a value slot
-                  for p in ir.ArrayAttr(attrs["arrc.pieces"])]
+                  for p in ir.ArrayAttr(attrs[abi.PIECES])]
         return PrintSite(span, pieces)
-    return AssertSite(span, ir.StringAttr(attrs["arrc.message"]).value,
-                      tuple(i64s(attrs["arrc.shape"])),
-                      ir.StringAttr(attrs["arrc.function"]).value, 0)
+    return AssertSite(span, ir.StringAttr(attrs[abi.MESSAGE]).value,
+                      tuple(i64s(attrs[abi.SHAPE])),
+                      ir.StringAttr(attrs[abi.FUNCTION]).value, 0)
 
 
 def host_callback(site: PrintSite | AssertSite, sources: dict):

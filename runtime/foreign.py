@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from jaxlib.mlir import ir
 
+from ..compiler import abi
 from ..compiler import emit
 from ..compiler.diagnostics import CompileError, Diagnostic
 from ..compiler.effects import CALLBACK_TARGET
@@ -28,7 +29,7 @@ from ..compiler.types import DTYPES
 from ..passes.guards import GuardOptions, guard_module, guarded_kinds
 from ..passes.lapack_calls import is_lapack_target
 from ..passes.registry import run_passes
-from ..passes.rewrite import ABI_RUN, entry, int_attr, ops_named
+from ..passes.rewrite import entry, int_attr, ops_named
 from . import mlir_reader
 from .guards import FileSources, raise_faults
 
@@ -149,7 +150,7 @@ class ForeignFunction:
         with context:
             fop = entry(module)
             ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
-            hidden = {int_attr(fop, ABI_RUN), int_attr(fop, "arrc.io_arg")}
+            hidden = {int_attr(fop, abi.RUN_ARG), int_attr(fop, abi.IO_ARG)}
             self.params = [_dtype_shape(t) for i, t in enumerate(ftype.inputs) if i not in hidden]
             self.name = ir.StringAttr(fop.attributes["sym_name"]).value
             already = guarded_kinds(fop)

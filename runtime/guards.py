@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from jaxlib.mlir import ir
 
+from ..compiler import abi
 from ..compiler.span import Span
 from ..passes.locations import name_of, span_of
 from ..passes.rewrite import i64s
@@ -54,21 +55,21 @@ def sites(module: ir.Module) -> dict:
 
     def visit(op):
         op = op.operation
-        if op.name == "stablehlo.custom_call" and "arrc.kind" in op.attributes:
+        if op.name == "stablehlo.custom_call" and abi.KIND in op.attributes:
             index = ir.IntegerAttr(ir.DictAttr(op.attributes["backend_config"])["index"]).value
-            kind = ir.StringAttr(op.attributes["arrc.kind"]).value
+            kind = ir.StringAttr(op.attributes[abi.KIND]).value
             frames = _flatten_callsites(op.location)
             if kind in EFFECTS:
                 out[index] = site_of(op, span_of(frames[0]))
                 return ir.WalkResult.ADVANCE
             extra = {k: i64s(op.attributes[k])
-                     for k in ("arrc.dims", "arrc.sizes", "arrc.axis", "arrc.arg", "arrc.reaches")
+                     for k in (abi.DIMS, abi.SIZES, abi.AXIS, abi.ARG, abi.REACHES)
                      if k in op.attributes}
             out[index] = GuardSite(
                 index=index, kind=kind,
-                order=i64s(op.attributes["arrc.order"]), shape=tuple(i64s(op.attributes["arrc.shape"])),
-                labels=[ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["arrc.labels"])],
-                op=ir.StringAttr(op.attributes["arrc.op"]).value, span=span_of(frames[0]), name=name_of(frames[0]),
+                order=i64s(op.attributes[abi.ORDER]), shape=tuple(i64s(op.attributes[abi.SHAPE])),
+                labels=[ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes[abi.LABELS])],
+                op=ir.StringAttr(op.attributes[abi.OP]).value, span=span_of(frames[0]), name=name_of(frames[0]),
                 chain=[(name_of(f), span_of(f)) for f in frames[1:]], attrs=extra)
         return ir.WalkResult.ADVANCE
     module.operation.walk(visit)
@@ -109,8 +110,8 @@ def first_event(events: list) -> Event | None:
 def _reaching(events: list, bad_results: set) -> list:
     """The origin reports whose operation flows into a result that was not finite, when there are any
     (a NaN the program masked on the way to another result is not the one to blame)."""
-    flowing = [e for e in events if "arrc.reaches" not in e.site.attrs
-               or bad_results & set(e.site.attrs["arrc.reaches"])]
+    flowing = [e for e in events if abi.REACHES not in e.site.attrs
+               or bad_results & set(e.site.attrs[abi.REACHES])]
     return flowing or events
 
 
@@ -161,11 +162,11 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
                 notes.append(f"operands{at}: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in operands.items()))
     elif site.kind == "bounds":
         cls = BoundsError
-        dims, sizes = site.attrs.get("arrc.dims", []), site.attrs.get("arrc.sizes", [])
-        if "arrc.axis" in site.attrs:
+        dims, sizes = site.attrs.get(abi.DIMS, []), site.attrs.get(abi.SIZES, [])
+        if abi.AXIS in site.attrs:
             raw = event.values[0]
             dim, size = dims[0], sizes[0]
-            axis = site.attrs["arrc.axis"][0]
+            axis = site.attrs[abi.AXIS][0]
         else:
             axis = next((d for d, (v, n, s) in enumerate(zip(event.values, dims, sizes))
                          if not -n <= v <= n - s), 0)

@@ -1,0 +1,37 @@
+"""Every `arrc.*` attribute arrc writes into a StableHLO module, named once. A module is self-describing:
+the runtime reads its calling convention, its host-callback sites and its loop facts from these alone,
+so a module written by `arrc compile` runs under `arrc run` (or another process) as it would have here.
+
+Markers are BoolAttr (VHLO, the portable artifact's dialect, has no UnitAttr)."""
+from __future__ import annotations
+
+# ---- on the entry function (`main`) ----
+ENTRY = "arrc.entry"                  # the arr function a module was lowered from
+RUN_ARG = "arrc.run_arg"              # index of the i32 run-id argument (host callbacks find their call)
+IO_ARG = "arrc.io_arg"                # index of the i32 argument that orders print/assert effects
+EXTRA_RESULTS = "arrc.extra_results"  # number of trailing results that are not the function's own
+GUARDED = "arrc.guards"               # the guard kinds a module is already instrumented for
+CHECK_RESULTS = "arrc.check_results"  # results checked for nan/inf by the second executable (passes/guards.py)
+
+# ---- on a host-callback custom_call: its site (print, assert, a guard report) ----
+KIND = "arrc.kind"                    # "print", "assert" or a guard kind ("nan", "inf", "bounds", "div0")
+PIECES = "arrc.pieces"                # print: the text pieces and value slots
+MESSAGE = "arrc.message"              # assert: its message
+FUNCTION = "arrc.function"            # assert: the arr function it is in
+SHAPE = "arrc.shape"                  # the checked value's shape
+ORDER = "arrc.order"                  # guard: loop positions and the op's position (first fault wins)
+LABELS = "arrc.labels"                # guard: names of the reported values
+OP = "arrc.op"                        # guard: the operation's name
+DIMS = "arrc.dims"                    # bounds guard: the indexed dimensions
+SIZES = "arrc.sizes"                  # bounds guard: their sizes
+AXIS = "arrc.axis"                    # bounds guard of one axis
+ARG = "arrc.arg"                      # a guard on an argument: its index
+REACHES = "arrc.reaches"              # results a guarded value flows into (reports only those that matter)
+
+# ---- on operations: facts the passes read ----
+SAFE_DIVISOR = "arrc.safe_divisor"    # a divide/remainder whose divisor is never 0 (no div0 guard)
+DIV0 = "arrc.div0"                    # the select that replaces a zero divisor: the div0 guard's site
+WRAPPED_INDEX = "arrc.wrapped_index"  # a negative index wrapped by the size: bounds checks the original
+CLAMPED_INDEX = "arrc.clamped_index"  # an index clamped into range: bounds checks it before the clamp
+COUNTED = "arrc.counted"              # on a stablehlo.while: its last carried value counts its iterations
+TRIP_COUNT = "arrc.trip_count"        # on a `for` loop's stablehlo.while: its trip count, when known
