@@ -95,3 +95,15 @@ def test_the_graph_sees_relative_and_lazy_imports():
     assert "arrc.compiler.optable" in graph["arrc.compiler.ops_index"]          # `from .optable import ...`
     assert "arrc.runtime.cache" in graph["arrc.compiler.parse"]                  # inside a function
     assert "arrc.passes.guards" in graph["arrc.passes.registry"]
+
+
+def test_module_attribute_names_are_spelled_once():
+    """Every `arrc.*` attribute name is a constant of compiler/abi.py; nothing else spells one."""
+    import re
+    spelled = {}
+    for path in _modules().values():
+        if path.name != "abi.py":
+            for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                for found in re.findall(r"[\"']arrc\.[a-z_0-9]+[\"']", line):
+                    spelled[f"{path.relative_to(ROOT)}:{line_no}"] = found
+    assert spelled == {}
