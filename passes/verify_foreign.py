@@ -171,7 +171,7 @@ class _Checker:
             return "a host callback arrc did not register (no `arrc.kind` describes its site)"
         kind = _string(attrs[abi.KIND])
         if kind not in SITES:
-            return f"unknown callback site kind {attrs['arrc.kind']}"
+            return f"unknown callback site kind {attrs[abi.KIND]}"
         index = _callback_index(op)
         if index is None:
             return "a host callback needs `backend_config = {index = N : ui64}` and api_version 4"
