@@ -382,8 +382,9 @@ class ControlFlow:
         inits = hidden_inits + [self.materialize(before[n], types[n].dtype) for n in names]
         ir_types = [emit.tensor_type(t.concrete_shape, t.dtype) for t in state_types]
         op = hlo.WhileOp(ir_types, inits)
-        if counter is not None and known is not None and known < 2 ** 63:
-            op.attributes[abi.TRIP_COUNT] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), known)
+        if counter is not None:
+            count = known if known is not None and known < 2 ** 63 else -1
+            op.attributes[abi.TRIP_COUNT] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), count)
         cond_block = op.cond.blocks.append(*ir_types)
         body_block = op.body.blocks.append(*ir_types)
 

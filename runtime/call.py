@@ -79,9 +79,10 @@ def may_run_long(module) -> bool:
         iterations = 1
         while op is not None and op.name != "func.func":
             if op.name == "stablehlo.while":
-                if abi.TRIP_COUNT not in op.attributes:
+                count = ir.IntegerAttr(op.attributes[abi.TRIP_COUNT]).value if abi.TRIP_COUNT in op.attributes else -1
+                if count < 0:
                     return True
-                iterations *= ir.IntegerAttr(op.attributes[abi.TRIP_COUNT]).value
+                iterations *= count
             op = op.parent
         if iterations > MAX_QUICK_ITERATIONS:
             return True

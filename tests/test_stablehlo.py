@@ -595,16 +595,16 @@ def test_for_loop_counts_a_known_trip_count(mod):
 
 
 def test_for_loop_with_a_run_time_bound_and_a_literal_step(mod):
-    """len(range(2, k, 3)) before the loop: k > 2 ? (k - 2 - 1) // 3 + 1 : 0, in u64 (exact for any i64)."""
+    """len(range(2, k, 3)) before the loop: k > 2 ? (k - 2 - 1) // 3 + 1 : 0, in u64 (exact for any i64);
+    the trip count attribute says -1 (unknown at compile time)."""
     filecheck(hlo(mod, "loop_k", "f32[3]", "i32"), f"""
         CHECK: {V.format("GT")} = stablehlo.compare GT, {V.format("E")}, {V.format("S")}, SIGNED : (tensor<i64>, tensor<i64>)
         CHECK-NEXT: {V.format("D")} = stablehlo.subtract
         CHECK-NEXT: {V.format("D1")} = stablehlo.subtract [[D]],
         CHECK: stablehlo.divide [[D1]],
         CHECK: {V.format("TRIP")} = stablehlo.select [[GT]],
-        CHECK-NOT: arrc.trip_count
         CHECK: stablehlo.while
-        CHECK-NOT: arrc.trip_count
+        CHECK-SAME: attributes {{arrc.trip_count = -1 : i64}}
         CHECK: stablehlo.compare LT, %iterArg, [[TRIP]], UNSIGNED
     """)
 
