@@ -703,6 +703,13 @@ def main(argv: list[str] | None = None) -> int:
         return report_internal_error(err, getattr(args, "diagnostics", "text") == "json")
 
 
+def _run_abandoned() -> bool:
+    """Whether a compile or run that Ctrl-C abandoned is still going on a helper thread (runtime/call.py
+    `helpers_busy`): the normal exit would abort when it returns, so the REPL leaves with `os._exit` too."""
+    call = sys.modules.get("arrc.runtime.call")
+    return call is not None and call.helpers_busy()
+
+
 def entry() -> None:
     """The `arrc` console script: `main`, then leave without tearing down the interpreter.
     Unloading jaxlib and its XLA client takes ~0.3 s at exit and only matters for long-lived processes;
@@ -712,7 +719,7 @@ def entry() -> None:
     except KeyboardInterrupt:           # a Ctrl-C outside `main`'s handlers (e.g. while parsing flags)
         _interrupted()
         code = EXIT_INTERRUPTED
-    if len(sys.argv) > 1 and sys.argv[1] == "repl":
+    if len(sys.argv) > 1 and sys.argv[1] == "repl" and not _run_abandoned():
         sys.exit(code)
     import os
     try:

@@ -36,9 +36,13 @@ class Compiled:
             callbacks[index] = make_callback(site, effects.runs()) if isinstance(site, GuardSite) \
                 else effects.host_callback(site, sources)
         self.sources = sources
-        self.executable = Executable(module, platform, host_callbacks=callbacks)
+        # Compiled through `interruptible` (on a helper thread where this is the main thread): jaxlib's
+        # `compile_and_load` raises KeyboardInterrupt at Ctrl-C while XLA goes on compiling on its own
+        # threads, and the MLIR module it reads is then freed by the unwinding (a segfault a moment later).
+        # On a helper thread jaxlib never sees the signal: the compile ends normally, its result abandoned.
+        self.executable = interruptible(Executable, module, platform, callbacks)
         # The results check (passes/guards.py `results_check`): a second executable on the result buffers.
-        self.check = Executable(check, platform) if check is not None else None
+        self.check = interruptible(Executable, check, platform) if check is not None else None
 
     def __call__(self, values: list, quiet: bool = False):
         """Run; returns (results, RunState or None when the module has no effects and no guards)."""
@@ -134,16 +138,29 @@ class _Helper:
     def _loop(self):
         while True:
             fn, args, box, done = self.jobs.get()
+            with _helpers_lock:
+                _busy[0] += 1
             try:
                 box.append((True, fn(*args)))
             except BaseException as err:    # noqa: BLE001  handed to the caller
                 box.append((False, err))
             del fn, args
+            with _helpers_lock:
+                _busy[0] -= 1
             done.release()
 
 
 _helpers: list = []
 _helpers_lock = threading.Lock()
+_busy = [0]                                 # jobs running on helper threads, abandoned ones included
+
+
+def helpers_busy() -> bool:
+    """Whether a job is running on a helper thread; once the main thread waits for none, one that Ctrl-C
+    abandoned. Python's normal exit must not run then: a daemon thread returning from jaxlib while the
+    interpreter finalizes is ended by a forced unwind that jaxlib's C++ does not let through (an abort,
+    "FATAL: exception not rethrown"), so `arrc repl` leaves with `os._exit` then (cli.py `entry`)."""
+    return _busy[0] > 0
 
 
 def _helper() -> _Helper:
