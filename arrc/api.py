@@ -234,13 +234,11 @@ class Function:
         with self._lock:
             found = self._compiled.get(key)
             if found is None:
-                from arrc.passes.guards import GuardOptions, guard_module
-                from arrc.runtime.call import Compiled
+                from arrc.passes.guards import GuardOptions
+                from arrc.pipeline import compile_lowered
                 lowered = self.lower(*types)
                 options = GuardOptions(self.module.guard_kinds, self.module.guard_scope, origins)
-                with lowered.context:
-                    guard_module(lowered.module, options)
-                found = (Compiled(lowered.module, lowered.context, self.module.sources, platform=self.module.device),
+                found = (compile_lowered(lowered, self.module.sources, options, self.module.device),
                          lowered.tuple_result)
                 self._compiled[key] = found
         return found

@@ -38,7 +38,7 @@ from arrc.compiler.types import MAX_ARRAY_BYTES, ArrayType, Dim, dtype_of_numpy
 EXIT_OK, EXIT_COMPILE, EXIT_USAGE, EXIT_RUNTIME, EXIT_INTERNAL = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130                  # Ctrl-C (128 + SIGINT), as shells report it
 GUARD_KINDS = ("nan", "inf", "bounds", "div0", "all")
-EMITS = ("stablehlo", "mlirbc", "artifact")
+EMITS = ("stablehlo", "mlirbc", "artifact", "ast", "guarded", "hlo")
 CODE = re.compile(r"[EWR][0-9]{4}")
 
 
@@ -123,7 +123,7 @@ def portable_artifact(lowered) -> bytes:
 
 def emit(lowered, kind: str) -> str | bytes:
     """The lowered function as StableHLO text (with locations), MLIR bytecode or a portable artifact."""
-    if kind == "stablehlo":
+    if kind in ("stablehlo", "guarded"):
         return lowered.as_text()
     if kind == "mlirbc":
         return lowered.as_bytecode()
@@ -145,8 +145,17 @@ def write_output(data: str | bytes, out: str | None) -> None:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
+    """Stops (arrc/pipeline.py STOPS): `ast` after checking; `stablehlo`, `mlirbc`, `artifact` after the
+    passes (`--guards` adds the guard pass; `--passes` replaces the list); `guarded` the same with every
+    guard kind unless `--guards` says which; `hlo` what XLA makes of it (optimized HLO)."""
+    from arrc.passes.guards import KINDS, GuardOptions, parse_kinds
+    from arrc.pipeline import apply_passes, compile_module, parse_pass_list, passes_for
     module, sources = load_module(args.file, args.werror)
     print_diagnostics(module.warnings, sources)
+    if args.emit == "ast":
+        from arrc.compiler.ast import dump
+        write_output(dump(module._program.module) + "\n", args.output)
+        return EXIT_OK
     fn = entry_function(module, args.entry, args.file)
     shapes = parse_shapes(args.shape)
     unknown = sorted(set(shapes) - set(fn.shape_vars))
@@ -155,9 +164,20 @@ def cmd_compile(args: argparse.Namespace) -> int:
         raise UsageError(f"`{fn.name}{fn.signature}` has no shape variable `{unknown[0]}` (shape variables: {have})")
     lowered = fn.lower(*fn.arg_types_for(shapes))
     print_diagnostics([d for d in lowered.warnings if d not in module.warnings], sources)
-    if args.guards:
-        from arrc.passes.guards import GuardOptions, guard_module, parse_kinds
-        guard_module(lowered.module, GuardOptions(parse_kinds(",".join(args.guards)), args.guard_scope))
+    kinds = parse_kinds(",".join(args.guards)) if args.guards else \
+        frozenset(KINDS) if args.emit == "guarded" else frozenset()
+    options = GuardOptions(kinds, args.guard_scope)
+    try:
+        passes = passes_for(options) if args.passes is None else parse_pass_list(args.passes, options)
+    except ValueError as err:
+        raise UsageError(f"--passes: {err}") from None
+    apply_passes(lowered.module, lowered.context, passes, sources)
+    if args.emit == "hlo":
+        if args.target != "cpu":
+            raise UsageError("--emit hlo compiles for this machine: use it with --target cpu")
+        loaded = compile_module(lowered.module, lowered.context, sources, [], "cpu").executable.loaded
+        write_output(loaded.hlo_modules()[0].to_string(), args.output)
+        return EXIT_OK
     from arrc.passes.rewrite import retarget_callbacks
     try:
         with lowered.context:
@@ -571,7 +591,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE")
     p.add_argument("-o", "--output", metavar="OUT", help="output file (default: stdout)")
     p.add_argument("--emit", choices=EMITS, default="stablehlo",
-                   help="StableHLO text with locations (default), MLIR bytecode or a portable artifact")
+                   help="StableHLO text with locations (default), MLIR bytecode, a portable artifact; or stop "
+                        "at another stage: the checked AST, the guarded module, XLA's optimized HLO")
+    p.add_argument("--passes", metavar="A,B,C", help="the passes to run, in order (default: verify-static-shapes, "
+                                                     "then guard with --guards)")
     p.add_argument("--entry", default="main", metavar="NAME", help="function to compile (default: main)")
     p.add_argument("--shape", action="append", default=[], metavar="NAME=INT",
                    help="size of a shape variable of the entry (repeatable)")

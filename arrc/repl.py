@@ -603,21 +603,20 @@ class Session:
 
     @staticmethod
     def prepare(fn, types):
-        """`fn` lowered for `types`, with the module's guards applied as the API applies them."""
+        """`fn` lowered for `types` and through its passes (arrc/pipeline.py), guards as the API's."""
+        from arrc.passes.guards import GuardOptions
+        from arrc.pipeline import apply_passes, passes_for
         lowered = fn.lower(*types)
-        kinds = getattr(fn.module, "guard_kinds", None)
-        if kinds:
-            from arrc.passes.guards import GuardOptions, guard_module
-            with lowered.context:
-                guard_module(lowered.module, GuardOptions(kinds, fn.module.guard_scope, False))
+        options = GuardOptions(getattr(fn.module, "guard_kinds", None) or frozenset(), fn.module.guard_scope)
+        apply_passes(lowered.module, lowered.context, passes_for(options), fn.module.sources)
         return lowered
 
     def compiled(self, fn, lowered):
-        """The lowered module compiled for the session's device, with its host callbacks."""
-        from arrc.runtime.call import Compiled
+        """The prepared module compiled for the session's device, with its host callbacks."""
+        from arrc.pipeline import compile_module
         from arrc.runtime.pjrt import DeviceUnavailable
         try:
-            return Compiled(lowered.module, lowered.context, fn.module.sources, platform=self.device)
+            return compile_module(lowered.module, lowered.context, fn.module.sources, [], self.device)
         except DeviceUnavailable as err:
             raise CellError(f"error: {err}", EXIT_USAGE, diagnostic=False) from None
 

@@ -251,3 +251,28 @@ def walk(node: Node):
 def called_names(node) -> set:
     """The names of the functions called under `node`."""
     return {n.func.id for n in walk(node) if isinstance(n, Call) and isinstance(n.func, Name)}
+
+
+def dump(node, indent: int = 0) -> str:
+    """`node` as indented text, one node per line with its span (`arrc compile --emit ast`)."""
+    pad = "  " * indent
+    if isinstance(node, Span):
+        return f"{pad}@{node.line}:{node.col}-{node.end_line}:{node.end_col}"
+    if isinstance(node, tuple):
+        return "\n".join(dump(item, indent) for item in node) if node else f"{pad}()"
+    if not isinstance(node, Node):
+        return f"{pad}{node!r}"
+    s = node.span
+    head = f"{pad}{type(node).__name__}" + (f" @{s.line}:{s.col}-{s.end_line}:{s.end_col}" if s else "")
+    lines = [head]
+    for name, value in vars(node).items():
+        if name == "span":
+            continue
+        if isinstance(value, Node) or (isinstance(value, tuple) and value and any(isinstance(v, Node) for v in value)):
+            lines.append(f"{pad}  {name}:")
+            lines.append(dump(value, indent + 2))
+        elif isinstance(value, Span):
+            lines.append(f"{pad}  {name}: {dump(value)}")
+        else:
+            lines.append(f"{pad}  {name}: {value!r}")
+    return "\n".join(lines)

@@ -20,20 +20,18 @@ from pathlib import Path
 import numpy as np
 from jaxlib.mlir import ir
 
-from ..compiler import abi
-from ..compiler import emit
+from ..compiler import abi, emit
 from ..compiler.diagnostics import CompileError, Diagnostic
 from ..compiler.effects import CALLBACK_TARGET
 from ..compiler.span import Span
 from ..compiler.types import DTYPES
-from ..passes.guards import GuardOptions, guard_module, guarded_kinds
+from ..passes.guards import GuardOptions, GuardPass, guarded_kinds
 from ..passes.lapack_calls import is_lapack_target
 from ..passes.registry import run_passes
 from ..passes.rewrite import entry, int_attr, ops_named
 from . import mlir_reader
 from .guards import FileSources, raise_faults
 
-CHECKS = ["verify-static-shapes", "verify-foreign-calls"]
 READER = mlir_reader.__file__            # run as a script in the child
 READ_TIMEOUT_S = 60.0
 MAX_SOURCE_BYTES = 16 * 2 ** 20        # a location's file is shown in reports only if it is this small
@@ -95,7 +93,8 @@ def _unreadable(name: str, reason: str, span: Span | None = None) -> CompileErro
 def check_module(context, module, name: str) -> None:
     """The checks every module from elsewhere passes before it is guarded or compiled."""
     with context:
-        diags = run_passes(module, CHECKS)
+        from ..pipeline import foreign_checks
+        diags = run_passes(module, foreign_checks())
         if not diags:
             try:
                 entry(module)
@@ -129,12 +128,10 @@ class SafeSources(FileSources):
 
 def guard_text(data: bytes, name: str, options: GuardOptions) -> str:
     """`arrc guard`: the module instrumented with guards, as text with its locations."""
+    from ..pipeline import apply_passes
     context, module = read_module(data, name)
-    diags = guard_module(module, options)
-    if diags:
-        raise CompileError(diags, SafeSources())
+    apply_passes(module, context, [GuardPass(options)], SafeSources())
     with context:
-        module.operation.verify()
         return module.operation.get_asm(enable_debug_info=True)
 
 
@@ -169,18 +166,17 @@ class ForeignFunction:
 
     def _build(self, origins: bool):
         if origins not in self._builds:
-            from .call import Compiled
+            from ..pipeline import apply_passes, compile_module
             context = mlir_reader.make_context()
             with context:
                 module = ir.Module.parse(self.bytecode)
                 _callbacks_on_cpu(module)
-            diags = guard_module(module, GuardOptions(self.options.kinds, self.options.scope, origins))
-            if diags:
-                raise CompileError(diags, self.sources)
+            apply_passes(module, context, [GuardPass(GuardOptions(self.options.kinds, self.options.scope, origins))],
+                         self.sources)
             if self.uses_lapack:
                 _initialize_lapack()
             with _xla_errors(f"XLA cannot compile {self.path}"):
-                self._builds[origins] = Compiled(module, context, self.sources, platform=self.platform)
+                self._builds[origins] = compile_module(module, context, self.sources, [], self.platform)
         return self._builds[origins]
 
     def __call__(self, values: list):

@@ -1,0 +1,61 @@
+"""The one ladder from source to executable, used by the API, the CLI, the REPL and foreign modules:
+
+    source -> AST (compiler/parse.py) -> checked program (compiler/program.py)
+           -> StableHLO (compiler/lower.py) -> passes (passes/registry.py) -> executable (runtime/call.py)
+
+`passes_for` is the pass list of a module: the place where a transformation of the program (autodiff,
+batching, sharding) goes in, as one more entry. `run_passes` verifies the module after each pass.
+"""
+from __future__ import annotations
+
+from .compiler.diagnostics import CompileError
+from .passes.base import ModulePass
+from .passes.guards import GuardOptions, GuardPass
+from .passes.registry import PASSES, run_passes
+from .passes.verify_foreign import VerifyForeignCalls
+from .passes.verify_static_shapes import VerifyStaticShapes
+
+STOPS = ("ast", "stablehlo", "guarded", "hlo")    # where `arrc compile --emit` can stop
+
+
+def passes_for(guards: GuardOptions | None = None) -> list[ModulePass]:
+    """The passes an arr function's module goes through before it is compiled."""
+    passes: list[ModulePass] = [VerifyStaticShapes()]
+    if guards is not None and guards.kinds:
+        passes.append(GuardPass(guards))
+    return passes
+
+
+def foreign_checks() -> list[ModulePass]:
+    """What a module from elsewhere passes when it is read, before it is guarded or compiled."""
+    return [VerifyStaticShapes(), VerifyForeignCalls()]
+
+
+def parse_pass_list(text: str, guards: GuardOptions | None = None) -> list[ModulePass]:
+    """`--passes a,b,c`: the named passes in that order (`guard` with the command's guard options)."""
+    chosen = []
+    for name in (n.strip() for n in text.split(",") if n.strip()):
+        if name not in PASSES:
+            raise ValueError(f"unknown pass `{name}` (passes: {', '.join(sorted(PASSES))})")
+        chosen.append(GuardPass(guards) if name == GuardPass.name and guards is not None else PASSES[name]())
+    return chosen
+
+
+def apply_passes(module, context, passes: list, sources) -> None:
+    """Run `passes` on `module` in place; their diagnostics become a CompileError."""
+    with context:
+        diags = run_passes(module, passes)
+    if diags:
+        raise CompileError(diags, sources)
+
+
+def compile_module(module, context, sources, passes: list, platform: str = "cpu"):
+    """`module` through `passes`, then compiled for `platform` (runtime/call.py `Compiled`)."""
+    from .runtime.call import Compiled
+    apply_passes(module, context, passes, sources)
+    return Compiled(module, context, sources, platform=platform)
+
+
+def compile_lowered(lowered, sources, guards: GuardOptions | None, platform: str = "cpu"):
+    """An arr function's lowering (compiler/lower.py `Lowered`) through its passes to an executable."""
+    return compile_module(lowered.module, lowered.context, sources, passes_for(guards), platform)

@@ -1,0 +1,133 @@
+"""The one pipeline (arrc/pipeline.py, issue 14): its pass list, its verification after each pass, and the
+stops of `arrc compile --emit ast|stablehlo|guarded|hlo` and `--passes`."""
+from __future__ import annotations
+
+import pytest
+from jaxlib.mlir import ir
+
+import arrc
+from arrc.cli import main as cli
+from arrc.passes.base import ModulePass
+from arrc.passes.guards import GuardOptions
+from arrc.passes.registry import run_passes
+from arrc.pipeline import parse_pass_list, passes_for
+
+SRC = "def main(x: f32[3], i: i32) -> f32:\n    return x[i] / 2.0\n"
+
+
+AST_GOLDEN = """\
+Module @1:1-3:1
+  items:
+    FunctionDef @1:1-3:1
+      name: 'main'
+      params:
+        Param @1:10-1:19
+          name: 'x'
+          type:
+            TypeExpr @1:13-1:19
+              dtype: 'f32'
+              dims:
+                DimInt @1:17-1:18
+                  value: 3
+        Param @1:21-1:27
+          name: 'i'
+          type:
+            TypeExpr @1:24-1:27
+              dtype: 'i32'
+              dims: None
+      results:
+        TypeExpr @1:32-1:35
+          dtype: 'f32'
+          dims: None
+      tuple_result: False
+      body:
+        Return @2:5-2:22
+          values:
+            Binary @2:12-2:22
+              op: '/'
+              lhs:
+                Index @2:12-2:16
+                  base:
+                    Name @2:12-2:13
+                      id: 'x'
+                  subscripts:
+                    Name @2:14-2:15
+                      id: 'i'
+              rhs:
+                FloatLit @2:19-2:22
+                  value: 2.0
+      name_span: @1:5-1:9
+"""
+
+
+@pytest.fixture()
+def program(tmp_path):
+    path = tmp_path / "p.arr"
+    path.write_text(SRC)
+    return path
+
+
+def _compile(capsys, *argv) -> tuple[int, str, str]:
+    code = cli(["compile", *map(str, argv)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_the_pass_list_of_an_arr_function():
+    assert [p.name for p in passes_for()] == ["verify-static-shapes"]
+    assert [p.name for p in passes_for(GuardOptions(frozenset({"nan"})))] == ["verify-static-shapes", "guard"]
+    chosen = parse_pass_list("guard,verify-static-shapes", GuardOptions(frozenset({"bounds"})))
+    assert [p.name for p in chosen] == ["guard", "verify-static-shapes"]
+    assert chosen[0].options.kinds == {"bounds"}
+    with pytest.raises(ValueError, match="unknown pass `inline`"):
+        parse_pass_list("inline")
+
+
+def test_emit_ast_is_the_checked_tree(capsys, program):
+    code, out, err = _compile(capsys, program, "--emit", "ast")
+    assert (code, err) == (0, "")
+    assert out == AST_GOLDEN
+
+
+def test_emit_guarded_has_every_guard_and_stablehlo_only_those_asked(capsys, program):
+    _, plain, _ = _compile(capsys, program)
+    _, guarded, _ = _compile(capsys, program, "--emit", "guarded")
+    _, bounds, _ = _compile(capsys, program, "--emit", "guarded", "--guards", "bounds")
+    assert "stablehlo.custom_call" not in plain
+    assert 'arrc.kind = "bounds"' in guarded and "arrc.guards = " in guarded
+    assert 'arrc.guards = "bounds"' in bounds and 'arrc.guards = "bounds,' not in bounds
+
+
+def test_passes_replaces_the_list(capsys, program):
+    _, out, _ = _compile(capsys, program, "--guards", "all", "--passes", "verify-static-shapes")
+    assert "arrc.guards" not in out
+    code, out, err = _compile(capsys, program, "--passes", "guard,fold")
+    assert (code, out) == (2, "")
+    assert err == ("arrc: error: --passes: unknown pass `fold` "
+                   "(passes: guard, verify-foreign-calls, verify-static-shapes)\n")
+
+
+def test_emit_hlo_is_what_xla_compiled(capsys, program):
+    code, out, _ = _compile(capsys, program, "--emit", "hlo")
+    assert code == 0 and out.startswith("HloModule main")
+    code, out, err = _compile(capsys, program, "--emit", "hlo", "--target", "gpu")
+    assert (code, out) == (2, "") and "--emit hlo compiles for this machine" in err
+
+
+class _Breaks(ModulePass):
+    """A pass with a bug: it leaves a function whose result type no longer matches its return."""
+    name = "breaks"
+
+    def apply(self, module):
+        fop = module.body.operations[0]
+        with module.context:
+            fop.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get([], []))
+        return []
+
+
+def test_a_pass_that_leaves_an_invalid_module_is_an_internal_error():
+    lowered = arrc.loads(SRC).main.lower(arrc.spec("f32[3]"), arrc.spec("i32"))
+    with lowered.context:
+        diags = run_passes(lowered.module, [_Breaks(), *passes_for()])
+    assert [d.code for d in diags] == ["E0601"]
+    assert diags[0].message.startswith("internal compiler error: RuntimeError: pass `breaks` left an invalid module")
