@@ -204,7 +204,7 @@ class Function:
         executable to run itself next time (positional calls of one without effects or guards)."""
         out, compiled, tuple_result = self._call(args, kwargs)
         fast = None
-        if not kwargs and compiled.run_arg is None and compiled.check is None and not compiled.long_running:
+        if not kwargs and compiled.run_arg is None and compiled.check is None and not compiled.may_not_end:
             fast = compiled.executable.fastpath(args, "tuple" if tuple_result else "single")
         return out, fast, False
 
