@@ -34,10 +34,10 @@ from arrc.compiler.diagnostics import CODES, CompileError, Diagnostic, internal_
 from arrc.compiler.parse import decode
 from arrc.compiler.span import Source
 from arrc.compiler.types import MAX_ARRAY_BYTES, ArrayType, Dim, dtype_of_numpy
+from arrc.exits import EXIT_COMPILE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE
+from arrc.passes.guards import KINDS, SCOPES
 
-EXIT_OK, EXIT_COMPILE, EXIT_USAGE, EXIT_RUNTIME, EXIT_INTERNAL = 0, 1, 2, 3, 4
-EXIT_INTERRUPTED = 130                  # Ctrl-C (128 + SIGINT), as shells report it
-GUARD_KINDS = ("nan", "inf", "bounds", "div0", "all")
+GUARD_KINDS = (*KINDS, "all")
 EMITS = ("stablehlo", "mlirbc", "artifact", "ast", "guarded", "hlo")
 CODE = re.compile(r"[EWR][0-9]{4}")
 
@@ -563,6 +563,7 @@ def cmd_repl(args: argparse.Namespace) -> int:
 
 def version_text() -> str:
     from importlib.metadata import PackageNotFoundError, version
+
     from jaxlib.mlir.dialects import stablehlo as hlo
     try:
         jaxlib_version = version("jaxlib")
@@ -599,7 +600,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shape", action="append", default=[], metavar="NAME=INT",
                    help="size of a shape variable of the entry (repeatable)")
     p.add_argument("--guards", type=_guard_list, metavar="KINDS", help="nan,inf,bounds,div0 or all")
-    p.add_argument("--guard-scope", choices=("results", "all-ops"), default="results",
+    p.add_argument("--guard-scope", choices=SCOPES, default="results",
                    help="nan/inf: check the results (default) or every operation")
     p.add_argument("--target", choices=DEVICES, default="cpu", help="target backend (default: cpu)")
     p.add_argument("--werror", action="store_true", help="treat warnings as errors")
@@ -613,7 +614,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE.npz", help="also save the results as result_0, result_1, ...")
     p.add_argument("--format", choices=("text", "json"), default="text", help="how results are printed")
     p.add_argument("--guards", type=_guard_list, metavar="KINDS", help="nan,inf,bounds,div0 or all")
-    p.add_argument("--guard-scope", choices=("results", "all-ops"), default="results",
+    p.add_argument("--guard-scope", choices=SCOPES, default="results",
                    help="nan/inf: check the results (default) or every operation")
     p.add_argument("--device", choices=DEVICES, default="cpu", help="device to run on (default: cpu)")
     p.add_argument("--time", action="store_true", help="print compile and run times to stderr")
@@ -630,7 +631,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="IN.mlir")
     p.add_argument("-o", "--output", metavar="OUT.mlir")
     p.add_argument("--guards", type=_guard_list, metavar="KINDS", help="nan,inf,bounds,div0 or all (default)")
-    p.add_argument("--guard-scope", choices=("results", "all-ops"), default="results")
+    p.add_argument("--guard-scope", choices=SCOPES, default="results")
     p.set_defaults(handler=cmd_guard)
 
     p = sub.add_parser("explain", help="explain a diagnostic code, with a wrong and a right example")

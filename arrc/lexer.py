@@ -12,19 +12,19 @@ from __future__ import annotations
 import re
 
 from pygments.lexer import RegexLexer, bygroups, words
-from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuation, String, Text, Token,
-                            Whitespace)
+from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation, String, Text, Token, Whitespace
 
 from arrc.compiler.builtins import BUILTINS
+from arrc.compiler.check import NAMED_CONSTANTS
+from arrc.compiler.fastparse import KEYWORDS as RESERVED
 from arrc.compiler.types import DTYPES
 
-KEYWORDS = ("def", "return", "if", "elif", "else", "for", "in", "while", "pass", "const", "print", "assert",
-            "range")
 WORD_OPERATORS = ("and", "or", "not")
-CONSTANTS = ("true", "false", "nan", "inf", "pi")
+CONSTANTS = ("true", "false", *NAMED_CONSTANTS)
+KEYWORDS = tuple(sorted(RESERVED - set(WORD_OPERATORS) - set(CONSTANTS)))     # the statement words
 DTYPE_NAMES = tuple(DTYPES)
 BUILTIN_NAMES = tuple(sorted(n for n in BUILTINS if n[:1].isalpha()))
-ATTRIBUTES = ("shape", "ndim", "size", "dtype", "T", "astype")
+ATTRIBUTES = tuple(sorted(n[1:] for n in BUILTINS if n.startswith(".")))
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 

@@ -35,26 +35,25 @@ from pathlib import Path
 import numpy as np
 
 import arrc
+from arrc.api import DEVICES
 from arrc.compiler import ast
-from arrc.compiler.builtins import BUILTINS
 from arrc.compiler.check import NAMED_CONSTANTS
 from arrc.compiler.diagnostics import CompileError, Diagnostic, Label, internal_error, render_all
+from arrc.compiler.fastparse import KEYWORDS as RESERVED_WORDS
 from arrc.compiler.parse import decode, parse
 from arrc.compiler.span import Source, Span
 from arrc.compiler.types import DTYPES, dtype_of_numpy
+from arrc.exits import EXIT_COMPILE, EXIT_INTERNAL, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE
+from arrc.lexer import ATTRIBUTES, BUILTIN_NAMES
+from arrc.passes.guards import KINDS
 
 MODULE_FILE = "<session>"          # the file name of the module text the session compiles
 EXPR_FILE = "<expr>"               # the file name the API gives expressions
 CELL_FN = "__cell__"               # the function a statement cell runs as
 PROMPT, CONTINUATION = "arr> ", "...> "
-GUARD_KINDS = ("nan", "inf", "bounds", "div0", "all")
-DEVICES = ("cpu", "gpu", "tpu")
-KEYWORDS = ("def", "return", "if", "elif", "else", "for", "in", "while", "pass", "const", "print", "assert",
-            "range", "and", "or", "not", "true", "false")
-ATTRIBUTES = ("shape", "ndim", "size", "dtype", "T", "astype")
-BUILTIN_NAMES = tuple(sorted(n for n in BUILTINS if n[:1].isalpha()))
+GUARD_KINDS = (*KINDS, "all")
+KEYWORDS = tuple(sorted(RESERVED_WORDS))
 RESERVED = set(KEYWORDS) | set(DTYPES) | set(NAMED_CONSTANTS) | set(BUILTIN_NAMES)
-EXIT_OK, EXIT_COMPILE, EXIT_USAGE, EXIT_RUNTIME, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
 COMMANDS = {            # name -> (argument, one-line help)
     ":help": ("", "this help"),
