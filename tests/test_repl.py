@@ -370,6 +370,17 @@ def test_cells_are_split_like_a_script():
                                    "if x > 0:\n    x = 2\nelse:\n    x = 3", "y = (1 +\n2)", ":help"]
 
 
+def test_a_long_block_is_read_in_linear_time():
+    """A piped 8,000-line `def` took 93 s (each line rescanned the whole pending block); 40,000 lines now
+    split as fast as they are read. Brackets that open and close across lines inside the block, a string
+    holding a `(` and a comment holding a `:` are kept track of line by line."""
+    body = "".join(f"    x = x * (1.0 +\n        {i}.0)\n    s = \"(\"  # not a block:\n" for i in range(20_000))
+    script = "def f(x: f32) -> f32:\n" + body + "    return x\nf(1.0)\n"
+    cells = split_cells(script)
+    assert len(cells) == 2 and cells[1] == "f(1.0)"
+    assert cells[0].count("\n") == 60_001
+
+
 def test_when_enter_runs_the_buffer():
     assert is_complete("x = 1") and is_complete(":type x:") and is_complete("")
     assert not is_complete("x = (1 +") and not is_complete("def f() -> i32:")
