@@ -4,15 +4,6 @@ from __future__ import annotations
 from ..compiler.diagnostics import Diagnostic, render
 from ..compiler.span import Source, Span
 
-RUNTIME_CODES = {
-    "R0001": "NaN produced at run time",
-    "R0002": "infinity produced at run time",
-    "R0003": "index out of range at run time",
-    "R0004": "integer division by zero at run time",
-    "R0005": "assertion failed",
-}
-
-
 class GuardError(RuntimeError):
     """A fault found by the compiled program itself (guards) or a failed `assert`."""
     code = "R0000"
