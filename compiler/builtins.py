@@ -1,4 +1,6 @@
-"""The operation table: one entry per builtin and operator, each with its type rule and lowering rule
+"""The operation table: one entry per builtin and operator, each with its type rule and lowering rule, its
+display name (locations, diagnostics), the words guard reports use and, for named builtins, the family and
+one-line doc that docs/language.md's builtin list is generated from
 (the machinery is `optable.py`; the rules are in the `ops_*` modules, imported here so the tables are full
 wherever they are read)."""
 from __future__ import annotations

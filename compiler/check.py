@@ -625,22 +625,15 @@ def _result_help(value, declared: ArrayType) -> str | None:
     return None
 
 
-_OP_NAMES = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "//": "floor_divide", "%": "remainder",
-             "**": "power", "@": "matmul", "==": "compare", "!=": "compare", "<": "compare", "<=": "compare",
-             ">": "compare", ">=": "compare", "&": "and", "|": "or", "^": "xor", "and": "and", "or": "or"}
-
-
 _STATEMENT_NAMES = {ast.If: "if", ast.For: "for", ast.While: "while", ast.Print: "print", ast.Assert: "assert",
                     ast.Return: "return"}
-_UNARY_NAMES = {"-": "negate", "+": "positive", "~": "not", "not": "not"}
 
 
 def _location_name(expr) -> str:
     kind = type(expr)
-    if kind is ast.Binary:
-        return _OP_NAMES.get(expr.op, expr.op)
-    if kind is ast.Unary:
-        return _UNARY_NAMES[expr.op]
+    if kind is ast.Binary or kind is ast.Unary:      # the operator's display name in the op table
+        op = OPERATORS.get(expr.op if kind is ast.Binary else "unary" + expr.op)
+        return op.display if op is not None else expr.op
     if kind is ast.Call:
         f = expr.func
         return f.id if isinstance(f, ast.Name) else f.name if isinstance(f, ast.Attribute) else "call"

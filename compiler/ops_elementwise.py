@@ -149,14 +149,24 @@ def _binary(name: str):
     return lambda a, b, dt: emit.same_type(name, a, b)
 
 
-register("+", params="x, y", table=OPERATORS)(arithmetic("+", _binary("stablehlo.add")))
-register("-", params="x, y", table=OPERATORS)(arithmetic("-", _binary("stablehlo.subtract")))
-register("*", params="x, y", table=OPERATORS)(arithmetic("*", _binary("stablehlo.multiply")))
-register("//", params="x, y", table=OPERATORS)(arithmetic("//", _float_floor_div, _floor_div_int))
-register("%", params="x, y", table=OPERATORS)(arithmetic("%", _float_mod, _mod_int))
-register("maximum", params="x, y")(arithmetic("maximum", _binary("stablehlo.maximum"), allow_bool=True))
-register("minimum", params="x, y")(arithmetic("minimum", _binary("stablehlo.minimum"), allow_bool=True))
-@register("atan2", params="x, y")
+register("+", params="x, y", table=OPERATORS,
+         display="add", words="addition")(arithmetic("+", _binary("stablehlo.add")))
+register("-", params="x, y", table=OPERATORS,
+         display="subtract", words="subtraction")(arithmetic("-", _binary("stablehlo.subtract")))
+register("*", params="x, y", table=OPERATORS,
+         display="multiply", words="multiplication")(arithmetic("*", _binary("stablehlo.multiply")))
+register("//", params="x, y", table=OPERATORS,
+         display="floor_divide", words="floor division")(arithmetic("//", _float_floor_div, _floor_div_int))
+register("%", params="x, y", table=OPERATORS,
+         display="remainder", words="remainder")(arithmetic("%", _float_mod, _mod_int))
+register("maximum", params="x, y",
+         family="Elementwise",
+         doc="elementwise larger of x and y")(arithmetic("maximum", _binary("stablehlo.maximum"), allow_bool=True))
+register("minimum", params="x, y",
+         family="Elementwise",
+         doc="elementwise smaller of x and y")(arithmetic("minimum", _binary("stablehlo.minimum"), allow_bool=True))
+@register("atan2", params="x, y",
+          family="Elementwise", doc="elementwise arctan(x / y) in the quadrant of the point (y, x), as np.arctan2")
 def _atan2(cx: CallCx, x, y):
     _require_arrays(cx, [x, y], "`atan2`")
     dtype, weak, shape = elementwise_type(cx, [x, y], "`atan2`")
@@ -164,7 +174,7 @@ def _atan2(cx: CallCx, x, y):
     return cx.value(ArrayType(dtype, shape, weak), lambda: hlo.atan2(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
 
 
-@register("/", params="x, y", table=OPERATORS)
+@register("/", params="x, y", table=OPERATORS, display="divide", words="division")
 def _true_divide(cx: CallCx, x, y):
     _require_arrays(cx, [x, y], "`/`")
     dtype, weak, shape = elementwise_type(cx, [x, y], "`/`")
@@ -196,8 +206,8 @@ def _fold_power(x: Val, y: Val) -> Dim | None:
     return Dim.const(base ** exponent)
 
 
-register("**", params="x, y", table=OPERATORS)(_power)
-register("pow", params="x, y")(_power)
+register("**", params="x, y", table=OPERATORS, display="power", words="power")(_power)
+register("pow", params="x, y", family="Elementwise", doc="elementwise x**y (the `**` operator)")(_power)
 
 
 _COMPARE = {"==": lambda d: d == 0, "!=": lambda d: d != 0, "<": lambda d: d < 0, "<=": lambda d: d <= 0,
@@ -231,7 +241,7 @@ def comparison(op: str):
 
 
 for _op in ("==", "!=", "<", "<=", ">", ">="):
-    register(_op, params="x, y", table=OPERATORS)(comparison(_op))
+    register(_op, params="x, y", table=OPERATORS, display="compare")(comparison(_op))
 
 
 def bitwise(op: str, build, bool_only=False):
@@ -250,15 +260,15 @@ def bitwise(op: str, build, bool_only=False):
     return rule
 
 
-register("&", params="x, y", table=OPERATORS)(bitwise("&", hlo.and_))
-register("|", params="x, y", table=OPERATORS)(bitwise("|", hlo.or_))
-register("^", params="x, y", table=OPERATORS)(bitwise("^", hlo.xor))
-register("and", params="x, y", table=OPERATORS)(bitwise("and", hlo.and_, bool_only=True))
-register("or", params="x, y", table=OPERATORS)(bitwise("or", hlo.or_, bool_only=True))
+register("&", params="x, y", table=OPERATORS, display="and")(bitwise("&", hlo.and_))
+register("|", params="x, y", table=OPERATORS, display="or")(bitwise("|", hlo.or_))
+register("^", params="x, y", table=OPERATORS, display="xor")(bitwise("^", hlo.xor))
+register("and", params="x, y", table=OPERATORS, display="and")(bitwise("and", hlo.and_, bool_only=True))
+register("or", params="x, y", table=OPERATORS, display="or")(bitwise("or", hlo.or_, bool_only=True))
 
 
 # ---- unary operators ------------------------------------------------------------------------
-@register("unary-", params="x", table=OPERATORS)
+@register("unary-", params="x", table=OPERATORS, display="negate", words="negation")
 def _negate(cx: CallCx, x):
     _require_arrays(cx, [x], "unary `-`")
     if x.type.dtype.is_bool:
@@ -270,13 +280,13 @@ def _negate(cx: CallCx, x):
     return cx.value(x.type, lambda: hlo.negate(cx.ir(x)))
 
 
-@register("unary+", params="x", table=OPERATORS)
+@register("unary+", params="x", table=OPERATORS, display="positive")
 def _positive(cx: CallCx, x):
     _require_arrays(cx, [x], "unary `+`")
     return x
 
 
-@register("unary~", params="x", table=OPERATORS)
+@register("unary~", params="x", table=OPERATORS, display="not")
 def _invert(cx: CallCx, x):
     _require_arrays(cx, [x], "`~`")
     if x.type.dtype.is_float:
@@ -284,7 +294,7 @@ def _invert(cx: CallCx, x):
     return cx.value(x.type.strong() if x.type.dtype.is_bool else x.type, lambda: hlo.not_(cx.ir(x)))
 
 
-@register("unarynot", params="x", table=OPERATORS)
+@register("unarynot", params="x", table=OPERATORS, display="not")
 def _not(cx: CallCx, x):
     _require_arrays(cx, [x], "`not`")
     if not x.type.dtype.is_bool:
@@ -305,15 +315,28 @@ def unary_float(op_name: str):
     return rule
 
 
-_UNARY_FLOAT = {
-    "exp": "stablehlo.exponential", "expm1": "stablehlo.exponential_minus_one", "log": "stablehlo.log",
-    "log1p": "stablehlo.log_plus_one", "sqrt": "stablehlo.sqrt", "rsqrt": "stablehlo.rsqrt", "cbrt": "stablehlo.cbrt",
-    "sin": "stablehlo.sine", "cos": "stablehlo.cosine", "tan": "stablehlo.tan", "tanh": "stablehlo.tanh",
-    "asin": "chlo.asin", "acos": "chlo.acos", "atan": "chlo.atan", "sinh": "chlo.sinh", "cosh": "chlo.cosh",
-    "erf": "chlo.erf", "sigmoid": "stablehlo.logistic",
+_UNARY_FLOAT = {       # name: (StableHLO op, doc line)
+    "exp": ("stablehlo.exponential", "elementwise e**x"),
+    "expm1": ("stablehlo.exponential_minus_one", "elementwise e**x - 1, accurate near 0"),
+    "log": ("stablehlo.log", "elementwise natural logarithm"),
+    "log1p": ("stablehlo.log_plus_one", "elementwise log(1 + x), accurate near 0"),
+    "sqrt": ("stablehlo.sqrt", "elementwise square root"),
+    "rsqrt": ("stablehlo.rsqrt", "elementwise 1 / sqrt(x)"),
+    "cbrt": ("stablehlo.cbrt", "elementwise cube root"),
+    "sin": ("stablehlo.sine", "elementwise sine"),
+    "cos": ("stablehlo.cosine", "elementwise cosine"),
+    "tan": ("stablehlo.tan", "elementwise tangent"),
+    "tanh": ("stablehlo.tanh", "elementwise hyperbolic tangent"),
+    "asin": ("chlo.asin", "elementwise inverse sine"),
+    "acos": ("chlo.acos", "elementwise inverse cosine"),
+    "atan": ("chlo.atan", "elementwise inverse tangent"),
+    "sinh": ("chlo.sinh", "elementwise hyperbolic sine"),
+    "cosh": ("chlo.cosh", "elementwise hyperbolic cosine"),
+    "erf": ("chlo.erf", "elementwise error function"),
+    "sigmoid": ("stablehlo.logistic", "elementwise 1 / (1 + e**-x)"),
 }
-for _name, _op_name in _UNARY_FLOAT.items():
-    register(_name)(unary_float(_op_name))
+for _name, (_op_name, _doc) in _UNARY_FLOAT.items():
+    register(_name, family="Elementwise", doc=_doc)(unary_float(_op_name))
 
 
 def unary_same(build_float, build_int=None, allow_bool=False):
@@ -347,13 +370,28 @@ def _trunc(x, dt: DType):
     return hlo.select(emit.compare(x, _zero(x, dt), "LT", dt), hlo.ceil(x), hlo.floor(x))
 
 
-register("abs")(unary_same(lambda x, dt: hlo.abs(x), lambda x, dt: hlo.abs(x) if dt.kind == "int" else x))
-register("sign")(unary_same(lambda x, dt: hlo.sign(x), _sign_int))
-register("floor")(unary_same(lambda x, dt: hlo.floor(x)))
-register("ceil")(unary_same(lambda x, dt: hlo.ceil(x)))
-register("round")(unary_same(lambda x, dt: hlo.round_nearest_even(x)))
-register("trunc")(unary_same(_trunc))
-register("relu")(unary_same(lambda x, dt: hlo.maximum(x, _zero(x, dt)), lambda x, dt: hlo.maximum(x, _zero(x, dt))))
+register("abs",
+         family="Elementwise",
+         doc="elementwise absolute value |x|")(
+    unary_same(lambda x, dt: hlo.abs(x), lambda x, dt: hlo.abs(x) if dt.kind == "int" else x))
+register("sign",
+         family="Elementwise",
+         doc="elementwise sign of x: -1, 0 or 1")(unary_same(lambda x, dt: hlo.sign(x), _sign_int))
+register("floor",
+         family="Elementwise",
+         doc="elementwise floor: the largest integer <= x")(unary_same(lambda x, dt: hlo.floor(x)))
+register("ceil",
+         family="Elementwise",
+         doc="elementwise ceiling: the smallest integer >= x")(unary_same(lambda x, dt: hlo.ceil(x)))
+register("round",
+         family="Elementwise",
+         doc="elementwise rounding to the nearest integer, half to even (as NumPy)")(
+    unary_same(lambda x, dt: hlo.round_nearest_even(x)))
+register("trunc", family="Elementwise", doc="elementwise rounding toward zero")(unary_same(_trunc))
+register("relu",
+         family="Elementwise",
+         doc="elementwise max(x, 0)")(
+    unary_same(lambda x, dt: hlo.maximum(x, _zero(x, dt)), lambda x, dt: hlo.maximum(x, _zero(x, dt))))
 
 
 def predicate(build_float, int_value: bool):
@@ -374,12 +412,14 @@ def _isinf(x, dt):
     return emit.compare(hlo.abs(x), emit.const(np.inf, dt, emit.shape_of(x)), "EQ", dt)
 
 
-register("isnan")(predicate(_isnan, False))
-register("isinf")(predicate(_isinf, False))
-register("isfinite")(predicate(lambda x, dt: hlo.is_finite(x), True))
+register("isnan", family="Elementwise", doc="elementwise whether x is NaN")(predicate(_isnan, False))
+register("isinf", family="Elementwise", doc="elementwise whether x is infinite")(predicate(_isinf, False))
+register("isfinite",
+         family="Elementwise",
+         doc="elementwise whether x is neither infinite nor NaN")(predicate(lambda x, dt: hlo.is_finite(x), True))
 
 
-@register("where", params="condition, x, y")
+@register("where", params="condition, x, y", family="Elementwise", doc="elementwise x where condition is true, else y")
 def _where(cx: CallCx, condition, x, y):
     _require_arrays(cx, [condition, x, y], "`where`")
     if not condition.type.dtype.is_bool:
@@ -391,7 +431,7 @@ def _where(cx: CallCx, condition, x, y):
                     lambda: hlo.select(cx.ir(condition, BOOL, shape), cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
 
 
-@register("clip", params="x, lo, hi")
+@register("clip", params="x, lo, hi", family="Elementwise", doc="elementwise x limited to [lo, hi]")
 def _clip(cx: CallCx, x, lo, hi):
     _require_arrays(cx, [x, lo, hi], "`clip`")
     dtype, weak, shape = elementwise_type(cx, [x, lo, hi], "`clip`")
@@ -417,7 +457,7 @@ def _cond_expr(cx: CallCx, cond, x, y):
 
 
 # ---- casts -----------------------------------------------------------------------------------
-@register(".astype", params="x, dtype", method=True)
+@register(".astype", params="x, dtype", method=True, doc="x converted to dtype")
 def _astype(cx: CallCx, x, dtype):
     x = cx.array(x, "x")
     dt = cx.dtype(dtype, "dtype")
@@ -447,7 +487,8 @@ def _astype(cx: CallCx, x, dtype):
     return cx.value(ArrayType(dt, x.type.shape), lambda: emit.cast(cx.ir(x), x.type.dtype, dt))
 
 
-@register("bitcast", params="x, dtype")
+@register("bitcast", params="x, dtype",
+          family="Casts", doc="x with its bits reinterpreted as dtype (of the same width)")
 def _bitcast(cx: CallCx, x, dtype):
     x = cx.array(x, "x")
     dt = cx.dtype(dtype, "dtype")
@@ -463,18 +504,18 @@ def _int_val(d: Dim) -> Val:
     return Val(ArrayType(I32, (), weak=True), None, d)
 
 
-@register(".shape")
+@register(".shape", doc="the shape of x, a tuple of ints")
 def _shape_attr(cx: CallCx, x):
     x = cx.array(x, "x")
     return TupleVal([_int_val(d) for d in x.type.shape])
 
 
-@register(".ndim")
+@register(".ndim", doc="the rank of x")
 def _ndim_attr(cx: CallCx, x):
     return _int_val(Dim.const(cx.array(x, "x").type.rank))
 
 
-@register(".size")
+@register(".size", doc="the number of elements of x")
 def _size_attr(cx: CallCx, x):
     size = Dim.const(1)
     for d in cx.array(x, "x").type.shape:
@@ -482,12 +523,12 @@ def _size_attr(cx: CallCx, x):
     return _int_val(size)
 
 
-@register(".dtype")
+@register(".dtype", doc="the dtype of x")
 def _dtype_attr(cx: CallCx, x):
     return DTypeVal(cx.array(x, "x").type.dtype)
 
 
-@register(".T")
+@register(".T", doc="x with its axes reversed")
 def _transpose_attr(cx: CallCx, x):
     x = cx.array(x, "x")
     perm = list(range(x.type.rank))[::-1]

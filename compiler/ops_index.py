@@ -342,7 +342,8 @@ def _lower_scatter(cx: CallCx, target, idx: Val, axis: int, sizes, dt, values):
     return op.results[0]
 
 
-@register("dynamic_slice", params="x, start, sizes")
+@register("dynamic_slice", params="x, start, sizes",
+          family="Indexing", doc="the slice of x of the given sizes at a run-time start", words="dynamic_slice")
 def _dynamic_slice(cx: CallCx, x, start, sizes):
     x = cx.array(x, "x")
     starts = start.items if isinstance(start, TupleVal) else [start]
@@ -374,7 +375,8 @@ def _builtin_start(cx: CallCx, a: _Axis, size: int, idt):
     return _start_ir(cx, a, size, idt)
 
 
-@register("dynamic_update_slice", params="x, values, start")
+@register("dynamic_update_slice", params="x, values, start",
+          family="Indexing", doc="x with values written at a run-time start")
 def _dus(cx: CallCx, x, values, start):
     x = cx.array(x, "x")
     values = cx.array(values, "values")

@@ -116,17 +116,19 @@ def _extreme(direction: str, int_combine):
     return combine_for
 
 
-register("sum", params="x, axis=None, keepdims=False")(
+register("sum", params="x, axis=None, keepdims=False", family="Reductions", doc="sum of the elements over axis")(
     monoid("sum", _always(hlo.add), lambda dt: 0, _numeric("sum")))
-register("prod", params="x, axis=None, keepdims=False")(
+register("prod", params="x, axis=None, keepdims=False", family="Reductions", doc="product of the elements over axis")(
     monoid("prod", _always(hlo.multiply), lambda dt: 1, _numeric("prod")))
-register("max", params="x, axis=None, keepdims=False")(
+register("max", params="x, axis=None, keepdims=False", family="Reductions", doc="largest element over axis")(
     monoid("max", _extreme("GT", hlo.maximum), emit.scalar_arith_min, _same))
-register("min", params="x, axis=None, keepdims=False")(
+register("min", params="x, axis=None, keepdims=False", family="Reductions", doc="smallest element over axis")(
     monoid("min", _extreme("LT", hlo.minimum), emit.scalar_arith_max, _same))
-register("any", params="x, axis=None, keepdims=False")(
+register("any", params="x, axis=None, keepdims=False",
+         family="Reductions", doc="whether any element over axis is true")(
     monoid("any", _always(hlo.or_), lambda dt: False, _as_bool))
-register("all", params="x, axis=None, keepdims=False")(
+register("all", params="x, axis=None, keepdims=False",
+         family="Reductions", doc="whether all elements over axis are true")(
     monoid("all", _always(hlo.and_), lambda dt: True, _as_bool))
 
 
@@ -140,7 +142,7 @@ def _mean_ir(cx, x, axes, dt, keep_shape=False):
     return hlo.divide(total, emit.const(_count(x, axes), dt, shape))
 
 
-@register("mean", params="x, axis=None, keepdims=False")
+@register("mean", params="x, axis=None, keepdims=False", family="Reductions", doc="arithmetic mean over axis")
 def _mean(cx: CallCx, x, axis=None, keepdims=False):
     x, axes, keepdims = _read(cx, x, axis, keepdims)
     dt = float_dtype_for(x.type.dtype)
@@ -159,7 +161,8 @@ def _variance_ir(cx, x, axes, dt, ddof: int):
     return hlo.divide(total, emit.const(_count(x, axes) - ddof, dt, emit.shape_of(total)))
 
 
-@register("var", params="x, axis=None, keepdims=False, ddof=0")
+@register("var", params="x, axis=None, keepdims=False, ddof=0",
+          family="Reductions", doc="variance over axis, with ddof delta degrees of freedom")
 def _var(cx: CallCx, x, axis=None, keepdims=False, ddof=0):
     x, axes, keepdims = _read(cx, x, axis, keepdims)
     ddof = ddof if isinstance(ddof, int) else cx.const_int(ddof, "ddof")
@@ -167,7 +170,8 @@ def _var(cx: CallCx, x, axis=None, keepdims=False, ddof=0):
     return _finish(cx, x, axes, keepdims, dt, lambda: _variance_ir(cx, x, axes, dt, ddof))
 
 
-@register("std", params="x, axis=None, keepdims=False, ddof=0")
+@register("std", params="x, axis=None, keepdims=False, ddof=0",
+          family="Reductions", doc="standard deviation over axis, with ddof delta degrees of freedom")
 def _std(cx: CallCx, x, axis=None, keepdims=False, ddof=0):
     x, axes, keepdims = _read(cx, x, axis, keepdims)
     ddof = ddof if isinstance(ddof, int) else cx.const_int(ddof, "ddof")
@@ -187,7 +191,8 @@ def logsumexp_ir(cx, x, axes, dt):
     return hlo.add(hlo.log(total), safe_peak)
 
 
-@register("logsumexp", params="x, axis=None, keepdims=False")
+@register("logsumexp", params="x, axis=None, keepdims=False",
+          family="Reductions", doc="log(sum(e**x)) over axis, computed without overflow")
 def _logsumexp(cx: CallCx, x, axis=None, keepdims=False):
     x, axes, keepdims = _read(cx, x, axis, keepdims)
     dt = float_dtype_for(x.type.dtype)
@@ -247,5 +252,7 @@ def _arg_reduce_ir(value, index, axes, dt, direction):
     return op.results[1]
 
 
-register("argmax", params="x, axis=None, keepdims=False")(arg_reduce("GT"))
-register("argmin", params="x, axis=None, keepdims=False")(arg_reduce("LT"))
+register("argmax", params="x, axis=None, keepdims=False",
+         family="Reductions", doc="index of the first largest element over axis")(arg_reduce("GT"))
+register("argmin", params="x, axis=None, keepdims=False",
+         family="Reductions", doc="index of the first smallest element over axis")(arg_reduce("LT"))

@@ -56,10 +56,16 @@ def scan(combine, identity, accumulate: bool):
     return rule
 
 
-register("cumsum", params="x, axis=None")(scan(hlo.add, lambda dt: 0, True))
-register("cumprod", params="x, axis=None")(scan(hlo.multiply, lambda dt: 1, True))
-register("cummax", params="x, axis=None")(scan(hlo.maximum, emit.scalar_arith_min, False))
-register("cummin", params="x, axis=None")(scan(hlo.minimum, emit.scalar_arith_max, False))
+register("cumsum", params="x, axis=None",
+         family="Scans and sorting", doc="cumulative sum along axis")(scan(hlo.add, lambda dt: 0, True))
+register("cumprod", params="x, axis=None",
+         family="Scans and sorting", doc="cumulative product along axis")(scan(hlo.multiply, lambda dt: 1, True))
+register("cummax", params="x, axis=None",
+         family="Scans and sorting",
+         doc="cumulative maximum along axis")(scan(hlo.maximum, emit.scalar_arith_min, False))
+register("cummin", params="x, axis=None",
+         family="Scans and sorting",
+         doc="cumulative minimum along axis")(scan(hlo.minimum, emit.scalar_arith_max, False))
 
 
 def _less(a, b, dt):
@@ -92,14 +98,14 @@ def _one_axis(cx: CallCx, x: Val, axis) -> int:
     return ax[0]
 
 
-@register("sort", params="x, axis=-1")
+@register("sort", params="x, axis=-1", family="Scans and sorting", doc="x sorted along axis")
 def _sort_rule(cx: CallCx, x, axis=-1):
     x = cx.array(x, "x")
     ax = _one_axis(cx, x, axis)
     return cx.value(x.type.strong(), lambda: _sort([cx.ir(x)], [x.type.dtype], ax)[0])
 
 
-@register("argsort", params="x, axis=-1")
+@register("argsort", params="x, axis=-1", family="Scans and sorting", doc="the indices that sort x along axis")
 def _argsort(cx: CallCx, x, axis=-1):
     x = cx.array(x, "x")
     ax = _one_axis(cx, x, axis)
@@ -111,7 +117,8 @@ def _argsort(cx: CallCx, x, axis=-1):
     return cx.value(ArrayType(I32, x.type.shape), build)
 
 
-@register("top_k", params="x, k")
+@register("top_k", params="x, k",
+          family="Scans and sorting", doc="the k largest values along the last axis, and their indices")
 def _top_k(cx: CallCx, x, k):
     """The k largest entries along the last axis and their indices, largest first (as jax.lax.top_k)."""
     x = cx.array(x, "x")
@@ -138,7 +145,8 @@ def _top_k(cx: CallCx, x, k):
     return TupleVal([Val(ArrayType(x.type.dtype, out_shape)), Val(ArrayType(I32, out_shape))])
 
 
-@register("nonzero", params="mask, size=None, fill=0")
+@register("nonzero", params="mask, size=None, fill=0",
+          family="Selection", doc="the indices of the true elements of mask, padded with fill to size")
 def _nonzero(cx: CallCx, mask, size=None, fill=0):
     """Indices of the true elements, padded with `fill` to a static `size` (jnp.nonzero(..., size=N))."""
     mask = cx.array(mask, "mask")

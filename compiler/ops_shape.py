@@ -173,11 +173,14 @@ def _filled(fill):
     return rule
 
 
-register("zeros", params="shape, dtype=None")(_filled(0))
-register("ones", params="shape, dtype=None")(_filled(1))
+register("zeros", params="shape, dtype=None",
+         family="Construction", doc="an array of the given shape filled with 0")(_filled(0))
+register("ones", params="shape, dtype=None",
+         family="Construction", doc="an array of the given shape filled with 1")(_filled(1))
 
 
-@register("full", params="shape, fill_value, dtype=None")
+@register("full", params="shape, fill_value, dtype=None",
+          family="Construction", doc="an array of the given shape filled with fill_value")
 def _full(cx: CallCx, shape, fill_value, dtype=None) -> Val:
     dims = cx.shape(shape, "shape")
     v = cx.array(fill_value, "fill_value")
@@ -200,7 +203,8 @@ def _static_number(cx: CallCx, v, name: str) -> Dim | float:
     return _int_arg(cx, v, name)
 
 
-@register("arange", params="start, stop=None, step=None, dtype=None")
+@register("arange", params="start, stop=None, step=None, dtype=None",
+          family="Construction", doc="evenly spaced values in [start, stop) with spacing step")
 def _arange(cx: CallCx, start, stop=None, step=None, dtype=None) -> Val:
     names = ["start", "stop", "step"]
     if stop is None:
@@ -246,7 +250,8 @@ def _arange(cx: CallCx, start, stop=None, step=None, dtype=None) -> Val:
     return cx.value(ArrayType(dt, (length,)), build)
 
 
-@register("eye", params="N, M=None, k=0, dtype=None")
+@register("eye", params="N, M=None, k=0, dtype=None",
+          family="Construction", doc="an N x M array with ones on the k-th diagonal and zeros elsewhere")
 def _eye(cx: CallCx, N, M=None, k=0, dtype=None) -> Val:
     rows = _size(cx, N, "N")
     cols = rows if M is None else _size(cx, M, "M")
@@ -263,7 +268,8 @@ def _eye(cx: CallCx, N, M=None, k=0, dtype=None) -> Val:
     return cx.value(ArrayType(dt, shape), build)
 
 
-@register("linspace", params="start, stop, num=50, endpoint=True, dtype=None")
+@register("linspace", params="start, stop, num=50, endpoint=True, dtype=None",
+          family="Construction", doc="num evenly spaced values from start to stop")
 def _linspace(cx: CallCx, start, stop, num=50, endpoint=True, dtype=None) -> Val:
     lo, hi = cx.array(start, "start"), cx.array(stop, "stop")
     for v, name in ((lo, "start"), (hi, "stop")):
@@ -303,7 +309,7 @@ def _with_hole(dims: list) -> str:
     return "-1" if len(dims) == 1 else "(" + ", ".join(["-1"] + [str(d) for d in dims[1:]]) + ")"
 
 
-@register("reshape", params="x, shape")
+@register("reshape", params="x, shape", family="Shape", doc="x with a new shape of the same size (one -1 is inferred)")
 def _reshape(cx: CallCx, x, shape) -> Val:
     x = cx.array(x, "x")
     dims = list(cx.static_ints(shape, "shape"))
@@ -341,7 +347,7 @@ def _reshape(cx: CallCx, x, shape) -> Val:
                     lambda: hlo.reshape(emit.tensor_type(concrete(out), x.type.dtype), cx.ir(x)))
 
 
-@register("transpose", params="x, axes=None")
+@register("transpose", params="x, axes=None", family="Shape", doc="x with its axes permuted (reversed by default)")
 def _transpose(cx: CallCx, x, axes=None) -> Val:
     x = cx.array(x, "x")
     rank = x.type.rank
@@ -364,7 +370,7 @@ def _broadcast_check(cx: CallCx, t: ArrayType, target: tuple, name: str) -> None
                   if any(d.variables for d in t.shape) and any(d.variables for d in target) else []))
 
 
-@register("broadcast_to", params="x, shape")
+@register("broadcast_to", params="x, shape", family="Shape", doc="x broadcast to shape")
 def _broadcast_to(cx: CallCx, x, shape) -> Val:
     x = cx.array(x, "x")
     dims = cx.shape(shape, "shape")
@@ -372,7 +378,8 @@ def _broadcast_to(cx: CallCx, x, shape) -> Val:
     return cx.value(x.type.with_shape(dims), lambda: emit.broadcast(cx.ir(x), concrete(dims)))
 
 
-@register("concat", "concatenate", params="arrays, axis=0")
+@register("concat", "concatenate", params="arrays, axis=0",
+          family="Shape", doc="a tuple of arrays joined along an existing axis")
 def _concat(cx: CallCx, arrays, axis=0) -> Val:
     items, spans = _tuple_items(cx, arrays, "arrays")
     first = items[0].type
@@ -394,7 +401,7 @@ def _concat(cx: CallCx, arrays, axis=0) -> Val:
                     lambda: hlo.concatenate([cx.ir(v, dtype) for v in items], ax))
 
 
-@register("stack", params="arrays, axis=0")
+@register("stack", params="arrays, axis=0", family="Shape", doc="a tuple of arrays joined along a new axis")
 def _stack(cx: CallCx, arrays, axis=0) -> Val:
     items, spans = _tuple_items(cx, arrays, "arrays")
     first = items[0].type
@@ -418,7 +425,7 @@ def _reshaped(cx: CallCx, x: Val, shape: tuple) -> Val:
                     lambda: hlo.reshape(emit.tensor_type(concrete(shape), x.type.dtype), cx.ir(x)))
 
 
-@register("expand_dims", params="x, axis")
+@register("expand_dims", params="x, axis", family="Shape", doc="x with a new axis of size 1 inserted at axis")
 def _expand_dims(cx: CallCx, x, axis) -> Val:
     x = cx.array(x, "x")
     rank = x.type.rank + len(cx.static_ints(axis, "axis"))
@@ -427,7 +434,7 @@ def _expand_dims(cx: CallCx, x, axis) -> Val:
     return _reshaped(cx, x, tuple(ONE if i in axes else next(rest) for i in range(rank)))
 
 
-@register("squeeze", params="x, axis=None")
+@register("squeeze", params="x, axis=None", family="Shape", doc="x with axes of size 1 removed")
 def _squeeze(cx: CallCx, x, axis=None) -> Val:
     x = cx.array(x, "x")
     shape = x.type.shape
@@ -450,7 +457,7 @@ def _squeeze(cx: CallCx, x, axis=None) -> Val:
     return _reshaped(cx, x, tuple(d for i, d in enumerate(shape) if i not in axes))
 
 
-@register("flip", params="x, axis=None")
+@register("flip", params="x, axis=None", family="Shape", doc="x with the order of its elements reversed along axis")
 def _flip(cx: CallCx, x, axis=None) -> Val:
     x = cx.array(x, "x")
     axes = _axis_list(cx, axis, x.type.rank)
@@ -493,7 +500,8 @@ def _pad_widths(cx: CallCx, pad_width, rank: int) -> list[tuple[Dim, Dim]]:
     return pairs
 
 
-@register("pad", params="x, pad_width, constant_values=0")
+@register("pad", params="x, pad_width, constant_values=0",
+          family="Shape", doc="x padded with constant_values (np.pad widths)")
 def _pad(cx: CallCx, x, pad_width, constant_values=0) -> Val:
     x = cx.array(x, "x")
     pairs = _pad_widths(cx, pad_width, x.type.rank)
@@ -513,7 +521,7 @@ def _pad(cx: CallCx, x, pad_width, constant_values=0) -> Val:
     return cx.value(x.type.with_shape(shape), build)
 
 
-@register("tile", params="x, reps")
+@register("tile", params="x, reps", family="Shape", doc="x repeated reps times along each axis")
 def _tile(cx: CallCx, x, reps) -> Val:
     x = cx.array(x, "x")
     counts = cx.static_ints(reps, "reps")
@@ -582,17 +590,18 @@ def _matmul(cx: CallCx, x, y, what: str) -> Val:
     return cx.value(ArrayType(dtype, out, weak), build)
 
 
-@register("@", params="x, y", table=OPERATORS)
+@register("@", params="x, y", table=OPERATORS, display="matmul", words="matrix product")
 def _matmul_op(cx: CallCx, x, y) -> Val:
     return _matmul(cx, x, y, "`@`")
 
 
-@register("matmul", params="x, y")
+@register("matmul", params="x, y",
+          family="Linear algebra", doc="matrix product with NumPy batching (the `@` operator)", words="matrix product")
 def _matmul_fn(cx: CallCx, x, y) -> Val:
     return _matmul(cx, x, y, "`matmul`")
 
 
-@register("dot", params="x, y")
+@register("dot", params="x, y", family="Linear algebra", doc="dot product of arrays of rank 2 or less")
 def _dot(cx: CallCx, x, y) -> Val:
     x, y = cx.array(x, "x"), cx.array(y, "y")
     for v, name in ((x, "x"), (y, "y")):
@@ -640,7 +649,8 @@ def _parse_einsum(cx: CallCx, text: str, operands: list) -> tuple[list[str], str
     return terms, output
 
 
-@register("einsum", params="subscripts, x, y=None")
+@register("einsum", params="subscripts, x, y=None",
+          family="Linear algebra", doc="Einstein summation over one or two operands")
 def _einsum(cx: CallCx, subscripts, x, y=None) -> Val:
     if not isinstance(subscripts, StrVal):
         cx.error("E0210", f"the first argument of `einsum` must be a spec string such as \"ij,jk->ik\", "
@@ -687,7 +697,7 @@ def _einsum(cx: CallCx, subscripts, x, y=None) -> Val:
     return cx.value(ArrayType(dtype, out, weak), build)
 
 
-@register("outer", params="x, y")
+@register("outer", params="x, y", family="Linear algebra", doc="outer product of the flattened x and y")
 def _outer(cx: CallCx, x, y) -> Val:
     x, y = cx.array(x, "x"), cx.array(y, "y")
     dtype, weak = _promoted(cx, [x, y], "`outer`")
@@ -717,7 +727,7 @@ def _shifted(cx: CallCx, x: Val, axes, dt: DType):
     return hlo.subtract(value, _reduce_keep(value, axes, -np.inf, hlo.maximum, dt))
 
 
-@register("softmax", params="x, axis=-1")
+@register("softmax", params="x, axis=-1", family="Neural-net helpers", doc="e**x / sum(e**x) along axis")
 def _softmax(cx: CallCx, x, axis=-1) -> Val:
     x, axes, dt = _nn_input(cx, x, axis)
 
@@ -727,7 +737,8 @@ def _softmax(cx: CallCx, x, axis=-1) -> Val:
     return cx.value(x.type.with_dtype(dt, x.type.weak), build)
 
 
-@register("log_softmax", params="x, axis=-1")
+@register("log_softmax", params="x, axis=-1",
+          family="Neural-net helpers", doc="log(softmax(x)) along axis, computed without overflow")
 def _log_softmax(cx: CallCx, x, axis=-1) -> Val:
     x, axes, dt = _nn_input(cx, x, axis)
 
@@ -737,7 +748,8 @@ def _log_softmax(cx: CallCx, x, axis=-1) -> Val:
     return cx.value(x.type.with_dtype(dt, x.type.weak), build)
 
 
-@register("layer_norm", params="x, axis=-1, epsilon=None")
+@register("layer_norm", params="x, axis=-1, epsilon=None",
+          family="Neural-net helpers", doc="(x - mean) / sqrt(var + epsilon) along axis")
 def _layer_norm(cx: CallCx, x, axis=-1, epsilon=None) -> Val:
     """(x - mean) / sqrt(var + epsilon) over `axis`, without scale or bias (jax.nn.standardize, two-pass)."""
     x, axes, dt = _nn_input(cx, x, axis)
@@ -755,7 +767,8 @@ def _layer_norm(cx: CallCx, x, axis=-1, epsilon=None) -> Val:
     return cx.value(x.type.with_dtype(dt, x.type.weak), build)
 
 
-@register("one_hot", params="x, num_classes, dtype=None")
+@register("one_hot", params="x, num_classes, dtype=None",
+          family="Neural-net helpers", doc="x encoded as one-hot vectors of num_classes entries")
 def _one_hot(cx: CallCx, x, num_classes, dtype=None) -> Val:
     x = cx.array(x, "x")
     if not x.type.dtype.is_int:

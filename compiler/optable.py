@@ -26,6 +26,15 @@ class Builtin:
     params: tuple            # parameter names, in order
     defaults: dict           # name -> default (Python value) for optional parameters
     method: bool = False     # called as x.name(...)
+    display: str = ""        # the name diagnostics and MLIR locations use ("add" for `+`)
+    doc: str = ""            # one line: what it computes, NumPy-style ("elementwise e**x")
+    family: str = ""         # the group of docs/language.md's builtin list (named builtins)
+    words: str | None = None  # how a guard report names the operation ("addition"); None: `display`
+
+
+# The groups of docs/language.md "## Builtins", in order (a named builtin's `family` is one of these).
+FAMILIES = ("Elementwise", "Reductions", "Construction", "Shape", "Linear algebra", "Scans and sorting",
+            "Selection", "Indexing", "Casts", "Neural-net helpers")
 
 
 BUILTINS: dict[str, Builtin] = {}
@@ -33,8 +42,24 @@ OPERATORS: dict[str, Builtin] = {}
 _MISSING = object()
 
 
-def register(*names: str, params: str = "x", method: bool = False, table: dict | None = None):
-    """Register `fn` under each of `names`; `params` reads like a Python signature: "x, axis=None"."""
+def register(*names: str, params: str = "x", method: bool = False, table: dict | None = None,
+             display: str | None = None, doc: str = "", family: str = "", words: str | None = None):
+    """Register `fn` under each of `names`; `params` reads like a Python signature: "x, axis=None".
+
+    `display` is the name of the op in diagnostics and locations (default: the registered name; operators
+    must give one), `doc` one line saying what it computes, `family` its group in the docs (both required
+    for a named builtin, one whose name starts with a letter), `words` what a guard report calls it."""
+    operator = table is OPERATORS
+    if operator and not display:
+        raise TypeError(f"operator {names[0]!r} registered without a display name")
+    if "\n" in doc:
+        raise TypeError(f"the doc of {names[0]!r} must be one line")
+    for name in names:
+        if not operator and name[:1].isalpha():
+            if not doc.strip():
+                raise TypeError(f"builtin {name!r} registered without a doc line")
+            if family not in FAMILIES:
+                raise TypeError(f"builtin {name!r} registered with family {family!r}, not one of {FAMILIES}")
     order, defaults = [], {}
     for p in [p.strip() for p in params.split(",") if p.strip()]:
         name, _, default = (part.strip() for part in p.partition("="))
@@ -47,7 +72,8 @@ def register(*names: str, params: str = "x", method: bool = False, table: dict |
             raise TypeError(f"rule {fn.__name__} takes {code.co_varnames[1:code.co_argcount]}, "
                             f"registered as {params!r}")
         for name in names:
-            (OPERATORS if table is OPERATORS else BUILTINS)[name] = Builtin(name, fn, tuple(order), defaults, method)
+            (OPERATORS if operator else BUILTINS)[name] = Builtin(name, fn, tuple(order), defaults, method,
+                                                                  display or name, doc, family, words)
         return fn
     return wrap
 

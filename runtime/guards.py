@@ -11,16 +11,16 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from ..compiler import abi
+from ..compiler.builtins import BUILTINS, OPERATORS
 from ..compiler.span import Span
 from ..passes.locations import name_of, span_of
 from ..passes.rewrite import i64s
 from .reports import BoundsError, DivisionByZero, GuardError, InfError, NaNError
 
-_OP_WORDS = {
-    "add": "addition", "subtract": "subtraction", "multiply": "multiplication", "divide": "division",
-    "power": "power", "matmul": "matrix product", "floor_divide": "floor division", "remainder": "remainder",
-    "negate": "negation", "index": "indexing", "update": "indexed update", "dynamic_slice": "dynamic_slice",
-}
+# What a report calls the operation a location names: the op table's `words` of the op with that display
+# name ("add" -> "addition"), and the names that come from indexing code rather than from a registered op.
+_OP_WORDS = {op.display: op.words for table in (OPERATORS, BUILTINS) for op in table.values() if op.words}
+_OP_WORDS.update({"index": "indexing", "update": "indexed update"})
 
 
 @dataclass
