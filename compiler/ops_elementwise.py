@@ -85,11 +85,17 @@ def _fold(op: str, x: Val, y: Val):
     return None
 
 
-def _floor_div_int(a, b, dt: DType):
+def _divisor(a, b, dt: DType):
+    """(shape, 0, 1, b == 0, b with 0 replaced by 1) for an integer division of `a` by `b`; the
+    replacing select is the div0 guard's site (passes/guards.py)."""
     shape = emit.shape_of(a)
     zero, one = emit.const(0, dt, shape), emit.const(1, dt, shape)
     is_zero = emit.compare(b, zero, "EQ", dt)
-    safe = emit.mark(emit.select(is_zero, one, b), abi.DIV0)     # the div0 guard's site (passes/guards.py)
+    return shape, zero, one, is_zero, emit.mark(emit.select(is_zero, one, b), abi.DIV0)
+
+
+def _floor_div_int(a, b, dt: DType):
+    shape, zero, one, is_zero, safe = _divisor(a, b, dt)
     if dt.kind == "uint":
         return emit.select(is_zero, zero, emit.mark(hlo.divide(a, safe), abi.SAFE_DIVISOR))
     minus_one = emit.const(-1, dt, shape)
@@ -105,10 +111,7 @@ def _floor_div_int(a, b, dt: DType):
 
 
 def _mod_int(a, b, dt: DType):
-    shape = emit.shape_of(a)
-    zero, one = emit.const(0, dt, shape), emit.const(1, dt, shape)
-    is_zero = emit.compare(b, zero, "EQ", dt)
-    safe = emit.mark(emit.select(is_zero, one, b), abi.DIV0)     # the div0 guard's site (passes/guards.py)
+    shape, zero, one, is_zero, safe = _divisor(a, b, dt)
     if dt.kind == "int":
         safe = emit.select(emit.compare(safe, emit.const(-1, dt, shape), "EQ", dt), one, safe)
     r = emit.mark(hlo.remainder(a, safe), abi.SAFE_DIVISOR)
