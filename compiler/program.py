@@ -135,30 +135,43 @@ def _call_depths(callees: dict) -> dict:
     an upper bound on what inlining meets), or None where a recursive call is below it. No recursion
     here: a chain may be as long as Python's recursion limit."""
     depth: dict = {}
-    for root in callees:
-        if root in depth:
+    for event, node, _ in _depth_first({name: [(c, None) for c in called] for name, called in callees.items()}):
+        if event == "cycle":
+            depth[node[0]] = None               # marks the cycle; its callers get None below
             continue
-        path, pending = [root], [iter(callees[root])]
-        on_path = {root}
+        below = [depth[c] for c in callees[node]]
+        if node in depth and depth[node] is None or None in below:
+            depth[node] = None
+        else:
+            depth[node] = 1 + max(below) if below else 0
+    return depth
+
+
+def _depth_first(edges: dict):
+    """Walk the graph `edges` (node -> [(neighbour, info)]) depth first from each node in turn, entering
+    each node once, with its own stack (a chain may be longer than Python's recursion limit). Yields
+    ("cycle", path, info) for an edge back to a node on the current path (`path`: from that node to the
+    edge's source, then that node again) and ("done", node, None) once all a node reaches is done."""
+    done: set = set()
+    for root in edges:
+        if root in done:
+            continue
+        path, on_path, pending = [root], {root}, [iter(edges.get(root, ()))]
         while pending:
-            for callee in pending[-1]:
-                if callee in on_path:
-                    depth[callee] = None            # marks the cycle; its callers get None below
-                elif callee not in depth:
-                    path.append(callee)
-                    on_path.add(callee)
-                    pending.append(iter(callees[callee]))
+            for target, info in pending[-1]:
+                if target in on_path:
+                    yield "cycle", path[path.index(target):] + [target], info
+                elif target not in done:
+                    path.append(target)
+                    on_path.add(target)
+                    pending.append(iter(edges.get(target, ())))
                     break
             else:
                 pending.pop()
-                name = path.pop()
-                on_path.discard(name)
-                below = [depth[c] for c in callees[name]]
-                if name in depth and depth[name] is None or None in below:
-                    depth[name] = None
-                else:
-                    depth[name] = 1 + max(below) if below else 0
-    return depth
+                node = path.pop()
+                on_path.discard(node)
+                done.add(node)
+                yield "done", node, None
 
 
 def _collect(program: Program, reporter: Reporter) -> None:
@@ -238,32 +251,19 @@ def _const_order(program: Program, reporter: Reporter) -> list:
     consts = {name: c for name, c in program.consts.items() if c is not None}
     uses = {name: [n for n in dict.fromkeys(_names_in(c.value) + _names_in(c.type)) if n in consts]
             for name, c in consts.items()}
-    order, done, cyclic = [], set(), set()
-    for root in consts:
-        if root in done:
+    order, cyclic = [], set()
+    for event, found, _ in _depth_first({name: [(n, None) for n in used] for name, used in uses.items()}):
+        if event == "done":
+            order.append(found)
             continue
-        path, on_path, pending = [root], {root}, [iter(uses[root])]
-        while pending:
-            for used in pending[-1]:
-                if used in on_path:
-                    cycle = path[path.index(used):] + [used]
-                    cyclic.update(cycle)
-                    first = consts[cycle[0]]
-                    labels = [Label(consts[a].value.span, f"`{a}` uses `{b}`") for a, b in zip(cycle[1:-1], cycle[2:])]
-                    reporter.add(Diagnostic("E0104", f"constants defined in a cycle: {' -> '.join(cycle)}",
-                                            first.value.span, f"`{cycle[0]}` uses `{cycle[1]}`", labels,
-                                            help="a constant cannot depend on itself; give one of them a value "
-                                                 "that does not use the others"))
-                elif used not in done:
-                    path.append(used)
-                    on_path.add(used)
-                    pending.append(iter(uses[used]))
-                    break
-            else:
-                pending.pop()
-                on_path.discard(path[-1])
-                done.add(path[-1])
-                order.append(path.pop())
+        cycle = found
+        cyclic.update(cycle)
+        first = consts[cycle[0]]
+        labels = [Label(consts[a].value.span, f"`{a}` uses `{b}`") for a, b in zip(cycle[1:-1], cycle[2:])]
+        reporter.add(Diagnostic("E0104", f"constants defined in a cycle: {' -> '.join(cycle)}",
+                                first.value.span, f"`{cycle[0]}` uses `{cycle[1]}`", labels,
+                                help="a constant cannot depend on itself; give one of them a value "
+                                     "that does not use the others"))
     return [consts[name] for name in order if name not in cyclic]
 
 
@@ -363,27 +363,11 @@ def _effectful(program: Program, calls: dict) -> set:
 def _check_recursion(calls: dict, reporter: Reporter) -> None:
     """E0104 for each call that closes a cycle, found by one depth-first walk of the call graph (with its
     own stack: a call chain a thousand functions deep is as deep as Python's recursion limit)."""
-    done: set = set()
-    for root in calls:
-        if root in done:
-            continue
-        path, on_path, pending = [root], {root}, [iter(calls.get(root, ()))]
-        while pending:
-            for callee, span in pending[-1]:
-                if callee in on_path:
-                    cycle = path[path.index(callee):] + [callee]
-                    reporter.add(Diagnostic("E0104", f"recursive call: {' -> '.join(cycle)}", span,
-                                            "calls a function that is still running",
-                                            help="arr functions cannot be recursive; use a `for` or `while` loop"))
-                elif callee not in done:
-                    path.append(callee)
-                    on_path.add(callee)
-                    pending.append(iter(calls.get(callee, ())))
-                    break
-            else:
-                pending.pop()
-                on_path.discard(path[-1])
-                done.add(path.pop())
+    for event, cycle, span in _depth_first(calls):
+        if event == "cycle":
+            reporter.add(Diagnostic("E0104", f"recursive call: {' -> '.join(cycle)}", span,
+                                    "calls a function that is still running",
+                                    help="arr functions cannot be recursive; use a `for` or `while` loop"))
 
 
 def expression_function(program: Program, expr: ast.Node, name: str = "__expr__") -> str:
