@@ -50,16 +50,17 @@ def module_bytes(module) -> bytes:
     return buf.getvalue()
 
 
-def _for_xla(module):
-    """What XLA compiles: a copy of an `ir.Module` with file positions for locations
-    (passes/locations.py `file_positions_only`); text and bytes as given."""
+def _for_xla(module, data: bytes | None = None):
+    """What XLA compiles: a copy of an `ir.Module` (parsed from `data`, its `module_bytes` when the caller
+    has them) with file positions for locations (passes/locations.py `file_positions_only`); text and
+    bytes as given."""
     if isinstance(module, (bytes, str)):
         return module
     from jaxlib.mlir import ir
 
     from ..passes.locations import file_positions_only
     with module.context:
-        copy = ir.Module.parse(module_bytes(module))
+        copy = ir.Module.parse(data if data is not None else module_bytes(module))
         file_positions_only(copy.operation)
         return copy
 
@@ -102,7 +103,8 @@ class Executable:
         store = _cache.default_cache() if cache is None else (cache or None)
         if store is None:
             return be.compile_and_load(_for_xla(module), devices, options, **kwargs), False
-        key = store.key(module_bytes(module), options.SerializeAsString(),
+        data = module_bytes(module)
+        key = store.key(data, options.SerializeAsString(),
                         f"{be.platform}|{be.platform_version}|{self.device.device_kind}",
                         f"callbacks={len(self.host_callbacks)}", *key_extra)
         blob = store.get(key)
@@ -115,7 +117,7 @@ class Executable:
                 _cache._count("corrupt")
                 store.discard(key)
         _cache._count("misses")
-        loaded = be.compile_and_load(_for_xla(module), devices, options, **kwargs)
+        loaded = be.compile_and_load(_for_xla(module, data), devices, options, **kwargs)
         try:
             if store.put(key, loaded.serialize()):
                 _cache._count("writes")
