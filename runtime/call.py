@@ -92,7 +92,7 @@ def interruptible(fn, *args):
     so it keeps a CPU busy until the program ends (a daemon thread: it does not keep the process alive);
     the next call gets a new helper. Elsewhere (not the main thread, where no signal arrives) `fn` just
     runs. Cost: two thread switches, ~15-60 us (more on a loaded machine); the API's dispatcher fast
-    path (plain positional calls of a loop-free program) does not come here."""
+    path (plain positional calls of a program without a `while` loop: `may_not_end`) does not come here."""
     if threading.current_thread() is not threading.main_thread():
         return fn(*args)
     helper = _helper()
