@@ -207,6 +207,16 @@ def interrupted_pattern(tag: str) -> str:
     return rf"^interrupted (\S+) {re.escape(tag)}$"
 
 
+def interrupt_at(proc, marks, stage: str, tag: str, out, err) -> tuple:
+    """SIGINT to `proc` once attempt `tag` has entered `stage` (after SETTLE: into the stage's own code)."""
+    what = (stage, tag)
+    assert marks.wait_for(target(stage, tag)), ("no target marker", what, marks.text[-2000:],
+                                                 out.text[-1000:], err.text[-2000:])
+    time.sleep(SETTLE)
+    proc.send_signal(signal.SIGINT)
+    return what
+
+
 def check_marks(marks: str, stage: str, tag: str, what) -> None:
     """Exactly one `interrupted` marker for attempt `tag`, naming `stage`."""
     found = re.findall(interrupted_pattern(tag), marks, re.M)
@@ -347,11 +357,7 @@ def run_api(programs) -> None:
         for stage, _, tag in attempts:
             proc.stdin.write("go\n")
             proc.stdin.flush()
-            what = (stage, tag)
-            assert marks.wait_for(target(stage, tag)), ("no target marker", what, marks.text[-2000:],
-                                                         out.text[-1000:], err.text[-2000:])
-            time.sleep(SETTLE)
-            proc.send_signal(signal.SIGINT)
+            what = interrupt_at(proc, marks, stage, tag, out, err)
             assert out.wait_for(f" {tag}\n"), ("no outcome", what, out.text[-1000:], err.text[-2000:])
             outcome = [line for line in out.text.splitlines() if line.endswith(f" {tag}")]
             assert outcome == [f"KeyboardInterrupt {tag}"], (what, outcome, err.text[-2000:])
@@ -404,11 +410,7 @@ def run_repl(tmp_path) -> None:
             start = len(out.text)
             proc.stdin.write(repl_cell(stage, 1000 + k) + "k + 2\n")
             proc.stdin.flush()
-            what = (stage, tag)
-            assert marks.wait_for(target(stage, tag)), ("no target marker", what, marks.text[-2000:],
-                                                         out.text[-1000:], err.text[-2000:])
-            time.sleep(SETTLE)
-            proc.send_signal(signal.SIGINT)
+            what = interrupt_at(proc, marks, stage, tag, out, err)
             assert out.wait_for(answer, n + 2), ("no answer", what, out.text[-1000:], err.text[-2000:])
             assert out.text[start:] == "interrupted\n" + answer, (what, out.text[start:], err.text[-2000:])
             assert marks.wait_match(interrupted_pattern(tag)), ("no interrupted marker", what, marks.text[-2000:])
