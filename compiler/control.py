@@ -7,7 +7,6 @@ branch or around a loop are found from the assignments in the body. Conditions k
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import fields
 
 import numpy as np
 from jaxlib.mlir import ir
@@ -257,7 +256,7 @@ class ControlFlow:
                            "in this loop", help="convert them to one dtype, e.g. `u64(...)` or `i64(...)`")
         lo, hi = int_range(dtype)
         for a, node in zip(args, stmt.args):
-            value = _static_int(a)
+            value = a.static_int
             if a.type.weak and value is not None and not lo <= value <= hi:
                 raise ArrError("E0211", f"literal {value} is out of range for {dtype} ({lo}..{hi})", node.span,
                                f"does not fit in {dtype}", help="convert the other range arguments, e.g. `i64(...)`")
@@ -445,7 +444,7 @@ class ControlFlow:
         count; bounds known at compile time give a constant.
         """
         dt = ctype.dtype
-        bounds = [_static_int(v) for v in (start, stop, step)]
+        bounds = [v.static_int for v in (start, stop, step)]
         if None not in bounds:
             s, e, t = (wrap_int(b, dt if v.type.weak else v.type.dtype) for b, v in zip(bounds, (start, stop, step)))
             known = len(range(s, e, t))
@@ -480,10 +479,6 @@ class ControlFlow:
         return self.program.has_effect_call(expr)
 
 
-def _static_int(v: Val) -> int | None:
-    return v.static.value if isinstance(v.static, Dim) and v.static.is_const else None
-
-
 def _as_u64(x: ir.Value, dt) -> ir.Value:
     return x if dt is U64 else hlo.bitcast_convert(emit.tensor_type((), U64), x)
 
@@ -502,7 +497,7 @@ def _literal_range_dtype(literals: list) -> DType:
     Only arguments written without names count (their values are known when the function is checked),
     so the dtype is the same for every specialization.
     """
-    values = [v for v in map(_static_int, literals) if v is not None]
+    values = [a.static_int for a in literals if a.static_int is not None]
     for dt in (I32, I64, U64):
         lo, hi = int_range(dt)
         if all(lo <= v <= hi for v in values):
@@ -511,10 +506,4 @@ def _literal_range_dtype(literals: list) -> DType:
 
 
 def _mentions_name(node) -> bool:
-    if isinstance(node, ast.Name):
-        return True
-    if isinstance(node, (list, tuple)):
-        return any(_mentions_name(n) for n in node)
-    if isinstance(node, ast.Node):
-        return any(_mentions_name(getattr(node, f.name)) for f in fields(node) if f.name != "span")
-    return False
+    return any(isinstance(n, ast.Name) for n in ast.walk(node))

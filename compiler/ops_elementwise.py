@@ -47,20 +47,17 @@ def arithmetic(op_name: str, build_float, build_int=None, allow_bool=False):
 
 def _affine(op: str, x: Val, y: Val):
     """Track run-time `i + c` / `i - c` so that slices like `x[i:i + 4]` have a provable length."""
-    def const(v):
-        return v.static.value if isinstance(v.static, Dim) and v.static.is_const else None
-
     def parts(v):
         return v.affine if v.affine is not None else (v, 0)
-    if op == "+" and const(y) is not None and const(x) is None:
+    if op == "+" and y.static_int is not None and x.static_int is None:
         base, off = parts(x)
-        return base, off + const(y)
-    if op == "+" and const(x) is not None and const(y) is None:
+        return base, off + y.static_int
+    if op == "+" and x.static_int is not None and y.static_int is None:
         base, off = parts(y)
-        return base, off + const(x)
-    if op == "-" and const(y) is not None and const(x) is None:
+        return base, off + x.static_int
+    if op == "-" and y.static_int is not None and x.static_int is None:
         base, off = parts(x)
-        return base, off - const(y)
+        return base, off - y.static_int
     return None
 
 
@@ -466,7 +463,7 @@ def _astype(cx: CallCx, x, dtype):
     dt = cx.dtype(dtype, "dtype")
     static = None
     if x.type.weak and x.static is not None and not isinstance(x.static, np.ndarray):
-        static = x.static.value if isinstance(x.static, Dim) and x.static.is_const else None
+        static = x.static_int
     if static is not None and dt.is_int:
         # The constructor does not wrap an integer literal (`u64(2**64)` is not 0): NumPy's and JAX's
         # `uint64(2**64)` raise OverflowError. `.astype` wraps it, as NumPy's `astype` does.

@@ -260,7 +260,7 @@ def check_literal(cx: CallCx, v: Val, dtype: DType, at) -> None:
     if not (v.type.weak and v.static is not None):
         return
     if dtype.is_int or dtype.is_bool:
-        value = v.static.value if isinstance(v.static, Dim) and v.static.is_const else None
+        value = v.static_int
         if isinstance(v.static, float):
             cx.error("E0201", f"float literal {v.static} cannot take dtype {dtype}", "a float", at=at)
         if isinstance(v.static, np.ndarray) and v.static.size and v.static.dtype.kind in "iu":

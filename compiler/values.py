@@ -6,7 +6,7 @@ from typing import Any
 
 from .diagnostics import Diagnostic, Label
 from .span import Span
-from .types import ArrayType, DType
+from .types import ArrayType, Dim, DType
 
 
 class ArrError(Exception):
@@ -26,6 +26,11 @@ class Val:
     ir: Any = None
     static: Any = None
     affine: Any = None     # (base Val, int offset) for run-time integers like `i + 4`
+
+    @property
+    def static_int(self) -> int | None:
+        """The integer this value is at compile time, if known."""
+        return self.static.value if isinstance(self.static, Dim) and self.static.is_const else None
 
 
 @dataclass
