@@ -30,12 +30,13 @@ import numpy as np
 
 import arrc
 from arrc.api import DEVICES
+from arrc.compiler.abi import GUARD_KINDS as KINDS
+from arrc.compiler.abi import GUARD_SCOPES as SCOPES
 from arrc.compiler.diagnostics import CODES, CompileError, Diagnostic, internal_error, render_all, render_json
 from arrc.compiler.parse import decode
 from arrc.compiler.span import Source
 from arrc.compiler.types import MAX_ARRAY_BYTES, ArrayType, Dim, dtype_of_numpy
 from arrc.exits import EXIT_COMPILE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE
-from arrc.passes.guards import KINDS, SCOPES
 
 GUARD_KINDS = (*KINDS, "all")
 EMITS = ("stablehlo", "mlirbc", "artifact", "ast", "guarded", "hlo")
@@ -148,7 +149,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     """Stops (arrc/pipeline.py STOPS): `ast` after checking; `stablehlo`, `mlirbc`, `artifact` after the
     passes (`--guards` adds the guard pass; `--passes` replaces the list); `guarded` the same with every
     guard kind unless `--guards` says which; `hlo` what XLA makes of it (optimized HLO)."""
-    from arrc.passes.guards import KINDS, GuardOptions, parse_kinds
+    from arrc.passes.guards import GuardOptions, parse_kinds
     from arrc.pipeline import apply_passes, compile_module, parse_pass_list, passes_for
     module, sources = load_module(args.file, args.werror)
     print_diagnostics(module.warnings, sources)
@@ -546,7 +547,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_guard(args: argparse.Namespace) -> int:
     """`arrc guard IN.mlir -o OUT.mlir`: instrument StableHLO from anywhere with guards."""
-    from arrc.passes.guards import KINDS, GuardOptions, parse_kinds
+    from arrc.passes.guards import GuardOptions, parse_kinds
     from arrc.runtime.foreign import guard_text
     if not Path(args.file).is_file():
         raise UsageError(f"no such file: {args.file}")

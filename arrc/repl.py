@@ -37,6 +37,7 @@ import numpy as np
 import arrc
 from arrc.api import DEVICES
 from arrc.compiler import ast
+from arrc.compiler.abi import GUARD_KINDS as KINDS
 from arrc.compiler.check import NAMED_CONSTANTS
 from arrc.compiler.diagnostics import CompileError, Diagnostic, Label, internal_error, render_all
 from arrc.compiler.fastparse import KEYWORDS as RESERVED_WORDS
@@ -45,7 +46,6 @@ from arrc.compiler.span import Source, Span
 from arrc.compiler.types import DTYPES, dtype_of_numpy
 from arrc.exits import EXIT_COMPILE, EXIT_INTERNAL, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE
 from arrc.lexer import ATTRIBUTES, BUILTIN_NAMES
-from arrc.passes.guards import KINDS
 
 MODULE_FILE = "<session>"          # the file name of the module text the session compiles
 EXPR_FILE = "<expr>"               # the file name the API gives expressions

@@ -5,6 +5,9 @@ so a module written by `arrc compile` runs under `arrc run` (or another process)
 Markers are BoolAttr (VHLO, the portable artifact's dialect, has no UnitAttr)."""
 from __future__ import annotations
 
+GUARD_KINDS = ("nan", "inf", "bounds", "div0")   # what `arrc.guards` and a guard site's `arrc.kind` may say
+GUARD_SCOPES = ("results", "all-ops")           # where nan/inf are checked (passes/guards.py)
+
 # ---- on the entry function (`main`) ----
 ENTRY = "arrc.entry"                  # the arr function a module was lowered from
 RUN_ARG = "arrc.run_arg"              # index of the i32 run-id argument (host callbacks find their call)

@@ -25,15 +25,13 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import func
 from jaxlib.mlir.dialects import stablehlo as hlo
 
-from ..compiler import abi
-from ..compiler import emit
+from ..compiler import abi, emit
 from ..compiler.effects import CALLBACK_TARGET
 from ..compiler.types import BOOL, DTYPES, F64, I64
 from .base import ModulePass
 from .rewrite import count_iterations, entry, inline_calls, run_argument
 
-KINDS = ("nan", "inf", "bounds", "div0")
-SCOPES = ("results", "all-ops")
+KINDS, SCOPES = abi.GUARD_KINDS, abi.GUARD_SCOPES
 STRUCTURAL = {"stablehlo.while", "stablehlo.if", "stablehlo.case", "func.call",
               "stablehlo.custom_call", "stablehlo.return", "func.return", "stablehlo.iota",
               "stablehlo.optimization_barrier", "stablehlo.get_tuple_element", "stablehlo.tuple"}
