@@ -11,11 +11,10 @@ from contextlib import nullcontext
 import numpy as np
 from jaxlib.mlir import ir
 
-from . import abi
-from . import ast, emit
-from .optable import weak_literal_fits
+from . import abi, ast, emit
 from .diagnostics import Label
 from .emit import hlo
+from .optable import weak_literal_fits
 from .types import BOOL, I32, I64, U64, ArrayType, Dim, DType, int_range, promote, wrap_int
 from .values import POISON, ArrError, DeferredBool, Poisoned, TupleVal, Unbound, Val, describe
 

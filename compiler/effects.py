@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 
 from jaxlib.mlir import ir
 
-from . import abi
-from . import emit
+from . import abi, emit
 from .emit import hlo
 from .span import Span
 from .types import BOOL, I32, I64, ArrayType

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import abi
-from . import emit
+from . import abi, emit
 from .emit import hlo
 from .optable import OPERATORS, CallCx, _pair_cx, broadcast_shapes, check_literal, concrete, elementwise_type, \
     float_dtype_for, register

@@ -10,10 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import abi
-from . import emit
-from .optable import CallCx, concrete, register
+from . import abi, emit
 from .emit import hlo
+from .optable import CallCx, concrete, register
 from .types import I32, I64, ArrayType, Dim, int_range, promote
 from .values import TupleVal, Val, describe
 

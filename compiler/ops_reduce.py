@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import emit
-from .optable import CallCx, concrete, float_dtype_for, register
 from .emit import hlo
+from .optable import CallCx, concrete, float_dtype_for, register
 from .types import BOOL, DTYPES, I32, ArrayType, Dim
 
 

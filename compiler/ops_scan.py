@@ -5,9 +5,9 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from . import emit
-from .optable import CallCx, concrete, register
 from .emit import hlo
 from .ops_reduce import _accumulator_dtype
+from .optable import CallCx, concrete, register
 from .types import BOOL, I32, ArrayType, Dim
 from .values import TupleVal, Val
 

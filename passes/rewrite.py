@@ -5,10 +5,8 @@ from __future__ import annotations
 from jaxlib.mlir import ir, passmanager
 from jaxlib.mlir.dialects import stablehlo as hlo
 
-from ..compiler import abi
-from ..compiler import emit
+from ..compiler import abi, emit
 from ..compiler.types import I32, I64
-
 
 
 def entry(module: ir.Module):

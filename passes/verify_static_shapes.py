@@ -8,8 +8,8 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 
 from ..compiler.diagnostics import Diagnostic
-from .locations import span_of
 from .base import ModulePass
+from .locations import span_of
 
 DYNAMIC_SHAPE_OPS = {
     "stablehlo.dynamic_broadcast_in_dim", "stablehlo.dynamic_reshape", "stablehlo.dynamic_iota",

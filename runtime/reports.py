@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..compiler.diagnostics import Diagnostic, render
 from ..compiler.span import Source, Span
 
+
 class GuardError(RuntimeError):
     """A fault found by the compiled program itself (guards) or a failed `assert`."""
     code = "R0000"
