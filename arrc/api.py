@@ -9,13 +9,14 @@ from pathlib import Path
 
 import numpy as np
 
+from arrc.compiler import ast
 from arrc.compiler.check import unify
 from arrc.compiler.diagnostics import CompileError, Diagnostic
 from arrc.compiler.lower import Lowered, ModuleLowering
 from arrc.compiler.parse import decode, parse
-from arrc.compiler.program import Program, check_program
+from arrc.compiler.program import Program, check_module, check_program
 from arrc.compiler.span import Source
-from arrc.compiler.types import DTYPES, ArrayType, Dim, dtype_of_numpy
+from arrc.compiler.types import ArrayType, Dim, dtype_of_numpy
 from arrc.compiler.values import ArrError, Val
 
 
@@ -59,6 +60,16 @@ def load(path, guards=None, warnings: str = "warn", guard_scope: str = "results"
     source = decode(path.read_bytes(), str(path))
     with _gc_paused():
         program = check_program(source, werror=(warnings == "error"))
+    return Module(program, guards=guards, guard_scope=guard_scope, device=device)
+
+
+def from_items(items, sources: dict, guards=None, warnings: str = "warn", constants: dict | None = None,
+               guard_scope: str = "results", device: str = "cpu") -> "Module":
+    """A module of definitions parsed elsewhere, each with spans in its own source among `sources` (the
+    REPL's cells and loaded files): diagnostics, MLIR locations and reports name where each was written."""
+    with _gc_paused():
+        program = check_module(ast.Module(None, tuple(items)), sources, werror=(warnings == "error"),
+                               constants=constants)
     return Module(program, guards=guards, guard_scope=guard_scope, device=device)
 
 
@@ -110,30 +121,32 @@ class Module:
 
     @property
     def source(self) -> Source:
-        return self._program.source
+        """The source text it was compiled from (the first, if it was made of several)."""
+        return next(iter(self._program.sources.values()))
 
     @property
     def sources(self) -> dict:
-        return {self._program.source.name: self._program.source}
+        return self._program.sources
 
     @property
     def functions(self) -> list[str]:
         return [n for n in self._functions if not n.startswith("__")]
 
-    def expression(self, text: str) -> "Function":
-        """A function of no arguments computing the arr expression `text` with this module's names in scope.
+    def expression(self, expr, source: Source | None = None, label: str = "the expression") -> "Function":
+        """A function of no arguments computing the arr expression `expr` with this module's names in scope:
+        its text, or its AST parsed from `source`; reports call it `label`.
 
         >>> loads("const K: i32 = 3\n").expression("K * 2.5")().item()
         7.5
         """
         from arrc.compiler.program import expression_function
-        source = Source("<expr>", text)
-        expr = parse(source, start="expr")
-        try:
-            name = expression_function(self._program, expr, f"__expr_{len(self._functions)}__")
-        except CompileError as err:
-            raise CompileError(err.diagnostics, {**err.sources, "<expr>": source}) from None
-        fn = Function(self, name)
+        if isinstance(expr, str):
+            source = Source("<expr>", expr)
+            expr = parse(source, start="expr")
+        elif source is None:
+            raise TypeError("an expression given as its AST needs the source it was parsed from")
+        name = expression_function(self._program, expr, source, f"__expr_{len(self._functions)}__", label)
+        fn = Function(self, name, {**self.sources, source.name: source})
         self._functions[name] = fn
         return fn
 
@@ -144,9 +157,10 @@ class Function:
     # A property, because Python looks `__call__` up on the type.
     __call__ = property(operator.attrgetter("_entry"))
 
-    def __init__(self, module: Module, name: str):
+    def __init__(self, module: Module, name: str, sources: dict | None = None):
         self.module = module
         self.name = name
+        self.sources = module.sources if sources is None else sources    # for its diagnostics and reports
         self._sig = module._program.signatures[name]
         self._compiled: dict = {}
         self._lock = threading.Lock()
@@ -176,8 +190,11 @@ class Function:
         made = self.module._program.take_lowered(self.name, arg_types)
         if made is not None:
             return made
-        with _gc_paused():
-            return ModuleLowering(self.module._program).lower(self.name, list(arg_types))
+        try:
+            with _gc_paused():
+                return ModuleLowering(self.module._program).lower(self.name, list(arg_types))
+        except CompileError as err:
+            raise CompileError(err.diagnostics, {**self.sources, **err.sources}) from None
 
     def _check_types(self, types: list[ArrayType]) -> None:
         if len(types) != len(self._sig.params):
@@ -235,10 +252,10 @@ class Function:
             found = self._compiled.get(key)
             if found is None:
                 from arrc.passes.guards import GuardOptions
-                from arrc.pipeline import compile_lowered
+                from arrc.runtime.pipeline import compile_lowered
                 lowered = self.lower(*types)
                 options = GuardOptions(self.module.guard_kinds, self.module.guard_scope, origins)
-                found = (compile_lowered(lowered, self.module.sources, options, self.module.device),
+                found = (compile_lowered(lowered, self.sources, options, self.module.device),
                          lowered.tuple_result)
                 self._compiled[key] = found
         return found
@@ -249,7 +266,8 @@ class Function:
         def origin_run():
             origin_build, _ = self._build(types, origins=True)
             return origin_build(values, quiet=True)[1]
-        raise_faults(state, self.module.guard_scope, origin_run, self.name, self.module.sources)
+        entry = self.module._program.functions[self.name].shown_name
+        raise_faults(state, self.module.guard_scope, origin_run, entry, self.sources)
 
     def _bind(self, args, kwargs) -> list:
         params = self._sig.params

@@ -146,11 +146,11 @@ def write_output(data: str | bytes, out: str | None) -> None:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    """Stops (arrc/pipeline.py STOPS): `ast` after checking; `stablehlo`, `mlirbc`, `artifact` after the
+    """Stops (runtime/pipeline.py STOPS): `ast` after checking; `stablehlo`, `mlirbc`, `artifact` after the
     passes (`--guards` adds the guard pass; `--passes` replaces the list); `guarded` the same with every
     guard kind unless `--guards` says which; `hlo` what XLA makes of it (optimized HLO)."""
     from arrc.passes.guards import GuardOptions, parse_kinds
-    from arrc.pipeline import apply_passes, compile_module, parse_pass_list, passes_for
+    from arrc.runtime.pipeline import apply_passes, compile_module, parse_pass_list, passes_for
     module, sources = load_module(args.file, args.werror)
     print_diagnostics(module.warnings, sources)
     if args.emit == "ast":
@@ -472,7 +472,7 @@ def run_stablehlo(args: argparse.Namespace, kwargs: dict) -> RunResult:
 
 def cmd_run(args: argparse.Namespace) -> int:
     if args.no_cache:
-        from arrc.runtime.cache import disable
+        from arrc.compiler.cache import disable
         disable()
     kwargs = parse_run_args(args.arg)
     t0 = time.perf_counter()

@@ -223,6 +223,11 @@ class FunctionDef(Node):
     tuple_result: bool = False         # declared as `-> (a, b)`
     body: tuple = ()
     name_span: Span = span_field()
+    label: str = ""                    # what reports call it, if not its name (a REPL cell: "the cell")
+
+    @property
+    def shown_name(self) -> str:
+        return self.label or self.name
 
 
 @dataclass(frozen=True)

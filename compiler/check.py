@@ -20,7 +20,7 @@ from . import ast, emit
 from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, weak_literal_fits
 from .diagnostics import CompileError, Diagnostic, Label, Reporter
 from .span import Span
-from .types import DTYPES, I32, ArrayType, Dim, promote, too_large
+from .types import DTYPES, I32, ArrayType, Dim, too_large
 from .control import ControlFlow
 from .values import POISON, ArrError, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe
 
@@ -198,7 +198,7 @@ class FunctionWalk(ControlFlow):
 
     def report(self, diag: Diagnostic) -> None:
         if self.is_lowering and diag.severity == "error" and self.bindings:
-            diag.notes.append("in " + self.fn.name + " with " +
+            diag.notes.append("in " + self.fn.shown_name + " with " +
                               ", ".join(f"{k} = {v}" for k, v in self.bindings.items()))
         self.reporter.add(diag)
 
@@ -218,13 +218,13 @@ class FunctionWalk(ControlFlow):
             except ArrError as err:
                 self.report(err.diag)
                 if self.is_lowering:
-                    raise CompileError(self.reporter.diagnostics, {self.program.source.name: self.program.source})
+                    raise CompileError(self.reporter.diagnostics, self.program.sources)
                 self._poison_targets(stmt)
             except RecursionError:
                 self.report(Diagnostic("E0004", "expression nested too deeply", stmt.span, "here",
                                        help="split it into several assignments"))
                 if self.is_lowering:        # no poisoned values while lowering: nothing could emit them
-                    raise CompileError(self.reporter.diagnostics, {self.program.source.name: self.program.source})
+                    raise CompileError(self.reporter.diagnostics, self.program.sources)
                 self._poison_targets(stmt)
 
     def _poison_targets(self, stmt) -> None:
@@ -243,7 +243,7 @@ class FunctionWalk(ControlFlow):
 
     def stmt(self, stmt) -> None:
         if isinstance(stmt, ast.For) and stmt.var in NAMED_CONSTANTS:
-            line = self.program.source.text.split("\n")[stmt.span.line - 1]
+            line = self.program.sources[stmt.span.file].line_text(stmt.span.line)
             col = line.find(stmt.var, stmt.span.col + 2) + 1
             span = Span(stmt.span.file, stmt.span.line, col, stmt.span.line, col + len(stmt.var))
             diag = named_constant_binding(stmt.var, span, "use {} as a loop variable")

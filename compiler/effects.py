@@ -92,7 +92,7 @@ def lower_assert(walk, sites: list, stmt, cond: Val, message: str) -> None:
         failing = hlo.select(flat, emit.const(size, I64, (size,)), iota)
         first = emit.reduce(failing, emit.const(size, I64), [0], hlo.minimum, I64)
         counters = [walk.materialize(c, I64) for c in walk.loop_counters]
-        site = AssertSite(stmt.span, message, shape, walk.fn.name, len(counters))
+        site = AssertSite(stmt.span, message, shape, walk.fn.shown_name, len(counters))
         io_type = emit.tensor_type((), I32)
         op = hlo.IfOp([io_type], ok)
         with ir.InsertionPoint(op.true_branch.blocks.append()):

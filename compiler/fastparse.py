@@ -312,7 +312,7 @@ class _Parser:
         self.expect(":")
         body, end = self.suite()
         return make.FunctionDef(self.span(tok, end), name[1], tuple(params), tuple(results), len(results) > 1,
-                                body, self.tspan(name))
+                                body, self.tspan(name), "")
 
     def const_def(self) -> ast.ConstDef:
         tok = self.take()

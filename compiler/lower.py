@@ -12,9 +12,9 @@ from . import effects, emit
 from .check import FunctionWalk, unify
 from .control import IO
 from .diagnostics import CompileError, Diagnostic, Reporter
-from .emit import func, hlo
+from .emit import func
 from .types import I32, ArrayType
-from .values import ArrError, Val
+from .values import Val
 
 
 MAX_INLINED_CALLS = 20_000
@@ -76,7 +76,7 @@ class ModuleLowering:
             bindings = {k: v.value for k, v in env.items()}
             self._entry(entry, arg_types, bindings)
             if self.reporter.errors:
-                raise CompileError(self.reporter.diagnostics, {self.program.source.name: self.program.source})
+                raise CompileError(self.reporter.diagnostics, self.program.sources)
             self.module.operation.verify()
         results = [t.subs(bindings) for t in sig.results]
         return Lowered(self.module, self.context, arg_types, results, sig.tuple_result,
@@ -90,7 +90,7 @@ class ModuleLowering:
             if problem:
                 raise CompileError([Diagnostic("E0215", f"array too large: {problem}", span,
                                                f"`{name}` is {t}")],
-                                   {self.program.source.name: self.program.source})
+                                   self.program.sources)
 
     def _entry(self, name: str, arg_types: list, bindings: dict) -> None:
         sig = self.program.signatures[name]
@@ -133,7 +133,7 @@ class ModuleLowering:
 
     def _raise_if_failed(self, returned) -> None:
         if self.reporter.errors or returned is None or any(not isinstance(r, Val) for r in returned):
-            raise CompileError(self.reporter.diagnostics or [], {self.program.source.name: self.program.source})
+            raise CompileError(self.reporter.diagnostics or [], self.program.sources)
 
     def _file_loc(self, span) -> ir.Location:
         return ir.Location.file(span.file, span.line, span.col, span.end_line, span.end_col)
@@ -170,11 +170,11 @@ class FunctionLowering:
                 "E0004", f"more than {MAX_INLINED_CALLS} calls to inline: the call tree is too large", span,
                 "this call", help="compute shared values once and pass them, instead of calling a function "
                                   "several times from each level")],
-                {program.source.name: program.source})
+                program.sources)
         if len(self.m.call_sites) >= MAX_CALL_DEPTH:
             raise CompileError([Diagnostic(
                 "E0004", f"calls nested more than {MAX_CALL_DEPTH} deep", span, "this call",
-                help="call fewer functions inside one another")], {program.source.name: program.source})
+                help="call fewer functions inside one another")], program.sources)
         callee = FunctionWalk(program, program.functions[name], self.m.reporter, self, bindings)
         callee.loop_counters = list(walk.loop_counters)
         for hidden in (effects.RUN, IO):

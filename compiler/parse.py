@@ -75,8 +75,8 @@ def _grammar_text() -> str:
 
 def _make_parser() -> Lark:
     """Building the LALR tables takes ~150 ms, so they are kept in arrc's private cache directory
-    (runtime/cache.py; not Lark's `cache=True`, which unpickles from a shared temporary directory)."""
-    from ..runtime.cache import cached_lark
+    (compiler/cache.py; not Lark's `cache=True`, which unpickles from a shared temporary directory)."""
+    from .cache import cached_lark
     options = dict(parser="lalr", postlex=ArrIndenter(), propagate_positions=True, maybe_placeholders=True,
                    start=["module", "expr", "type", "stmt"])
     return cached_lark(_grammar_text(), options, lambda: Lark(_grammar_text(), **options))

@@ -17,7 +17,7 @@ from .optable import check_literal, weak_literal_fits
 
 @dataclass
 class Program:
-    source: Source
+    sources: dict                                      # file name -> Source, for every span in `module`
     module: ast.Module
     functions: dict = field(default_factory=dict)      # name -> FunctionDef
     consts: dict = field(default_factory=dict)         # name -> ConstDef
@@ -63,11 +63,18 @@ def check_program(source: Source, werror: bool = False, constants: dict | None =
     `lower_entries`: check the entry points whose parameter types are concrete by lowering them (one walk
     instead of a check now and a lowering later; see `_lower_entries`): their first `lower` costs nothing.
     """
-    module = parse(source)
+    return check_module(parse(source), {source.name: source}, werror, constants, lower_entries)
+
+
+def check_module(module: ast.Module, sources: dict, werror: bool = False, constants: dict | None = None,
+                 lower_entries: bool = True) -> Program:
+    """Check a parsed module whose items (`def`s and `const`s) have spans in the sources among `sources`
+    (several, when it is made of the REPL's cells): what `check_program` does after parsing."""
     reporter = Reporter(werror)
-    for diag in text_direction_warnings(source):
-        reporter.add(diag)
-    program = Program(source, module)
+    for source in sources.values():
+        for diag in text_direction_warnings(source):
+            reporter.add(diag)
+    program = Program(dict(sources), module)
     _collect(program, reporter)
     for name, value in (constants or {}).items():
         _external(program, name, value, reporter)
@@ -95,7 +102,7 @@ def check_program(source: Source, werror: bool = False, constants: dict | None =
     _check_recursion(calls, reporter)
     program.effectful = _effectful(program, calls)
     if reporter.errors:
-        raise CompileError(reporter.diagnostics, {source.name: source})
+        raise CompileError(reporter.diagnostics, program.sources)
     program.warnings = reporter.diagnostics
     for name, (low, _) in lowered.items():
         low.warnings = list(program.warnings)
@@ -370,10 +377,12 @@ def _check_recursion(calls: dict, reporter: Reporter) -> None:
                                     help="arr functions cannot be recursive; use a `for` or `while` loop"))
 
 
-def expression_function(program: Program, expr: ast.Node, name: str = "__expr__") -> str:
-    """Register a function with no parameters returning `expr` (for the REPL); its result type is inferred.
-    Raises CompileError on errors in `expr`."""
+def expression_function(program: Program, expr: ast.Node, source: Source, name: str = "__expr__",
+                        label: str = "the expression") -> str:
+    """Register a function with no parameters returning `expr` (parsed from `source`), called `label` in
+    reports; its result type is inferred. Raises CompileError on errors in `expr`."""
     from .check import Signature
+    sources = {**program.sources, source.name: source}
     reporter = Reporter()
     walk = FunctionWalk(program, None, reporter)
     try:
@@ -382,15 +391,15 @@ def expression_function(program: Program, expr: ast.Node, name: str = "__expr__"
         reporter.add(err.diag)
         value = POISON
     if reporter.errors or isinstance(value, Poisoned):
-        raise CompileError(reporter.diagnostics, {program.source.name: program.source})
+        raise CompileError(reporter.diagnostics, sources)
     from .values import TupleVal
     items = value.items if isinstance(value, TupleVal) else [value]
     if not all(isinstance(v, Val) for v in items):
         raise CompileError([Diagnostic("E0210", f"cannot show a value of kind {describe(value)}", expr.span,
-                                       f"this is {describe(value)}")], {program.source.name: program.source})
+                                       f"this is {describe(value)}")], sources)
     results = [v.type.strong() for v in items]
     fn = ast.FunctionDef(expr.span, name, (), (), isinstance(value, TupleVal), (ast.Return(expr.span, (expr,)),),
-                         name_span=expr.span)
+                         name_span=expr.span, label=label)
     program.functions[name] = fn
     program.signatures[name] = Signature(name, [], results, [expr.span] * len(results), fn.tuple_result, [])
     if program.has_effect_call(expr):

@@ -93,7 +93,7 @@ def _unreadable(name: str, reason: str, span: Span | None = None) -> CompileErro
 def check_module(context, module, name: str) -> None:
     """The checks every module from elsewhere passes before it is guarded or compiled."""
     with context:
-        from ..pipeline import foreign_checks
+        from .pipeline import foreign_checks
         diags = run_passes(module, foreign_checks())
         if not diags:
             try:
@@ -128,7 +128,7 @@ class SafeSources(FileSources):
 
 def guard_text(data: bytes, name: str, options: GuardOptions) -> str:
     """`arrc guard`: the module instrumented with guards, as text with its locations."""
-    from ..pipeline import apply_passes
+    from .pipeline import apply_passes
     context, module = read_module(data, name)
     apply_passes(module, context, [GuardPass(options)], SafeSources())
     with context:
@@ -166,7 +166,7 @@ class ForeignFunction:
 
     def _build(self, origins: bool):
         if origins not in self._builds:
-            from ..pipeline import apply_passes, compile_module
+            from .pipeline import apply_passes, compile_module
             context = mlir_reader.make_context()
             with context:
                 module = ir.Module.parse(self.bytecode)

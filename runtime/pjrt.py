@@ -1,4 +1,4 @@
-"""PJRT execution: one backend per platform; executables compiled once, kept on disk (runtime/cache.py),
+"""PJRT execution: one backend per platform; executables compiled once, kept on disk (compiler/cache.py),
 and called through a short path (argument transfer with `batched_device_put`, results through C++
 result handlers), so a call costs about what `jax.jit`'s C++ dispatch costs."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from . import cache as _cache
+from ..compiler import cache as _cache
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")   # silence PJRT start-up INFO lines
 _lock = threading.Lock()
@@ -68,7 +68,7 @@ def _for_xla(module, data: bytes | None = None):
 class Executable:
     """A compiled StableHLO module bound to one device.
 
-    `cache`: a `runtime.cache.DiskCache`, None for the process default (`ARRC_CACHE_DIR`, off with
+    `cache`: a `compiler.cache.DiskCache`, None for the process default (`ARRC_CACHE_DIR`, off with
     `ARRC_NO_CACHE=1`), or False to always compile. `key_extra`: strings that must also match for a cached
     executable to be used. Host callbacks (print, assert, guard reports) are not part of a serialized
     executable: they are attached again, by index, when it is loaded.

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..compiler.diagnostics import Diagnostic, render
-from ..compiler.span import Source, Span
+from ..compiler.span import Span
 
 
 class GuardError(RuntimeError):

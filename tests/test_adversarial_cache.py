@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import arrc
-from arrc.runtime import cache as C
+from arrc.compiler import cache as C
 
 ROOT = Path(__file__).resolve().parent.parent
 posix = pytest.mark.skipif(os.name == "nt" or not hasattr(os, "mkfifo"), reason="POSIX special files")
@@ -40,7 +40,8 @@ CHILD = r"""
 import json, resource, sys
 import numpy as np
 import arrc
-from arrc.runtime import cache, pjrt
+from arrc.compiler import cache
+from arrc.runtime import pjrt
 pjrt.backend("cpu")
 with open("/proc/self/status") as f:
     vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))

@@ -1,4 +1,4 @@
-"""The persistent compile cache (runtime/cache.py): hits in a new process, invalidation, corrupt entries,
+"""The persistent compile cache (compiler/cache.py): hits in a new process, invalidation, corrupt entries,
 concurrent writers, `ARRC_NO_CACHE`, and callbacks (print, assert, guards) re-attached on a hit.
 
 Timing belongs in bench/, not here: these tests check behaviour only.
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import arrc
-from arrc.runtime import cache as C
+from arrc.compiler import cache as C
 from arrc.runtime.pjrt import Executable
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +34,7 @@ CHILD = """
 import json, sys
 import numpy as np
 import arrc
-from arrc.runtime import cache
+from arrc.compiler import cache
 source, guards, arg = sys.argv[1], (sys.argv[2] or None), json.loads(sys.argv[3])
 mod = arrc.loads(source, guards=guards)
 try:

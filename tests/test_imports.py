@@ -9,18 +9,32 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"arrc": "arrc", "compiler": "arrc.compiler", "passes": "arrc.passes", "runtime": "arrc.runtime"}
 
 
+LAYERS = ("arrc.compiler", "arrc.passes", "arrc.runtime", "arrc")    # each imports from those before it only
+
+
 def _modules() -> dict:
     found = {}
     for folder, package in PACKAGES.items():
-        for path in (ROOT / folder).glob("*.py"):
-            found[package if path.stem == "__init__" else f"{package}.{path.stem}"] = path
+        for path in (ROOT / folder).rglob("*.py"):
+            if "__pycache__" in path.parts:
+                continue
+            parts = [package, *path.relative_to(ROOT / folder).with_suffix("").parts]
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
+
+
+def _layer(name: str) -> int:
+    return next(k for k, layer in enumerate(LAYERS) if name == layer or name.startswith(layer + "."))
 
 
 def _imported(name: str, path: Path, modules: dict) -> set:
     package = name if path.stem == "__init__" else name.rsplit(".", 1)[0]
     targets = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):         # `if TYPE_CHECKING:` imports are never run: not edges
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            node.body = []
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             candidates = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -84,6 +98,13 @@ def test_no_import_cycles():
     assert _cycles(graph) == []
 
 
+def test_layers_import_downwards_only():
+    modules = _modules()
+    upward = sorted((name, target) for name, path in modules.items() for target in _imported(name, path, modules)
+                    if _layer(target) > _layer(name))
+    assert upward == []
+
+
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
@@ -93,7 +114,8 @@ def test_the_graph_sees_relative_and_lazy_imports():
     modules = _modules()
     graph = {name: _imported(name, path, modules) for name, path in modules.items()}
     assert "arrc.compiler.optable" in graph["arrc.compiler.ops_index"]          # `from .optable import ...`
-    assert "arrc.runtime.cache" in graph["arrc.compiler.parse"]                  # inside a function
+    assert "arrc.compiler.cache" in graph["arrc.compiler.parse"]                 # inside a function
+    assert "arrc.repl.commands" in graph["arrc.repl.session"]                    # a subpackage
     assert "arrc.passes.guards" in graph["arrc.passes.registry"]
 
 

@@ -111,7 +111,7 @@ _interruptible = _call.interruptible
 
 def _interruptible_hooked(fn, *args):
     # The callers look `interruptible` up when they call it (call.py by its global name, cli.py and
-    # repl.py by importing it in the function), so this wrapper is what they call.
+    # repl/ by importing it in the function), so this wrapper is what they call.
     if _threading.current_thread() is not _threading.main_thread():
         return _interruptible(fn, *args)
     tag, ran = _tag(), []

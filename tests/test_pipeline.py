@@ -1,4 +1,4 @@
-"""The one pipeline (arrc/pipeline.py, issue 14): its pass list, its verification after each pass, and the
+"""The one pipeline (runtime/pipeline.py, issue 14): its pass list, its verification after each pass, and the
 stops of `arrc compile --emit ast|stablehlo|guarded|hlo` and `--passes`."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from arrc.cli import main as cli
 from arrc.passes.base import ModulePass
 from arrc.passes.guards import GuardOptions
 from arrc.passes.registry import run_passes
-from arrc.pipeline import parse_pass_list, passes_for
+from arrc.runtime.pipeline import parse_pass_list, passes_for
 
 SRC = "def main(x: f32[3], i: i32) -> f32:\n    return x[i] / 2.0\n"
 
@@ -57,6 +57,7 @@ Module @1:1-3:1
                 FloatLit @2:19-2:22
                   value: 2.0
       name_span: @1:5-1:9
+      label: ''
 """
 
 

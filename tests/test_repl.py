@@ -293,12 +293,12 @@ def test_guard_reports_point_into_the_cells(session):
 
 def test_guards_are_passed_to_the_compiler(session, monkeypatch):
     seen = []
-    real = repl.arrc.loads
+    real = repl.session.api.from_items
 
-    def loads(*args, **kwargs):
+    def from_items(*args, **kwargs):
         seen.append(kwargs.get("guards"))
         return real(*args, **kwargs)
-    monkeypatch.setattr(repl.arrc, "loads", loads)
+    monkeypatch.setattr(repl.session.api, "from_items", from_items)
     run_cells(session, "1 + 1", ":guards nan", "1 + 1")
     assert seen == [None, "nan"]                      # a new setting compiles afresh, with the guards
 

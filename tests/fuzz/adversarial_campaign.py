@@ -671,7 +671,7 @@ def _cache_template(workdir: Path) -> dict:
     if _template:
         return _template
     import numpy as np
-    from arrc.runtime import cache as C
+    from arrc.compiler import cache as C
     from test_adversarial_cache import LARK_OPTIONS, PRODUCTS, SUMS, Builder, X
 
     import arrc
@@ -777,7 +777,7 @@ def case_cache(seed: int, index: int) -> dict:
 
 def run_cache(seed: int, index: int, log, workdir: Path) -> dict:
     import numpy as np
-    from arrc.runtime import cache as C
+    from arrc.compiler import cache as C
     from test_adversarial_cache import LARK_OPTIONS, PRODUCTS, SUMS, Builder, X
 
     import arrc

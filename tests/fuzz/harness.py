@@ -20,7 +20,7 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 
 import arrc  # noqa: E402
-from arrc.runtime import cache as _disk_cache  # noqa: E402
+from arrc.compiler import cache as _disk_cache  # noqa: E402
 from arrc.runtime.guards import GuardSite  # noqa: E402
 
 from .gen_programs import Case, Config, case_from_choices, expr_text  # noqa: E402

@@ -8,12 +8,12 @@ batching, sharding) goes in, as one more entry. `run_passes` verifies the module
 """
 from __future__ import annotations
 
-from .compiler.diagnostics import CompileError
-from .passes.base import ModulePass
-from .passes.guards import GuardOptions, GuardPass
-from .passes.registry import PASSES, run_passes
-from .passes.verify_foreign import VerifyForeignCalls
-from .passes.verify_static_shapes import VerifyStaticShapes
+from ..compiler.diagnostics import CompileError
+from ..passes.base import ModulePass
+from ..passes.guards import GuardOptions, GuardPass
+from ..passes.registry import PASSES, run_passes
+from ..passes.verify_foreign import VerifyForeignCalls
+from ..passes.verify_static_shapes import VerifyStaticShapes
 
 STOPS = ("ast", "stablehlo", "guarded", "hlo")    # where `arrc compile --emit` can stop
 
@@ -51,7 +51,7 @@ def apply_passes(module, context, passes: list, sources) -> None:
 
 def compile_module(module, context, sources, passes: list, platform: str = "cpu"):
     """`module` through `passes`, then compiled for `platform` (runtime/call.py `Compiled`)."""
-    from .runtime.call import Compiled
+    from .call import Compiled
     apply_passes(module, context, passes, sources)
     return Compiled(module, context, sources, platform=platform)
 

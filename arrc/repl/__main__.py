@@ -1,0 +1,3 @@
+from arrc.repl.terminal import main
+
+raise SystemExit(main())

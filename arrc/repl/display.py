@@ -1,0 +1,45 @@
+"""How the REPL shows values: `f32[3] = [1. 2. 3.]`, NumPy's text with arr's types, and durations."""
+from __future__ import annotations
+
+import numpy as np
+
+from arrc.compiler.types import dtype_of_numpy
+
+
+def type_str(value: np.ndarray) -> str:
+    """The arr type of a NumPy value: `f32[2, 3]`, `i32`."""
+    dt = dtype_of_numpy(value.dtype)
+    name = dt.name if dt is not None else str(value.dtype)
+    return f"{name}[{', '.join(str(d) for d in value.shape)}]" if value.ndim else name
+
+
+def value_str(value: np.ndarray, width: int = 75, indent: int = 0) -> str:
+    """NumPy-style text of a value (large arrays summarized); bools as `true`/`false`."""
+    if value.ndim == 0:
+        item = value[()]
+        if value.dtype == np.bool_:
+            return "true" if item else "false"
+        return str(item)
+    return np.array2string(value, max_line_width=width, threshold=1000, edgeitems=3, separator=" ",
+                           prefix=" " * indent, formatter={"bool": lambda b: "true" if b else "false"})
+
+
+def show(values: list[np.ndarray], tuple_result: bool, width: int = 75) -> str:
+    """`f32[3] = [1. 2. 3.]`; a tuple `(i32, f32[2]) = (1, [1. 2.])`, or one value a line if long."""
+    if not tuple_result:
+        head = f"{type_str(values[0])} = "
+        return head + value_str(values[0], width, len(head)) + "\n"
+    types = "(" + ", ".join(type_str(v) for v in values) + ")"
+    texts = [value_str(v, width) for v in values]
+    line = f"{types} = (" + ", ".join(texts) + ")"
+    if all("\n" not in t for t in texts) and len(line) <= width:
+        return line + "\n"
+    return f"{types} =\n" + "".join("  " + value_str(v, width, 2) + "\n" for v in values)
+
+
+def format_seconds(s: float) -> str:
+    if s < 1e-3:
+        return f"{s * 1e6:.1f} us"
+    if s < 1:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s:.3f} s"

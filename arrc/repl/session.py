@@ -1,0 +1,405 @@
+"""The session's state and how a cell runs: definitions, bindings, and the modules compiled from them.
+
+The session keeps the top-level items in order: definitions (`def`, `const`: their parsed AST, each with
+spans in the cell or file it was written in) and value bindings (`name = expr`: a NumPy value, given to
+the compiler as a host constant). Every evaluation compiles the module made of exactly the items it
+depends on (found by following names through the definitions) with the *current* bindings, through
+`arrc.api.from_items`; compiled code is cached under a key made of those items' serial numbers and the
+bindings' versions. Rebinding a value or redefining a function changes the key of everything that
+depends on it, so nothing can run a stale compiled version of anything it uses.
+
+A statement cell runs as a function the session builds from the statement's AST (`cell_function`): the
+bindings it assigns are its parameters and its results. Nothing is rewritten as text: every span the
+compiler reports is already one in a cell or a file.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+from collections import OrderedDict
+
+import numpy as np
+
+from arrc import api
+from arrc.compiler import ast
+from arrc.compiler.check import NAMED_CONSTANTS
+from arrc.compiler.diagnostics import CompileError, Diagnostic, Label, internal_error, render_all
+from arrc.compiler.fastparse import KEYWORDS as RESERVED_WORDS
+from arrc.compiler.parse import parse
+from arrc.compiler.span import Source, Span
+from arrc.compiler.types import DTYPES
+from arrc.exits import EXIT_COMPILE, EXIT_INTERNAL, EXIT_OK, EXIT_RUNTIME
+from arrc.lexer import BUILTIN_NAMES
+from arrc.runtime.reports import GuardError
+
+from .cells import split_cells
+from .commands import run_command
+from .display import show
+from .items import CELL_FN, CELL_LABEL, Binding, CellError, Item, assigned_names, cell_function
+from .items import item_deps, names_used, span_text
+
+KEYWORDS = tuple(sorted(RESERVED_WORDS))
+RESERVED = set(KEYWORDS) | set(DTYPES) | set(NAMED_CONSTANTS) | set(BUILTIN_NAMES)
+MAX_MODULES, MAX_EXPRESSIONS = 64, 256      # compiled code kept, least recently used dropped first
+
+
+class Session:
+    """One REPL session: its items, bindings and settings; `run(text)` runs one cell and prints."""
+
+    def __init__(self, out=None, width: int = 75, color: bool = False, guards: str | None = None,
+                 device: str = "cpu"):
+        self.out = out if out is not None else sys.stdout
+        self.width = width
+        self.color = color
+        self.guards = guards
+        self.device = device
+        self.items: dict[str, Item] = {}
+        self.bindings: dict[str, Binding] = {}
+        self.sources: dict[str, Source] = {}        # every cell and file, for rendering diagnostics
+        self.loaded: dict[str, list[str]] = {}      # file -> the names it defined
+        self.cells = 0
+        self.serials = 0
+        self.exit_code = EXIT_OK                    # the first failing cell's code
+        self.quit = False
+        self._modules: OrderedDict = OrderedDict()  # compile key -> Module
+        self._exprs: OrderedDict = OrderedDict()    # (compile key, expression text) -> Function
+
+    def next_serial(self) -> int:
+        self.serials += 1
+        return self.serials
+
+    # ---- output ------------------------------------------------------------------------------
+    def write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+
+    def write_diagnostics(self, text: str) -> None:
+        if self.color:
+            from arrc.lexer import colorize_diagnostics
+            text = colorize_diagnostics(text)
+        self.write(text)
+
+    def render(self, diags: list[Diagnostic]) -> str:
+        return render_all(diags, self.sources)
+
+    def error(self, diag: Diagnostic) -> CellError:
+        return CellError(self.render([diag]))
+
+    def compile_error(self, err: CompileError) -> CellError:
+        for name, src in err.sources.items():
+            self.sources.setdefault(name, src)
+        return CellError(self.render(err.diagnostics))
+
+    def runtime_error(self, err: Exception) -> CellError:
+        diag = getattr(err, "diagnostic", None)
+        if isinstance(diag, Diagnostic):
+            return CellError(self.render([diag]), EXIT_RUNTIME)
+        return CellError(str(err), EXIT_RUNTIME)
+
+    # ---- running cells -------------------------------------------------------------------------
+    def run(self, text: str) -> bool:
+        """Run the cells in `text` (split like a script: each top-level statement or block is a cell);
+        stops at the first failing one. Returns whether all succeeded."""
+        for chunk in split_cells(text):
+            if not self.run_cell(chunk):
+                return False
+            if self.quit:
+                break
+        return True
+
+    def run_cell(self, text: str) -> bool:
+        """Run one cell; print its result or its error. Never raises (except KeyboardInterrupt in scripts)."""
+        text = text.rstrip()
+        if not text.strip():
+            return True
+        self.cells += 1
+        source = Source(f"<cell {self.cells}>", text)
+        self.sources[source.name] = source
+        try:
+            if text.lstrip().startswith(":"):
+                run_command(self, source)
+            else:
+                self.statement(source)
+            return True
+        except CellError as err:
+            (self.write_diagnostics if err.diagnostic else self.write)(err.text)
+            return self.failed(err.code)
+        except CompileError as err:
+            self.write_diagnostics(self.compile_error(err).text)
+            return self.failed(EXIT_COMPILE)
+        except KeyboardInterrupt:
+            # A program interrupted while it runs keeps running on its helper thread (runtime/call.py
+            # `interruptible`), and its function's dispatcher waits for it before another call of the
+            # same types: the session's compiled code is dropped, so later cells compile their own.
+            self._modules.clear()
+            self._exprs.clear()
+            self.write("interrupted\n")
+            return self.failed(EXIT_RUNTIME)
+        except RecursionError:
+            self.write("error: this cell is nested too deeply\n")
+            return self.failed(EXIT_COMPILE)
+        except Exception as err:               # a bug or an unexpected failure: no traceback
+            detail = str(err).strip().splitlines()
+            first = detail[0] if detail else ""
+            if type(err).__name__ == "DeviceUnavailable" or isinstance(err, MemoryError) \
+                    or first.startswith("RESOURCE_EXHAUSTED"):
+                self.write(f"error: {first}\n")           # e.g. out of device memory
+                return self.failed(EXIT_RUNTIME)
+            self.write_diagnostics(render_all([internal_error(err)], {}))    # E0601, as `arrc` reports it
+            return self.failed(EXIT_INTERNAL)
+
+    def failed(self, code: int) -> bool:
+        self.exit_code = self.exit_code or code
+        return False
+
+    def parse(self, source: Source, start: str):
+        try:
+            return parse(source, start=start)
+        except CompileError as err:
+            raise self.compile_error(err) from None
+
+    def statement(self, source: Source) -> None:
+        text = source.text
+        first = text.lstrip().split(None, 1)[0] if text.strip() else ""
+        if first in ("def", "const"):
+            self.define(source)
+            return
+        stmt = self.parse(source, "stmt")
+        if isinstance(stmt, ast.ExprStmt):
+            expr = stmt.expr
+            if isinstance(expr, ast.Name) and expr.id in self.items and self.items[expr.id].kind == "def":
+                self.write(self.describe_name(expr.id))
+                return
+            values, tuple_result = self.evaluate(expr, source)
+            self.write(show(values, tuple_result, self.width))
+        elif isinstance(stmt, ast.Assign) and all(isinstance(t, ast.NameTarget) for t in stmt.targets):
+            self.assign(stmt, source)
+        elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.NameTarget):
+            name = stmt.target.name                 # `x += e` rebinds `x` to `x + (e)`
+            self.check_bindable(name, stmt.target.span)
+            values, _ = self.evaluate(ast.Binary(stmt.span, stmt.op, ast.Name(stmt.target.span, name),
+                                                 stmt.value), source)
+            self.bind({name: values[0]})
+        elif isinstance(stmt, ast.Return):
+            raise self.error(Diagnostic("E0106", "`return` outside a function", stmt.span, "not in a function",
+                                        help="`return` belongs in a `def`; at the prompt, type the expression "
+                                             "to see its value"))
+        else:
+            self.block(stmt, source)
+
+    # ---- bindings ------------------------------------------------------------------------------
+    def check_bindable(self, name: str, span: Span) -> None:
+        if name in RESERVED or name.startswith("__"):
+            what = ("a dtype" if name in DTYPES else "a builtin" if name in BUILTIN_NAMES
+                    else "reserved" if name.startswith("__") else "a keyword or named constant")
+            raise self.error(Diagnostic("E0105", f"cannot bind `{name}`: it is {what}", span, "cannot be rebound",
+                                        help="choose another name"))
+
+    def assign(self, stmt: ast.Assign, source: Source) -> None:
+        for t in stmt.targets:
+            self.check_bindable(t.name, t.span)
+        values, tuple_result = self.evaluate(stmt.value, source)
+        names = [t.name for t in stmt.targets]
+        if len(names) > 1 or tuple_result:
+            count = len(values) if tuple_result else 1
+            if not tuple_result or count != len(names):
+                span = stmt.targets[0].span.to(stmt.targets[-1].span)
+                raise self.error(Diagnostic("E0209", f"cannot unpack {count} value(s) into {len(names)} name(s)",
+                                            span, f"{len(names)} name(s)",
+                                            [Label(stmt.value.span, f"this gives {count} value(s)")]))
+        self.bind(dict(zip(names, values)))
+
+    def bind(self, values: dict[str, np.ndarray]) -> None:
+        for name, value in values.items():
+            replaced = self.items.pop(name, None)
+            if replaced is not None:
+                self.write(f"note: `{name}` was a {'function' if replaced.kind == 'def' else 'constant'}; "
+                           f"it is now a value\n")
+            self.bindings[name] = Binding(name, np.asarray(value), self.next_serial())
+        self.check_dependents(set(values))
+
+    # ---- definitions -----------------------------------------------------------------------------
+    def parse_items(self, source: Source, origin: str | None) -> list[Item]:
+        """The `def`s and `const`s of a source text."""
+        module = self.parse(source, "module")
+        known = set(self.items) | set(self.bindings) | {it.name for it in module.items}
+        out = []
+        for it in module.items:
+            kind = "def" if isinstance(it, ast.FunctionDef) else "const"
+            shape_vars = frozenset()
+            if isinstance(it, ast.FunctionDef):    # a dimension name that is no value is a shape variable
+                shape_vars = frozenset(set().union(*[names_used(p.type) for p in it.params]) - known)
+            out.append(Item(it.name, kind, it, source, item_deps(it) - shape_vars, self.next_serial(), origin,
+                            shape_vars))
+        return out
+
+    def define(self, source: Source, origin: str | None = None) -> list:
+        """Check new definitions together with what they use; on success they replace the old ones."""
+        self.sources[source.name] = source
+        new = self.parse_items(source, origin)
+        new_names = {it.name for it in new}
+        items = [it for it in self.items.values() if it.name not in new_names] + new
+        bindings = {n: b for n, b in self.bindings.items() if n not in new_names}
+        mod = self.module(new_names, items, bindings, cache=False)
+        warnings = [d for d in mod.warnings if d.span is not None and d.span.file == source.name]
+        if warnings:
+            self.write_diagnostics(self.render(warnings))
+        for name in new_names:
+            if name in self.bindings:
+                del self.bindings[name]
+                self.write(f"note: `{name}` was a value; it is now a "
+                           f"{'function' if any(i.name == name and i.kind == 'def' for i in new) else 'constant'}\n")
+            self.items.pop(name, None)
+        for it in new:
+            self.items[it.name] = it
+        self.check_dependents(new_names)
+        return new
+
+    def check_dependents(self, changed: set[str]) -> None:
+        """After a change, say which other definitions it breaks (they report the error when used)."""
+        broken_by = [it.name for it in self.items.values()
+                     if it.name not in changed and self.closure({it.name}, self.items) & changed]
+        if not broken_by:
+            return
+        try:
+            self.module(set(broken_by))
+        except CellError as err:
+            if not err.diagnostic:
+                self.write(err.text.replace("error: ", "warning: ", 1))
+                return
+            names = ", ".join(f"`{n}`" for n in broken_by)
+            self.write_diagnostics(f"warning: after this change, {names} do{'es' if len(broken_by) == 1 else ''} "
+                                   f"not compile:\n" + err.text)
+
+    # ---- compiling -------------------------------------------------------------------------------
+    @staticmethod
+    def closure(names: set[str], items: dict) -> set[str]:
+        seen: set[str] = set()
+        stack = list(names)
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if n in items:
+                stack.extend(items[n].deps)
+        return seen
+
+    def module(self, names: set[str], items: list | None = None, bindings: dict | None = None,
+               cache: bool = True, exclude: set[str] = frozenset()):
+        """The module of exactly the definitions and bindings that `names` depend on (compile errors as a
+        CellError). Cached by those definitions' serial numbers and the bindings' versions."""
+        items = list(self.items.values()) if items is None else items
+        bindings = self.bindings if bindings is None else bindings
+        needed = self.closure(names, {it.name: it for it in items})
+        chosen = [it for it in items if it.name in needed]
+        used = [(n, b) for n, b in bindings.items() if n in needed and n not in exclude]
+        for it in chosen:
+            clash = sorted(it.shape_vars & {n for n, _ in used})
+            if clash:
+                raise CellError(f"error: `{clash[0]}` is a shape variable of `{it.name}` ({it.where}) and "
+                                f"also a value here; rename one of them", EXIT_COMPILE, diagnostic=False)
+        key = (tuple(it.serial for it in chosen), tuple(b.version for _, b in used), self.guards, self.device)
+        if cache and key in self._modules:
+            self._modules.move_to_end(key)
+            return self._modules[key]
+        try:
+            mod = api.from_items([it.node for it in chosen], {it.source.name: it.source for it in chosen},
+                                 constants={n: b.value for n, b in used}, guards=self.guards or None,
+                                 device=self.device)
+        except CompileError as err:
+            raise self.compile_error(err) from None
+        mod._repl_key = key
+        if cache:
+            self._modules[key] = mod
+            while len(self._modules) > MAX_MODULES:
+                self._modules.popitem(last=False)
+        return mod
+
+    def expression(self, tree, source: Source, cache: bool = True):
+        """The arr function of no arguments computing the expression `tree` (parsed from `source`), and its
+        key in the cache of expressions (`evaluate` keeps it there once it has run)."""
+        mod = self.module(names_used(tree) & (set(self.items) | set(self.bindings)), cache=cache)
+        key = (mod._repl_key, span_text(source, tree.span))
+        fn = self._exprs.get(key) if cache else None
+        if fn is None:
+            try:
+                fn = mod.expression(tree, source, label=CELL_LABEL)
+            except CompileError as err:
+                raise self.compile_error(err) from None
+        return fn, key
+
+    def evaluate(self, tree, source: Source) -> tuple[list, bool]:
+        """The value of an expression cell. Its compiled function is kept for the same expression text in
+        later cells once it has run: over the same definitions and bindings it computes the same values,
+        so a report can never name the cell it was first compiled for."""
+        fn, key = self.expression(tree, source)
+        result = self.call(fn)
+        self._exprs[key] = fn
+        self._exprs.move_to_end(key)
+        while len(self._exprs) > MAX_EXPRESSIONS:
+            self._exprs.popitem(last=False)
+        return result
+
+    # ---- running ---------------------------------------------------------------------------------
+    def call(self, fn, args=(), quiet: bool = False) -> tuple[list, bool]:
+        """Run `fn` on the current device; results as NumPy values and whether it returns a tuple.
+        `print` inside goes to this session's output."""
+        from arrc.runtime.call import interruptible
+        sink = io.StringIO() if quiet else self.out
+
+        def run():          # on a helper thread, so that Ctrl-C stops the wait (runtime/call.py)
+            result = fn(*args)
+            return result, [np.asarray(r) for r in (result if isinstance(result, tuple) else (result,))]
+        try:
+            with contextlib.redirect_stdout(sink):
+                result, values = interruptible(run)
+        except GuardError as err:
+            raise self.runtime_error(err) from None
+        except CompileError as err:                       # errors only specialization finds
+            raise self.compile_error(err) from None
+        return values, isinstance(result, tuple)
+
+    def block(self, stmt, source: Source) -> None:
+        """Any other statement runs as the body of a function (`cell_function`); the bindings it assigns
+        are passed in and returned, so they are updated; names it creates stay local to the block."""
+        assigned, loop_vars = assigned_names(stmt)
+        carried = [n for n in assigned if n in self.bindings]
+        for n in carried:
+            self.check_bindable(n, stmt.span)
+        new_locals = [n for n in assigned if n not in self.bindings and n not in loop_vars]
+        fn = cell_function(stmt, [(n, self.bindings[n].value) for n in carried], source)
+        known = set(self.items) | set(self.bindings)
+        deps = frozenset((names_used(stmt) & known) - set(carried))
+        uses = self.closure(set(deps), self.items)
+        clash = [n for n in carried if n in uses]
+        if clash:
+            users = sorted(i for i in self.items if i in uses and clash[0] in self.items[i].deps)
+            raise self.error(Diagnostic(
+                "E0105", f"this block assigns `{clash[0]}`, which `{users[0] if users else '?'}` reads as a "
+                         f"module value", stmt.span, "assigns it",
+                help=f"assign `{clash[0]}` in its own cell (`{clash[0]} = ...`), or give the function a "
+                     f"parameter for it"))
+        item = Item(CELL_FN, "cell", fn, source, deps, self.next_serial())
+        mod = self.module({CELL_FN}, list(self.items.values()) + [item], cache=False, exclude=set(carried))
+        values, _ = self.call(mod[CELL_FN], [self.bindings[n].value for n in carried])
+        if carried:
+            self.bind(dict(zip(carried, values)))
+        if new_locals:
+            names = ", ".join(f"`{n}`" for n in new_locals)
+            self.write(f"note: {names} stayed local to this block; bind a name before the block "
+                       f"(`{new_locals[0]} = ...`) to keep its value\n")
+
+    def describe_name(self, name: str) -> str:
+        """`f: (x: f32[n]) -> f32[n]`, `x: f32[3]`: a name and its type or signature."""
+        if name in self.bindings:
+            return f"{name}: {self.bindings[name].type}\n"
+        mod = self.module({name})
+        if self.items[name].kind == "def":
+            return f"{name}: {mod[name].signature}\n"
+        try:
+            sig = mod.expression(name).signature
+        except CompileError as err:
+            raise self.compile_error(err) from None
+        return f"{name}: {sig.split('-> ', 1)[1]}\n"
