@@ -167,3 +167,191 @@ def test_uniform_with_bounds_as_values(name):
                   [*key_words(seed), npdt(-2.0), npdt(5.0)], [U32, U32, dt, dt])[0]
         want = np.asarray(jax.random.uniform(jax.random.key(seed), (3, 5), npdt, npdt(-2.0), npdt(5.0)))
         np.testing.assert_array_equal(got.view(UVIEW[name]), want.view(UVIEW[name]), strict=True)
+
+
+SAMPLER_SEEDS = [0, 1, 42, 2 ** 32 + 5]
+SAMPLER_SHAPES = [(), (1,), (7,), (3, 5), (2, 3, 4)]
+
+
+def assert_same_bits(got, want, name, msg):
+    want = np.asarray(want)
+    assert got.dtype == want.dtype, (got.dtype, want.dtype, msg)
+    np.testing.assert_array_equal(got.view(UVIEW[name]), want.view(UVIEW[name]), strict=True, err_msg=msg)
+
+
+@pytest.mark.parametrize("name", list(FLOATS))
+def test_normal_gumbel(name):
+    """Bit for bit, chlo.erf_inv included (XLA expands it as it does JAX's), f16/bf16 in their own dtype
+    (JAX does not upcast either)."""
+    dt, npdt = DTYPES[name], FLOATS[name]
+    fn = compile_fn(with_key(lambda key: [f(key, s, dt) for s in SAMPLER_SHAPES
+                                          for f in (threefry.normal, threefry.gumbel)]), [U32, U32])
+    for seed in SAMPLER_SEEDS:
+        key = jax.random.key(seed)
+        got = iter(fn(*key_words(seed)))
+        for shape in SAMPLER_SHAPES:
+            for f in (jax.random.normal, jax.random.gumbel):
+                assert_same_bits(next(got), f(key, shape, npdt), name, f"{f.__name__} {seed=} {shape=}")
+
+
+def ulps_apart(got, want, name) -> int:
+    """The largest distance in units in the last place (same-sign finite values)."""
+    g, w = (np.asarray(v).astype(np.float64) for v in (got, want))
+    assert np.all(np.sign(g) == np.sign(w)), (got, want)
+    bits = UVIEW[name]
+    gi, wi = (np.asarray(v).view(bits).astype(np.int64) for v in (got, want))
+    return int(np.max(np.abs(gi - wi), initial=0))
+
+
+@pytest.mark.parametrize("name", list(FLOATS))
+def test_truncated_normal(name):
+    """Not bit for bit with Python bounds; within 16 ulps of JAX's jit with the same constant bounds, and
+    inside [lower, upper] (as rounded to the dtype). The uniform draw underneath is bit-identical (test_uniform, and
+    test_truncated_normal_bounds_as_values gives bit identity when a, b agree). Why: with Python bounds
+    XLA constant-folds erf(bound / sqrt(2)) here and in that jit, but the erf_inv/multiply/clip on the
+    sample fuse differently in the two programs and XLA's CPU code rounds a last bit differently for some
+    samples (f32 (0.3, 0.7): up to 3 ulps apart; f16, bf16, f64 agreed to 2 ulps when this was written). The eager `jax.random.truncated_normal`
+    is further off in the far tail: it passes the bounds as arguments, and XLA computes
+    erf(bound * (1 / sqrt(2))) at run time, one ulp off the folded erf(-4 / sqrt(2)) in f32, which moves a
+    sample at (-4, -3.5) by ~150 ulps (erf_inv is steep near -1)."""
+    dt, npdt = DTYPES[name], FLOATS[name]
+    bounds = [(-1.0, 2.0), (0.3, 0.7), (-4.0, -3.5)]
+    cases = [(shape, lo, hi) for shape in SAMPLER_SHAPES for lo, hi in bounds]
+    fn = compile_fn(with_key(lambda key: [threefry.truncated_normal(key, lo, hi, shape, dt)
+                                          for shape, lo, hi in cases]), [U32, U32])
+    reference = jax.jit(lambda k: [jax.random.truncated_normal(k, lo, hi, shape, npdt) for shape, lo, hi in cases])
+    for seed in SAMPLER_SEEDS:
+        for (shape, lo, hi), got, want in zip(cases, fn(*key_words(seed)), reference(jax.random.key(seed))):
+            msg = f"{seed=} {shape=} ({lo}, {hi})"
+            assert got.dtype == want.dtype, msg
+            assert ulps_apart(got, want, name) <= 16, msg
+            g = got.astype(np.float64)
+            assert np.all((g >= float(npdt(lo))) & (g <= float(npdt(hi)))), msg
+
+
+def test_truncated_normal_bounds_as_values():
+    """Bounds of another float dtype are converted in the program, as JAX does; the default shape is theirs."""
+    f32, f64 = DTYPES["f32"], DTYPES["f64"]
+    fn = compile_fn(lambda k0, k1, lo, hi: threefry.truncated_normal((k0, k1), lo, hi, None, f32),
+                    [U32, U32, f64, f64], [(), (), (3, 1), (4,)])
+    lo, hi = np.array([[-2.0], [0.1], [1.0]]), np.array([0.5, 1.5, 2.0, 3.0])
+    for seed in [0, 42]:
+        (got,) = fn(*key_words(seed), lo, hi)
+        assert_same_bits(got, jax.random.truncated_normal(jax.random.key(seed), lo, hi, None, np.float32), "f32", "")
+
+
+def test_bernoulli():
+    """A Python p is float64 (x64), so the draw is a f64 one; a value p draws in its own dtype."""
+    ps = [0.0, 0.3, 0.5, 1.0]
+    fn = compile_fn(with_key(lambda key: [threefry.bernoulli(key, p, s) for p in ps for s in SAMPLER_SHAPES]),
+                    [U32, U32])
+    for seed in SAMPLER_SEEDS:
+        got = iter(fn(*key_words(seed)))
+        for p in ps:
+            for shape in SAMPLER_SHAPES:
+                want = np.asarray(jax.random.bernoulli(jax.random.key(seed), p, shape))
+                np.testing.assert_array_equal(next(got), want, strict=True, err_msg=f"{p=} {seed=} {shape=}")
+    for name, npdt in FLOATS.items():
+        dt = DTYPES[name]
+        fn = compile_fn(lambda k0, k1, p: [threefry.bernoulli((k0, k1), p, (3, 5)), threefry.bernoulli((k0, k1), p)],
+                        [U32, U32, dt], [(), (), (5,)])
+        p = np.array([0.0, 0.1, 0.3, 0.7, 1.0], npdt)
+        for seed in [0, 42]:
+            got = fn(*key_words(seed), p)
+            key = jax.random.key(seed)
+            for g, want in zip(got, [jax.random.bernoulli(key, p, (3, 5)), jax.random.bernoulli(key, p)]):
+                np.testing.assert_array_equal(g, np.asarray(want), strict=True, err_msg=f"{name} {seed=}")
+
+
+INTS = ["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"]
+
+
+@pytest.mark.parametrize("name", INTS)
+def test_randint(name):
+    """Python-int bounds (int64 in JAX: wrapped to int32 under 32 bits, clipped, maxval = max + 1 taking the
+    whole range, empty ranges giving minval) and bounds as values of the dtype (one compiled function)."""
+    dt = DTYPES[name]
+    info = np.iinfo(dt.np)
+    mn, mx = int(info.min), min(int(info.max), 2 ** 63 - 1)     # JAX rejects Python ints beyond int64
+    ranges = [(0, 10), (-5, 10), (mn, mx), (mn, mx + 1) if mx < 2 ** 63 - 1 else (mn + 1, mx),
+              (mx - 3, mx), (mn, mn + 5), (5, 5), (7, 3), (-2 ** 40, 2 ** 40), (0, 2 ** 33), (-2 ** 63, 2 ** 63 - 1)]
+    value_ranges = [(0, 10), (int(info.min), int(info.max)), (int(info.max) - 2, int(info.max)),
+                    (int(info.min), int(info.min) + 1), (3, 1)]
+    shapes = [(), (7,), (2, 3, 4)]
+
+    def body(k0, k1, lo, hi):
+        outs = [threefry.randint((k0, k1), s, a, b, dt) for s in shapes for a, b in ranges]
+        return outs + [threefry.randint((k0, k1), (3, 5), lo, hi, dt), threefry.randint((k0, k1), (2, 3), 1, hi, dt)]
+    fn = compile_fn(body, [U32, U32, dt, dt])
+    for seed in SAMPLER_SEEDS:
+        key = jax.random.key(seed)
+        for vlo, vhi in value_ranges:
+            lo, hi = dt.np.type(vlo), dt.np.type(vhi)
+            got = iter(fn(*key_words(seed), lo, hi))
+            if (vlo, vhi) == value_ranges[0]:
+                for shape in shapes:
+                    for a, b in ranges:
+                        want = np.asarray(jax.random.randint(key, shape, a, b, dt.np))
+                        np.testing.assert_array_equal(next(got), want, strict=True, err_msg=f"{seed=} {shape=} {a, b}")
+            else:
+                for _ in range(len(shapes) * len(ranges)):
+                    next(got)
+            for shape, a in [((3, 5), lo), ((2, 3), 1)]:
+                want = np.asarray(jax.random.randint(key, shape, a, hi, dt.np))
+                np.testing.assert_array_equal(next(got), want, strict=True, err_msg=f"{seed=} {shape=} {a, hi}")
+
+
+def test_randint_rejects_bounds_beyond_int64():
+    def body(k0, k1):
+        threefry.randint((k0, k1), (3,), 0, 2 ** 64 - 1, DTYPES["u64"])
+        return k0
+    with pytest.raises(OverflowError):
+        compile_fn(body, [U32, U32])
+
+
+@pytest.mark.parametrize("name", list(FLOATS))
+def test_categorical(name):
+    """argmax of gumbel noise + logits, with JAX's reduce: NaN wins, ties go to the first index; int64."""
+    dt, npdt = DTYPES[name], FLOATS[name]
+    logits = np.random.default_rng(0).normal(size=(3, 5)).astype(npdt)
+    logits[0, 1] = np.nan
+    logits[1, :] = 0
+    logits[2, 3] = np.inf
+    cases = [(1, None), (0, None), (-1, (2, 3)), (-2, (4, 5)), (1, (2, 1, 3))]
+    fn = compile_fn(lambda k0, k1, lg: [threefry.categorical((k0, k1), lg, a, s) for a, s in cases],
+                    [U32, U32, dt], [(), (), logits.shape])
+    wide = np.random.default_rng(1).normal(size=(1, 40)).astype(npdt)
+    fn_wide = compile_fn(lambda k0, k1, lg: threefry.categorical((k0, k1), lg, -1, (6, 4)),
+                         [U32, U32, dt], [(), (), wide.shape])
+    for seed in SAMPLER_SEEDS:
+        key = jax.random.key(seed)
+        for (axis, shape), got in zip(cases, fn(*key_words(seed), logits)):
+            want = np.asarray(jax.random.categorical(key, logits, axis, shape))
+            np.testing.assert_array_equal(got, want, strict=True, err_msg=f"{seed=} {axis=} {shape=}")
+        (got,) = fn_wide(*key_words(seed), wide)
+        np.testing.assert_array_equal(got, np.asarray(jax.random.categorical(key, wide, -1, (6, 4))), strict=True)
+
+
+def test_permutation():
+    """Shuffled aranges (int64, or the dtype asked for) of sizes taking 0, 1 and 2 sort rounds, and arrays
+    shuffled along each axis."""
+    ns = [0, 1, 2, 10, 1625, 1626]
+    x = np.random.default_rng(0).normal(size=(4, 3, 2)).astype(np.float32)
+    axes = [0, 1, 2, -1]
+
+    def body(k0, k1, arr):
+        key = (k0, k1)
+        return ([threefry.permutation(key, n) for n in ns] + [threefry.permutation(key, 10, dt=DTYPES["i32"])]
+                + [threefry.permutation(key, arr, a) for a in axes])
+    fn = compile_fn(body, [U32, U32, DTYPES["f32"]], [(), (), x.shape])
+    for seed in SAMPLER_SEEDS:
+        key = jax.random.key(seed)
+        got = iter(fn(*key_words(seed), x))
+        for n in ns:
+            np.testing.assert_array_equal(next(got), np.asarray(jax.random.permutation(key, n)), strict=True,
+                                          err_msg=f"{seed=} {n=}")
+        np.testing.assert_array_equal(next(got), np.asarray(jax.random.permutation(key, 10)).astype(np.int32),
+                                      strict=True)
+        for a in axes:
+            np.testing.assert_array_equal(next(got), np.asarray(jax.random.permutation(key, x, a)), strict=True,
+                                          err_msg=f"{seed=} axis={a}")
