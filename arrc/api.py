@@ -16,7 +16,7 @@ from arrc.compiler.lower import Lowered, ModuleLowering
 from arrc.compiler.parse import decode, parse
 from arrc.compiler.program import Program, check_module, check_program
 from arrc.compiler.span import Source
-from arrc.compiler.types import ArrayType, Dim, dtype_of_numpy
+from arrc.compiler.types import KEY, ArrayType, Dim, dtype_of_numpy, host_keys, key_words, pack_key_words
 from arrc.compiler.values import ArrError, Val
 
 
@@ -71,6 +71,22 @@ def from_items(items, sources: dict, guards=None, warnings: str = "warn", consta
         program = check_module(ast.Module(None, tuple(items)), sources, werror=(warnings == "error"),
                                constants=constants)
     return Module(program, guards=guards, guard_scope=guard_scope, device=device)
+
+
+def key(seed):
+    """`jax.random.key(seed)` as arr's `key(seed)` makes it: a Python int is taken as int64 (JAX with x64
+    on), a NumPy integer as its own dtype. A JAX typed key (Threefry-2x32), accepted for `key` parameters."""
+    import jax
+    if isinstance(seed, int) and not isinstance(seed, bool):
+        if not -2 ** 63 <= seed < 2 ** 63:
+            raise OverflowError(f"seed {seed} does not fit in int64")
+        seed = np.int64(seed)
+    value = np.asarray(seed)
+    if value.ndim or value.dtype.kind not in "iu":
+        raise TypeError(f"a key's seed must be an integer, not {seed!r}")
+    wide = int(value) & (2 ** 64 - 1)       # two's complement, sign-extended as jax's threefry_seed does
+    high = wide >> 32 if value.dtype.itemsize == 8 else 0
+    return jax.random.wrap_key_data(np.array([high, wide & 0xFFFFFFFF], np.uint32))
 
 
 def spec(text: str) -> ArrayType:
@@ -162,6 +178,8 @@ class Function:
         self.name = name
         self.sources = module.sources if sources is None else sources    # for its diagnostics and reports
         self._sig = module._program.signatures[name]
+        # Keys cross the boundary converted (jax typed keys <-> arr's packed words): not on the C++ fast path.
+        self._keys = any(t.dtype.is_key for t in [p for _, p, _ in self._sig.params] + list(self._sig.results))
         self._compiled: dict = {}
         self._lock = threading.Lock()
 
@@ -221,7 +239,8 @@ class Function:
         executable to run itself next time (positional calls of one without effects or guards)."""
         out, compiled, tuple_result = self._call(args, kwargs)
         fast = None
-        if not kwargs and compiled.run_arg is None and compiled.check is None and not compiled.may_not_end:
+        if not kwargs and compiled.run_arg is None and compiled.check is None and not compiled.may_not_end \
+                and not self._keys:
             fast = compiled.executable.fastpath(args, "tuple" if tuple_result else "single")
         return out, fast, False
 
@@ -229,12 +248,15 @@ class Function:
         """The full call: bind and check the arguments, compile if needed, run, raise faults.
         Returns (result, the Compiled that ran, whether the result is a tuple)."""
         values = self._bind(args, kwargs)
-        types = [ArrayType(dtype_of_numpy(v.dtype), tuple(Dim.const(d) for d in v.shape)) for v in values]
+        types = [ArrayType(KEY if p.dtype.is_key else dtype_of_numpy(v.dtype), tuple(Dim.const(d) for d in v.shape))
+                 for v, (_, p, _) in zip(values, self._sig.params)]
         self._check_types(types)
         compiled, tuple_result = self._build(tuple(types), origins=False)
         results, state = compiled(values)
         if state is not None:
             self._raise_faults(state, tuple(types), values)
+        if self._keys:
+            results = [_as_jax_keys(r) if t.dtype.is_key else r for r, t in zip(results, self._sig.results)]
         return (tuple(results) if tuple_result else results[0]), compiled, tuple_result
 
     def compile(self, *arg_types: ArrayType) -> None:
@@ -286,10 +308,34 @@ class Function:
         return [_to_array(by_name[name], ptype, name) for name, ptype, _ in params]
 
 
+def _as_jax_keys(result):
+    """Keys computed by arr (uint64 words) as JAX typed keys (Threefry-2x32), as `jax.random.key` gives."""
+    import jax
+    return jax.random.wrap_key_data(key_words(np.asarray(result)))
+
+
+def _to_keys(value, ptype: ArrayType, pname: str) -> np.ndarray:
+    """A `key` argument: a JAX typed key array (Threefry-2x32, e.g. `arrc.key(0)`, `jax.random.key(0)`) or
+    raw key data, a uint32 `[..., 2]` array (`jax.random.PRNGKey(0)`), as arr's packed words."""
+    try:
+        keys = host_keys(value)
+    except TypeError as err:
+        raise ArgumentError(f"argument `{pname}`: {err}") from None
+    if keys is not None:
+        return keys
+    data = np.asarray(value) if hasattr(value, "dtype") else None
+    if data is None or data.dtype != np.uint32 or data.ndim == 0 or data.shape[-1] != 2:
+        raise ArgumentError(f"argument `{pname}` must be {ptype}: a JAX key (`arrc.key(0)`, `jax.random.key(0)`) "
+                            f"or key data, a uint32 array of shape [..., 2] (`jax.random.PRNGKey(0)`)")
+    return pack_key_words(data)
+
+
 def _to_array(value, ptype: ArrayType, pname: str):
     """NumPy/JAX arrays keep their dtype (checked); Python scalars and lists take the parameter's dtype.
     A NumPy array in the other byte order (e.g. `'>f4'` read from a file) is taken as the same numbers in
-    this machine's order, as `np.asarray(x, np.float32)` would."""
+    this machine's order, as `np.asarray(x, np.float32)` would. Keys: `_to_keys`."""
+    if ptype.dtype.is_key:
+        return _to_keys(value, ptype, pname)
     try:
         import jax
         if isinstance(value, jax.Array):

@@ -35,7 +35,7 @@ from arrc.compiler.abi import GUARD_SCOPES as SCOPES
 from arrc.compiler.diagnostics import CODES, CompileError, Diagnostic, internal_error, render_all, render_json
 from arrc.compiler.parse import decode
 from arrc.compiler.span import Source
-from arrc.compiler.types import MAX_ARRAY_BYTES, ArrayType, Dim, dtype_of_numpy
+from arrc.compiler.types import MAX_ARRAY_BYTES, ArrayType, Dim, dtype_of_numpy, host_keys, key_words
 from arrc.exits import EXIT_COMPILE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE
 
 GUARD_KINDS = (*KINDS, "all")
@@ -375,9 +375,32 @@ def parameter_types(fn: arrc.Function) -> dict[str, ArrayType]:
 
 @dataclass
 class RunResult:
-    """What one call produced: NumPy results and the time of the first call, in seconds."""
+    """What one call produced: NumPy results (keys as their u32 words, `[..., 2]`), the time of the first
+    call in seconds, and which results are keys."""
     results: list[np.ndarray]
     times: dict[str, float] = field(default_factory=dict)
+    keys: frozenset = frozenset()
+
+
+def key_arguments(values: dict[str, object], types: dict[str, ArrayType]) -> dict[str, object]:
+    """`--arg k=42` for a `key` parameter is `key(42)`; a list is the keys' u32 words (`--arg k='[0, 42]'`,
+    as `jax.random.key_data` prints them); a file holds the words as a uint32 array."""
+    out = dict(values)
+    for name, value in values.items():
+        t = types.get(name)
+        if t is None or not t.dtype.is_key:
+            continue
+        if isinstance(value, int) and not isinstance(value, bool):
+            try:
+                out[name] = arrc.key(value)
+            except OverflowError as err:
+                raise UsageError(f"--arg {name}: {err}") from None
+        elif isinstance(value, list):
+            words = np.asarray(value)
+            if words.dtype.kind not in "iu" or words.size and (words.min() < 0 or words.max() > 2 ** 32 - 1):
+                raise UsageError(f"--arg {name}: key words are integers in 0..{2 ** 32 - 1}")
+            out[name] = words.astype(np.uint32)
+    return out
 
 
 def check_device(device: str) -> None:
@@ -399,10 +422,13 @@ def execute(fn: arrc.Function, kwargs: dict) -> RunResult:
 
     def call():             # on a helper thread, so that Ctrl-C stops the wait (runtime/call.py)
         out = fn(**kwargs)
-        return [np.asarray(r) for r in (out if isinstance(out, tuple) else (out,))]
+        return list(out) if isinstance(out, tuple) else [out]
     start = time.perf_counter()
     results = interruptible(call)
-    return RunResult(results, {"first_call": time.perf_counter() - start})
+    elapsed = time.perf_counter() - start
+    keys = [host_keys(r) for r in results]
+    return RunResult([np.asarray(r) if k is None else key_words(k) for r, k in zip(results, keys)],
+                     {"first_call": elapsed}, frozenset(i for i, k in enumerate(keys) if k is not None))
 
 
 def dtype_name(a: np.ndarray) -> str:
@@ -431,10 +457,14 @@ def json_result(a: np.ndarray) -> dict:
     return {"dtype": dtype_name(a), "shape": list(a.shape), "value": value}
 
 
-def format_results(results: list[np.ndarray], fmt: str = "text") -> str:
-    """Results NumPy-style, one per line, or as JSON (`{"results": [...]}`)."""
+def format_results(results: list[np.ndarray], fmt: str = "text", keys: frozenset = frozenset()) -> str:
+    """Results NumPy-style, one per line, or as JSON (`{"results": [...]}`; keys (`keys`: their
+    positions) with dtype "key", their shape, and their u32 words as the value)."""
     if fmt == "json":
-        return json.dumps({"results": [json_result(r) for r in results]}) + "\n"
+        items = [json_result(r) for r in results]
+        for i in keys:
+            items[i] = {"dtype": "key", "shape": list(results[i].shape[:-1]), "value": results[i].tolist()}
+        return json.dumps({"results": items}) + "\n"
     return "".join(str(r) + "\n" for r in results)
 
 
@@ -484,8 +514,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_s = time.perf_counter() - t0
         print_diagnostics(module.warnings, sources)
         fn = entry_function(module, args.entry, args.file)
-        run = execute(fn, load_arg_files(kwargs, parameter_types(fn)))
-    sys.stdout.write(format_results(run.results, args.format))
+        types = parameter_types(fn)
+        run = execute(fn, key_arguments(load_arg_files(kwargs, types), types))
+    sys.stdout.write(format_results(run.results, args.format, run.keys))
     if args.time:
         sys.stderr.write(format_times(run.times, check_s))
     if args.out:

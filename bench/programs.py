@@ -97,6 +97,18 @@ def _nansum_input():
     return [x]
 
 
+UNIFORM = f"""
+def draw(k: key) -> f32[{N4M}]:
+    return uniform(k, ({N4M},))
+"""
+
+
+def jax_uniform(k):
+    import jax
+    import jax.numpy as jnp
+    return jax.random.uniform(k, (N4M,), jnp.float32)
+
+
 # 20 statements, one operation each; finite for x in [0, 1) (so guards take the no-fault path)
 CHAIN_OPS = [
     ("y = x * 1.5", lambda j, x, y: x * 1.5),
@@ -240,6 +252,8 @@ def programs(generated_statements: int = 2000) -> list[Program]:
         Program("chain20 f32[4M]", CHAIN, "chain", jax_chain, _chain_input, tags={"guards"}),
         Program("power_iteration f64[256,256] x100", POWER, "power_iteration", jax_power, _power_input,
                 x64=True, notes="run-time step count; JAX: lax.fori_loop under jax.enable_x64"),
+        Program("uniform f32[4M]", UNIFORM, "draw", jax_uniform, lambda: [np.array([0, 42], np.uint32)],
+                notes="Threefry-2x32 bits; the key as its u32 words (jax.random.PRNGKey) on both sides"),
         Program("add f32[4]", ADD, "add", jax_add,
                 lambda: [np.arange(4, dtype=np.float32), np.ones(4, np.float32)], tags={"overhead"}),
         Program(f"generated {generated_statements} statements", arr_gen, "main", jax_from_source(py_gen),

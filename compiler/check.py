@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import ast, emit
-from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, weak_literal_fits
+from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, refuse_keys, weak_literal_fits
 from .diagnostics import CompileError, Diagnostic, Label, Reporter
 from .span import Span
-from .types import DTYPES, I32, ArrayType, Dim, too_large
+from .types import DTYPES, I32, TYPE_NAMES, ArrayType, Dim, too_large
 from .control import ControlFlow
 from .values import POISON, ArrError, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe
 
@@ -86,12 +86,12 @@ def dim_of(expr, consts: dict, shape_vars: list | None, file_errors: list) -> Di
 
 
 def type_of(texpr: ast.TypeExpr, consts: dict, shape_vars: list | None, errors: list) -> ArrayType | None:
-    dt = DTYPES.get(texpr.dtype)
+    dt = TYPE_NAMES.get(texpr.dtype)
     if dt is None:
-        close = difflib.get_close_matches(texpr.dtype, DTYPES, 1)
+        close = difflib.get_close_matches(texpr.dtype, TYPE_NAMES, 1)
         errors.append(ArrError("E0205", f"unknown dtype `{texpr.dtype}`", texpr.span, "not a dtype",
                                help=f"did you mean `{close[0]}`?" if close else
-                               "dtypes are " + " ".join(DTYPES)).diag)
+                               "dtypes are " + " ".join(TYPE_NAMES)).diag)
         return None
     dims = []
     for d in texpr.dims or ():
@@ -168,6 +168,8 @@ class FunctionWalk(ControlFlow):
     spans: dict = field(default_factory=dict)   # name -> span of its latest assignment
     loop_depth: int = 0
     loop_counters: list = field(default_factory=list)   # run-time `for` counters, outermost first
+    key_uses: dict = field(default_factory=dict)   # id of a key -> (the key's Val, where it was first used)
+    outer_keys: list = field(default_factory=list)  # per enclosing loop: (ids of keys from before it, `for`)
 
     @property
     def is_lowering(self) -> bool:
@@ -295,12 +297,20 @@ class FunctionWalk(ControlFlow):
             for t in targets:
                 self.assign(t, POISON)
             return
+        if isinstance(value, Val) and value.type.rank and value.type.shape[0] == len(targets):
+            value = self._rows(value, stmt.value)        # `k1, k2 = split(k)`: an array unpacks by rows
         if not isinstance(value, TupleVal) or len(value.items) != len(targets):
             count = len(value.items) if isinstance(value, TupleVal) else 1
             raise ArrError("E0209", f"cannot unpack {count} value{'s' if count != 1 else ''} into "
                                     f"{len(targets)} names", stmt.value.span, f"this is {describe(value)}")
         for t, v in zip(targets, value.items):
             self.assign(t, v)
+
+    def _rows(self, value: Val, node) -> TupleVal:
+        """`value[0], value[1], ...`: the rows an array unpacks into (as NumPy's and JAX's arrays do)."""
+        rule = BUILTINS["__index__"]
+        return TupleVal([self.call_builtin(rule, [value, [("index", Val(_WEAK_INT, None, Dim.const(i)), node)]],
+                                           {}, node, [node.span]) for i in range(value.type.shape[0].value)])
 
     def assign(self, target, value) -> None:
         if isinstance(target, ast.IndexTarget):
@@ -557,6 +567,8 @@ class FunctionWalk(ControlFlow):
     # -- calls ------------------------------------------------------------------------------
     def call_builtin(self, rule: Builtin, args, kwargs, node, spans, kw_spans=None):
         cx = CallCx(self, node, spans, kw_spans or {})
+        if not rule.keys:
+            refuse_keys(rule, args, kwargs, cx)
         return rule.fn(cx, *bind_arguments(rule, args, kwargs, cx))
 
     def call_user(self, name, args, kwargs, node, spans, kw_spans):

@@ -15,6 +15,7 @@ from . import abi, ast, emit
 from .diagnostics import Label
 from .emit import hlo
 from .optable import weak_literal_fits
+from .span import Span
 from .types import BOOL, I32, I64, U64, ArrayType, Dim, DType, int_range, promote, wrap_int
 from .values import POISON, ArrError, DeferredBool, Poisoned, TupleVal, Unbound, Val, describe
 
@@ -122,15 +123,19 @@ class ControlFlow:
         before, before_spans = dict(self.env), dict(self.spans)
         branches = []
         holder = None
+        uses_before, uses_after = self.key_uses, {}     # one branch runs: a key may be used in each
         for body in (stmt.body, stmt.orelse):
             self.env, self.spans, self.returned = dict(before), dict(before_spans), None
+            self.key_uses = dict(uses_before)
             block = None
             if self.is_lowering:
                 holder, block = self._scratch()
             with ir.InsertionPoint(block) if block is not None else nullcontext():
                 self.block(body)
             branches.append((self.env, self.spans, self.returned, block, holder, body))
+            uses_after.update(self.key_uses)
         self.env, self.spans, self.returned = dict(before), dict(before_spans), None
+        self.key_uses = uses_after
         (env_t, spans_t, ret_t, *_), (env_f, spans_f, ret_f, *_) = branches
         if isinstance(cond.static, DeferredBool):
             self._merge_deferred(before, branches)
@@ -325,19 +330,22 @@ class ControlFlow:
             cond = self.eval(stmt.cond)
             if not isinstance(cond, Poisoned):
                 self._scalar_bool(cond, stmt.cond, "while")
-        self._block_in_loop(stmt.body)
+        self._block_in_loop(stmt, _outer_keys(before, carried))
         after, spans_after = self.env, self.spans
         self.env, self.spans = dict(before), saved_spans
         return after, spans_after
 
-    def _block_in_loop(self, body) -> None:
+    def _block_in_loop(self, loop, outer_keys: set) -> None:
         saved = self.returned
         self.returned = None
         self.loop_depth += 1
+        s = loop.span
+        self.outer_keys.append((outer_keys, Span(s.file, s.line, s.col, s.line, s.col + len(type(loop).__name__))))
         try:
-            self.block(body)
+            self.block(loop.body)
         finally:
             self.loop_depth -= 1
+            self.outer_keys.pop()
         if self.returned is not None:
             self.returned = saved
 
@@ -412,7 +420,7 @@ class ControlFlow:
                 self.loop_counters.append(Val(ArrayType(U64, ()), args[0]))
             elif effectful:
                 self.loop_counters.append(Val(i64, args[0]))
-            self._block_in_loop(stmt.body)
+            self._block_in_loop(stmt, _outer_keys(before, names))
             if counter is not None or effectful:
                 self.loop_counters.pop()
             values = self._yield_values([self.env[n] for n in names], [types[n] for n in names])
@@ -476,6 +484,11 @@ class ControlFlow:
 
     def _has_effects(self, expr) -> bool:
         return self.program.has_effect_call(expr)
+
+
+def _outer_keys(before: dict, carried) -> set:
+    """The keys a loop body sees from before the loop and does not carry: the same key every iteration."""
+    return {id(v) for n, v in before.items() if isinstance(v, Val) and v.type.dtype.is_key and n not in carried}
 
 
 def _as_u64(x: ir.Value, dt) -> ir.Value:

@@ -44,6 +44,7 @@ CODES: dict[str, str] = {
     "E0601": "internal compiler error",
     "W0001": "lossy implicit promotion",
     "W0002": "text-direction control character in source",
+    "W0003": "a random key is used more than once",
     "R0001": "NaN produced at run time",
     "R0002": "infinity produced at run time",
     "R0003": "index out of range at run time",

@@ -17,7 +17,7 @@ from jaxlib.mlir._mlir_libs import _jax_mlir_ext
 # Every dialect a lowering makes is imported here; tests/test_limits.py checks that lowering imports nothing.
 from jaxlib.mlir.dialects import builtin, chlo, func, stablehlo as hlo  # noqa: F401  (chlo, func, hlo: for rules)
 
-from .types import DType, int_range, wrap_int
+from .types import U64, DType, int_range, wrap_int
 
 
 @functools.lru_cache(maxsize=1)
@@ -65,7 +65,7 @@ def _make_ir_dtype(dt: DType) -> ir.Type:
         return ir.IntegerType.get_signless(1)
     if dt.kind == "int":
         return ir.IntegerType.get_signless(dt.bits)
-    if dt.kind == "uint":
+    if dt.kind in ("uint", "key"):      # a key: its two u32 words in one u64 (compiler/types.py KEY)
         return ir.IntegerType.get_unsigned(dt.bits)
     return {"f16": ir.F16Type, "bf16": ir.BF16Type, "f32": ir.F32Type, "f64": ir.F64Type}[dt.name].get()
 
@@ -96,6 +96,8 @@ def same_type(name: str, *operands: ir.Value) -> ir.Value:
 
 def const(value, dt: DType, shape=()) -> ir.Value:
     """A constant of dtype `dt` and `shape`; `value` is a Python scalar or an array of that shape."""
+    if dt.is_key:
+        dt = U64            # keys are their words (compiler/types.py KEY): the same MLIR type
     if type(value) not in (float, int, bool):
         arr = np.asarray(value)
         if arr.ndim:

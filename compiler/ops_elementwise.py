@@ -439,18 +439,23 @@ def _clip(cx: CallCx, x, lo, hi):
                                         cx.ir(hi, dtype, shape)))
 
 
-@register("__cond__", params="cond, x, y")
+@register("__cond__", params="cond, x, y", keys=True)
 def _cond_expr(cx: CallCx, cond, x, y):
     _require_arrays(cx, [cond, x, y], "`if ... else`")
     if cond.type.rank != 0 or not cond.type.dtype.is_bool:
         cx.error("E0213", f"the condition of `a if c else b` must be a scalar bool, found {cond.type}",
                  f"this is {cond.type}", at=0, help="for elementwise choice use `where(c, a, b)`")
-    if isinstance(cond.static, (bool, np.bool_)):
+    if x.type.dtype.is_key or y.type.dtype.is_key:      # keys are chosen between, never promoted
+        if x.type.strong() != y.type.strong():
+            cx.error("E0201", f"`a if c else b` chooses between {x.type} and {y.type}: both must be keys of "
+                              f"one shape", "differs", at=2 if x.type.dtype.is_key else 1)
+        dtype, weak, shape = x.type.dtype, False, x.type.shape
+    else:
         dtype, weak, shape = elementwise_type(_pair_cx(cx, 1, 2), [x, y], "`if ... else`")
+    if isinstance(cond.static, (bool, np.bool_)):
         chosen = x if cond.static else y
         static = chosen.static if isinstance(chosen.static, Dim) and not shape else None
         return cx.value(ArrayType(dtype, shape, weak), lambda: cx.ir(chosen, dtype, shape), static)
-    dtype, weak, shape = elementwise_type(_pair_cx(cx, 1, 2), [x, y], "`if ... else`")
     return cx.value(ArrayType(dtype, shape, weak),
                     lambda: hlo.select(cx.ir(cond, BOOL, shape), cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
 
@@ -503,18 +508,18 @@ def _int_val(d: Dim) -> Val:
     return Val(ArrayType(I32, (), weak=True), None, d)
 
 
-@register(".shape", doc="the shape of x, a tuple of ints")
+@register(".shape", keys=True, doc="the shape of x, a tuple of ints")
 def _shape_attr(cx: CallCx, x):
     x = cx.array(x, "x")
     return TupleVal([_int_val(d) for d in x.type.shape])
 
 
-@register(".ndim", doc="the rank of x")
+@register(".ndim", keys=True, doc="the rank of x")
 def _ndim_attr(cx: CallCx, x):
     return _int_val(Dim.const(cx.array(x, "x").type.rank))
 
 
-@register(".size", doc="the number of elements of x")
+@register(".size", keys=True, doc="the number of elements of x")
 def _size_attr(cx: CallCx, x):
     size = Dim.const(1)
     for d in cx.array(x, "x").type.shape:
@@ -522,7 +527,7 @@ def _size_attr(cx: CallCx, x):
     return _int_val(size)
 
 
-@register(".dtype", doc="the dtype of x")
+@register(".dtype", keys=True, doc="the dtype of x")
 def _dtype_attr(cx: CallCx, x):
     return DTypeVal(cx.array(x, "x").type.dtype)
 

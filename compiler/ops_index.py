@@ -209,7 +209,7 @@ def _holding(dt, size: int):
     return I64 if dt.bits == 64 or size > int_range(I32)[1] else I32
 
 
-@register("__index__", params="x, subscripts")
+@register("__index__", params="x, subscripts", keys=True)
 def index(cx: CallCx, x, subscripts):
     if isinstance(x, TupleVal):
         return _index_tuple(cx, x, subscripts)

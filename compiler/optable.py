@@ -30,11 +30,12 @@ class Builtin:
     doc: str = ""            # one line: what it computes, NumPy-style ("elementwise e**x")
     family: str = ""         # the group of docs/language.md's builtin list (named builtins)
     words: str | None = None  # how a guard report names the operation ("addition"); None: `display`
+    keys: bool = False       # takes PRNG keys (random builtins, shape queries, selection); others refuse them
 
 
 # The groups of docs/language.md "## Builtins", in order (a named builtin's `family` is one of these).
 FAMILIES = ("Elementwise", "Reductions", "Construction", "Shape", "Linear algebra", "Scans and sorting",
-            "Selection", "Indexing", "Casts", "Neural-net helpers")
+            "Selection", "Indexing", "Casts", "Neural-net helpers", "Random numbers")
 
 
 BUILTINS: dict[str, Builtin] = {}
@@ -43,12 +44,14 @@ _MISSING = object()
 
 
 def register(*names: str, params: str = "x", method: bool = False, table: dict | None = None,
-             display: str | None = None, doc: str = "", family: str = "", words: str | None = None):
+             display: str | None = None, doc: str = "", family: str = "", words: str | None = None,
+             keys: bool = False):
     """Register `fn` under each of `names`; `params` reads like a Python signature: "x, axis=None".
 
     `display` is the name of the op in diagnostics and locations (default: the registered name; operators
     must give one), `doc` one line saying what it computes, `family` its group in the docs (both required
-    for a named builtin, one whose name starts with a letter), `words` what a guard report calls it."""
+    for a named builtin, one whose name starts with a letter), `words` what a guard report calls it, `keys`
+    whether its arguments may be PRNG keys (`refuse_keys` stops the others)."""
     operator = table is OPERATORS
     if operator and not display:
         raise TypeError(f"operator {names[0]!r} registered without a display name")
@@ -73,7 +76,7 @@ def register(*names: str, params: str = "x", method: bool = False, table: dict |
                             f"registered as {params!r}")
         for name in names:
             (OPERATORS if operator else BUILTINS)[name] = Builtin(name, fn, tuple(order), defaults, method,
-                                                                  display or name, doc, family, words)
+                                                                  display or name, doc, family, words, keys)
         return fn
     return wrap
 
@@ -105,6 +108,17 @@ def bind_arguments(rule: Builtin, args: list, kwargs: dict, cx: "CallCx") -> lis
                                "missing argument", notes=[f"parameters: {', '.join(rule.params)}"])
             bound[name] = rule.defaults[name]
     return [bound[name] for name in rule.params]
+
+
+def refuse_keys(rule: Builtin, args: list, kwargs: dict, cx: "CallCx") -> None:
+    """E0201 where a rule that does not take keys is given one: keys are not numbers."""
+    spans = [cx.at(i) for i, v in enumerate(args) if isinstance(v, Val) and v.type.dtype.is_key]
+    spans += [cx.kw_spans.get(k, cx.span) for k, v in kwargs.items() if isinstance(v, Val) and v.type.dtype.is_key]
+    if spans:
+        name = rule.name.lstrip(".").removeprefix("unary")          # `+`, `sum`, `astype`, `-`
+        raise ArrError("E0201", f"`{name}` cannot take a key: keys are not numbers", spans[0],
+                       "a key", help="draw numbers from it (`uniform(k, shape)`, `normal(k, shape)`, ...), or "
+                                     "read its two u32 words with `key_data(k)`")
 
 
 def weak_literal_fits(t: ArrayType, dtype: DType) -> bool:
@@ -169,6 +183,9 @@ class CallCx:
         return v
 
     def dtype(self, v, name) -> DType:
+        if isinstance(v, DTypeVal) and v.dtype.is_key:
+            self.error("E0201", "`key` is not a dtype of numbers", "a key dtype", at=name,
+                       help="make keys with `key(seed)`, `split(k)` or `wrap_key(u32 words)`")
         if isinstance(v, DTypeVal):
             return v.dtype
         self.error("E0210", f"`{name}` must be a dtype such as f32, found {describe(v)}", "not a dtype", at=name)

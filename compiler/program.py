@@ -201,9 +201,10 @@ def _collect(program: Program, reporter: Reporter) -> None:
 
 
 def _external(program: Program, name: str, value, reporter: Reporter) -> None:
-    from .types import dtype_of_numpy
-    arr = np.asarray(value)
-    dtype = dtype_of_numpy(arr.dtype)
+    from .types import KEY, dtype_of_numpy, host_keys
+    keys = host_keys(value)
+    arr = np.asarray(value) if keys is None else keys
+    dtype = dtype_of_numpy(arr.dtype) if keys is None else KEY
     if name in program.functions or name in program.consts:
         item = program.functions.get(name) or program.consts[name]
         reporter.add(Diagnostic("E0102", f"`{name}` is defined twice", getattr(item, "name_span", None) or item.span,

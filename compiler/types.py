@@ -11,7 +11,7 @@ import numpy as np
 @dataclass(frozen=True, eq=False, slots=True)    # one instance per dtype (DTYPES): equality is identity
 class DType:
     name: str
-    kind: str          # "bool" | "int" | "uint" | "float"
+    kind: str          # "bool" | "int" | "uint" | "float" | "key"
     bits: int
     np: object         # numpy dtype
 
@@ -31,6 +31,10 @@ class DType:
         return self.kind == "bool"
 
     @property
+    def is_key(self) -> bool:
+        return self.kind == "key"
+
+    @property
     def is_64bit(self) -> bool:
         return self.bits == 64
 
@@ -47,12 +51,44 @@ DTYPES: dict[str, DType] = {d.name: d for d in [
     DType("f16", "float", 16, np.dtype(np.float16)), DType("bf16", "float", 16, np.dtype(ml_dtypes.bfloat16)),
     DType("f32", "float", 32, np.dtype(np.float32)), DType("f64", "float", 64, np.dtype(np.float64)),
 ]}
-BOOL, I32, I64, U64, F32, F64 = (DTYPES[n] for n in ("bool", "i32", "i64", "u64", "f32", "f64"))
+BOOL, I32, I64, U32, U64, F32, F64 = (DTYPES[n] for n in ("bool", "i32", "i64", "u32", "u64", "f32", "f64"))
 _BY_NUMPY = {d.np: d for d in DTYPES.values()}
+# A PRNG key (LANGUAGE.md section 12) is one 64-bit element holding Threefry's two 32-bit key words, the
+# first in the high half: every shape operation (indexing, loops, branches, tuples) carries keys as it
+# carries numbers, and `key_data` unpacks them to JAX's u32[..., 2]. Not in DTYPES: keys are not numbers
+# (no arithmetic, no casts, no NumPy dtype of their own).
+KEY = DType("key", "key", 64, np.dtype(np.uint64))
+TYPE_NAMES: dict[str, DType] = {**DTYPES, KEY.name: KEY}     # the element types a type may name
+
+
+def pack_key_words(data: np.ndarray) -> np.ndarray:
+    """Host keys (uint64, as KEY holds them) from their u32 words, a `[..., 2]` array (`jax.random.key_data`)."""
+    data = np.asarray(data, np.uint32)
+    return (data[..., 0].astype(np.uint64) << np.uint64(32)) | data[..., 1].astype(np.uint64)
+
+
+def host_keys(value) -> np.ndarray | None:
+    """The words (uint64, as KEY holds them) of a JAX typed key array of Threefry-2x32 keys; None for any
+    other value. (A typed key exists only once jax is imported: it is not imported here.)"""
+    import sys
+    jax = sys.modules.get("jax")
+    dtype = getattr(value, "dtype", None)
+    if jax is None or dtype is None or not jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return None
+    impl = str(jax.random.key_impl(value))
+    if "threefry2x32" not in impl:
+        raise TypeError(f"a key of the {impl} PRNG; arr's keys are Threefry-2x32")
+    return pack_key_words(np.asarray(jax.random.key_data(value)))
+
+
+def key_words(keys: np.ndarray) -> np.ndarray:
+    """The u32 words (`[..., 2]`) of host keys held as uint64."""
+    keys = np.asarray(keys, np.uint64)
+    return np.stack([(keys >> np.uint64(32)).astype(np.uint32), keys.astype(np.uint32)], axis=-1)
 
 
 def dtype_named(name: str) -> DType:
-    return DTYPES[name]
+    return TYPE_NAMES[name]
 
 
 def dtype_of_numpy(np_dtype) -> DType | None:

@@ -440,7 +440,7 @@ def test_completion(session):
 
     def complete(text):
         return [c.text for c in completer.get_completions(Document(text), CompleteEvent(completion_requested=True))]
-    assert complete("w") == ["weights", "wrap", "where", "while"]
+    assert complete("w") == ["weights", "wrap", "where", "wrap_key", "while"]
     assert "sum" in complete("1 + su") and "f32" in complete("f3")
     assert complete(":gu") == [":guards"] and ":load" in complete(":")
     assert complete(":guards nan,i") == ["inf"] and complete(":device g") == ["gpu"]

@@ -3,18 +3,29 @@ from __future__ import annotations
 
 import numpy as np
 
-from arrc.compiler.types import dtype_of_numpy
+from arrc.compiler.types import KEY, dtype_of_numpy, host_keys, key_words
 
 
-def type_str(value: np.ndarray) -> str:
-    """The arr type of a NumPy value: `f32[2, 3]`, `i32`."""
+def dtype_name(value) -> str:
+    """The arr dtype of a value: a NumPy array's, or `key` for JAX typed keys."""
+    if host_keys(value) is not None:
+        return KEY.name
     dt = dtype_of_numpy(value.dtype)
-    name = dt.name if dt is not None else str(value.dtype)
+    return dt.name if dt is not None else str(value.dtype)
+
+
+def type_str(value) -> str:
+    """The arr type of a NumPy value (or JAX keys): `f32[2, 3]`, `i32`, `key[4]`."""
+    name = dtype_name(value)
     return f"{name}[{', '.join(str(d) for d in value.shape)}]" if value.ndim else name
 
 
-def value_str(value: np.ndarray, width: int = 75, indent: int = 0) -> str:
-    """NumPy-style text of a value (large arrays summarized); bools as `true`/`false`."""
+def value_str(value, width: int = 75, indent: int = 0) -> str:
+    """NumPy-style text of a value (large arrays summarized); bools as `true`/`false`; keys as their words."""
+    keys = host_keys(value)
+    if keys is not None:
+        head = "<key " if keys.ndim == 0 else "<keys "
+        return head + value_str(key_words(keys), width, indent + len(head)) + ">"
     if value.ndim == 0:
         item = value[()]
         if value.dtype == np.bool_:

@@ -8,10 +8,9 @@ import numpy as np
 
 from arrc.compiler import ast
 from arrc.compiler.span import Source, Span
-from arrc.compiler.types import dtype_of_numpy
 from arrc.exits import EXIT_COMPILE, EXIT_USAGE
 
-from .display import type_str
+from .display import dtype_name, type_str
 
 CELL_FN = "__cell__"               # the function a statement cell runs as
 CELL_LABEL = "the cell"            # what reports call it, and an expression cell
@@ -89,7 +88,7 @@ def cell_function(stmt, carried: list[tuple[str, np.ndarray]], source: Source) -
 
     def type_expr(value: np.ndarray) -> ast.TypeExpr:
         dims = tuple(ast.DimInt(head, d) for d in value.shape) if value.ndim else None
-        return ast.TypeExpr(head, dtype_of_numpy(value.dtype).name, dims)
+        return ast.TypeExpr(head, dtype_name(value), dims)
     params = tuple(ast.Param(head, name, type_expr(value)) for name, value in carried)
     if carried:
         results = tuple(p.type for p in params)

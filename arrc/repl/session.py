@@ -28,7 +28,7 @@ from arrc.compiler.diagnostics import CompileError, Diagnostic, Label, internal_
 from arrc.compiler.fastparse import KEYWORDS as RESERVED_WORDS
 from arrc.compiler.parse import parse
 from arrc.compiler.span import Source, Span
-from arrc.compiler.types import DTYPES
+from arrc.compiler.types import DTYPES, host_keys
 from arrc.exits import EXIT_COMPILE, EXIT_INTERNAL, EXIT_OK, EXIT_RUNTIME
 from arrc.lexer import BUILTIN_NAMES
 from arrc.runtime.reports import GuardError
@@ -42,6 +42,11 @@ from .items import item_deps, names_used, span_text
 KEYWORDS = tuple(sorted(RESERVED_WORDS))
 RESERVED = set(KEYWORDS) | set(DTYPES) | set(NAMED_CONSTANTS) | set(BUILTIN_NAMES)
 MAX_MODULES, MAX_EXPRESSIONS = 64, 256      # compiled code kept, least recently used dropped first
+
+
+def host_value(value):
+    """A result kept by the session: a NumPy array, or JAX typed keys as the API returns them."""
+    return value if host_keys(value) is not None else np.asarray(value)
 
 
 class Session:
@@ -216,7 +221,7 @@ class Session:
             if replaced is not None:
                 self.write(f"note: `{name}` was a {'function' if replaced.kind == 'def' else 'constant'}; "
                            f"it is now a value\n")
-            self.bindings[name] = Binding(name, np.asarray(value), self.next_serial())
+            self.bindings[name] = Binding(name, host_value(value), self.next_serial())
         self.check_dependents(set(values))
 
     # ---- definitions -----------------------------------------------------------------------------
@@ -351,7 +356,7 @@ class Session:
 
         def run():          # on a helper thread, so that Ctrl-C stops the wait (runtime/call.py)
             result = fn(*args)
-            return result, [np.asarray(r) for r in (result if isinstance(result, tuple) else (result,))]
+            return result, [host_value(r) for r in (result if isinstance(result, tuple) else (result,))]
         try:
             with contextlib.redirect_stdout(sink):
                 result, values = interruptible(run)

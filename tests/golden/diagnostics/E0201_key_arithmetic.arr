@@ -1,0 +1,2 @@
+def f(k: key) -> key:
+    return k + 1
