@@ -206,6 +206,8 @@ class Session:
             self.check_bindable(t.name, t.span)
         values, tuple_result = self.evaluate(stmt.value, source)
         names = [t.name for t in stmt.targets]
+        if len(names) > 1 and not tuple_result and values[0].ndim and len(values[0]) == len(names):
+            values, tuple_result = [host_value(row) for row in values[0]], True     # by rows, as in a function
         if len(names) > 1 or tuple_result:
             count = len(values) if tuple_result else 1
             if not tuple_result or count != len(names):
