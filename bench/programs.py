@@ -20,6 +20,7 @@ class Program:
     jax_fn: Callable            # the same computation for jax.jit
     inputs: Callable[[], list]  # NumPy arguments (fresh each call of this factory)
     x64: bool = False           # the JAX side needs jax_enable_x64 (f64 arguments)
+    specs: list | None = None   # arr's parameter types, where an input's dtype does not say (keys)
     notes: str = ""
     tags: set = field(default_factory=set)
 
@@ -253,7 +254,7 @@ def programs(generated_statements: int = 2000) -> list[Program]:
         Program("power_iteration f64[256,256] x100", POWER, "power_iteration", jax_power, _power_input,
                 x64=True, notes="run-time step count; JAX: lax.fori_loop under jax.enable_x64"),
         Program("uniform f32[4M]", UNIFORM, "draw", jax_uniform, lambda: [np.array([0, 42], np.uint32)],
-                notes="Threefry-2x32 bits; the key as its u32 words (jax.random.PRNGKey) on both sides"),
+                specs=["key"], notes="Threefry-2x32 bits; the key as its u32 words (jax.random.PRNGKey) on both sides"),
         Program("add f32[4]", ADD, "add", jax_add,
                 lambda: [np.arange(4, dtype=np.float32), np.ones(4, np.float32)], tags={"overhead"}),
         Program(f"generated {generated_statements} statements", arr_gen, "main", jax_from_source(py_gen),

@@ -137,7 +137,7 @@ def bench_program(p: P.Program, report: Report, args) -> None:
     from arrc.runtime.pjrt import Executable
 
     inputs = p.inputs()
-    specs = [arrc.spec(spec_text(a)) for a in inputs]
+    specs = [arrc.spec(text) for text in (p.specs or [spec_text(a) for a in inputs])]
     with x64(p.x64):
         avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in inputs]
     big = "generated" in p.tags
