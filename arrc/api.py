@@ -308,6 +308,82 @@ class Function:
         return [_to_array(by_name[name], ptype, name) for name, ptype, _ in params]
 
 
+def value_and_grad(fn: Function, argnums=0) -> "Derivative":
+    """`jax.value_and_grad(f, argnums)` for an arr function: a Function returning (value, derivatives), the
+    derivatives one array for an int `argnums`, a tuple for a tuple."""
+    return Derivative(fn, argnums, keep_value=True)
+
+
+def grad(fn: Function, argnums=0) -> "Derivative":
+    """`jax.grad(f, argnums)` for an arr function: a Function returning the derivatives of its float scalar
+    result with respect to the arguments `argnums` (an int: one array; a tuple: a tuple of them)."""
+    return Derivative(fn, argnums, keep_value=False)
+
+
+class Derivative(Function):
+    """The derivative of a Function, made by reverse mode over its StableHLO (passes/autodiff.py); called,
+    lowered and compiled like any Function (guards cover the backward pass too)."""
+
+    def __init__(self, base: Function, argnums, keep_value: bool):
+        from arrc.compiler.check import Signature
+        if not isinstance(base, Function):
+            raise TypeError(f"grad and value_and_grad take an arr function (e.g. `mod.loss`), not {base!r}")
+        super().__init__(base.module, base.name, base.sources)
+        sig = base._sig
+        self._base, self._keep_value = base, keep_value
+        self._single = isinstance(argnums, int) and not isinstance(argnums, bool)
+        wrt = (argnums,) if self._single else tuple(argnums) if isinstance(argnums, (tuple, list)) else None
+        if not wrt or not all(isinstance(i, int) and not isinstance(i, bool) for i in wrt):
+            raise TypeError(f"argnums must be an int or a tuple of ints, not {argnums!r}")
+        n = len(sig.params)
+        if any(not -n <= i < n for i in wrt):
+            raise ValueError(f"argnums {argnums} is out of range for {base.name}{sig}, which has {n} parameter(s)")
+        self._wrt = tuple(i % n for i in wrt)
+        result = sig.results[0]
+        if sig.tuple_result or result.rank or not result.dtype.is_float:
+            raise TypeError(f"grad needs a function with one float scalar result; {base.name}{sig} returns "
+                            f"{'(' + ', '.join(map(str, sig.results)) + ')' if sig.tuple_result else result}")
+        for i in self._wrt:
+            pname, ptype, _ = sig.params[i]
+            if not ptype.dtype.is_float:
+                raise TypeError(f"cannot differentiate with respect to `{pname}`: it is {ptype}, not a float "
+                                f"array (derivatives are taken with respect to float arguments only)")
+        grads = [sig.params[i][1] for i in self._wrt]
+        results = ([result] if keep_value else []) + grads
+        self.label = f"{'value_and_grad' if keep_value else 'grad'}({getattr(base, 'label', base.name)})"
+        self._sig = Signature(self.label, sig.params, results, [sig.result_spans[0]] * len(results),
+                              len(results) > 1, sig.shape_vars)
+        self._entry = self._call_structured        # its results are restructured: not the C++ fast path
+
+    def __repr__(self) -> str:
+        return f"<arr function {self.label}{self._sig}>"
+
+    def lower(self, *arg_types: ArrayType) -> Lowered:
+        """The base function lowered for `arg_types`, then differentiated (passes/autodiff.py)."""
+        from arrc.passes.autodiff import ValueAndGrad
+        from arrc.runtime.pipeline import apply_passes
+        self._check_types(list(arg_types))
+        lowered = self._base.lower(*arg_types)
+        if lowered.effect_sites:
+            raise CompileError([Diagnostic("E0216", f"cannot differentiate `{self._base.name}`: it prints or "
+                                           "asserts", self._sig.result_spans[0], "in this function",
+                                           notes=["print and assert under grad are a next step of arr's "
+                                                  "autodiff (docs/autodiff.md)"])], self.sources)
+        apply_passes(lowered.module, lowered.context, [ValueAndGrad(self._wrt, self._keep_value)], self.sources)
+        lowered.result_types = ([lowered.result_types[0]] if self._keep_value else []) + \
+            [list(arg_types)[i] for i in self._wrt]
+        lowered.tuple_result = len(lowered.result_types) > 1
+        return lowered
+
+    def _call_structured(self, *args, **kwargs):
+        """The flat results as JAX gives them: `g`, `(g0, g1)`, `(value, g)` or `(value, (g0, g1))`."""
+        out = self._call(args, kwargs)[0]
+        flat = list(out) if isinstance(out, tuple) else [out]
+        grads = flat[1:] if self._keep_value else flat
+        grads = grads[0] if self._single else tuple(grads)
+        return (flat[0], grads) if self._keep_value else grads
+
+
 def _as_jax_keys(result):
     """Keys computed by arr (uint64 words) as JAX typed keys (Threefry-2x32), as `jax.random.key` gives."""
     import jax

@@ -149,6 +149,25 @@ def unify(sig: Signature, args: list, arg_spans: list, call_span) -> dict:
     return env
 
 
+DERIVATIVES = ("grad", "value_and_grad")      # higher-order: `grad(f)(x)` (FunctionWalk.call_derivative)
+
+
+def _prints_or_asserts(program, name: str) -> bool:
+    """Whether function `name`, or one it calls, has a `print` or an `assert` (read from the AST: the
+    program's `effectful` set is made after every function has been walked)."""
+    seen, stack = set(), [name]
+    while stack:
+        n = stack.pop()
+        if n in seen or n not in program.functions:
+            continue
+        seen.add(n)
+        fn = program.functions[n]
+        if any(isinstance(node, (ast.Print, ast.Assert)) for node in ast.walk(fn)):
+            return True
+        stack.extend(ast.called_names(fn))
+    return False
+
+
 # ---- the walker ---------------------------------------------------------------------
 class Return_(Exception):
     pass
@@ -529,6 +548,9 @@ class FunctionWalk(ControlFlow):
         return subs
 
     def expr_Call(self, e):
+        if isinstance(e.func, ast.Call) and isinstance(e.func.func, ast.Name) and e.func.func.id in DERIVATIVES \
+                and e.func.func.id not in self.env:
+            return self.call_derivative(e)
         args = [self.eval_or_poison(a) for a in e.args]
         kwargs = {k.name: self.eval_or_poison(k.value) for k in e.kwargs}
         spans = [a.span for a in e.args]
@@ -570,6 +592,75 @@ class FunctionWalk(ControlFlow):
         if not rule.keys:
             refuse_keys(rule, args, kwargs, cx)
         return rule.fn(cx, *bind_arguments(rule, args, kwargs, cx))
+
+    def call_derivative(self, e):
+        """`grad(f, argnums=...)(args)`, `value_and_grad(...)(args)` (LANGUAGE.md section 15): f's derivatives
+        with respect to its arguments `argnums` (an int: one array; a tuple: a tuple), after f's value for
+        value_and_grad. Lowered by reverse mode over f's StableHLO (compiler/autodiff.py)."""
+        inner, kind = e.func, e.func.func.id
+        if len(inner.args) != 1 or not isinstance(inner.args[0], ast.Name) or \
+                inner.args[0].id not in self.program.signatures:
+            raise ArrError("E0210", f"`{kind}` takes a module function by name, e.g. `{kind}(loss)`",
+                           inner.args[0].span if inner.args else inner.span, "not a module function",
+                           help="functions are not values in arr: give the name of one defined with `def`")
+        fname = inner.args[0].id
+        sig = self.program.signatures[fname]
+        argnums, single, at = (0,), True, inner.span
+        for kw in inner.kwargs:
+            if kw.name != "argnums":
+                raise ArrError("E0103", f"`{kind}` has no parameter `{kw.name}`", kw.span, "unknown keyword",
+                               notes=["parameters: f, argnums=0"])
+            value, at = self.eval(kw.value), kw.span
+            items = value.items if isinstance(value, TupleVal) else [value]
+            nums = [v.static_int if isinstance(v, Val) and v.type.rank == 0 else None for v in items]
+            if not items or None in nums:
+                raise ArrError("E0204", "`argnums` must be an integer literal or a tuple of them", kw.span,
+                               "not literal integers")
+            argnums, single = tuple(nums), not isinstance(value, TupleVal)
+        n = len(sig.params)
+        for i in argnums:
+            if not -n <= i < n:
+                raise ArrError("E0204", f"argnums {i} is out of range: `{fname}` has {n} parameter(s)", at,
+                               "out of range", notes=[f"signature: {fname}{sig}"])
+        wrt = tuple(i % n for i in argnums)
+        result = sig.results[0]
+        if sig.tuple_result or result.rank or not result.dtype.is_float:
+            raise ArrError("E0216", f"`{kind}` needs a function with one float scalar result; `{fname}` returns "
+                                    f"{'(' + ', '.join(map(str, sig.results)) + ')' if sig.tuple_result else result}",
+                           inner.args[0].span, "not a float scalar function",
+                           notes=[f"signature: {fname}{sig}"], help="differentiate a scalar loss, e.g. its `sum`")
+        for i in wrt:
+            pname, ptype, _ = sig.params[i]
+            if not ptype.dtype.is_float:
+                raise ArrError("E0216", f"cannot differentiate with respect to `{pname}`: it is {ptype}, not a "
+                                        f"float", at, f"argument {i} of `{fname}`", notes=[f"signature: {fname}{sig}"],
+                               help="derivatives are taken with respect to float arguments only")
+        if _prints_or_asserts(self.program, fname):
+            raise ArrError("E0216", f"cannot differentiate `{fname}` yet: it prints or asserts", inner.args[0].span,
+                           "prints or asserts", notes=["print and assert under grad are a next step of arr's autodiff"])
+        if e.kwargs:
+            raise ArrError("E0103", f"`{kind}(...)` takes its arguments by position", e.kwargs[0].span, "a keyword")
+        args = [self.eval(a) for a in e.args]
+        if POISON in args:
+            return POISON
+        spans = [a.span for a in e.args]
+        if len(args) != n:
+            raise ArrError("E0103", f"`{fname}` takes {n} argument(s), {len(args)} given", e.span,
+                           "wrong number of arguments", notes=[f"signature: {fname}{sig}"])
+        env = unify(sig, args, spans, e.span)
+        param_types = [p[1].subs(env) for p in sig.params]
+        types = ([ArrayType(result.dtype, tuple(d.subs(env) for d in result.shape))] if kind == "value_and_grad"
+                 else []) + [param_types[i] for i in wrt]
+        self.calls.append((fname, e.span))
+        if self.is_lowering:
+            irs = self.lowering.derivative(fname, [self.materialize(v, t.dtype) for v, t in zip(args, param_types)],
+                                           param_types, wrt, kind == "value_and_grad")
+            out = [Val(t, r) for t, r in zip(types, irs)]
+        else:
+            out = [Val(t) for t in types]
+        value, grads = (out[0], out[1:]) if kind == "value_and_grad" else (None, out)
+        grads = grads[0] if single else TupleVal(grads)
+        return TupleVal([value, grads]) if value is not None else grads
 
     def call_user(self, name, args, kwargs, node, spans, kw_spans):
         sig = self.program.signatures[name]

@@ -33,6 +33,7 @@ CODES: dict[str, str] = {
     "E0213": "condition must be a scalar bool",
     "E0214": "missing return",
     "E0215": "array too large",
+    "E0216": "cannot differentiate this",
     "E0301": "variable has different types on different paths",
     "E0302": "loop changes the type of a carried variable",
     "E0303": "boolean mask indexing has a value-dependent shape",

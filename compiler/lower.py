@@ -156,6 +156,29 @@ class FunctionLowering:
         self.m = module_lowering
         self.location = module_lowering.location
 
+    def derivative(self, name: str, args: list, param_types: list, wrt: tuple, keep_value: bool) -> list:
+        """`grad(name)(args)` / `value_and_grad(...)` inside a function being lowered: `name` lowered on its own
+        for `param_types` (in the same context), differentiated (compiler/autodiff.py), and its body moved to
+        the insertion point with its arguments replaced by `args`. Returns the values it returns."""
+        from .autodiff import value_and_grad
+        program = self.m.program
+        sub = ModuleLowering(program, self.m.context).lower(name, param_types)
+        fn = next(op for op in sub.module.body.operations if op.operation.name == "func.func")
+        diags = value_and_grad(fn, wrt, keep_value)
+        if diags:
+            raise CompileError(diags, program.sources)
+        block = fn.regions[0].blocks[0]
+        for arg, value in zip(block.arguments, args):
+            arg.replace_all_uses_with(value)
+        ops = list(block.operations)
+        here = ir.InsertionPoint.current
+        for op in ops[:-1]:
+            op.operation.detach_from_parent()
+            here.insert(op.operation)
+        results = list(ops[-1].operands)
+        ops[-1].operation.erase()
+        return results
+
     def call(self, walk, name: str, args: list, param_types: list, span) -> list:
         """Inline a call: walk the callee's body with the arguments' values and concrete types."""
         program = self.m.program

@@ -457,7 +457,7 @@ def _label(value: ir.Value) -> str:
     if getattr(owner, "name", None) == "stablehlo.constant":
         return "literal"
     loc = _value_location(value, None)
-    from .locations import name_of, span_of
+    from ..compiler.locations import name_of, span_of
     if loc is not None:
         span = span_of(loc)
         name = name_of(loc)

@@ -5,12 +5,14 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 
 from ..compiler.diagnostics import internal_error
+from .autodiff import ValueAndGrad
 from .base import ModulePass
 from .guards import GuardPass
 from .verify_foreign import VerifyForeignCalls
 from .verify_static_shapes import VerifyStaticShapes
 
-PASSES: dict[str, type[ModulePass]] = {p.name: p for p in (VerifyStaticShapes, VerifyForeignCalls, GuardPass)}
+PASSES: dict[str, type[ModulePass]] = {p.name: p for p in (VerifyStaticShapes, VerifyForeignCalls, GuardPass,
+                                                           ValueAndGrad)}
 
 
 def run_passes(module, passes: list) -> list:

@@ -35,7 +35,7 @@ from ..compiler import abi
 from ..compiler.diagnostics import Diagnostic
 from ..compiler.types import MAX_ARRAY_BYTES
 from .base import ModulePass
-from .locations import span_of
+from ..compiler.locations import span_of
 from .rewrite import i64s
 
 CALLBACK_TARGETS = ("xla_ffi_python_cpu_callback", "xla_ffi_python_gpu_callback")

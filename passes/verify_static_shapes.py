@@ -9,7 +9,7 @@ from jaxlib.mlir import ir
 
 from ..compiler.diagnostics import Diagnostic
 from .base import ModulePass
-from .locations import span_of
+from ..compiler.locations import span_of
 
 DYNAMIC_SHAPE_OPS = {
     "stablehlo.dynamic_broadcast_in_dim", "stablehlo.dynamic_reshape", "stablehlo.dynamic_iota",

@@ -13,7 +13,7 @@ from jaxlib.mlir import ir
 from ..compiler import abi
 from ..compiler.builtins import BUILTINS, OPERATORS
 from ..compiler.span import Span
-from ..passes.locations import name_of, span_of
+from ..compiler.locations import name_of, span_of
 from ..passes.rewrite import i64s
 from .reports import BoundsError, DivisionByZero, GuardError, InfError, NaNError
 

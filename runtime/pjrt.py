@@ -52,13 +52,13 @@ def module_bytes(module) -> bytes:
 
 def _for_xla(module, data: bytes | None = None):
     """What XLA compiles: a copy of an `ir.Module` (parsed from `data`, its `module_bytes` when the caller
-    has them) with file positions for locations (passes/locations.py `file_positions_only`); text and
+    has them) with file positions for locations (compiler/locations.py `file_positions_only`); text and
     bytes as given."""
     if isinstance(module, (bytes, str)):
         return module
     from jaxlib.mlir import ir
 
-    from ..passes.locations import file_positions_only
+    from ..compiler.locations import file_positions_only
     with module.context:
         copy = ir.Module.parse(data if data is not None else module_bytes(module))
         file_positions_only(copy.operation)

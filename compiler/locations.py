@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
-from ..compiler.span import Span
+from .span import Span
 
 
 def span_of(loc) -> Span | None:

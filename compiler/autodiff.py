@@ -1,0 +1,375 @@
+"""Reverse-mode automatic differentiation of StableHLO (LANGUAGE.md section 15): `value_and_grad` turns a
+function `f(args) -> y` (a float scalar) into `f(args) -> (y, dy/d args[i] for i in wrt)`. Used by the
+pass `value-and-grad` (passes/autodiff.py), the API's `arrc.grad`, and `grad(f)(...)` in arr code.
+
+The backward sweep walks the entry block from its end: each operation whose results have cotangents gives
+its operands theirs through its rule in VJP (JAX's lax rules, `jax/_src/lax/lax.py`, as templates, so the
+values and the conventions at singular points are JAX's: `sqrt'(0) = inf`, max/min ties split evenly).
+Cotangents of a value used several times are added. Every adjoint operation is built under
+`Location.name("vjp(<op>)", childLoc=<the forward op's location>)`, so a guard that finds a NaN in the
+backward pass blames the forward operation's span.
+
+This step differentiates straight-line bodies: elementwise math, broadcasts, reshapes, transposes,
+reductions (sum, max, min), dot_general, slices, concatenation, selects and casts. Loops, branches,
+gathers and host callbacks (print, assert) are refused with a diagnostic (E0216) until the next steps.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import func
+from jaxlib.mlir.dialects import stablehlo as hlo
+
+from . import emit
+from .diagnostics import Diagnostic
+from .locations import span_of
+from .types import DTYPES, DType
+
+
+def dtype_of(value: ir.Value) -> DType:
+    name = str(ir.RankedTensorType(value.type).element_type)       # f32, bf16, i32, ui8, i1
+    return DTYPES["bool" if name == "i1" else "u" + name[2:] if name.startswith("ui") else name]
+
+
+def _is_float(value: ir.Value) -> bool:
+    return dtype_of(value).is_float
+
+
+def _shape(value: ir.Value) -> tuple:
+    return emit.shape_of(value)
+
+
+def _c(value, like: ir.Value) -> ir.Value:
+    return emit.const(value, dtype_of(like), _shape(like))
+
+
+def _bin(name: str, a: ir.Value, b: ir.Value) -> ir.Value:
+    return emit.same_type(name, a, b)
+
+
+def _mul(a, b):
+    return _bin("stablehlo.multiply", a, b)
+
+
+def _div(a, b):
+    return _bin("stablehlo.divide", a, b)
+
+
+def _neg(a):
+    return emit.same_type("stablehlo.negate", a)
+
+
+def _un(name: str, a):
+    return emit.same_type(name, a)
+
+
+def _select(pred, a, b):
+    return emit.select(pred, a, b)
+
+
+def _eq(a, b):
+    return emit.compare(a, b, "EQ", dtype_of(a))
+
+
+def _sum_to(ct: ir.Value, dims: list, out_shape: tuple) -> ir.Value:
+    """`ct` summed over `dims`, then reshaped to `out_shape` (which keeps size-1 dimensions)."""
+    dt = dtype_of(ct)
+    if dims:
+        kept = tuple(d for i, d in enumerate(_shape(ct)) if i not in dims)
+        op = hlo.ReduceOp([emit.tensor_type(kept, dt)], [ct], [emit.const(0, dt, ())], list(dims))
+        scalar = emit.tensor_type((), dt)
+        block = op.body.blocks.append(scalar, scalar)
+        with ir.InsertionPoint(block):
+            hlo.return_([hlo.add(*block.arguments)])
+        ct = op.results[0]
+    if _shape(ct) != tuple(out_shape):
+        ct = emit.op("stablehlo.reshape", emit.tensor_type(out_shape, dt), [ct])
+    return ct
+
+
+def _broadcast_to(x: ir.Value, shape: tuple, dims: list) -> ir.Value:
+    return emit.op("stablehlo.broadcast_in_dim", emit.tensor_type(shape, dtype_of(x)), [x],
+                   {"broadcast_dimensions": ir.DenseI64ArrayAttr.get(list(dims))})
+
+
+def _attr_ints(op, name: str) -> list[int]:
+    return list(ir.DenseI64ArrayAttr(op.attributes[name]))
+
+
+# ---- the rules: rule(op, cts) -> cotangents of op's operands (None: none) ------------------------------
+# `cts` are the cotangents of op's results (None where a result has none); `op.operands`, `op.results`.
+
+def _elementwise(jvp: Callable) -> Callable:
+    """A rule from `jvp(g, ans, *operands) -> [tangent contribution per operand]` (JAX's defjvp2 form)."""
+    def rule(op, cts):
+        return jvp(cts[0], op.results[0], *op.operands)
+    return rule
+
+
+def _balanced_eq(x, ans, y):
+    """JAX's `_balanced_eq`: 1 where x is the answer and y is not, 1/2 where both are, else 0."""
+    one, half, zero = _c(1.0, x), _c(0.5, x), _c(0.0, x)
+    return _select(_eq(x, ans), _select(_eq(y, ans), half, one), zero)
+
+
+def _pow_lhs(g, ans, x, y):
+    jac = _select(_eq(y, _c(0.0, y)), _c(0.0, y), _mul(y, _bin("stablehlo.power", x, _bin(
+        "stablehlo.subtract", y, _c(1.0, y)))))
+    return _mul(g, jac)
+
+
+def _pow_rhs(g, ans, x, y):
+    safe_x = _select(_eq(x, _c(0.0, x)), _c(1.0, x), x)
+    return _mul(g, _mul(_un("stablehlo.log", safe_x), ans))
+
+
+VJP: dict[str, Callable] = {
+    "stablehlo.add": _elementwise(lambda g, ans, x, y: [g, g]),
+    "stablehlo.subtract": _elementwise(lambda g, ans, x, y: [g, _neg(g)]),
+    "stablehlo.multiply": _elementwise(lambda g, ans, x, y: [_mul(g, y), _mul(x, g)]),
+    "stablehlo.divide": _elementwise(lambda g, ans, x, y: [
+        _div(g, y), _mul(_mul(_neg(g), x), _div(_c(1.0, y), _mul(y, y)))]),
+    "stablehlo.negate": _elementwise(lambda g, ans, x: [_neg(g)]),
+    "stablehlo.exponential": _elementwise(lambda g, ans, x: [_mul(g, ans)]),
+    "stablehlo.exponential_minus_one": _elementwise(lambda g, ans, x: [
+        _mul(g, _bin("stablehlo.add", ans, _c(1.0, ans)))]),
+    "stablehlo.log": _elementwise(lambda g, ans, x: [_div(g, x)]),
+    "stablehlo.log_plus_one": _elementwise(lambda g, ans, x: [_div(g, _bin("stablehlo.add", x, _c(1.0, x)))]),
+    "stablehlo.sine": _elementwise(lambda g, ans, x: [_mul(g, _un("stablehlo.cosine", x))]),
+    "stablehlo.cosine": _elementwise(lambda g, ans, x: [_neg(_mul(g, _un("stablehlo.sine", x)))]),
+    "stablehlo.tanh": _elementwise(lambda g, ans, x: [
+        _mul(g, _bin("stablehlo.subtract", _c(1.0, ans), _mul(ans, ans)))]),
+    "stablehlo.logistic": _elementwise(lambda g, ans, x: [
+        _mul(g, _mul(ans, _bin("stablehlo.subtract", _c(1.0, ans), ans)))]),
+    "stablehlo.sqrt": _elementwise(lambda g, ans, x: [_mul(g, _div(_c(0.5, ans), ans))]),
+    "stablehlo.rsqrt": _elementwise(lambda g, ans, x: [_mul(g, _mul(_c(-0.5, x), _div(ans, x)))]),
+    "stablehlo.abs": _elementwise(lambda g, ans, x: [_select(emit.compare(x, _c(0.0, x), "GE", dtype_of(x)),
+                                                             g, _neg(g))]),
+    "stablehlo.sign": _elementwise(lambda g, ans, x: [None]),
+    "stablehlo.floor": _elementwise(lambda g, ans, x: [None]),
+    "stablehlo.ceil": _elementwise(lambda g, ans, x: [None]),
+    "stablehlo.round_nearest_even": _elementwise(lambda g, ans, x: [None]),
+    "stablehlo.power": _elementwise(lambda g, ans, x, y: [_pow_lhs(g, ans, x, y), _pow_rhs(g, ans, x, y)]),
+    "stablehlo.maximum": _elementwise(lambda g, ans, x, y: [
+        _mul(g, _balanced_eq(x, ans, y)), _mul(g, _balanced_eq(y, ans, x))]),
+    "stablehlo.minimum": _elementwise(lambda g, ans, x, y: [
+        _mul(g, _balanced_eq(x, ans, y)), _mul(g, _balanced_eq(y, ans, x))]),
+}
+
+
+def _rule(*names: str):
+    def wrap(fn):
+        for n in names:
+            VJP[n] = fn
+        return fn
+    return wrap
+
+
+@_rule("stablehlo.select")
+def _select_vjp(op, cts):
+    pred, a, b = op.operands
+    zero = _c(0.0, cts[0])
+    if _shape(pred) != _shape(cts[0]):
+        pred = _broadcast_to(pred, _shape(cts[0]), [])
+    return [None, _select(pred, cts[0], zero), _select(pred, zero, cts[0])]
+
+
+@_rule("stablehlo.convert")
+def _convert_vjp(op, cts):
+    (x,) = op.operands
+    if not _is_float(x):
+        return [None]
+    return [emit.op("stablehlo.convert", x.type, [cts[0]])]
+
+
+@_rule("stablehlo.broadcast_in_dim")
+def _broadcast_vjp(op, cts):
+    (x,) = op.operands
+    dims = _attr_ints(op, "broadcast_dimensions")
+    out, xs = _shape(op.results[0]), _shape(x)
+    summed = [d for d in range(len(out)) if d not in dims]
+    summed += [d for i, d in enumerate(dims) if xs[i] == 1 and out[d] != 1]
+    return [_sum_to(cts[0], sorted(summed), xs)]
+
+
+@_rule("stablehlo.reshape")
+def _reshape_vjp(op, cts):
+    (x,) = op.operands
+    return [emit.op("stablehlo.reshape", x.type, [cts[0]])]
+
+
+@_rule("stablehlo.transpose")
+def _transpose_vjp(op, cts):
+    (x,) = op.operands
+    perm = _attr_ints(op, "permutation")
+    inverse = list(np.argsort(perm))
+    return [emit.op("stablehlo.transpose", x.type, [cts[0]], {"permutation": ir.DenseI64ArrayAttr.get(inverse)})]
+
+
+@_rule("stablehlo.reduce")
+def _reduce_vjp(op, cts):
+    if len(op.results) != 1:
+        return None                         # variadic reduces (argmax) give integer results only
+    x, _ = op.operands
+    dims = _attr_ints(op, "dimensions")
+    kept = [d for d in range(len(_shape(x))) if d not in dims]
+    g = _broadcast_to(cts[0], _shape(x), kept)
+    body = _reducer(op)
+    if body == "stablehlo.add":
+        return [g, None]
+    if body in ("stablehlo.maximum", "stablehlo.minimum", "stablehlo.select"):
+        # a chooser (max/min, arr's NaN-propagating ones select): JAX's _reduce_chooser_jvp_rule, ties split
+        ans = _broadcast_to(op.results[0], _shape(x), kept)
+        where = emit.op("stablehlo.convert", x.type, [_eq(x, ans)])
+        counts = _broadcast_to(_sum_to(where, dims, tuple(_shape(op.results[0]))), _shape(x), kept)
+        return [_div(_mul(g, where), counts), None]
+    return None
+
+
+def _reducer(op) -> str:
+    """The operation that makes a reduce body's result (`stablehlo.add` for a sum)."""
+    block = op.regions[0].blocks[0]
+    returned = list(block.operations)[-1].operands[0]
+    return getattr(returned.owner, "name", "")          # (a block argument's owner is the block)
+
+
+def _ranges_like(*xs):
+    start = 0
+    for x in xs:
+        yield list(range(start, start + len(x)))
+        start += len(x)
+
+
+def _dot_transpose_lhs(g, x, y, contract, batch, swap_ans=False):
+    """JAX's `_dot_general_transpose_lhs`: the cotangent of `x` in dot_general(x, y)."""
+    (x_contract, y_contract), (x_batch, y_batch) = contract, batch
+    x_kept = [d for d in range(len(_shape(x))) if d not in x_contract and d not in x_batch]
+    y_kept = [d for d in range(len(_shape(y))) if d not in y_contract and d not in y_batch]
+    if swap_ans:
+        ans_batch, ans_y, _ = _ranges_like(x_batch, y_kept, x_kept)
+    else:
+        ans_batch, _, ans_y = _ranges_like(x_batch, x_kept, y_kept)
+    dims = hlo.DotDimensionNumbers.get(lhs_batching_dimensions=ans_batch, rhs_batching_dimensions=list(y_batch),
+                                       lhs_contracting_dimensions=ans_y, rhs_contracting_dimensions=y_kept)
+    x_contract_sorted_by_y = list(np.take(x_contract, np.argsort(y_contract))) if x_contract else []
+    order = list(x_batch) + x_kept + x_contract_sorted_by_y
+    gs, ys = _shape(g), _shape(y)
+    shape = [gs[d] for d in ans_batch] + [gs[d] for d in range(len(gs)) if d not in ans_batch and d not in ans_y] + \
+        [ys[d] for d in range(len(ys)) if d not in y_kept and d not in y_batch]
+    out = hlo.dot_general(emit.tensor_type(tuple(shape), dtype_of(g)), g, y, dims)
+    out_axes = [int(a) for a in np.argsort(order)]
+    if out_axes != list(range(len(out_axes))):
+        out = emit.op("stablehlo.transpose", x.type, [out], {"permutation": ir.DenseI64ArrayAttr.get(out_axes)})
+    return out
+
+
+@_rule("stablehlo.dot_general")
+def _dot_general_vjp(op, cts):
+    x, y = op.operands
+    numbers = hlo.DotDimensionNumbers(op.attributes["dot_dimension_numbers"])
+    contract = (list(numbers.lhs_contracting_dimensions), list(numbers.rhs_contracting_dimensions))
+    batch = (list(numbers.lhs_batching_dimensions), list(numbers.rhs_batching_dimensions))
+    g = cts[0]
+    return [_dot_transpose_lhs(g, x, y, contract, batch),
+            _dot_transpose_lhs(g, y, x, contract[::-1], batch[::-1], swap_ans=True)]
+
+
+@_rule("stablehlo.slice")
+def _slice_vjp(op, cts):
+    (x,) = op.operands
+    start, limit, strides = (_attr_ints(op, n) for n in ("start_indices", "limit_indices", "strides"))
+    out = _shape(op.results[0])
+    high = [d - (s + (n - 1) * st + 1) if n else d - s for d, s, n, st in zip(_shape(x), start, out, strides)]
+    return [emit.op("stablehlo.pad", x.type, [cts[0], emit.const(0.0, dtype_of(x), ())], {
+        "edge_padding_low": ir.DenseI64ArrayAttr.get(start), "edge_padding_high": ir.DenseI64ArrayAttr.get(high),
+        "interior_padding": ir.DenseI64ArrayAttr.get([st - 1 for st in strides])})]
+
+
+@_rule("stablehlo.dynamic_slice")
+def _dynamic_slice_vjp(op, cts):
+    x, *starts = op.operands            # clamped into range by both ops alike
+    zeros = emit.const(0.0, dtype_of(x), _shape(x))
+    return [emit.op("stablehlo.dynamic_update_slice", x.type, [zeros, cts[0], *starts])] + [None] * len(starts)
+
+
+@_rule("stablehlo.concatenate")
+def _concatenate_vjp(op, cts):
+    axis = ir.IntegerAttr(op.attributes["dimension"]).value
+    out, at = [], 0
+    for x in op.operands:
+        xs = _shape(x)
+        start = [0] * len(xs)
+        start[axis] = at
+        limit = list(_shape(cts[0]))
+        limit[axis] = at + xs[axis]
+        at += xs[axis]
+        out.append(emit.op("stablehlo.slice", x.type, [cts[0]], {
+            "start_indices": ir.DenseI64ArrayAttr.get(start), "limit_indices": ir.DenseI64ArrayAttr.get(limit),
+            "strides": ir.DenseI64ArrayAttr.get([1] * len(xs))}) if _is_float(x) else None)
+    return out
+
+
+NOT_DIFFERENTIABLE = {"stablehlo.constant", "stablehlo.iota", "stablehlo.compare", "stablehlo.and",
+                      "stablehlo.or", "stablehlo.not", "stablehlo.xor", "stablehlo.is_finite"}
+
+
+# ---- the transformation ----------------------------------------------------------------------------
+def value_and_grad(fn, wrt: tuple, keep_value: bool = True) -> list:
+    """Rewrite the func.func `fn` (one float scalar result, a straight-line body) in place to return its
+    value (if `keep_value`) and its derivatives with respect to the arguments `wrt`; returns diagnostics
+    (E0216 for an operation this step cannot differentiate)."""
+    block = fn.regions[0].blocks[0]
+    ops = list(block.operations)
+    ret = ops[-1]
+    (result,) = ret.operands
+    with ir.InsertionPoint(ret), ret.location:
+        cts = {_key(result): emit.const(1.0, dtype_of(result), ())}
+        for op in reversed(ops[:-1]):
+            outs = [cts.pop(_key(r), None) for r in op.results]
+            if all(c is None for c in outs):
+                continue
+            name = op.operation.name
+            if name in NOT_DIFFERENTIABLE:
+                continue
+            rule = VJP.get(name)
+            ins = None
+            if rule is not None:
+                with ir.Location.name(f"vjp({name.split('.')[-1]})", childLoc=op.location):
+                    ins = rule(op, outs)
+            if ins is None:
+                return [_cannot(name, op)]
+            for operand, ct in zip(op.operands, ins):
+                if ct is None or not _is_float(operand):
+                    continue
+                key = _key(operand)
+                cts[key] = ct if key not in cts else hlo.add(cts[key], ct)
+        grads = []
+        for i in wrt:
+            arg = block.arguments[i]
+            grads.append(cts.get(_key(arg)) or emit.const(0.0, dtype_of(arg), _shape(arg)))
+        func.ReturnOp(([result] if keep_value else []) + grads)
+    ret.erase()
+    results = [v.type for v in ([result] if keep_value else [])] + [g.type for g in grads]
+    inputs = [a.type for a in block.arguments]
+    fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
+    return []
+
+
+def _key(value: ir.Value):
+    return value          # ir.Value hashes and compares by the value it names
+
+
+_WORDS = {"while": "a loop", "case": "a branch", "if": "a branch", "gather": "indexing with run-time indices",
+          "scatter": "an indexed update", "custom_call": "a host callback", "dynamic_slice": "run-time indexing",
+          "dynamic_update_slice": "an indexed update"}
+
+
+def _cannot(name: str, op) -> Diagnostic:
+    short = name.split(".")[-1]
+    what = _WORDS.get(short, f"`{short}`")
+    return Diagnostic("E0216", f"cannot differentiate {what} yet", span_of(op.location), f"{what} here",
+                      notes=["arr's autodiff covers straight-line code so far: elementwise math, reductions, matrix "
+                             "products, shape operations, slices; loops, branches, gathers and indexed updates "
+                             "are the next steps (docs/autodiff.md)"])

@@ -1,0 +1,223 @@
+"""Reverse-mode autodiff (LANGUAGE.md section 15), first step: `arrc.grad` / `arrc.value_and_grad` of
+straight-line functions against `jax.grad` / `jax.value_and_grad` (x64 on, see conftest), at random f64
+points and at special ones (ties, zeros); second derivatives; guards in the backward pass; refusals."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import arrc
+
+# (arr body over x: f64[4], y: f64[4], jax twin): each a float scalar of x and y
+CASES = {
+    "arith": ("sum(x * y - x / (y * y + 1.0) + 3.0 * x)", lambda x, y: jnp.sum(x * y - x / (y * y + 1.0) + 3.0 * x)),
+    "exp_log": ("sum(exp(x) * log(y * y + 1.0)) - mean(log1p(x * x)) + sum(expm1(y))",
+                lambda x, y: jnp.sum(jnp.exp(x) * jnp.log(y * y + 1.0)) - jnp.mean(jnp.log1p(x * x))
+                + jnp.sum(jnp.expm1(y))),
+    "trig": ("sum(sin(x) * cos(y) + tanh(x * y))", lambda x, y: jnp.sum(jnp.sin(x) * jnp.cos(y) + jnp.tanh(x * y))),
+    "sigmoid": ("sum(sigmoid(x) * y)", lambda x, y: jnp.sum(jax.nn.sigmoid(x) * y)),
+    "sqrt_abs": ("sum(sqrt(x * x + 1.0)) + sum(abs(y)) + sum(rsqrt(y * y + 2.0))",
+                 lambda x, y: jnp.sum(jnp.sqrt(x * x + 1.0)) + jnp.sum(jnp.abs(y)) + jnp.sum(jax.lax.rsqrt(y * y + 2.0))),
+    "power": ("sum((x * x + 1.0) ** y) + sum(x ** 3)", lambda x, y: jnp.sum((x * x + 1.0) ** y) + jnp.sum(x ** 3)),
+    "max_min": ("sum(maximum(x, y) - minimum(x, 0.5)) + max(x) - min(y)",
+                lambda x, y: jnp.sum(jnp.maximum(x, y) - jnp.minimum(x, 0.5)) + jnp.max(x) - jnp.min(y)),
+    "where": ("sum(where(x > 0.0, x * y, 0.1 * x))", lambda x, y: jnp.sum(jnp.where(x > 0.0, x * y, 0.1 * x))),
+    "clip": ("sum(clip(x, -0.5, 0.5) * y)", lambda x, y: jnp.sum(jnp.clip(x, -0.5, 0.5) * y)),
+    "shapes": ("sum(reshape(x, (2, 2)).T @ reshape(y, (2, 2))) + sum(x[1:3] * y[::2]) + sum(concat((x, y)) ** 2)",
+               lambda x, y: jnp.sum(x.reshape(2, 2).T @ y.reshape(2, 2)) + jnp.sum(x[1:3] * y[::2])
+               + jnp.sum(jnp.concatenate([x, y]) ** 2)),
+    "broadcast": ("sum(reshape(x, (4, 1)) * y + x)", lambda x, y: jnp.sum(x.reshape(4, 1) * y + x)),
+    "products": ("dot(x, y) + sum(outer(x, y) @ y) + sum(einsum('i,j->ij', x, y))",
+                 lambda x, y: jnp.dot(x, y) + jnp.sum(jnp.outer(x, y) @ y) + jnp.sum(jnp.einsum("i,j->ij", x, y))),
+    "logsumexp": ("logsumexp(x * y) + sum(softmax(x) * y)",
+                  lambda x, y: jax.nn.logsumexp(x * y) + jnp.sum(jax.nn.softmax(x) * y)),
+    "casts": ("sum(x.astype(f32).astype(f64) * y)", lambda x, y: jnp.sum(x.astype(jnp.float32).astype(jnp.float64) * y)),
+}
+
+POINTS = [np.array([0.3, -1.2, 2.0, 0.7]), np.array([1.5, 0.25, -0.4, -2.0])]
+
+
+@pytest.fixture(scope="module")
+def cases():
+    src = "".join(f"def case_{name}(x: f64[4], y: f64[4]) -> f64:\n    return {body}\n\n"
+                  for name, (body, _) in CASES.items())
+    return arrc.loads(src)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_value_and_grad_matches_jax(cases, name):
+    twin = CASES[name][1]
+    rng = np.random.default_rng(len(name))
+    for x, y in [POINTS, (rng.standard_normal(4), rng.standard_normal(4))]:
+        value, (gx, gy) = arrc.value_and_grad(cases["case_" + name], argnums=(0, 1))(x, y)
+        want_value, (wx, wy) = jax.value_and_grad(twin, argnums=(0, 1))(x, y)
+        np.testing.assert_allclose(value, want_value, rtol=1e-13)
+        np.testing.assert_allclose(gx, wx, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(gy, wy, rtol=1e-12, atol=1e-14)
+
+
+def test_ties_and_singular_points_follow_jax(cases):
+    x = np.array([1.0, 2.0, 2.0, 0.0])        # a max tie (split evenly) and a zero for abs and sqrt
+    y = np.array([2.0, 2.0, -1.0, 0.0])       # maximum(x, y) ties
+    for name in ("max_min", "sqrt_abs", "where"):
+        got = arrc.grad(cases["case_" + name], argnums=(0, 1))(x, y)
+        want = jax.grad(CASES[name][1], argnums=(0, 1))(x, y)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+    mod = arrc.loads("def f(x: f64[2]) -> f64:\n    return sum(sqrt(x))\n")
+    assert np.asarray(arrc.grad(mod.f)(np.array([0.0, 4.0]))).tolist() == [np.inf, 0.25]    # sqrt'(0) = inf
+
+
+def test_the_mse_loss_of_the_spec():
+    mod = arrc.loads("def loss(w: f64[d], x: f64[b, d], y: f64[b]) -> f64:\n    return mean((x @ w - y) ** 2)\n")
+    rng = np.random.default_rng(1)
+    w, x, y = rng.standard_normal(3), rng.standard_normal((5, 3)), rng.standard_normal(5)
+    g = arrc.grad(mod.loss)
+    assert g.signature == "(w: f64[d], x: f64[b, d], y: f64[b]) -> f64[d]"
+    np.testing.assert_allclose(g(w, x, y), jax.grad(lambda w: jnp.mean((x @ w - y) ** 2))(w), rtol=1e-12)
+    lowered = g.lower(arrc.spec("f64[3]"), arrc.spec("f64[5, 3]"), arrc.spec("f64[5]"))
+    assert "vjp(dot_general)" in lowered.as_text()          # adjoint ops are named after their forward op
+
+
+def test_second_derivatives():
+    mod = arrc.loads("def f(x: f64) -> f64:\n    return sin(x) * x ** 3\n")
+    d2 = arrc.grad(arrc.grad(mod.f))
+    for x in (0.5, -1.3, 2.0):
+        np.testing.assert_allclose(d2(x), jax.grad(jax.grad(lambda x: jnp.sin(x) * x ** 3))(x), rtol=1e-12)
+
+
+def test_float32_gradients():
+    mod = arrc.loads("def f(x: f32[3]) -> f32:\n    return sum(exp(x) * x)\n")
+    x = np.array([0.1, -0.5, 1.0], np.float32)
+    got = arrc.grad(mod.f)(x)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, jax.grad(lambda x: jnp.sum(jnp.exp(x) * x))(x), rtol=1e-6)
+
+
+def test_guards_cover_the_backward_pass_and_blame_the_forward_operation():
+    mod = arrc.loads("def f(x: f64[2]) -> f64:\n    y = sqrt(x)\n    return sum(y)\n", guards="nan,inf")
+    g = arrc.grad(mod.f)
+    np.testing.assert_allclose(g(np.array([1.0, 4.0])), [0.5, 0.25])
+    with pytest.raises(arrc.InfError) as err:
+        g(np.array([1.0, 0.0]))
+    assert err.value.diagnostic.span.line == 2                # `y = sqrt(x)`: the forward operation
+
+
+def test_what_cannot_be_differentiated_is_a_diagnostic():
+    mod = arrc.loads("def vec(x: f64[2]) -> f64[2]:\n    return x\n"
+                     "def count(n: i32, x: f64) -> f64:\n    return x * n\n"
+                     "def loop(x: f64, n: i32) -> f64:\n    for i in range(n):\n        x = x * 0.5\n    return x\n"
+                     "def loud(x: f64) -> f64:\n    print(x)\n    return x\n")
+    with pytest.raises(TypeError, match="one float scalar result; vec"):
+        arrc.grad(mod.vec)
+    with pytest.raises(TypeError, match="with respect to `n`: it is i32"):
+        arrc.grad(mod.count)
+    with pytest.raises(ValueError, match="argnums 2 is out of range"):
+        arrc.grad(mod.count, argnums=2)
+    with pytest.raises(TypeError, match="argnums must be an int or a tuple"):
+        arrc.grad(mod.count, argnums="x")
+    with pytest.raises(arrc.CompileError, match=r"E0216.*cannot differentiate a loop yet"):
+        arrc.grad(mod.loop)(1.0, 3)
+    with pytest.raises(arrc.CompileError, match=r"E0216.*it prints or asserts"):
+        arrc.grad(mod.loud)(1.0)
+
+
+def test_run_time_indexing():
+    mod = arrc.loads("def f(x: f64[5], i: i32) -> f64:\n    return x[i] * x[1] + sum(x[i:i + 2] ** 2)\n")
+    x = np.arange(5.0) + 0.5
+    for i in (0, 3, 4):          # i + 2 > 5 at 4: the slice is clamped into range, as lax.dynamic_slice does
+        twin = lambda x: x[i] * x[1] + jnp.sum(jax.lax.dynamic_slice(x, (i,), (2,)) ** 2)   # noqa: B023
+        np.testing.assert_allclose(arrc.grad(mod.f)(x, i), jax.grad(twin)(x), rtol=1e-13)
+
+
+LANGUAGE = """
+def loss(w: f64[d], x: f64[b, d], y: f64[b]) -> f64:
+    return mean((x @ w - y) ** 2)
+
+def step(w: f64[d], x: f64[b, d], y: f64[b]) -> f64[d]:
+    return w - 0.1 * grad(loss)(w, x, y)
+
+def both(w: f64[d], x: f64[b, d], y: f64[b]) -> (f64, f64[d], f64[b, d]):
+    l, gs = value_and_grad(loss, argnums=(0, 1))(w, x, y)
+    return l, gs[0], gs[1]
+
+def train(w: f64[d], x: f64[b, d], y: f64[b], steps: i32) -> f64[d]:
+    for i in range(steps):
+        w = w - 0.1 * grad(loss)(w, x, y)
+    return w
+
+def cube(x: f64) -> f64:
+    return sin(x) * x ** 3
+
+def slope(x: f64) -> f64:
+    return grad(cube)(x)
+
+def curvature(x: f64) -> f64:
+    return grad(slope)(x)
+"""
+
+
+def test_grad_in_the_language():
+    mod = arrc.loads(LANGUAGE)
+    rng = np.random.default_rng(5)
+    w, x, y = rng.standard_normal(3), rng.standard_normal((6, 3)), rng.standard_normal(6)
+    jloss = lambda w, x, y: jnp.mean((x @ w - y) ** 2)      # noqa: E731
+    np.testing.assert_allclose(mod.step(w, x, y), w - 0.1 * jax.grad(jloss)(w, x, y), rtol=1e-13)
+    value, gw, gx = mod.both(w, x, y)
+    want_value, (want_w, want_x) = jax.value_and_grad(jloss, argnums=(0, 1))(w, x, y)
+    np.testing.assert_allclose(value, want_value, rtol=1e-13)
+    np.testing.assert_allclose(gw, want_w, rtol=1e-12)
+    np.testing.assert_allclose(gx, want_x, rtol=1e-12, atol=1e-15)
+    trained = w
+    for _ in range(7):                     # grad inside a loop with a run-time trip count, in the caller
+        trained = trained - 0.1 * jax.grad(jloss)(trained, x, y)
+    np.testing.assert_allclose(mod.train(w, x, y, 7), trained, rtol=1e-12)
+    second = jax.grad(jax.grad(lambda x: jnp.sin(x) * x ** 3))
+    for point in (0.7, -2.0):              # grad of a function that calls grad
+        np.testing.assert_allclose(mod.curvature(point), second(point), rtol=1e-12)
+
+
+def test_grad_diagnostics_in_the_language():
+    cases = {
+        "def f(x: f64[2]) -> f64[2]:\n    return x\ndef g(x: f64[2]) -> f64[2]:\n    return grad(f)(x)\n":
+            "E0216]: `grad` needs a function with one float scalar result; `f` returns f64[2]",
+        "def g(x: f64) -> f64:\n    return grad(sin)(x)\n": "E0210]: `grad` takes a module function by name",
+        "def f(x: f64) -> f64:\n    return x\ndef g(x: f64) -> f64:\n    return grad(f, argnums=1)(x)\n":
+            "E0204]: argnums 1 is out of range",
+        "def f(x: f64) -> f64:\n    return x\ndef g(x: f64) -> f64:\n    return grad(f, argnums=x)(x)\n":
+            "E0204]: `argnums` must be an integer literal",
+        "def f(x: f64) -> f64:\n    print(x)\n    return x\ndef g(x: f64) -> f64:\n    return grad(f)(x)\n":
+            "E0216]: cannot differentiate `f` yet: it prints or asserts",
+        "def f(x: f64) -> f64:\n    return x\ndef g(x: f64) -> f64:\n    return grad(f, wrt=0)(x)\n":
+            "E0103]: `grad` has no parameter `wrt`",
+        "def f(x: f64) -> f64:\n    return grad(f)(x)\n": "E0104]: recursive call",
+    }
+    for src, message in cases.items():
+        with pytest.raises(arrc.CompileError) as err:
+            arrc.loads(src)
+        assert message in str(err.value), (src, str(err.value))
+
+
+def test_the_training_example_matches_jax():
+    w, before, after = arrc.load("examples/train.arr").main()
+    k_x, k_noise = jax.random.split(jax.random.key(7))
+    x = jax.random.normal(k_x, (256, 3), jnp.float64)
+    y = x @ jnp.array([1.5, -2.0, 0.5]) + 0.01 * jax.random.normal(k_noise, (256,), jnp.float64)
+    loss = lambda w: jnp.mean((x @ w - y) ** 2)      # noqa: E731
+    want = jnp.zeros(3)
+    for _ in range(200):
+        want = want - 0.1 * jax.grad(loss)(want)
+    np.testing.assert_allclose(w, want, rtol=1e-10)
+    np.testing.assert_allclose([before, after], [loss(jnp.zeros(3)), loss(want)], rtol=1e-9)
+    assert after < 1e-3 < before
+
+
+def test_the_pass_on_the_command_line(tmp_path, capsys):
+    from arrc.cli import main as cli
+    program = tmp_path / "loss.arr"
+    program.write_text("def loss(x: f32[3]) -> f32:\n    return sum(sin(x))\n")
+    assert cli(["compile", str(program), "--entry", "loss", "--passes", "value-and-grad", "--emit", "stablehlo"]) == 0
+    text = capsys.readouterr().out
+    assert "-> (tensor<f32>, tensor<3xf32>)" in text and '"vjp(sine)"' in text and "stablehlo.cosine" in text
