@@ -9,9 +9,10 @@ Cotangents of a value used several times are added. Every adjoint operation is b
 `Location.name("vjp(<op>)", childLoc=<the forward op's location>)`, so a guard that finds a NaN in the
 backward pass blames the forward operation's span.
 
-This step differentiates straight-line bodies: elementwise math, broadcasts, reshapes, transposes,
-reductions (sum, max, min), dot_general, slices, concatenation, selects and casts. Loops, branches,
-gathers and host callbacks (print, assert) are refused with a diagnostic (E0216) until the next steps.
+This step differentiates bodies without loops: elementwise math, broadcasts, reshapes, transposes,
+reductions (sum, max, min), dot_general, slices, concatenation, selects, casts and `if` (each branch is
+computed again in the backward `if`). Loops, gathers and host callbacks (print, assert) are refused
+with a diagnostic (E0216) until the next steps.
 """
 from __future__ import annotations
 
@@ -317,44 +318,107 @@ NOT_DIFFERENTIABLE = {"stablehlo.constant", "stablehlo.iota", "stablehlo.compare
 
 # ---- the transformation ----------------------------------------------------------------------------
 def value_and_grad(fn, wrt: tuple, keep_value: bool = True) -> list:
-    """Rewrite the func.func `fn` (one float scalar result, a straight-line body) in place to return its
-    value (if `keep_value`) and its derivatives with respect to the arguments `wrt`; returns diagnostics
-    (E0216 for an operation this step cannot differentiate)."""
+    """Rewrite the func.func `fn` (one float scalar result) in place to return its value (if `keep_value`)
+    and its derivatives with respect to the arguments `wrt`; returns diagnostics (E0216 for an operation
+    this step cannot differentiate)."""
     block = fn.regions[0].blocks[0]
     ops = list(block.operations)
     ret = ops[-1]
     (result,) = ret.operands
     with ir.InsertionPoint(ret), ret.location:
-        cts = {_key(result): emit.const(1.0, dtype_of(result), ())}
-        for op in reversed(ops[:-1]):
-            outs = [cts.pop(_key(r), None) for r in op.results]
-            if all(c is None for c in outs):
-                continue
-            name = op.operation.name
-            if name in NOT_DIFFERENTIABLE:
-                continue
-            rule = VJP.get(name)
-            ins = None
-            if rule is not None:
-                with ir.Location.name(f"vjp({name.split('.')[-1]})", childLoc=op.location):
-                    ins = rule(op, outs)
-            if ins is None:
-                return [_cannot(name, op)]
-            for operand, ct in zip(op.operands, ins):
-                if ct is None or not _is_float(operand):
-                    continue
-                key = _key(operand)
-                cts[key] = ct if key not in cts else hlo.add(cts[key], ct)
-        grads = []
-        for i in wrt:
-            arg = block.arguments[i]
-            grads.append(cts.get(_key(arg)) or emit.const(0.0, dtype_of(arg), _shape(arg)))
+        cts = sweep(ops[:-1], {_key(result): emit.const(1.0, dtype_of(result), ())})
+        if isinstance(cts, Diagnostic):
+            return [cts]
+        grads = [cts.get(_key(block.arguments[i])) or _zeros(block.arguments[i]) for i in wrt]
         func.ReturnOp(([result] if keep_value else []) + grads)
     ret.erase()
     results = [v.type for v in ([result] if keep_value else [])] + [g.type for g in grads]
     inputs = [a.type for a in block.arguments]
     fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
     return []
+
+
+def sweep(ops: list, cts: dict):
+    """The backward sweep over `ops` (in program order), emitted at the current insertion point: from the
+    cotangents `cts` (value -> cotangent) of values they make, the cotangents of the values they use
+    (their operands, and for ops with regions the values those capture). The dict, or a Diagnostic."""
+    for op in reversed(ops):
+        outs = [cts.pop(_key(r), None) for r in op.results]
+        if all(c is None for c in outs):
+            continue
+        name = op.operation.name
+        if name in NOT_DIFFERENTIABLE:
+            continue
+        rule = VJP.get(name)
+        ins = None
+        if rule is not None:
+            with ir.Location.name(f"vjp({name.split('.')[-1]})", childLoc=op.location):
+                ins = rule(op, outs)
+        if isinstance(ins, Diagnostic):
+            return ins
+        if ins is None:
+            return _cannot(name, op)
+        pairs = ins.items() if isinstance(ins, dict) else zip(op.operands, ins)
+        for operand, ct in pairs:
+            if ct is None or not _is_float(operand):
+                continue
+            key = _key(operand)
+            cts[key] = ct if key not in cts else hlo.add(cts[key], ct)
+    return cts
+
+
+def _zeros(like: ir.Value) -> ir.Value:
+    return emit.const(0.0, dtype_of(like), _shape(like))
+
+
+# ---- branches: the chosen branch is computed again inside the backward `if`, then swept ----------
+def _captured(op) -> list:
+    """The float values defined outside `op` that the operations in its regions use, in order."""
+    inside, found = set(), []
+
+    def visit(inner):
+        for r in inner.results:
+            inside.add(_key(r))
+        for region in inner.regions:
+            for block in region.blocks:
+                for a in block.arguments:
+                    inside.add(_key(a))
+                for nested in block.operations:
+                    visit(nested.operation)
+                    for v in nested.operation.operands:
+                        if _key(v) not in inside and v not in found and _is_float(v):
+                            found.append(v)
+    visit(op.operation)
+    return [v for v in found if _key(v) not in inside]
+
+
+@_rule("stablehlo.if")
+def _if_vjp(op, cts):
+    captured = _captured(op)
+    backward = hlo.IfOp([v.type for v in captured], op.operands[0])
+    for index, region in enumerate((backward.true_branch, backward.false_branch)):
+        with ir.InsertionPoint(region.blocks.append()):
+            ops, returned = _recompute(op, index)
+            branch_cts = sweep(ops, {_key(v): ct for v, ct in zip(returned, cts) if ct is not None})
+            if isinstance(branch_cts, Diagnostic):
+                return branch_cts
+            hlo.return_([branch_cts.get(_key(v)) or _zeros(v) for v in captured])
+    return dict(zip(captured, backward.results))
+
+
+def _recompute(op, index: int):
+    """The forward ops of region `index` of `op`, cloned to the insertion point; and the values the region
+    returns (a clone of `op` is taken apart, as passes/rewrite.py inlines a call)."""
+    copy = op.operation.clone()
+    block = copy.regions[index].blocks[0]
+    ops = list(block.operations)
+    here = ir.InsertionPoint.current
+    for inner in ops[:-1]:
+        inner.operation.detach_from_parent()
+        here.insert(inner.operation)
+    returned = list(ops[-1].operands)
+    copy.erase()
+    return ops[:-1], returned
 
 
 def _key(value: ir.Value):
@@ -370,6 +434,6 @@ def _cannot(name: str, op) -> Diagnostic:
     short = name.split(".")[-1]
     what = _WORDS.get(short, f"`{short}`")
     return Diagnostic("E0216", f"cannot differentiate {what} yet", span_of(op.location), f"{what} here",
-                      notes=["arr's autodiff covers straight-line code so far: elementwise math, reductions, matrix "
-                             "products, shape operations, slices; loops, branches, gathers and indexed updates "
-                             "are the next steps (docs/autodiff.md)"])
+                      notes=["arr's autodiff covers code without loops so far: elementwise math, reductions, matrix "
+                             "products, shape operations, slices, `if`; loops, gathers and indexed updates are "
+                             "the next steps (docs/autodiff.md)"])
