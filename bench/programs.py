@@ -98,6 +98,39 @@ def _nansum_input():
     return [x]
 
 
+MLP_GRAD = """
+def mlp_loss(w1: f32[784, 512], b1: f32[512], w2: f32[512, 10], b2: f32[10], x: f32[b, 784],
+             y: f32[b, 10]) -> f32:
+    h = relu(x @ w1 + b1)
+    logits = h @ w2 + b2
+    return -mean(sum(y * log_softmax(logits, axis=1), axis=1))
+
+def mlp_grad(w1: f32[784, 512], b1: f32[512], w2: f32[512, 10], b2: f32[10], x: f32[b, 784],
+             y: f32[b, 10]) -> (f32[784, 512], f32[512], f32[512, 10], f32[10]):
+    g = grad(mlp_loss, argnums=(0, 1, 2, 3))(w1, b1, w2, b2, x, y)
+    return g[0], g[1], g[2], g[3]
+"""
+
+
+def jax_mlp_grad(w1, b1, w2, b2, x, y):
+    import jax
+    import jax.numpy as jnp
+
+    def loss(w1, b1, w2, b2):
+        h = jnp.maximum(x @ w1 + b1, 0.0)
+        logits = h @ w2 + b2
+        return -jnp.mean(jnp.sum(y * jax.nn.log_softmax(logits, axis=1), axis=1))
+    return jax.grad(loss, argnums=(0, 1, 2, 3))(w1, b1, w2, b2)
+
+
+def _mlp_grad_input():
+    r = _rng(5)
+    labels = np.eye(10, dtype=np.float32)[r.integers(0, 10, 256)]
+    return [r.standard_normal((784, 512), dtype=np.float32) * 0.05, r.standard_normal(512, dtype=np.float32) * 0.1,
+            r.standard_normal((512, 10), dtype=np.float32) * 0.05, r.standard_normal(10, dtype=np.float32) * 0.1,
+            r.standard_normal((256, 784), dtype=np.float32), labels]
+
+
 UNIFORM = f"""
 def draw(k: key) -> f32[{N4M}]:
     return uniform(k, ({N4M},))
@@ -253,6 +286,8 @@ def programs(generated_statements: int = 2000) -> list[Program]:
         Program("chain20 f32[4M]", CHAIN, "chain", jax_chain, _chain_input, tags={"guards"}),
         Program("power_iteration f64[256,256] x100", POWER, "power_iteration", jax_power, _power_input,
                 x64=True, notes="run-time step count; JAX: lax.fori_loop under jax.enable_x64"),
+        Program("grad of mlp cross-entropy 256x784-512-10", MLP_GRAD, "mlp_grad", jax_mlp_grad, _mlp_grad_input,
+                notes="grad(mlp_loss) in arr against jax.jit(jax.grad(loss)): reverse mode on both sides"),
         Program("uniform f32[4M]", UNIFORM, "draw", jax_uniform, lambda: [np.array([0, 42], np.uint32)],
                 specs=["key"], notes="Threefry-2x32 bits; the key as its u32 words (jax.random.PRNGKey) on both sides"),
         Program("add f32[4]", ADD, "add", jax_add,
