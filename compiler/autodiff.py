@@ -9,10 +9,11 @@ Cotangents of a value used several times are added. Every adjoint operation is b
 `Location.name("vjp(<op>)", childLoc=<the forward op's location>)`, so a guard that finds a NaN in the
 backward pass blames the forward operation's span.
 
-This step differentiates bodies without loops: elementwise math, broadcasts, reshapes, transposes,
-reductions (sum, max, min), dot_general, slices, concatenation, selects, casts and `if` (each branch is
-computed again in the backward `if`). Loops, gathers and host callbacks (print, assert) are refused
-with a diagnostic (E0216) until the next steps.
+This step differentiates elementwise math, broadcasts, reshapes, transposes, reductions (sum, max,
+min), dot_general, slices, concatenation, selects, casts, `if` (each branch is computed again in the
+backward `if`) and `for` loops with a compile-time trip count (unrolled first). Loops with run-time trip
+counts, gathers and host callbacks (print, assert) are refused with a diagnostic (E0216) until the next
+steps.
 """
 from __future__ import annotations
 
@@ -322,6 +323,9 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True) -> list:
     and its derivatives with respect to the arguments `wrt`; returns diagnostics (E0216 for an operation
     this step cannot differentiate)."""
     block = fn.regions[0].blocks[0]
+    problem = unroll_counted_loops(block)
+    if problem is not None:
+        return [problem]
     ops = list(block.operations)
     ret = ops[-1]
     (result,) = ret.operands
@@ -365,6 +369,45 @@ def sweep(ops: list, cts: dict):
             key = _key(operand)
             cts[key] = ct if key not in cts else hlo.add(cts[key], ct)
     return cts
+
+
+# ---- loops: a `for` loop with a compile-time trip count is unrolled before the sweep ----------------
+MAX_UNROLLED = 256          # iterations; longer loops wait for tapes (the next step)
+
+
+def unroll_counted_loops(block) -> Diagnostic | None:
+    """Replace each `stablehlo.while` of `block` whose trip count is known (`arrc.trip_count`, set by arr's
+    `for` lowering) by that many copies of its body, the loops inside them too (exact; the code grows with
+    the count). A loop with a run-time trip count, or a longer one, is E0216 for now."""
+    from . import abi
+    for _ in range(100_000):
+        loop = next((op for op in block.operations if op.operation.name == "stablehlo.while"), None)
+        if loop is None:
+            return None
+        attr = loop.attributes[abi.TRIP_COUNT] if abi.TRIP_COUNT in loop.attributes else None
+        count = ir.IntegerAttr(attr).value if attr is not None else -1
+        if not 0 <= count <= MAX_UNROLLED:
+            what = "a loop with a run-time trip count" if count < 0 else f"a loop of {count} iterations"
+            return Diagnostic("E0216", f"cannot differentiate {what} yet", span_of(loop.location), "this loop",
+                              notes=[f"loops of at most {MAX_UNROLLED} iterations with a compile-time trip count "
+                                     "differentiate (unrolled); tapes for longer and run-time loops are the "
+                                     "next step of arr's autodiff (docs/autodiff.md)"])
+        values = list(loop.operands)
+        with ir.InsertionPoint(loop):
+            for _ in range(count):
+                copy = loop.operation.clone()
+                body = copy.regions[1].blocks[0]
+                for arg, value in zip(body.arguments, values):
+                    arg.replace_all_uses_with(value)
+                inner = list(body.operations)
+                for op in inner[:-1]:
+                    op.operation.move_before(loop)
+                values = list(inner[-1].operands)
+                copy.erase()
+        for result, value in zip(loop.results, values):
+            result.replace_all_uses_with(value)
+        loop.operation.erase()
+    return None
 
 
 def _zeros(like: ir.Value) -> ir.Value:
@@ -434,6 +477,6 @@ def _cannot(name: str, op) -> Diagnostic:
     short = name.split(".")[-1]
     what = _WORDS.get(short, f"`{short}`")
     return Diagnostic("E0216", f"cannot differentiate {what} yet", span_of(op.location), f"{what} here",
-                      notes=["arr's autodiff covers code without loops so far: elementwise math, reductions, matrix "
-                             "products, shape operations, slices, `if`; loops, gathers and indexed updates are "
-                             "the next steps (docs/autodiff.md)"])
+                      notes=["arr's autodiff covers elementwise math, reductions, matrix products, shape operations, "
+                             "slices, `if` and counted `for` loops so far; gathers, indexed updates and run-time "
+                             "loops are the next steps (docs/autodiff.md)"])

@@ -118,7 +118,7 @@ def test_what_cannot_be_differentiated_is_a_diagnostic():
         arrc.grad(mod.count, argnums=2)
     with pytest.raises(TypeError, match="argnums must be an int or a tuple"):
         arrc.grad(mod.count, argnums="x")
-    with pytest.raises(arrc.CompileError, match=r"E0216.*cannot differentiate a loop yet"):
+    with pytest.raises(arrc.CompileError, match=r"E0216.*cannot differentiate a loop with a run-time trip count yet"):
         arrc.grad(mod.loop)(1.0, 3)
     with pytest.raises(arrc.CompileError, match=r"E0216.*it prints or asserts"):
         arrc.grad(mod.loud)(1.0)
@@ -265,3 +265,48 @@ def test_branches_with_run_time_conditions():
         want = jax.grad(nested, argnums=(0, 1))(x, t)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+LOOPS = """
+def running(x: f64[2], w: f64) -> f64:
+    s = 0.0
+    for i in range(3):
+        x = sin(x) * w
+        s = s + sum(x)
+    return s
+
+def nest(x: f64[2], w: f64) -> f64:
+    for i in range(2):
+        for j in range(3):
+            x = x * w + sin(x) * i
+    return sum(x)
+
+def never(x: f64[2]) -> f64:
+    for i in range(0):
+        x = x * 2.0
+    return sum(x)
+"""
+
+
+def test_loops_with_compile_time_trip_counts():
+    mod = arrc.loads(LOOPS)
+    x, w = np.array([0.3, -1.1]), 1.3
+
+    def running(x, w):
+        s = 0.0
+        for _ in range(3):
+            x = jnp.sin(x) * w
+            s = s + jnp.sum(x)
+        return s
+
+    def nest(x, w):
+        for i in range(2):
+            for _ in range(3):
+                x = x * w + jnp.sin(x) * i
+        return jnp.sum(x)
+    for name, twin in (("running", running), ("nest", nest)):
+        got = arrc.grad(mod[name], argnums=(0, 1))(x, w)
+        want = jax.grad(twin, argnums=(0, 1))(x, w)
+        for g, v in zip(got, want):
+            np.testing.assert_allclose(g, v, rtol=1e-12)
+    assert np.asarray(arrc.grad(mod.never)(x)).tolist() == [1.0, 1.0]
