@@ -288,8 +288,12 @@ class Function:
         def origin_run():
             origin_build, _ = self._build(types, origins=True)
             return origin_build(values, quiet=True)[1]
-        entry = self.module._program.functions[self.name].shown_name
-        raise_faults(state, self.module.guard_scope, origin_run, entry, self.sources)
+        raise_faults(state, self.module.guard_scope, origin_run, self.shown_name, self.sources)
+
+    @property
+    def shown_name(self) -> str:
+        """What reports call it (`the expression`, `the cell` for functions without a name of their own)."""
+        return self.module._program.functions[self.name].shown_name
 
     def _bind(self, args, kwargs) -> list:
         params = self._sig.params
@@ -357,6 +361,10 @@ class Derivative(Function):
 
     def __repr__(self) -> str:
         return f"<arr function {self.label}{self._sig}>"
+
+    @property
+    def shown_name(self) -> str:
+        return self.label
 
     def lower(self, *arg_types: ArrayType) -> Lowered:
         """The base function lowered for `arg_types`, then differentiated (passes/autodiff.py)."""

@@ -35,6 +35,7 @@ class GuardSite:
     name: str | None            # the location's name (arrc: the operation, e.g. "divide")
     chain: list                 # [(function name, call span)], innermost first
     attrs: dict = field(default_factory=dict)
+    derivative_of: str | None = None    # in a backward pass: the forward operation (compiler/autodiff.py)
 
 
 def _flatten_callsites(loc) -> list:
@@ -44,6 +45,14 @@ def _flatten_callsites(loc) -> list:
 
 
 EFFECTS = ("print", "assert")
+
+
+def _derivative_of(loc) -> str | None:
+    """The forward operation's name where `loc` is an adjoint's: `vjp(<op>)` around the forward location."""
+    name = name_of(loc)
+    if not (name or "").startswith("vjp(") or not isinstance(loc, ir.NameLoc):
+        return None
+    return name_of(loc.child_loc) or name[4:-1]
 
 
 def sites(module: ir.Module) -> dict:
@@ -70,7 +79,8 @@ def sites(module: ir.Module) -> dict:
                 order=i64s(op.attributes[abi.ORDER]), shape=tuple(i64s(op.attributes[abi.SHAPE])),
                 labels=[ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes[abi.LABELS])],
                 op=ir.StringAttr(op.attributes[abi.OP]).value, span=span_of(frames[0]), name=name_of(frames[0]),
-                chain=[(name_of(f), span_of(f)) for f in frames[1:]], attrs=extra)
+                chain=[(name_of(f), span_of(f)) for f in frames[1:]], attrs=extra,
+                derivative_of=_derivative_of(frames[0]))
         return ir.WalkResult.ADVANCE
     module.operation.walk(visit)
     return out
@@ -143,6 +153,7 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
     at = f" at index {list(index)}" if index else ""
     notes = []
     operands = {}
+    help = None
     if site.kind in ("origin", "argument"):
         value = event.values[-1] if site.kind == "origin" else event.values[0]
         cls, what = (NaNError, "NaN") if isinstance(value, float) and np.isnan(value) else (InfError, _fmt(value))
@@ -155,6 +166,13 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
             short = (site.name or "").rsplit("/", 1)[-1]      # JAX names ops like "jit(f)/log"
             word = _OP_WORDS.get(short) or (f"`{short}`" if short else "operation")
             label = f"this {word} produced {what}{at}"
+            if site.derivative_of is not None:
+                message = message.replace("at run time", "in the backward pass")
+                label = f"the derivative of `{site.derivative_of}` produced {what}{at}"
+                op = site.derivative_of
+                help = (f"if this `{op}` is under a `where` that drops these elements, its derivative is still "
+                        f"computed for them (and 0 * {what} is NaN, as in jax.grad): give `{op}` safe inputs with "
+                        f"a second `where`, e.g. `where(x > 0.0, {op}(where(x > 0.0, x, 1.0)), 0.0)`")
             pairs = list(zip(site.labels[:-1], event.values[:-1]))
             for label_text, v in pairs:
                 operands[_operand_text(label_text, sources)] = v
@@ -193,9 +211,9 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
             parts.append(f"called from {caller} at {span}")
         notes.append(", ".join(parts))
     elif entry:
-        notes.append(f"in {entry}")
+        notes.append(f"in the backward pass, in {entry}" if site.derivative_of else f"in {entry}")
     return cls(message, site.span, label, index=index, iteration=iteration, operands=operands, notes=notes,
-               sources=sources)
+               sources=sources, help=help)
 
 
 def raise_faults(state, scope: str, origin_run, entry: str, sources: dict) -> None:

@@ -10,7 +10,7 @@ class GuardError(RuntimeError):
     code = "R0000"
 
     def __init__(self, message: str, span: Span | None, label: str = "", index=None, iteration=None,
-                 operands=None, notes=(), sources: dict | None = None):
+                 operands=None, notes=(), sources: dict | None = None, help: str | None = None):
         self.message = message
         self.span = span
         self.index = index
@@ -19,7 +19,7 @@ class GuardError(RuntimeError):
         notes = list(notes)
         if label and (span is None or (sources is not None and sources.get(span.file) is None)):
             notes.insert(0, label)          # no source line to put the label under
-        self.diagnostic = Diagnostic(self.code, message, span, label, notes=notes)
+        self.diagnostic = Diagnostic(self.code, message, span, label, notes=notes, help=help)
         self.sources = sources if sources is not None else {}
         super().__init__(str(self))
 

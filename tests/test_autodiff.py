@@ -310,3 +310,30 @@ def test_loops_with_compile_time_trip_counts():
         for g, v in zip(got, want):
             np.testing.assert_allclose(g, v, rtol=1e-12)
     assert np.asarray(arrc.grad(mod.never)(x)).tolist() == [1.0, 1.0]
+
+
+BACKWARD_REPORT = """\
+error[R0002]: infinity produced in the backward pass
+ --> masked.arr:2:24
+  |
+2 |     y = where(x > 0.0, sqrt(x), 0.0)
+  |                        ^^^^^^^ the derivative of `sqrt` produced inf at index [1]
+  |
+  = note: operands at index [1]: literal = 0.5, sqrt(x) = 0.0
+  = note: in the backward pass, in grad(masked)
+  = help: if this `sqrt` is under a `where` that drops these elements, its derivative is still computed for \
+them (and 0 * inf is NaN, as in jax.grad): give `sqrt` safe inputs with a second `where`, e.g. \
+`where(x > 0.0, sqrt(where(x > 0.0, x, 1.0)), 0.0)`
+"""
+
+
+def test_the_backward_pass_report_names_the_derivative_and_teaches_the_fix():
+    mod = arrc.loads("def masked(x: f64[3]) -> f64:\n    y = where(x > 0.0, sqrt(x), 0.0)\n    return sum(y)\n"
+                     "def fixed(x: f64[3]) -> f64:\n    y = where(x > 0.0, sqrt(where(x > 0.0, x, 1.0)), 0.0)\n"
+                     "    return sum(y)\n", filename="masked.arr", guards="nan,inf")
+    x = np.array([1.0, 0.0, 4.0])
+    with pytest.raises(arrc.InfError) as err:
+        arrc.grad(mod.masked)(x)
+    assert str(err.value) == BACKWARD_REPORT
+    want = jax.grad(lambda x: jnp.sum(jnp.where(x > 0.0, jnp.sqrt(jnp.where(x > 0.0, x, 1.0)), 0.0)))(x)
+    np.testing.assert_allclose(arrc.grad(mod.fixed)(x), want, rtol=1e-13)
