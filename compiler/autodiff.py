@@ -11,9 +11,9 @@ backward pass blames the forward operation's span.
 
 This step differentiates elementwise math, broadcasts, reshapes, transposes, reductions (sum, max,
 min), dot_general, slices, concatenation, selects, casts, `if` (each branch is computed again in the
-backward `if`) and `for` loops with a compile-time trip count (unrolled first). Loops with run-time trip
-counts, gathers and host callbacks (print, assert) are refused with a diagnostic (E0216) until the next
-steps.
+backward `if`) and `for` loops (unrolled first when the trip count is known and small; otherwise
+differentiated by recomputation, `_while_vjp`). `while` loops, gathers and host callbacks (print, assert)
+are refused with a diagnostic (E0216) until the next steps.
 """
 from __future__ import annotations
 
@@ -323,9 +323,7 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True) -> list:
     and its derivatives with respect to the arguments `wrt`; returns diagnostics (E0216 for an operation
     this step cannot differentiate)."""
     block = fn.regions[0].blocks[0]
-    problem = unroll_counted_loops(block)
-    if problem is not None:
-        return [problem]
+    unroll_counted_loops(block)
     ops = list(block.operations)
     ret = ops[-1]
     (result,) = ret.operands
@@ -375,26 +373,20 @@ def sweep(ops: list, cts: dict):
 MAX_UNROLLED = 256          # iterations; longer loops wait for tapes (the next step)
 
 
-def unroll_counted_loops(block) -> Diagnostic | None:
-    """Replace each `stablehlo.while` of `block` whose trip count is known (`arrc.trip_count`, set by arr's
-    `for` lowering) by that many copies of its body, the loops inside them too (exact; the code grows with
-    the count). A loop with a run-time trip count, or a longer one, is E0216 for now."""
+def unroll_counted_loops(block) -> None:
+    """Replace each `stablehlo.while` of `block` whose trip count is known and at most MAX_UNROLLED
+    (`arrc.trip_count`, set by arr's `for` lowering) by that many copies of its body, the loops inside them
+    too (exact; the code grows with the count). Other loops are left to `_while_vjp`."""
     from . import abi
+    done = set()
     for _ in range(100_000):
-        loop = next((op for op in block.operations if op.operation.name == "stablehlo.while"), None)
+        loop = next((op for op in block.operations if op.operation.name == "stablehlo.while"
+                     and id(op.operation) not in done and _trip_count(op, abi) in range(MAX_UNROLLED + 1)), None)
         if loop is None:
-            return None
-        attr = loop.attributes[abi.TRIP_COUNT] if abi.TRIP_COUNT in loop.attributes else None
-        count = ir.IntegerAttr(attr).value if attr is not None else -1
-        if not 0 <= count <= MAX_UNROLLED:
-            what = "a loop with a run-time trip count" if count < 0 else f"a loop of {count} iterations"
-            return Diagnostic("E0216", f"cannot differentiate {what} yet", span_of(loop.location), "this loop",
-                              notes=[f"loops of at most {MAX_UNROLLED} iterations with a compile-time trip count "
-                                     "differentiate (unrolled); tapes for longer and run-time loops are the "
-                                     "next step of arr's autodiff (docs/autodiff.md)"])
+            return
         values = list(loop.operands)
         with ir.InsertionPoint(loop):
-            for _ in range(count):
+            for _ in range(_trip_count(loop, abi)):
                 copy = loop.operation.clone()
                 body = copy.regions[1].blocks[0]
                 for arg, value in zip(body.arguments, values):
@@ -407,7 +399,69 @@ def unroll_counted_loops(block) -> Diagnostic | None:
         for result, value in zip(loop.results, values):
             result.replace_all_uses_with(value)
         loop.operation.erase()
-    return None
+
+
+def _trip_count(loop, abi) -> int:
+    return ir.IntegerAttr(loop.attributes[abi.TRIP_COUNT]).value if abi.TRIP_COUNT in loop.attributes else -1
+
+
+def _counted_limit(loop):
+    """The limit of a canonical counted loop (arr's `for`: the first carried value, a ui64 counter from
+    0, compared `LT` with a limit defined before the loop), or None."""
+    ops = list(loop.regions[0].blocks[0].operations)
+    if len(ops) != 2 or ops[0].operation.name != "stablehlo.compare":
+        return None
+    counter, limit = ops[0].operands
+    args = list(loop.regions[0].blocks[0].arguments)
+    if counter != args[0] or limit in args or str(ir.RankedTensorType(limit.type).element_type) != "ui64":
+        return None
+    return limit
+
+
+@_rule("stablehlo.while")
+def _while_vjp(op, cts):
+    """A counted loop whose trip count is known only at run time, by recomputation: the backward loop
+    runs j = T-1 down to 0 and, in each step, runs the forward loop j times from its initial values to get
+    the state at iteration j, then sweeps one iteration of the body at that state (exact; T * (T + 1) / 2
+    forward iterations in all). The values the body captures accumulate their cotangents across steps."""
+    limit = _counted_limit(op)
+    if limit is None:
+        return None
+    inits = list(op.operands)
+    floats = [i for i, v in enumerate(inits) if _is_float(v)]
+    captured = _captured(op)
+    u64 = DTYPES["u64"]
+    start = [emit.const(0, u64, ())] + [cts[i] if cts[i] is not None else _zeros(op.results[i]) for i in floats] \
+        + [_zeros(v) for v in captured]
+    backward = hlo.WhileOp([v.type for v in start], start)
+    cond = backward.cond.blocks.append(*[v.type for v in start])
+    with ir.InsertionPoint(cond):
+        hlo.return_([emit.compare(cond.arguments[0], limit, "LT", u64)])
+    body = backward.body.blocks.append(*[v.type for v in start])
+    with ir.InsertionPoint(body):
+        step, carried_cts, sums = body.arguments[0], body.arguments[1:1 + len(floats)], \
+            body.arguments[1 + len(floats):]
+        j = _bin("stablehlo.subtract", _bin("stablehlo.subtract", limit, emit.const(1, u64, ())), step)
+        forward = op.operation.clone()                  # the state at iteration j: j forward iterations
+        forward.regions[0].blocks[0].operations[0].operands[1] = j
+        state = list(forward.results)
+        ops, returned = _recompute(op, 1, state)
+        seeds: dict = {}
+        for i, ct in zip(floats, carried_cts):
+            key = _key(returned[i])
+            seeds[key] = ct if key not in seeds else hlo.add(seeds[key], ct)
+        found = sweep(ops, seeds)
+        if isinstance(found, Diagnostic):
+            return found
+        hlo.return_([hlo.add(step, emit.const(1, u64, ()))]
+                    + [found.get(_key(state[i])) or _zeros(state[i]) for i in floats]
+                    + [hlo.add(acc, found[_key(v)]) if _key(v) in found else acc for acc, v in zip(sums, captured)])
+    out: dict = {}
+    pairs = [(inits[i], r) for i, r in zip(floats, backward.results[1:1 + len(floats)])]
+    pairs += list(zip(captured, backward.results[1 + len(floats):]))
+    for value, ct in pairs:
+        out[value] = ct if value not in out else hlo.add(out[value], ct)
+    return out
 
 
 def _zeros(like: ir.Value) -> ir.Value:
@@ -449,11 +503,14 @@ def _if_vjp(op, cts):
     return dict(zip(captured, backward.results))
 
 
-def _recompute(op, index: int):
-    """The forward ops of region `index` of `op`, cloned to the insertion point; and the values the region
-    returns (a clone of `op` is taken apart, as passes/rewrite.py inlines a call)."""
+def _recompute(op, index: int, args: list = ()):
+    """The forward ops of region `index` of `op`, cloned to the insertion point with its block arguments
+    replaced by `args`; and the values the region returns (a clone of `op` is taken apart, as
+    passes/rewrite.py inlines a call)."""
     copy = op.operation.clone()
     block = copy.regions[index].blocks[0]
+    for arg, value in zip(block.arguments, args):
+        arg.replace_all_uses_with(value)
     ops = list(block.operations)
     here = ir.InsertionPoint.current
     for inner in ops[:-1]:
@@ -478,5 +535,5 @@ def _cannot(name: str, op) -> Diagnostic:
     what = _WORDS.get(short, f"`{short}`")
     return Diagnostic("E0216", f"cannot differentiate {what} yet", span_of(op.location), f"{what} here",
                       notes=["arr's autodiff covers elementwise math, reductions, matrix products, shape operations, "
-                             "slices, `if` and counted `for` loops so far; gathers, indexed updates and run-time "
-                             "loops are the next steps (docs/autodiff.md)"])
+                             "slices, `if` and `for` loops so far; `while` loops, gathers and indexed updates are "
+                             "the next steps (docs/autodiff.md)"])

@@ -1,8 +1,8 @@
-# arrc: lower g f32 i32
-def f(x: f32, n: i32) -> f32:
-    for i in range(n):
-        x = x * x
+# arrc: lower g f32
+def f(x: f32) -> f32:
+    while x < 10.0:
+        x = x * x + 1.0
     return x
 
-def g(x: f32, n: i32) -> f32:
-    return grad(f)(x, n)
+def g(x: f32) -> f32:
+    return grad(f)(x)
