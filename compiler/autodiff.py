@@ -387,15 +387,7 @@ def unroll_counted_loops(block) -> None:
         values = list(loop.operands)
         with ir.InsertionPoint(loop):
             for _ in range(_trip_count(loop, abi)):
-                copy = loop.operation.clone()
-                body = copy.regions[1].blocks[0]
-                for arg, value in zip(body.arguments, values):
-                    arg.replace_all_uses_with(value)
-                inner = list(body.operations)
-                for op in inner[:-1]:
-                    op.operation.move_before(loop)
-                values = list(inner[-1].operands)
-                copy.erase()
+                values = _recompute(loop, 1, values)[1]
         for result, value in zip(loop.results, values):
             result.replace_all_uses_with(value)
         loop.operation.erase()
@@ -508,17 +500,9 @@ def _recompute(op, index: int, args: list = ()):
     replaced by `args`; and the values the region returns (a clone of `op` is taken apart, as
     passes/rewrite.py inlines a call)."""
     copy = op.operation.clone()
-    block = copy.regions[index].blocks[0]
-    for arg, value in zip(block.arguments, args):
-        arg.replace_all_uses_with(value)
-    ops = list(block.operations)
-    here = ir.InsertionPoint.current
-    for inner in ops[:-1]:
-        inner.operation.detach_from_parent()
-        here.insert(inner.operation)
-    returned = list(ops[-1].operands)
+    moved = emit.inline_block(copy.regions[index].blocks[0], args)
     copy.erase()
-    return ops[:-1], returned
+    return moved
 
 
 def _key(value: ir.Value):

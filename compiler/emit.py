@@ -134,6 +134,19 @@ def _attribute_scalar(v, dt: DType):
     return float(v)     # FloatAttr rounds to the dtype as NumPy does (to nearest, ties to even; inf past max)
 
 
+def inline_block(block: ir.Block, args) -> tuple[list, list]:
+    """Move the operations of `block` but its terminator to the insertion point, its arguments replaced by
+    `args`: (the moved operations, the values the terminator returned)."""
+    for arg, value in zip(block.arguments, args):
+        arg.replace_all_uses_with(value)
+    ops = list(block.operations)
+    here = ir.InsertionPoint.current
+    for op in ops[:-1]:
+        op.operation.detach_from_parent()
+        here.insert(op.operation)
+    return ops[:-1], list(ops[-1].operands)
+
+
 def zeros_like_type(shape, dt: DType) -> ir.Value:
     return const(0, dt, shape)
 

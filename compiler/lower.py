@@ -167,16 +167,8 @@ class FunctionLowering:
         diags = value_and_grad(fn, wrt, keep_value)
         if diags:
             raise CompileError(diags, program.sources)
-        block = fn.regions[0].blocks[0]
-        for arg, value in zip(block.arguments, args):
-            arg.replace_all_uses_with(value)
-        ops = list(block.operations)
-        here = ir.InsertionPoint.current
-        for op in ops[:-1]:
-            op.operation.detach_from_parent()
-            here.insert(op.operation)
-        results = list(ops[-1].operands)
-        ops[-1].operation.erase()
+        results = emit.inline_block(fn.regions[0].blocks[0], args)[1]
+        fn.operation.erase()
         return results
 
     def call(self, walk, name: str, args: list, param_types: list, span) -> list:

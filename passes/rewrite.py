@@ -61,13 +61,8 @@ def _inline(call, functions: dict) -> None:
     callee = functions[ir.FlatSymbolRefAttr(call.attributes["callee"]).value]
     with ir.InsertionPoint(call):
         copy = callee.operation.clone()
-    body = copy.regions[0].blocks[0]
-    for arg, operand in zip(body.arguments, call.operands):
-        arg.replace_all_uses_with(operand)
-    ops = list(body.operations)
-    for op in ops[:-1]:
-        op.operation.move_before(call)
-    for result, value in zip(call.results, ops[-1].operands):
+        _, returned = emit.inline_block(copy.regions[0].blocks[0], list(call.operands))
+    for result, value in zip(call.results, returned):
         result.replace_all_uses_with(value)
     call.erase()
     copy.erase()
