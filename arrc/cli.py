@@ -111,15 +111,15 @@ def parse_shapes(items: list[str]) -> dict[str, int]:
 def portable_artifact(lowered) -> bytes:
     """The version-stable StableHLO artifact (VHLO bytecode) of a lowered function.
 
-    Serializing converts a module to VHLO in place, so a copy parsed from bytecode is serialized.
-    The target version is the one JAX's export uses: supported by consumers at least 4 weeks old.
+    XLA's serializer (the one `jax.export` uses) is given the module's bytecode: it legalizes CHLO ops
+    (`erf`, `erf_inv` under `normal`, `asin`, ...) to StableHLO first, which VHLO requires. The target
+    version is the one JAX's export uses: supported by consumers at least 4 weeks old.
     """
-    from jaxlib.mlir import ir
+    from jaxlib import _jax
     from jaxlib.mlir.dialects import stablehlo as hlo
     with lowered.context:
-        clone = ir.Module.parse(lowered.as_bytecode())
         version = hlo.get_version_from_compatibility_requirement(hlo.StablehloCompatibilityRequirement.WEEK_4)
-        return hlo.serialize_portable_artifact(clone, version)
+    return _jax.mlir.serialize_portable_artifact(lowered.as_bytecode(), version)
 
 
 def emit(lowered, kind: str) -> str | bytes:
