@@ -324,17 +324,23 @@ def grad(fn: Function, argnums=0) -> "Derivative":
     return Derivative(fn, argnums, keep_value=False)
 
 
+def vjp(fn: Function) -> "Derivative":
+    """`jax.vjp` for an arr function: a Function of (its arguments..., a cotangent of its result) returning
+    (its value, the cotangents of all its arguments as a tuple), the vector-Jacobian product."""
+    return Derivative(fn, tuple(range(len(fn._sig.params))), keep_value=True, seeded=True)
+
+
 class Derivative(Function):
     """The derivative of a Function, made by reverse mode over its StableHLO (passes/autodiff.py); called,
     lowered and compiled like any Function (guards cover the backward pass too)."""
 
-    def __init__(self, base: Function, argnums, keep_value: bool):
+    def __init__(self, base: Function, argnums, keep_value: bool, seeded: bool = False):
         from arrc.compiler.check import Signature
         if not isinstance(base, Function):
             raise TypeError(f"grad and value_and_grad take an arr function (e.g. `mod.loss`), not {base!r}")
         super().__init__(base.module, base.name, base.sources)
         sig = base._sig
-        self._base, self._keep_value = base, keep_value
+        self._base, self._keep_value, self._seeded = base, keep_value, seeded
         self._single = isinstance(argnums, int) and not isinstance(argnums, bool)
         wrt = (argnums,) if self._single else tuple(argnums) if isinstance(argnums, (tuple, list)) else None
         if not wrt or not all(isinstance(i, int) and not isinstance(i, bool) for i in wrt):
@@ -344,8 +350,9 @@ class Derivative(Function):
             raise ValueError(f"argnums {argnums} is out of range for {base.name}{sig}, which has {n} parameter(s)")
         self._wrt = tuple(i % n for i in wrt)
         result = sig.results[0]
-        if sig.tuple_result or result.rank or not result.dtype.is_float:
-            raise TypeError(f"grad needs a function with one float scalar result; {base.name}{sig} returns "
+        if sig.tuple_result or (result.rank and not seeded) or not result.dtype.is_float:
+            raise TypeError(f"{'vjp' if seeded else 'grad'} needs a function with one float "
+                            f"{'' if seeded else 'scalar '}result; {base.name}{sig} returns "
                             f"{'(' + ', '.join(map(str, sig.results)) + ')' if sig.tuple_result else result}")
         for i in self._wrt:
             pname, ptype, _ = sig.params[i]
@@ -354,8 +361,10 @@ class Derivative(Function):
                                 f"array (derivatives are taken with respect to float arguments only)")
         grads = [sig.params[i][1] for i in self._wrt]
         results = ([result] if keep_value else []) + grads
-        self.label = f"{'value_and_grad' if keep_value else 'grad'}({getattr(base, 'label', base.name)})"
-        self._sig = Signature(self.label, sig.params, results, [sig.result_spans[0]] * len(results),
+        kind = "vjp" if seeded else "value_and_grad" if keep_value else "grad"
+        self.label = f"{kind}({getattr(base, 'label', base.name)})"
+        params = sig.params + ([("cotangent", result, sig.result_spans[0])] if seeded else [])
+        self._sig = Signature(self.label, params, results, [sig.result_spans[0]] * len(results),
                               len(results) > 1, sig.shape_vars)
         self._entry = self._call_structured        # its results are restructured: not the C++ fast path
 
@@ -371,13 +380,15 @@ class Derivative(Function):
         from arrc.passes.autodiff import ValueAndGrad
         from arrc.runtime.pipeline import apply_passes
         self._check_types(list(arg_types))
-        lowered = self._base.lower(*arg_types)
+        lowered = self._base.lower(*(arg_types[:-1] if self._seeded else arg_types))
         if lowered.effect_sites:
             raise CompileError([Diagnostic("E0216", f"cannot differentiate `{self._base.name}`: it prints or "
                                            "asserts", self._sig.result_spans[0], "in this function",
                                            notes=["print and assert under grad are a next step of arr's "
                                                   "autodiff (docs/autodiff.md)"])], self.sources)
-        apply_passes(lowered.module, lowered.context, [ValueAndGrad(self._wrt, self._keep_value)], self.sources)
+        apply_passes(lowered.module, lowered.context, [ValueAndGrad(self._wrt, self._keep_value, self._seeded)],
+                     self.sources)
+        lowered.arg_types = list(arg_types)
         lowered.result_types = ([lowered.result_types[0]] if self._keep_value else []) + \
             [list(arg_types)[i] for i in self._wrt]
         lowered.tuple_result = len(lowered.result_types) > 1

@@ -318,17 +318,19 @@ NOT_DIFFERENTIABLE = {"stablehlo.constant", "stablehlo.iota", "stablehlo.compare
 
 
 # ---- the transformation ----------------------------------------------------------------------------
-def value_and_grad(fn, wrt: tuple, keep_value: bool = True) -> list:
-    """Rewrite the func.func `fn` (one float scalar result) in place to return its value (if `keep_value`)
-    and its derivatives with respect to the arguments `wrt`; returns diagnostics (E0216 for an operation
-    this step cannot differentiate)."""
+def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False) -> list:
+    """Rewrite the func.func `fn` (one float result) in place to return its value (if `keep_value`) and its
+    derivatives with respect to the arguments `wrt`: of the result itself (a scalar), or with `seeded`, of
+    its product with a cotangent that `fn` takes as a new last argument (`jax.vjp`). Returns diagnostics
+    (E0216 for an operation this step cannot differentiate)."""
     block = fn.regions[0].blocks[0]
     unroll_counted_loops(block)
     ops = list(block.operations)
     ret = ops[-1]
     (result,) = ret.operands
+    seed = block.add_argument(result.type, ret.location) if seeded else None
     with ir.InsertionPoint(ret), ret.location:
-        cts = sweep(ops[:-1], {_key(result): emit.const(1.0, dtype_of(result), ())})
+        cts = sweep(ops[:-1], {_key(result): seed if seeded else emit.const(1.0, dtype_of(result), ())})
         if isinstance(cts, Diagnostic):
             return [cts]
         grads = [cts.get(_key(block.arguments[i])) or _zeros(block.arguments[i]) for i in wrt]

@@ -17,6 +17,7 @@ class ValueAndGrad(ModulePass):
     name: ClassVar[str] = "value-and-grad"
     wrt: tuple = (0,)
     keep_value: bool = True
+    seeded: bool = False            # `jax.vjp`: the cotangent of the result is a new last argument
 
     def apply(self, module) -> list:
-        return value_and_grad(entry(module), self.wrt, self.keep_value)
+        return value_and_grad(entry(module), self.wrt, self.keep_value, self.seeded)

@@ -390,3 +390,22 @@ def test_loops_with_run_time_trip_counts_by_recomputation():
     got = arrc.grad(mod.long, argnums=(0, 1))(0.4, 1.7)       # past the unrolling limit: recomputed
     for g, v in zip(got, jax.grad(long, argnums=(0, 1))(0.4, 1.7)):
         np.testing.assert_allclose(g, v, rtol=1e-11)
+
+
+def test_vjp_of_an_array_valued_function():
+    mod = arrc.loads("def f(x: f64[3], w: f64[3, 2]) -> f64[2]:\n    return tanh(x @ w) * 2.0\n"
+                     "def pair(x: f64) -> (f64, f64):\n    return x, x\n")
+    v = arrc.vjp(mod.f)
+    assert v.signature == "(x: f64[3], w: f64[3, 2], cotangent: f64[2]) -> (f64[2], f64[3], f64[3, 2])"
+    rng = np.random.default_rng(8)
+    x, w, ct = rng.standard_normal(3), rng.standard_normal((3, 2)), rng.standard_normal(2)
+    value, (gx, gw) = v(x, w, ct)
+    want_value, pullback = jax.vjp(lambda x, w: jnp.tanh(x @ w) * 2.0, x, w)
+    want_x, want_w = pullback(ct)
+    np.testing.assert_allclose(value, want_value, rtol=1e-13)
+    np.testing.assert_allclose(gx, want_x, rtol=1e-12)
+    np.testing.assert_allclose(gw, want_w, rtol=1e-12)
+    with pytest.raises(arrc.ArgumentError, match="cotangent"):
+        v(x, w, np.ones(3))
+    with pytest.raises(TypeError, match="vjp needs a function with one float result"):
+        arrc.vjp(mod.pair)
