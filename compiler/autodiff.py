@@ -330,10 +330,10 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
     (result,) = ret.operands
     seed = block.add_argument(result.type, ret.location) if seeded else None
     with ir.InsertionPoint(ret), ret.location:
-        cts = sweep(ops[:-1], {_key(result): seed if seeded else emit.const(1.0, dtype_of(result), ())})
+        cts = sweep(ops[:-1], {result: seed if seeded else emit.const(1.0, dtype_of(result), ())})
         if isinstance(cts, Diagnostic):
             return [cts]
-        grads = [cts.get(_key(block.arguments[i])) or _zeros(block.arguments[i]) for i in wrt]
+        grads = [cts.get(block.arguments[i]) or _zeros(block.arguments[i]) for i in wrt]
         func.ReturnOp(([result] if keep_value else []) + grads)
     ret.erase()
     results = [v.type for v in ([result] if keep_value else [])] + [g.type for g in grads]
@@ -347,7 +347,7 @@ def sweep(ops: list, cts: dict):
     cotangents `cts` (value -> cotangent) of values they make, the cotangents of the values they use
     (their operands, and for ops with regions the values those capture). The dict, or a Diagnostic."""
     for op in reversed(ops):
-        outs = [cts.pop(_key(r), None) for r in op.results]
+        outs = [cts.pop(r, None) for r in op.results]
         if all(c is None for c in outs):
             continue
         name = op.operation.name
@@ -366,7 +366,7 @@ def sweep(ops: list, cts: dict):
         for operand, ct in pairs:
             if ct is None or not _is_float(operand):
                 continue
-            key = _key(operand)
+            key = operand
             cts[key] = ct if key not in cts else hlo.add(cts[key], ct)
     return cts
 
@@ -442,14 +442,14 @@ def _while_vjp(op, cts):
         ops, returned = _recompute(op, 1, state)
         seeds: dict = {}
         for i, ct in zip(floats, carried_cts):
-            key = _key(returned[i])
+            key = returned[i]
             seeds[key] = ct if key not in seeds else hlo.add(seeds[key], ct)
         found = sweep(ops, seeds)
         if isinstance(found, Diagnostic):
             return found
         hlo.return_([hlo.add(step, emit.const(1, u64, ()))]
-                    + [found.get(_key(state[i])) or _zeros(state[i]) for i in floats]
-                    + [hlo.add(acc, found[_key(v)]) if _key(v) in found else acc for acc, v in zip(sums, captured)])
+                    + [found.get(state[i]) or _zeros(state[i]) for i in floats]
+                    + [hlo.add(acc, found[v]) if v in found else acc for acc, v in zip(sums, captured)])
     out: dict = {}
     pairs = [(inits[i], r) for i, r in zip(floats, backward.results[1:1 + len(floats)])]
     pairs += list(zip(captured, backward.results[1 + len(floats):]))
@@ -469,18 +469,18 @@ def _captured(op) -> list:
 
     def visit(inner):
         for r in inner.results:
-            inside.add(_key(r))
+            inside.add(r)
         for region in inner.regions:
             for block in region.blocks:
                 for a in block.arguments:
-                    inside.add(_key(a))
+                    inside.add(a)
                 for nested in block.operations:
                     visit(nested.operation)
                     for v in nested.operation.operands:
-                        if _key(v) not in inside and v not in found and _is_float(v):
+                        if v not in inside and v not in found and _is_float(v):
                             found.append(v)
     visit(op.operation)
-    return [v for v in found if _key(v) not in inside]
+    return [v for v in found if v not in inside]
 
 
 @_rule("stablehlo.if")
@@ -490,10 +490,10 @@ def _if_vjp(op, cts):
     for index, region in enumerate((backward.true_branch, backward.false_branch)):
         with ir.InsertionPoint(region.blocks.append()):
             ops, returned = _recompute(op, index)
-            branch_cts = sweep(ops, {_key(v): ct for v, ct in zip(returned, cts) if ct is not None})
+            branch_cts = sweep(ops, {v: ct for v, ct in zip(returned, cts) if ct is not None})
             if isinstance(branch_cts, Diagnostic):
                 return branch_cts
-            hlo.return_([branch_cts.get(_key(v)) or _zeros(v) for v in captured])
+            hlo.return_([branch_cts.get(v) or _zeros(v) for v in captured])
     return dict(zip(captured, backward.results))
 
 
@@ -505,10 +505,6 @@ def _recompute(op, index: int, args: list = ()):
     moved = emit.inline_block(copy.regions[index].blocks[0], args)
     copy.erase()
     return moved
-
-
-def _key(value: ir.Value):
-    return value          # ir.Value hashes and compares by the value it names
 
 
 _WORDS = {"while": "a loop", "case": "a branch", "if": "a branch", "gather": "indexing with run-time indices",

@@ -47,6 +47,13 @@ def _key(cx: CallCx, v, name: str = "key") -> Val:
     return v
 
 
+def _drawing_key(cx: CallCx, v) -> Val:
+    """The key a sampler or `split` draws from (a single key), its use checked by `_consume`."""
+    k = _key(cx, v)
+    _consume(cx, k)
+    return k
+
+
 def _key_words(cx: CallCx, k: Val) -> tuple[ir.Value, ir.Value]:
     return words(cx.ir(k))
 
@@ -122,8 +129,7 @@ def _key_from_seed(cx: CallCx, seed) -> Val:
 @register("split", params="key, num=2", keys=True, family="Random numbers",
           doc="num new keys from one, as jax.random.split (a key[num])")
 def _split(cx: CallCx, key, num=2) -> Val:
-    k = _key(cx, key)
-    _consume(cx, k)
+    k = _drawing_key(cx, key)
     n = cx.static_int(num, "num")
     if n.is_const and n.value < 0:
         cx.error("E0204", f"`num` must not be negative, found {n.value}", "negative", at="num")
@@ -187,8 +193,7 @@ def _wrap_key(cx: CallCx, data) -> Val:
 @register("uniform", params="key, shape=(), dtype=None, minval=0.0, maxval=1.0", keys=True,
           family="Random numbers", doc="floats uniform in [minval, maxval), as jax.random.uniform (dtype f32)")
 def _uniform(cx: CallCx, key, shape=(), dtype=None, minval=0.0, maxval=1.0) -> Val:
-    k = _key(cx, key)
-    _consume(cx, k)
+    k = _drawing_key(cx, key)
     dims = _shape(cx, shape)
     dt = _float_dtype(cx, dtype)
     lo, hi = _float_bound(cx, minval, "minval", dt), _float_bound(cx, maxval, "maxval", dt)
@@ -196,14 +201,20 @@ def _uniform(cx: CallCx, key, shape=(), dtype=None, minval=0.0, maxval=1.0) -> V
         _key_words(cx, k), concrete(dims), dt, _bound_ir(cx, lo, dt), _bound_ir(cx, hi, dt)))
 
 
-@register("normal", params="key, shape=(), dtype=None", keys=True, family="Random numbers",
-          doc="standard normal floats, as jax.random.normal (dtype f32)")
-def _normal(cx: CallCx, key, shape=(), dtype=None) -> Val:
-    k = _key(cx, key)
-    _consume(cx, k)
-    dims = _shape(cx, shape)
-    dt = _float_dtype(cx, dtype)
-    return cx.value(ArrayType(dt, dims), lambda: threefry.normal(_key_words(cx, k), concrete(dims), dt))
+def _standard_floats(draw):
+    """The rule of a sampler of floats with no parameters of its own: `draw(key words, shape, dtype)`."""
+    def rule(cx: CallCx, key, shape=(), dtype=None) -> Val:
+        k = _drawing_key(cx, key)
+        dims = _shape(cx, shape)
+        dt = _float_dtype(cx, dtype)
+        return cx.value(ArrayType(dt, dims), lambda: draw(_key_words(cx, k), concrete(dims), dt))
+    return rule
+
+
+register("normal", params="key, shape=(), dtype=None", keys=True, family="Random numbers",
+         doc="standard normal floats, as jax.random.normal (dtype f32)")(_standard_floats(threefry.normal))
+register("gumbel", params="key, shape=(), dtype=None", keys=True, family="Random numbers",
+         doc="standard Gumbel floats, as jax.random.gumbel (dtype f32)")(_standard_floats(threefry.gumbel))
 
 
 def _static_or_value(cx: CallCx, v, name: str, dt: DType | None):
@@ -224,8 +235,7 @@ def _emit_number(x):
 @register("bernoulli", params="key, p=0.5, shape=None", keys=True, family="Random numbers",
           doc="true with probability p, as jax.random.bernoulli (a literal p draws in f64, as JAX with x64)")
 def _bernoulli(cx: CallCx, key, p=0.5, shape=None) -> Val:
-    k = _key(cx, key)
-    _consume(cx, k)
+    k = _drawing_key(cx, key)
     dims = () if shape is None else _shape(cx, shape)
     if not isinstance(p, float):
         pv = cx.array(p, "p")
@@ -239,8 +249,7 @@ def _bernoulli(cx: CallCx, key, p=0.5, shape=None) -> Val:
 @register("randint", params="key, shape, minval, maxval, dtype=None", keys=True, family="Random numbers",
           doc="integers uniform in [minval, maxval), as jax.random.randint (dtype i32)")
 def _randint(cx: CallCx, key, shape, minval, maxval, dtype=None) -> Val:
-    k = _key(cx, key)
-    _consume(cx, k)
+    k = _drawing_key(cx, key)
     dims = _shape(cx, shape)
     dt = I32 if dtype is None else cx.dtype(dtype, "dtype")
     if not dt.is_int:
@@ -256,21 +265,10 @@ def _randint(cx: CallCx, key, shape, minval, maxval, dtype=None) -> Val:
         _key_words(cx, k), concrete(dims), _emit_number(bounds[0]), _emit_number(bounds[1]), dt))
 
 
-@register("gumbel", params="key, shape=(), dtype=None", keys=True, family="Random numbers",
-          doc="standard Gumbel floats, as jax.random.gumbel (dtype f32)")
-def _gumbel(cx: CallCx, key, shape=(), dtype=None) -> Val:
-    k = _key(cx, key)
-    _consume(cx, k)
-    dims = _shape(cx, shape)
-    dt = _float_dtype(cx, dtype)
-    return cx.value(ArrayType(dt, dims), lambda: threefry.gumbel(_key_words(cx, k), concrete(dims), dt))
-
-
 @register("truncated_normal", params="key, lower, upper, shape=(), dtype=None", keys=True,
           family="Random numbers", doc="normal floats truncated to (lower, upper), as jax.random.truncated_normal")
 def _truncated_normal(cx: CallCx, key, lower, upper, shape=(), dtype=None) -> Val:
-    k = _key(cx, key)
-    _consume(cx, k)
+    k = _drawing_key(cx, key)
     dims = _shape(cx, shape)
     dt = _float_dtype(cx, dtype)
     lo, hi = (_static_or_value(cx, v, name, dt) for v, name in ((lower, "lower"), (upper, "upper")))
@@ -290,8 +288,7 @@ def _as_argument(bound):
 @register("categorical", params="key, logits, axis=-1, shape=None", keys=True, family="Random numbers",
           doc="indices drawn with probabilities softmax(logits) along axis, as jax.random.categorical (i32)")
 def _categorical(cx: CallCx, key, logits, axis=-1, shape=None) -> Val:
-    k = _key(cx, key)
-    _consume(cx, k)
+    k = _drawing_key(cx, key)
     x = cx.array(logits, "logits")
     if not x.type.dtype.is_float or x.type.rank == 0:
         cx.error("E0201", f"`logits` must be a float array, found {x.type}", f"this is {x.type}", at="logits")
@@ -308,8 +305,7 @@ def _categorical(cx: CallCx, key, logits, axis=-1, shape=None) -> Val:
 @register("permutation", params="key, x, axis=0", keys=True, family="Random numbers",
           doc="a shuffled arange(x) for an integer x, else x shuffled along axis, as jax.random.permutation")
 def _permutation(cx: CallCx, key, x, axis=0) -> Val:
-    k = _key(cx, key)
-    _consume(cx, k)
+    k = _drawing_key(cx, key)
     v = cx.array(x, "x")
     if v.type.rank == 0:
         n = cx.static_int(v, "x")
