@@ -319,26 +319,31 @@ NOT_DIFFERENTIABLE = {"stablehlo.constant", "stablehlo.iota", "stablehlo.compare
 
 # ---- the transformation ----------------------------------------------------------------------------
 def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False) -> list:
-    """Rewrite the func.func `fn` (one float result) in place to return its value (if `keep_value`) and its
-    derivatives with respect to the arguments `wrt`: of the result itself (a scalar), or with `seeded`, of
-    its product with a cotangent that `fn` takes as a new last argument (`jax.vjp`). Returns diagnostics
-    (E0216 for an operation this step cannot differentiate)."""
+    """Rewrite the func.func `fn` in place to return its value(s) (if `keep_value`) and derivatives with
+    respect to the arguments `wrt`: of its one result (a float scalar), or with `seeded`, of the sum of each
+    result's product with a cotangent that `fn` takes as a new argument after its own, one per result
+    (`jax.vjp`; an integer result's cotangent is ignored, as JAX's float0). Returns diagnostics (E0216 for
+    an operation this step cannot differentiate)."""
     block = fn.regions[0].blocks[0]
     unroll_counted_loops(block)
     ops = list(block.operations)
     ret = ops[-1]
-    (result,) = ret.operands
-    seed = block.add_argument(result.type, ret.location) if seeded else None
+    results = list(ret.operands)
+    given = [block.add_argument(r.type, ret.location) for r in results] if seeded else []
     with ir.InsertionPoint(ret), ret.location:
-        cts = sweep(ops[:-1], {result: seed if seeded else emit.const(1.0, dtype_of(result), ())})
+        seeds = {} if seeded else {results[0]: emit.const(1.0, dtype_of(results[0]), ())}
+        for r, seed in zip(results, given):
+            if _is_float(r):
+                seeds[r] = hlo.add(seeds[r], seed) if r in seeds else seed
+        cts = sweep(ops[:-1], seeds)
         if isinstance(cts, Diagnostic):
             return [cts]
         grads = [cts.get(block.arguments[i]) or _zeros(block.arguments[i]) for i in wrt]
-        func.ReturnOp(([result] if keep_value else []) + grads)
+        func.ReturnOp((results if keep_value else []) + grads)
     ret.erase()
-    results = [v.type for v in ([result] if keep_value else [])] + [g.type for g in grads]
+    types = [v.type for v in (results if keep_value else [])] + [g.type for g in grads]
     inputs = [a.type for a in block.arguments]
-    fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
+    fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, types))
     return []
 
 
