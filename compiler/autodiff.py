@@ -9,11 +9,12 @@ Cotangents of a value used several times are added. Every adjoint operation is b
 `Location.name("vjp(<op>)", childLoc=<the forward op's location>)`, so a guard that finds a NaN in the
 backward pass blames the forward operation's span.
 
-This step differentiates elementwise math, broadcasts, reshapes, transposes, reductions (sum, max,
-min), dot_general, slices, concatenation, selects, casts, `if` (each branch is computed again in the
-backward `if`) and `for` loops (unrolled first when the trip count is known and small; otherwise
-differentiated by recomputation, `_while_vjp`). `while` loops, gathers and host callbacks (print, assert)
-are refused with a diagnostic (E0216) until the next steps.
+This step differentiates elementwise math, broadcasts, reshapes, transposes, reductions (sum, prod, max,
+min), dot_general, slices, concatenation, gathers, scatters and dynamic slices and updates, sorts,
+cumulative sums, selects, casts, `if` (each branch is computed again in the backward `if`) and loops
+(unrolled first when the trip count is known and small; otherwise differentiated by recomputation,
+`_while_vjp`). Other reduce_windows (cumprod, cummax) and host callbacks (print, assert) are refused
+with a diagnostic (E0216) until the next steps.
 """
 from __future__ import annotations
 
@@ -227,7 +228,69 @@ def _reduce_vjp(op, cts):
         where = emit.op("stablehlo.convert", x.type, [_eq(x, ans)])
         counts = _broadcast_to(_sum_to(where, dims, tuple(_shape(op.results[0]))), _shape(x), kept)
         return [_div(_mul(g, where), counts), None]
+    if body == "stablehlo.multiply":
+        return [_mul(g, _product_of_others(x, dims)), None]
     return None
+
+
+def _product_of_others(x: ir.Value, dims: list) -> ir.Value:
+    """For each element of `x`, the product of the others in its reduction over `dims` (exact where `x`
+    has zeros, unlike prod / x): the reduced dimensions moved last and flattened, the product of those
+    before times those after, each an exclusive scan."""
+    from .ops_scan import cumulative
+    shape, dt = _shape(x), dtype_of(x)
+    kept = [d for d in range(len(shape)) if d not in dims]
+    perm = kept + list(dims)
+    moved = tuple(shape[d] for d in perm)
+    flat = tuple(shape[d] for d in kept) + (int(np.prod([shape[d] for d in dims])),)
+    xt = emit.op("stablehlo.reshape", emit.tensor_type(flat, dt), [emit.op(
+        "stablehlo.transpose", emit.tensor_type(moved, dt), [x], {"permutation": ir.DenseI64ArrayAttr.get(perm)})])
+    last = len(flat) - 1
+    one = emit.const(1.0, dt, ())
+
+    def shifted(v, by):                       # along the last axis, by one place, 1 filling in
+        low, high = [0] * len(flat), [0] * len(flat)
+        low[last], high[last] = by, -by
+        return emit.op("stablehlo.pad", v.type, [v, one], {
+            "edge_padding_low": ir.DenseI64ArrayAttr.get(low), "edge_padding_high": ir.DenseI64ArrayAttr.get(high),
+            "interior_padding": ir.DenseI64ArrayAttr.get([0] * len(flat))})
+    before = shifted(cumulative(xt, last, hlo.multiply, 1.0, dt), 1)
+    after = shifted(cumulative(xt, last, hlo.multiply, 1.0, dt, reverse=True), -1)
+    others = emit.op("stablehlo.reshape", emit.tensor_type(moved, dt), [_mul(before, after)])
+    return emit.op("stablehlo.transpose", x.type, [others],
+                   {"permutation": ir.DenseI64ArrayAttr.get([int(a) for a in np.argsort(perm)])})
+
+
+@_rule("stablehlo.reduce_window")
+def _reduce_window_vjp(op, cts):
+    """JAX's `_reduce_window_sum_transpose_rule` (cumsum is one): the cotangent padded by the window's
+    complement and summed over the same window. Other reducers (cumprod, cummax) are not covered yet."""
+    if len(op.results) != 1 or _reducer(op) != "stablehlo.add":
+        return None
+    x, _ = op.operands
+    rank = len(_shape(x))
+    ones = [1] * rank
+    window = _attr_ints(op, "window_dimensions")
+    strides = _attr_ints(op, "window_strides") if "window_strides" in op.attributes else ones
+    for name in ("base_dilations", "window_dilations"):
+        if name in op.attributes and _attr_ints(op, name) != ones:
+            return None
+    padding = np.asarray(ir.DenseIntElementsAttr(op.attributes["padding"])).reshape(rank, 2).tolist() \
+        if "padding" in op.attributes else [[0, 0]] * rank
+    out = _shape(op.results[0])
+    low = [w - lo - 1 for w, (lo, _) in zip(window, padding)]
+    high = [n + w - 1 - ((o - 1) * st + 1) - b for n, w, o, st, b in zip(_shape(x), window, out, strides, low)]
+    dt = dtype_of(x)
+    padded_shape = tuple(o + (o - 1) * (st - 1) + lo + hi for o, st, lo, hi in zip(out, strides, low, high))
+    padded = emit.op("stablehlo.pad", emit.tensor_type(padded_shape, dt), [cts[0], emit.const(0.0, dt, ())], {
+        "edge_padding_low": ir.DenseI64ArrayAttr.get(low), "edge_padding_high": ir.DenseI64ArrayAttr.get(high),
+        "interior_padding": ir.DenseI64ArrayAttr.get([st - 1 for st in strides])})
+    summed = hlo.ReduceWindowOp([x.type], [padded], [emit.const(0.0, dt, ())], window_dimensions=window)
+    scalar = emit.tensor_type((), dt)
+    block = summed.body.blocks.append(scalar, scalar)
+    with ir.InsertionPoint(block):
+        hlo.return_([hlo.add(*block.arguments)])
+    return [summed.results[0], None]
 
 
 def _reducer(op) -> str:
@@ -311,6 +374,146 @@ def _concatenate_vjp(op, cts):
             "start_indices": ir.DenseI64ArrayAttr.get(start), "limit_indices": ir.DenseI64ArrayAttr.get(limit),
             "strides": ir.DenseI64ArrayAttr.get([1] * len(xs))}) if _is_float(x) else None)
     return out
+
+
+@_rule("stablehlo.dynamic_update_slice")
+def _dynamic_update_slice_vjp(op, cts):
+    x, update, *starts = op.operands           # both ops clamp the starts alike
+    kept = emit.op("stablehlo.dynamic_update_slice", x.type, [cts[0], _zeros(update), *starts])
+    taken = emit.op("stablehlo.dynamic_slice", update.type, [cts[0], *starts],
+                    {"slice_sizes": ir.DenseI64ArrayAttr.get(list(_shape(update)))})
+    return [kept, taken] + [None] * len(starts)
+
+
+def _index_bounds(indices, index_map: list, vector_dim: int, operand_shape, sizes) -> tuple:
+    """(0, the largest in-range start) per component of `indices`, as tensors of its shape."""
+    ishape, idt = _shape(indices), dtype_of(indices)
+    highs = [operand_shape[d] - sizes[d] for d in index_map]
+    if vector_dim == len(ishape):
+        high = emit.const(highs[0], idt, ishape)
+    else:
+        high = _broadcast_to(emit.const(np.array(highs), idt, (len(highs),)), ishape, [vector_dim])
+    return emit.const(0, idt, ishape), high
+
+
+@_rule("stablehlo.gather")
+def _gather_vjp(op, cts):
+    """JAX's `_gather_transpose_rule`: the cotangent scatter-added into zeros (repeated indices
+    accumulate), at the starts the gather clamped them to (a scatter would drop them instead)."""
+    x, indices = op.operands
+    d = hlo.GatherDimensionNumbers(op.attributes["dimension_numbers"])
+    sizes = _attr_ints(op, "slice_sizes")
+    low, high = _index_bounds(indices, list(d.start_index_map), d.index_vector_dim, _shape(x), sizes)
+    clamped = hlo.clamp(low, indices, high)
+    dnums = hlo.ScatterDimensionNumbers.get(
+        update_window_dims=list(d.offset_dims), inserted_window_dims=list(d.collapsed_slice_dims),
+        input_batching_dims=list(d.operand_batching_dims),
+        scatter_indices_batching_dims=list(d.start_indices_batching_dims),
+        scattered_dims_to_operand_dims=list(d.start_index_map), index_vector_dim=d.index_vector_dim)
+    return [_scatter(_zeros(x), clamped, cts[0], dnums, add=True), None]
+
+
+def _scatter(target, indices, updates, dnums, add: bool) -> ir.Value:
+    op = hlo.ScatterOp([target.type], [target], indices, [updates], dnums, indices_are_sorted=False,
+                       unique_indices=False)
+    scalar = emit.tensor_type((), dtype_of(target))
+    block = op.update_computation.blocks.append(scalar, scalar)
+    with ir.InsertionPoint(block):
+        hlo.return_([hlo.add(*block.arguments) if add else block.arguments[1]])
+    return op.results[0]
+
+
+@_rule("stablehlo.scatter")
+def _scatter_vjp(op, cts):
+    """JAX's scatter transposes: an update's cotangent is the result's cotangent gathered where it went
+    (zero where the scatter dropped it as out of range). `add`: the operand's passes through. A plain
+    store: only what no update overwrote reaches the operand, and of repeated indices only the update
+    that won (found as JAX's `_scatter_jvp` does, by scattering ids)."""
+    if len(op.results) != 1:
+        return None
+    x, indices, updates = op.operands
+    block = op.regions[0].blocks[0]
+    returned = list(block.operations)[-1].operands[0]
+    add = getattr(returned.owner, "name", "") == "stablehlo.add"
+    if not add and returned != block.arguments[1]:
+        return None
+    d = hlo.ScatterDimensionNumbers(op.attributes["scatter_dimension_numbers"])
+    window = list(d.update_window_dims)
+    sizes, at = [], 0
+    for i in range(len(_shape(x))):
+        if i in d.inserted_window_dims or i in d.input_batching_dims:
+            sizes.append(1)
+        else:
+            sizes.append(_shape(updates)[window[at]])
+            at += 1
+    gdnums = hlo.GatherDimensionNumbers.get(
+        offset_dims=window, collapsed_slice_dims=list(d.inserted_window_dims),
+        operand_batching_dims=list(d.input_batching_dims),
+        start_indices_batching_dims=list(d.scatter_indices_batching_dims),
+        start_index_map=list(d.scattered_dims_to_operand_dims), index_vector_dim=d.index_vector_dim)
+    low, high = _index_bounds(indices, list(d.scattered_dims_to_operand_dims), d.index_vector_dim, _shape(x), sizes)
+    ishape = _shape(indices)
+    inside = hlo.and_(emit.compare(indices, low, "GE", dtype_of(indices)),
+                      emit.compare(indices, high, "LE", dtype_of(indices)))
+    if d.index_vector_dim < len(ishape):
+        inside = _reduce_all(inside, d.index_vector_dim)
+    scatter_dims = [i for i in range(len(_shape(updates))) if i not in window]
+    taken = _select(_broadcast_to(inside, _shape(updates), scatter_dims),
+                    hlo.gather(cts[0], indices, gdnums, sizes, indices_are_sorted=False), _zeros(updates))
+    if add:
+        return [cts[0], None, taken]
+    i32 = DTYPES["i32"]
+    batch = [_shape(updates)[i] for i in scatter_dims]
+    count = int(np.prod(batch))
+    ids = hlo.add(emit.op("stablehlo.iota", emit.tensor_type((count,), i32), [],
+                          {"iota_dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)}),
+                  emit.const(1, i32, (count,)))                     # 1, 2, ...: 0 marks "not overwritten"
+    ids = _broadcast_to(emit.op("stablehlo.reshape", emit.tensor_type(tuple(batch), i32), [ids]),
+                        _shape(updates), scatter_dims)
+    won = _scatter(emit.const(0, i32, _shape(x)), indices, ids, dnums=op.attributes["scatter_dimension_numbers"],
+                   add=False)
+    kept = _select(_eq(won, emit.const(0, i32, _shape(x))), cts[0], _zeros(x))
+    winner = _eq(hlo.gather(won, indices, gdnums, sizes, indices_are_sorted=False), ids)
+    return [kept, None, _select(winner, taken, _zeros(updates))]
+
+
+def _reduce_all(pred, dim: int) -> ir.Value:
+    kept = tuple(n for i, n in enumerate(_shape(pred)) if i != dim)
+    op = hlo.ReduceOp([emit.tensor_type(kept, DTYPES["bool"])], [pred], [emit.const(True, DTYPES["bool"], ())], [dim])
+    scalar = emit.tensor_type((), DTYPES["bool"])
+    block = op.body.blocks.append(scalar, scalar)
+    with ir.InsertionPoint(block):
+        hlo.return_([hlo.and_(*block.arguments)])
+    return op.results[0]
+
+
+@_rule("stablehlo.sort")
+def _sort_vjp(op, cts):
+    """The sort again with the positions (an iota) as one more operand gives the permutation; each
+    cotangent goes back to where its element came from by sorting it along with the permutation."""
+    from . import ops_scan
+    dim = ir.IntegerAttr(op.attributes["dimension"]).value
+    operands = list(op.operands)
+    i32 = DTYPES["i32"]
+    shape = _shape(operands[0])
+    iota = emit.op("stablehlo.iota", emit.tensor_type(shape, i32), [],
+                   {"iota_dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim)})
+    again = _sort_again(op, operands + [iota], dim)
+    perm = again[-1]
+    out = []
+    for x, ct in zip(operands, cts):
+        out.append(None if ct is None or not _is_float(x) else ops_scan._sort([perm, ct], [i32, dtype_of(ct)], dim)[1])
+    return out
+
+
+def _sort_again(op, values: list, dim: int) -> list:
+    """`values` (op's operands, then more) sorted along `dim` by the comparator of the sort `op` on its own
+    operands, the extra values riding along."""
+    sort = hlo.SortOp([v.type for v in values], values, dimension=dim, is_stable=True)
+    block = sort.comparator.blocks.append(*[emit.tensor_type((), dtype_of(v)) for v in values for _ in (0, 1)])
+    with ir.InsertionPoint(block):
+        hlo.return_(_recompute(op, 0, list(block.arguments[:2 * len(op.operands)]))[1])
+    return list(sort.results)
 
 
 NOT_DIFFERENTIABLE = {"stablehlo.constant", "stablehlo.iota", "stablehlo.compare", "stablehlo.and",
@@ -404,46 +607,26 @@ def _trip_count(loop, abi) -> int:
     return ir.IntegerAttr(loop.attributes[abi.TRIP_COUNT]).value if abi.TRIP_COUNT in loop.attributes else -1
 
 
-def _counted_limit(loop):
-    """The limit of a canonical counted loop (arr's `for`: the first carried value, a ui64 counter from
-    0, compared `LT` with a limit defined before the loop), or None."""
-    ops = list(loop.regions[0].blocks[0].operations)
-    if len(ops) != 2 or ops[0].operation.name != "stablehlo.compare":
-        return None
-    counter, limit = ops[0].operands
-    args = list(loop.regions[0].blocks[0].arguments)
-    if counter != args[0] or limit in args or str(ir.RankedTensorType(limit.type).element_type) != "ui64":
-        return None
-    return limit
-
-
 @_rule("stablehlo.while")
 def _while_vjp(op, cts):
-    """A counted loop whose trip count is known only at run time, by recomputation: the backward loop
-    runs j = T-1 down to 0 and, in each step, runs the forward loop j times from its initial values to get
-    the state at iteration j, then sweeps one iteration of the body at that state (exact; T * (T + 1) / 2
-    forward iterations in all). The values the body captures accumulate their cotangents across steps."""
-    limit = _counted_limit(op)
-    if limit is None:
-        return None
+    """Any loop not unrolled (a run-time trip count, or more than MAX_UNROLLED iterations), by
+    recomputation: a forward run counts the iterations T, then the backward loop runs j = T-1 down to 0
+    and, in each step, runs the body j times from the initial values to get the state at iteration j and
+    sweeps one iteration of the body there (exact; T * (T + 3) / 2 forward iterations in all). The values
+    the body captures accumulate their cotangents across steps."""
     inits = list(op.operands)
     floats = [i for i, v in enumerate(inits) if _is_float(v)]
     captured = _captured(op)
     u64 = DTYPES["u64"]
+    count = _count_iterations(op, inits)
     start = [emit.const(0, u64, ())] + [cts[i] if cts[i] is not None else _zeros(op.results[i]) for i in floats] \
         + [_zeros(v) for v in captured]
-    backward = hlo.WhileOp([v.type for v in start], start)
-    cond = backward.cond.blocks.append(*[v.type for v in start])
-    with ir.InsertionPoint(cond):
-        hlo.return_([emit.compare(cond.arguments[0], limit, "LT", u64)])
-    body = backward.body.blocks.append(*[v.type for v in start])
+    backward, body = _counter_loop(start, count)
     with ir.InsertionPoint(body):
         step, carried_cts, sums = body.arguments[0], body.arguments[1:1 + len(floats)], \
             body.arguments[1 + len(floats):]
-        j = _bin("stablehlo.subtract", _bin("stablehlo.subtract", limit, emit.const(1, u64, ())), step)
-        forward = op.operation.clone()                  # the state at iteration j: j forward iterations
-        forward.regions[0].blocks[0].operations[0].operands[1] = j
-        state = list(forward.results)
+        j = _bin("stablehlo.subtract", _bin("stablehlo.subtract", count, emit.const(1, u64, ())), step)
+        state = _run_body(op, j, inits)                 # the state at iteration j
         ops, returned = _recompute(op, 1, state)
         seeds: dict = {}
         for i, ct in zip(floats, carried_cts):
@@ -461,6 +644,42 @@ def _while_vjp(op, cts):
     for value, ct in pairs:
         out[value] = ct if value not in out else hlo.add(out[value], ct)
     return out
+
+
+def _counter_loop(start: list, limit: ir.Value):
+    """A `stablehlo.while` carrying `start` (a ui64 counter first) while the counter is below `limit`; its
+    body block is left empty for the caller to fill."""
+    loop = hlo.WhileOp([v.type for v in start], start)
+    cond = loop.cond.blocks.append(*[v.type for v in start])
+    with ir.InsertionPoint(cond):
+        hlo.return_([emit.compare(cond.arguments[0], limit, "LT", DTYPES["u64"])])
+    return loop, loop.body.blocks.append(*[v.type for v in start])
+
+
+def _run_body(loop, n: ir.Value, state: list) -> list:
+    """The carried values after `n` iterations of `loop`'s body from `state` (its condition unchecked: `n`
+    is at most the loop's own trip count)."""
+    u64 = DTYPES["u64"]
+    steps, body = _counter_loop([emit.const(0, u64, ())] + list(state), n)
+    with ir.InsertionPoint(body):
+        returned = _recompute(loop, 1, list(body.arguments[1:]))[1]
+        hlo.return_([hlo.add(body.arguments[0], emit.const(1, u64, ()))] + returned)
+    return list(steps.results[1:])
+
+
+def _count_iterations(loop, state: list) -> ir.Value:
+    """How many iterations `loop` runs from `state` (a ui64 scalar): the loop run again, counting."""
+    u64 = DTYPES["u64"]
+    start = [emit.const(0, u64, ())] + list(state)
+    counting = hlo.WhileOp([v.type for v in start], start)
+    cond = counting.cond.blocks.append(*[v.type for v in start])
+    with ir.InsertionPoint(cond):
+        hlo.return_(_recompute(loop, 0, list(cond.arguments[1:]))[1])
+    body = counting.body.blocks.append(*[v.type for v in start])
+    with ir.InsertionPoint(body):
+        returned = _recompute(loop, 1, list(body.arguments[1:]))[1]
+        hlo.return_([hlo.add(body.arguments[0], emit.const(1, u64, ()))] + returned)
+    return counting.results[0]
 
 
 def _zeros(like: ir.Value) -> ir.Value:
@@ -512,9 +731,7 @@ def _recompute(op, index: int, args: list = ()):
     return moved
 
 
-_WORDS = {"while": "a loop", "case": "a branch", "if": "a branch", "gather": "indexing with run-time indices",
-          "scatter": "an indexed update", "custom_call": "a host callback", "dynamic_slice": "run-time indexing",
-          "dynamic_update_slice": "an indexed update"}
+_WORDS = {"custom_call": "a host callback", "reduce_window": "a cumulative product, maximum or minimum"}
 
 
 def _cannot(name: str, op) -> Diagnostic:
@@ -522,5 +739,5 @@ def _cannot(name: str, op) -> Diagnostic:
     what = _WORDS.get(short, f"`{short}`")
     return Diagnostic("E0216", f"cannot differentiate {what} yet", span_of(op.location), f"{what} here",
                       notes=["arr's autodiff covers elementwise math, reductions, matrix products, shape operations, "
-                             "slices, `if` and `for` loops so far; `while` loops, gathers and indexed updates are "
-                             "the next steps (docs/autodiff.md)"])
+                             "indexing, gathers and indexed updates, sorting, cumsum, `if`, `for` and `while` so "
+                             "far; cumprod/cummax/cummin are a next step (docs/autodiff.md)"])

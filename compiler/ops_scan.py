@@ -38,22 +38,27 @@ def scan(combine, identity, accumulate: bool):
             out_shape = concrete(shape)
             if flatten:
                 value = hlo.reshape(emit.tensor_type(out_shape, dt), value)
-            n = out_shape[ax]
-            if n == 0:
-                return value                 # an empty scan
-            rank = len(out_shape)
-            window = [n if d == ax else 1 for d in range(rank)]
-            padding = [[n - 1, 0] if d == ax else [0, 0] for d in range(rank)]
-            op = hlo.ReduceWindowOp([emit.tensor_type(out_shape, dt)], [value], [emit.const(identity(dt), dt)],
-                                    window_dimensions=window,
-                                    padding=ir.DenseElementsAttr.get(np.array(padding, np.int64)))
-            scalar = emit.tensor_type((), dt)
-            block = op.body.blocks.append(scalar, scalar)
-            with ir.InsertionPoint(block):
-                hlo.return_([combine(block.arguments[0], block.arguments[1])])
-            return op.results[0]
+            return cumulative(value, ax, combine, identity(dt), dt)
         return cx.value(ArrayType(dt, tuple(shape)), build)
     return rule
+
+
+def cumulative(value: ir.Value, axis: int, combine, identity, dt, reverse: bool = False) -> ir.Value:
+    """The inclusive scan of `value` along `axis` by `combine` (a reduce_window over all preceding, or with
+    `reverse` all following, elements); `dt`: its dtype."""
+    shape = emit.shape_of(value)
+    n = shape[axis]
+    if n == 0:
+        return value                 # an empty scan
+    window = [n if d == axis else 1 for d in range(len(shape))]
+    padding = [([0, n - 1] if reverse else [n - 1, 0]) if d == axis else [0, 0] for d in range(len(shape))]
+    op = hlo.ReduceWindowOp([value.type], [value], [emit.const(identity, dt)], window_dimensions=window,
+                            padding=ir.DenseElementsAttr.get(np.array(padding, np.int64)))
+    scalar = emit.tensor_type((), dt)
+    block = op.body.blocks.append(scalar, scalar)
+    with ir.InsertionPoint(block):
+        hlo.return_([combine(block.arguments[0], block.arguments[1])])
+    return op.results[0]
 
 
 register("cumsum", params="x, axis=None",

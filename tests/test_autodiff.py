@@ -108,7 +108,7 @@ def test_guards_cover_the_backward_pass_and_blame_the_forward_operation():
 def test_what_cannot_be_differentiated_is_a_diagnostic():
     mod = arrc.loads("def vec(x: f64[2]) -> f64[2]:\n    return x\n"
                      "def count(n: i32, x: f64) -> f64:\n    return x * n\n"
-                     "def loop(x: f64) -> f64:\n    while x < 10.0:\n        x = x * x + 1.0\n    return x\n"
+                     "def scan(x: f64[3]) -> f64:\n    return sum(cumprod(x))\n"
                      "def loud(x: f64) -> f64:\n    print(x)\n    return x\n")
     with pytest.raises(TypeError, match="one float scalar result; vec"):
         arrc.grad(mod.vec)
@@ -118,8 +118,8 @@ def test_what_cannot_be_differentiated_is_a_diagnostic():
         arrc.grad(mod.count, argnums=2)
     with pytest.raises(TypeError, match="argnums must be an int or a tuple"):
         arrc.grad(mod.count, argnums="x")
-    with pytest.raises(arrc.CompileError, match=r"E0216.*cannot differentiate a loop yet"):
-        arrc.grad(mod.loop)(1.5)
+    with pytest.raises(arrc.CompileError, match=r"E0216.*cannot differentiate a cumulative product"):
+        arrc.grad(mod.scan)(np.ones(3))
     with pytest.raises(arrc.CompileError, match=r"E0216.*it prints or asserts"):
         arrc.grad(mod.loud)(1.0)
 
@@ -130,6 +130,87 @@ def test_run_time_indexing():
     for i in (0, 3, 4):          # i + 2 > 5 at 4: the slice is clamped into range, as lax.dynamic_slice does
         twin = lambda x: x[i] * x[1] + jnp.sum(jax.lax.dynamic_slice(x, (i,), (2,)) ** 2)   # noqa: B023
         np.testing.assert_allclose(arrc.grad(mod.f)(x, i), jax.grad(twin)(x), rtol=1e-13)
+
+
+
+WHILE = arrc.loads("""
+def grow(x: f64, limit: f64) -> f64:
+    y = x
+    while y < limit:
+        y = y * 1.5 + sin(x)
+    return y * x
+
+def slope(x: f64, limit: f64) -> f64:
+    return grad(grow)(x, limit)
+""")
+
+
+def test_while_loops_by_recomputation():
+    def twin(x, limit):              # jax.grad follows Python control flow on concrete values
+        y = x
+        while y < limit:
+            y = y * 1.5 + jnp.sin(x)
+        return y * x
+    for x, limit in ((1.3, 0.5), (1.3, 2.0), (1.3, 3.0), (0.7, 40.0)):       # 0, 1, 2 and 8 iterations
+        want = jax.grad(twin)(x, limit)
+        np.testing.assert_allclose(arrc.grad(WHILE.grow)(x, limit), want, rtol=1e-13)
+        np.testing.assert_allclose(WHILE.slope(x, limit), want, rtol=1e-13)
+
+
+GATHERS = arrc.loads("""
+def gathers(x: f64[6], idx: i32[4], m: f64[2, 6]) -> f64:
+    return sum(x[idx] ** 2) + sum(m[:, idx] * x[idx])
+
+def stores(x: f64[6], idx: i32[4], v: f64[4]) -> f64:
+    y = x
+    y[idx] = v * x[idx]
+    y[2] = x[0] * 3.0
+    y[4:6] += v[0:2]
+    return sum(y * y * x)
+
+def sorts(x: f64[6]) -> f64:
+    v, i = top_k(x, 3)
+    return sum(sort(x) * arange(6.0)) + sum(v * v)
+
+def products(x: f64[3, 4]) -> f64:
+    return sum(prod(x, axis=1)) + prod(x) + sum(prod(x, axis=0) ** 2)
+
+def scans(x: f64[3, 4]) -> f64:
+    return sum(cumsum(x, axis=1) ** 2) + sum(cumsum(x) * reshape(x, (12,)))
+""")
+
+
+def test_gathers_and_indexed_updates():
+    rng = np.random.default_rng(5)
+    x, m, v = rng.standard_normal(6), rng.standard_normal((2, 6)), rng.standard_normal(4)
+    for idx in ([1, 3, 1, 5], [-1, 0, 0, 0], [5, 4, 3, 2]):      # repeated indices: gathers accumulate
+        i = np.array(idx, np.int32)
+
+        def gathers(x, m):
+            return jnp.sum(x[i] ** 2) + jnp.sum(m[:, i] * x[i])
+
+        def stores(x, v):            # of repeated stores the last one wins, and only it has a derivative
+            y = x.at[i].set(v * x[i]).at[2].set(x[0] * 3.0)
+            y = y.at[4:6].add(v[0:2])
+            return jnp.sum(y * y * x)
+        for got, want in zip(arrc.grad(GATHERS.gathers, argnums=(0, 2))(x, i, m), jax.grad(gathers, (0, 1))(x, m)):
+            np.testing.assert_allclose(got, want, rtol=1e-13)
+        for got, want in zip(arrc.grad(GATHERS.stores, argnums=(0, 2))(x, i, v), jax.grad(stores, (0, 1))(x, v)):
+            np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+
+
+def test_sorts_products_and_scans():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(6)
+    np.testing.assert_allclose(arrc.grad(GATHERS.sorts)(x), jax.grad(
+        lambda x: jnp.sum(jnp.sort(x) * jnp.arange(6.0)) + jnp.sum(jax.lax.top_k(x, 3)[0] ** 2))(x), rtol=1e-13)
+    m = rng.standard_normal((3, 4))
+    m[1, 2] = m[2, 0] = m[2, 3] = 0.0               # prod's derivative at zeros: the product of the others
+    np.testing.assert_allclose(arrc.grad(GATHERS.products)(m), jax.grad(
+        lambda x: jnp.sum(jnp.prod(x, axis=1)) + jnp.prod(x) + jnp.sum(jnp.prod(x, axis=0) ** 2))(m),
+        rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(arrc.grad(GATHERS.scans)(m), jax.grad(
+        lambda x: jnp.sum(jnp.cumsum(x, axis=1) ** 2) + jnp.sum(jnp.cumsum(x) * x.reshape(12)))(m), rtol=1e-13)
 
 
 LANGUAGE = """
