@@ -128,6 +128,14 @@ def _pow_rhs(g, ans, x, y):
     return _mul(g, _mul(_un("stablehlo.log", safe_x), ans))
 
 
+def _one_minus_square(x):
+    return _bin("stablehlo.subtract", _c(1.0, x), _mul(x, x))
+
+
+def _round_toward_zero(x):
+    return _mul(_un("stablehlo.sign", x), _un("stablehlo.floor", _un("stablehlo.abs", x)))
+
+
 VJP: dict[str, Callable] = {
     "stablehlo.add": _elementwise(lambda g, ans, x, y: [g, g]),
     "stablehlo.subtract": _elementwise(lambda g, ans, x, y: [g, _neg(g)]),
@@ -155,6 +163,19 @@ VJP: dict[str, Callable] = {
     "stablehlo.ceil": _elementwise(lambda g, ans, x: [None]),
     "stablehlo.round_nearest_even": _elementwise(lambda g, ans, x: [None]),
     "stablehlo.power": _elementwise(lambda g, ans, x, y: [_pow_lhs(g, ans, x, y), _pow_rhs(g, ans, x, y)]),
+    "stablehlo.tan": _elementwise(lambda g, ans, x: [_mul(g, hlo.add(_c(1.0, ans), _mul(ans, ans)))]),
+    "stablehlo.cbrt": _elementwise(lambda g, ans, x: [_mul(g, _div(_c(1.0 / 3.0, ans), _mul(ans, ans)))]),
+    "chlo.sinh": _elementwise(lambda g, ans, x: [_mul(g, _un("chlo.cosh", x))]),
+    "chlo.cosh": _elementwise(lambda g, ans, x: [_mul(g, _un("chlo.sinh", x))]),
+    "chlo.asin": _elementwise(lambda g, ans, x: [_mul(g, _un("stablehlo.rsqrt", _one_minus_square(x)))]),
+    "chlo.acos": _elementwise(lambda g, ans, x: [_neg(_mul(g, _un("stablehlo.rsqrt", _one_minus_square(x))))]),
+    "chlo.atan": _elementwise(lambda g, ans, x: [_div(g, hlo.add(_c(1.0, x), _mul(x, x)))]),
+    "chlo.erf": _elementwise(lambda g, ans, x: [_mul(g, _mul(_c(2.0 / np.sqrt(np.pi), x),
+                                                               _un("stablehlo.exponential", _neg(_mul(x, x)))))]),
+    "stablehlo.atan2": _elementwise(lambda g, ans, x, y: [
+        _mul(g, _div(y, hlo.add(_mul(x, x), _mul(y, y)))), _mul(g, _div(_neg(x), hlo.add(_mul(x, x), _mul(y, y))))]),
+    "stablehlo.remainder": _elementwise(lambda g, ans, x, y: [g, _mul(_neg(g), _round_toward_zero(_div(x, y)))]),
+    "stablehlo.round_nearest_afz": _elementwise(lambda g, ans, x: [None]),
     "stablehlo.maximum": _elementwise(lambda g, ans, x, y: [
         _mul(g, _balanced_eq(x, ans, y)), _mul(g, _balanced_eq(y, ans, x))]),
     "stablehlo.minimum": _elementwise(lambda g, ans, x, y: [
@@ -246,28 +267,84 @@ def _product_of_others(x: ir.Value, dims: list) -> ir.Value:
     xt = emit.op("stablehlo.reshape", emit.tensor_type(flat, dt), [emit.op(
         "stablehlo.transpose", emit.tensor_type(moved, dt), [x], {"permutation": ir.DenseI64ArrayAttr.get(perm)})])
     last = len(flat) - 1
-    one = emit.const(1.0, dt, ())
-
-    def shifted(v, by):                       # along the last axis, by one place, 1 filling in
-        low, high = [0] * len(flat), [0] * len(flat)
-        low[last], high[last] = by, -by
-        return emit.op("stablehlo.pad", v.type, [v, one], {
-            "edge_padding_low": ir.DenseI64ArrayAttr.get(low), "edge_padding_high": ir.DenseI64ArrayAttr.get(high),
-            "interior_padding": ir.DenseI64ArrayAttr.get([0] * len(flat))})
-    before = shifted(cumulative(xt, last, hlo.multiply, 1.0, dt), 1)
-    after = shifted(cumulative(xt, last, hlo.multiply, 1.0, dt, reverse=True), -1)
+    before = _shift(cumulative(xt, last, hlo.multiply, 1.0, dt), last, 1, 1.0)
+    after = _shift(cumulative(xt, last, hlo.multiply, 1.0, dt, reverse=True), last, -1, 1.0)
     others = emit.op("stablehlo.reshape", emit.tensor_type(moved, dt), [_mul(before, after)])
     return emit.op("stablehlo.transpose", x.type, [others],
                    {"permutation": ir.DenseI64ArrayAttr.get([int(a) for a in np.argsort(perm)])})
 
 
+def _scan_axis(op):
+    """The axis of an inclusive forward scan (ops_scan.cumulative: a window over all preceding elements of
+    one axis, strides and dilations 1), or None."""
+    shape = _shape(op.operands[0])
+    window = _attr_ints(op, "window_dimensions")
+    padding = np.asarray(ir.DenseIntElementsAttr(op.attributes["padding"])).reshape(len(shape), 2).tolist() \
+        if "padding" in op.attributes else [[0, 0]] * len(shape)
+    axes = [d for d, w in enumerate(window) if w != 1]
+    if len(axes) != 1 or window[axes[0]] != shape[axes[0]] or padding[axes[0]] != [shape[axes[0]] - 1, 0]:
+        return None
+    for name in ("window_strides", "base_dilations", "window_dilations"):
+        if name in op.attributes and set(_attr_ints(op, name)) != {1}:
+            return None
+    return axes[0]
+
+
+def _shift(v: ir.Value, axis: int, by: int, fill) -> ir.Value:
+    """`v` moved `by` places along `axis` (later for by > 0), `fill` coming in."""
+    rank = len(_shape(v))
+    low, high = [0] * rank, [0] * rank
+    low[axis], high[axis] = by, -by
+    return emit.op("stablehlo.pad", v.type, [v, emit.const(fill, dtype_of(v), ())], {
+        "edge_padding_low": ir.DenseI64ArrayAttr.get(low), "edge_padding_high": ir.DenseI64ArrayAttr.get(high),
+        "interior_padding": ir.DenseI64ArrayAttr.get([0] * rank)})
+
+
+def _cumprod_vjp(x, g, axis: int) -> ir.Value:
+    """d/dx_k of sum_i g_i prod_{j<=i} x_j = prod_{j<k} x_j * S_k, S_k = g_k + x_{k+1} S_{k+1}: the
+    recurrence solved by doubling (log2 n steps), so exact at zeros, unlike dividing by x."""
+    from .ops_scan import cumulative
+    before = _shift(cumulative(x, axis, hlo.multiply, 1.0, dtype_of(x)), axis, 1, 1.0)
+    a, b = _shift(x, axis, -1, 0.0), g                # S_k = b_k + a_k S_{k+d}, d = 1, 2, 4, ...
+    d = 1
+    while d < _shape(x)[axis]:
+        b = hlo.add(b, _mul(a, _shift(b, axis, -d, 0.0)))
+        a = _mul(a, _shift(a, axis, -d, 0.0))
+        d *= 2
+    return _mul(before, b)
+
+
+def _cumulative_chooser_vjp(x, ans, g, axis: int) -> ir.Value:
+    """cummax/cummin: each g_i goes to the element that is the running maximum at i (of ties, the last
+    one reached), by a scatter-add along `axis` (the other axes as batch dimensions)."""
+    from .ops_scan import cumulative
+    i32 = DTYPES["i32"]
+    shape = _shape(x)
+    iota = emit.op("stablehlo.iota", emit.tensor_type(shape, i32), [],
+                   {"iota_dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), axis)})
+    holder = cumulative(_select(_eq(x, ans), iota, emit.const(-1, i32, shape)), axis, hlo.maximum, -1, i32)
+    batch = [d for d in range(len(shape)) if d != axis]
+    dnums = hlo.ScatterDimensionNumbers.get(
+        update_window_dims=[], inserted_window_dims=[axis], input_batching_dims=batch,
+        scatter_indices_batching_dims=batch, scattered_dims_to_operand_dims=[axis], index_vector_dim=len(shape))
+    return _scatter(_zeros(x), holder, g, dnums, add=True)
+
+
 @_rule("stablehlo.reduce_window")
 def _reduce_window_vjp(op, cts):
     """JAX's `_reduce_window_sum_transpose_rule` (cumsum is one): the cotangent padded by the window's
-    complement and summed over the same window. Other reducers (cumprod, cummax) are not covered yet."""
-    if len(op.results) != 1 or _reducer(op) != "stablehlo.add":
+    complement and summed over the same window; and the scans cumprod, cummax and cummin."""
+    if len(op.results) != 1:
         return None
     x, _ = op.operands
+    body = _reducer(op)
+    if body != "stablehlo.add":
+        axis = _scan_axis(op)
+        if axis is None or body not in ("stablehlo.multiply", "stablehlo.maximum", "stablehlo.minimum"):
+            return None
+        if body == "stablehlo.multiply":
+            return [_cumprod_vjp(x, cts[0], axis), None]
+        return [_cumulative_chooser_vjp(x, op.results[0], cts[0], axis), None]
     rank = len(_shape(x))
     ones = [1] * rank
     window = _attr_ints(op, "window_dimensions")
@@ -350,6 +427,38 @@ def _slice_vjp(op, cts):
     return [emit.op("stablehlo.pad", x.type, [cts[0], emit.const(0.0, dtype_of(x), ())], {
         "edge_padding_low": ir.DenseI64ArrayAttr.get(start), "edge_padding_high": ir.DenseI64ArrayAttr.get(high),
         "interior_padding": ir.DenseI64ArrayAttr.get([st - 1 for st in strides])})]
+
+
+@_rule("stablehlo.pad")
+def _pad_vjp(op, cts):
+    """JAX's `_pad_transpose`: the cotangent unpadded (edges negated) and strided past the interior; the
+    padding value's is what remains."""
+    x, value = op.operands
+    low, high, interior = (_attr_ints(op, n) for n in ("edge_padding_low", "edge_padding_high", "interior_padding"))
+    g = cts[0]
+    dt = dtype_of(g)
+    unpadded_shape = tuple(n - lo - hi for n, lo, hi in zip(_shape(g), low, high))
+    unpadded = emit.op("stablehlo.pad", emit.tensor_type(unpadded_shape, dt), [g, emit.const(0.0, dt, ())], {
+        "edge_padding_low": ir.DenseI64ArrayAttr.get([-v for v in low]),
+        "edge_padding_high": ir.DenseI64ArrayAttr.get([-v for v in high]),
+        "interior_padding": ir.DenseI64ArrayAttr.get([0] * len(low))})
+    taken = emit.op("stablehlo.slice", x.type, [unpadded], {
+        "start_indices": ir.DenseI64ArrayAttr.get([0] * len(low)),
+        "limit_indices": ir.DenseI64ArrayAttr.get(list(unpadded_shape)),
+        "strides": ir.DenseI64ArrayAttr.get([i + 1 for i in interior])})
+    everything = list(range(len(low)))
+    rest = _bin("stablehlo.subtract", _sum_to(g, everything, ()), _sum_to(taken, everything, ()))
+    return [taken, rest]
+
+
+@_rule("stablehlo.reverse")
+def _reverse_vjp(op, cts):
+    return [emit.op("stablehlo.reverse", op.operands[0].type, [cts[0]], {"dimensions": op.attributes["dimensions"]})]
+
+
+@_rule("stablehlo.optimization_barrier")
+def _barrier_vjp(op, cts):
+    return list(cts)
 
 
 @_rule("stablehlo.dynamic_slice")
@@ -731,7 +840,7 @@ def _recompute(op, index: int, args: list = ()):
     return moved
 
 
-_WORDS = {"custom_call": "a host callback", "reduce_window": "a cumulative product, maximum or minimum"}
+_WORDS = {"custom_call": "a host callback", "reduce_window": "a windowed reduction"}
 
 
 def _cannot(name: str, op) -> Diagnostic:
@@ -739,5 +848,5 @@ def _cannot(name: str, op) -> Diagnostic:
     what = _WORDS.get(short, f"`{short}`")
     return Diagnostic("E0216", f"cannot differentiate {what} yet", span_of(op.location), f"{what} here",
                       notes=["arr's autodiff covers elementwise math, reductions, matrix products, shape operations, "
-                             "indexing, gathers and indexed updates, sorting, cumsum, `if`, `for` and `while` so "
-                             "far; cumprod/cummax/cummin are a next step (docs/autodiff.md)"])
+                             "indexing, gathers and indexed updates, sorting, scans, `if`, `for` and `while` so "
+                             "far (docs/autodiff.md)"])
