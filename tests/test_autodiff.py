@@ -233,6 +233,53 @@ def test_sorts_products_and_scans():
         np.testing.assert_allclose(got, want, rtol=1e-13)
 
 
+
+COMPOSITES = arrc.loads("""
+def net(w: f64[4, 5], x: f64[3, 4], y: i32[3]) -> f64:
+    h = tanh(x @ w)
+    h = (h - mean(h, axis=1, keepdims=true)) / std(h, axis=1, keepdims=true)
+    p = log_softmax(layer_norm(h * var(h)) + prod(w[0]))
+    rows = p[:, y]
+    return -mean(rows * one_hot(y, 5)[:, 0:3]) + sum(p[1][y])
+
+def solve(a: f64[3, 3], b: f64[3]) -> f64:
+    x = b
+    r = b - a @ x
+    while sum(r * r) > 1e-20:
+        x = x + 0.5 * r
+        r = b - a @ x
+    top, where = top_k(x, 2)
+    return sum(cumsum(sort(x)) * top[0])
+""")
+
+
+def central_difference(f, args: list, i: int, h: float = 1e-6):
+    """d f / d args[i] by central differences, element by element."""
+    x = np.asarray(args[i], np.float64)
+    out = np.zeros_like(x)
+    for j in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[j] += h
+        down[j] -= h
+        out[j] = (float(f(*args[:i], up, *args[i + 1:])) - float(f(*args[:i], down, *args[i + 1:]))) / (2 * h)
+    return out
+
+
+def test_composite_programs_agree_with_finite_differences():
+    """Gathers, normalisation, reductions, a while loop that runs to convergence (its trip count depends on
+    the values: the derivative is the fixed point's, which finite differences see too), sort and scans."""
+    rng = np.random.default_rng(8)
+    w, x, y = rng.standard_normal((4, 5)), rng.standard_normal((3, 4)), np.array([0, 4, 2], np.int32)
+    for i in (0, 1):
+        np.testing.assert_allclose(arrc.grad(COMPOSITES.net, argnums=i)(w, x, y),
+                                   central_difference(COMPOSITES.net, [w, x, y], i), rtol=1e-6, atol=1e-8)
+    a = np.eye(3) + 0.1 * rng.standard_normal((3, 3))
+    b = rng.standard_normal(3)
+    for i in (0, 1):
+        np.testing.assert_allclose(arrc.grad(COMPOSITES.solve, argnums=i)(a, b),
+                                   central_difference(COMPOSITES.solve, [a, b], i), rtol=1e-5, atol=1e-7)
+
+
 LANGUAGE = """
 def loss(w: f64[d], x: f64[b, d], y: f64[b]) -> f64:
     return mean((x @ w - y) ** 2)
