@@ -689,7 +689,7 @@ def sweep(ops: list, cts: dict):
 
 
 # ---- loops: a `for` loop with a compile-time trip count is unrolled before the sweep ----------------
-MAX_UNROLLED = 256          # iterations; longer loops wait for tapes (the next step)
+MAX_UNROLLED = 256          # iterations; longer counted loops get a tape (_while_vjp)
 
 
 def unroll_counted_loops(block) -> None:
@@ -718,16 +718,19 @@ def _trip_count(loop, abi) -> int:
 
 @_rule("stablehlo.while")
 def _while_vjp(op, cts):
-    """Any loop not unrolled (a run-time trip count, or more than MAX_UNROLLED iterations), by
-    recomputation: a forward run counts the iterations T, then the backward loop runs j = T-1 down to 0
-    and, in each step, runs the body j times from the initial values to get the state at iteration j and
-    sweeps one iteration of the body there (exact; T * (T + 3) / 2 forward iterations in all). The values
-    the body captures accumulate their cotangents across steps."""
+    """Any loop not unrolled. The backward loop runs j = T-1 down to 0 and in each step sweeps one iteration
+    of the body at the state of iteration j, which comes from a tape when the trip count T is known at
+    compile time (the forward loop is replaced by one that records its state at each iteration: T
+    forward iterations in all), else by recomputation (a forward run counts T, and each step runs the body
+    j times from the initial values: T * (T + 3) / 2 forward iterations). The values the body captures
+    accumulate their cotangents across steps."""
+    from . import abi
     inits = list(op.operands)
     floats = [i for i, v in enumerate(inits) if _is_float(v)]
     captured = _captured(op)
     u64 = DTYPES["u64"]
-    count = _count_iterations(op, inits)
+    tapes = _record(op, _trip_count(op, abi))
+    count = emit.const(_trip_count(op, abi), u64, ()) if tapes else _count_iterations(op, inits)
     start = [emit.const(0, u64, ())] + [cts[i] if cts[i] is not None else _zeros(op.results[i]) for i in floats] \
         + [_zeros(v) for v in captured]
     backward, body = _counter_loop(start, count)
@@ -735,7 +738,7 @@ def _while_vjp(op, cts):
         step, carried_cts, sums = body.arguments[0], body.arguments[1:1 + len(floats)], \
             body.arguments[1 + len(floats):]
         j = _bin("stablehlo.subtract", _bin("stablehlo.subtract", count, emit.const(1, u64, ())), step)
-        state = _run_body(op, j, inits)                 # the state at iteration j
+        state = _read_tapes(tapes, j) if tapes else _run_body(op, j, inits)       # the state at iteration j
         ops, returned = _recompute(op, 1, state)
         seeds: dict = {}
         for i, ct in zip(floats, carried_cts):
@@ -752,7 +755,51 @@ def _while_vjp(op, cts):
     pairs += list(zip(captured, backward.results[1 + len(floats):]))
     for value, ct in pairs:
         out[value] = ct if value not in out else hlo.add(out[value], ct)
+    if tapes:
+        op.operation.erase()                # replaced by the recording loop
     return out
+
+
+def _record(loop, count: int) -> list | None:
+    """Replace `loop` (not erased: the caller still clones it) by one that also records, in a tape per
+    carried value (`[count, *shape]`), the state each iteration starts from; the tapes, or None where the
+    trip count is unknown or the tapes would not fit in memory (E0215's limit)."""
+    from .types import MAX_ARRAY_BYTES
+    carried = list(loop.operands)
+    if count <= 0 or sum(count * int(np.prod(_shape(v))) * max(1, dtype_of(v).bits // 8)
+                         for v in carried) > MAX_ARRAY_BYTES:
+        return None
+    u64 = DTYPES["u64"]
+    n = len(carried)
+    with ir.InsertionPoint(loop), loop.location:
+        start = carried + [emit.const(0, u64, ())] + [emit.const(0, dtype_of(v), (count,) + _shape(v)) for v in carried]
+        recording = hlo.WhileOp([v.type for v in start], start)
+        cond = recording.cond.blocks.append(*[v.type for v in start])
+        with ir.InsertionPoint(cond):
+            hlo.return_(_recompute(loop, 0, list(cond.arguments[:n]))[1])
+        body = recording.body.blocks.append(*[v.type for v in start])
+        with ir.InsertionPoint(body):
+            state, k, tapes = list(body.arguments[:n]), body.arguments[n], body.arguments[n + 1:]
+            written = [emit.op("stablehlo.dynamic_update_slice", t.type, [
+                t, emit.op("stablehlo.reshape", emit.tensor_type((1,) + _shape(v), dtype_of(v)), [v]),
+                *([k] + [emit.const(0, u64, ())] * len(_shape(v)))]) for t, v in zip(tapes, state)]
+            returned = _recompute(loop, 1, state)[1]
+            hlo.return_(returned + [hlo.add(k, emit.const(1, u64, ()))] + written)
+    for old, new in zip(loop.results, recording.results[:n]):
+        old.replace_all_uses_with(new)
+    return list(recording.results[n + 1:])
+
+
+def _read_tapes(tapes: list, j: ir.Value) -> list:
+    """The state recorded at iteration `j`."""
+    state = []
+    for t in tapes:
+        shape, dt = _shape(t)[1:], dtype_of(t)
+        row = emit.op("stablehlo.dynamic_slice", emit.tensor_type((1,) + shape, dt),
+                      [t, j] + [emit.const(0, DTYPES["u64"], ())] * len(shape),
+                      {"slice_sizes": ir.DenseI64ArrayAttr.get([1] + list(shape))})
+        state.append(emit.op("stablehlo.reshape", emit.tensor_type(shape, dt), [row]))
+    return state
 
 
 def _counter_loop(start: list, limit: ir.Value):

@@ -460,6 +460,51 @@ def test_loops_with_compile_time_trip_counts():
     assert np.asarray(arrc.grad(mod.never)(x)).tolist() == [1.0, 1.0]
 
 
+
+TAPED = arrc.loads("""
+def long(x: f64[3], w: f64[3, 3]) -> f64:
+    s = x
+    k = 0
+    for i in range(400):
+        s = tanh(w @ s + x * 0.01 * i)
+        k = k + 1
+        if k % 7 == 0:
+            s = s * 0.5
+    return sum(s * s)
+
+def nested(x: f64[3], w: f64[3, 3]) -> f64:
+    s = x
+    for i in range(300):
+        for j in range(2):
+            s = sin(w @ s) + x
+    return sum(s)
+""")
+
+
+def test_long_counted_loops_are_taped():
+    """Past MAX_UNROLLED iterations a counted loop records its state (ints too: `k` picks the branch) in a
+    tape and the backward loop reads it, against jax.grad of lax.fori_loop."""
+    rng = np.random.default_rng(9)
+    x, w = rng.standard_normal(3), 0.5 * rng.standard_normal((3, 3))
+
+    def long(x, w):
+        def body(i, c):
+            s, k = c
+            s, k = jnp.tanh(w @ s + x * 0.01 * i), k + 1
+            return jnp.where(k % 7 == 0, s * 0.5, s), k
+        s, _ = jax.lax.fori_loop(0, 400, body, (x, 0))
+        return jnp.sum(s * s)
+
+    def nested(x, w):
+        s = jax.lax.fori_loop(0, 300, lambda i, s: jax.lax.fori_loop(0, 2, lambda j, s: jnp.sin(w @ s) + x, s), x)
+        return jnp.sum(s)
+    for name, twin in (("long", long), ("nested", nested)):
+        for got, want in zip(arrc.grad(TAPED[name], argnums=(0, 1))(x, w), jax.grad(twin, argnums=(0, 1))(x, w)):
+            np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-14)
+    text = arrc.grad(TAPED.long).lower(arrc.spec("f64[3]"), arrc.spec("f64[3, 3]")).as_text(debug_info=False)
+    assert "tensor<400x3xf64>" in text and "tensor<400xi32>" in text          # the tapes of s and of k
+
+
 BACKWARD_REPORT = """\
 error[R0002]: infinity produced in the backward pass
  --> masked.arr:2:24
