@@ -131,6 +131,113 @@ def _mlp_grad_input():
             r.standard_normal((256, 784), dtype=np.float32), labels]
 
 
+SOFTMAX_CE_GRAD = """
+def ce_loss(w: f32[784, 10], b: f32[10], x: f32[n, 784], y: f32[n, 10]) -> f32:
+    logits = x @ w + b
+    return -mean(sum(y * log_softmax(logits, axis=1), axis=1))
+
+def ce_grad(w: f32[784, 10], b: f32[10], x: f32[n, 784], y: f32[n, 10]) -> (f32[784, 10], f32[10]):
+    g = grad(ce_loss, argnums=(0, 1))(w, b, x, y)
+    return g[0], g[1]
+"""
+
+
+def jax_ce_grad(w, b, x, y):
+    import jax
+    import jax.numpy as jnp
+
+    def loss(w, b):
+        logits = x @ w + b
+        return -jnp.mean(jnp.sum(y * jax.nn.log_softmax(logits, axis=1), axis=1))
+    return jax.grad(loss, argnums=(0, 1))(w, b)
+
+
+def _ce_grad_input():
+    r = _rng(6)
+    labels = np.eye(10, dtype=np.float32)[r.integers(0, 10, 256)]
+    return [r.standard_normal((784, 10), dtype=np.float32) * 0.05, r.standard_normal(10, dtype=np.float32) * 0.1,
+            r.standard_normal((256, 784), dtype=np.float32), labels]
+
+
+# two dense layers with a layer norm (scale g, shift beta) and a relu between them, cross-entropy loss
+LN_GRAD = """
+def ln_loss(w1: f32[784, 512], b1: f32[512], g: f32[512], beta: f32[512], w2: f32[512, 10], b2: f32[10],
+            x: f32[n, 784], y: f32[n, 10]) -> f32:
+    h = x @ w1 + b1
+    mu = mean(h, axis=1, keepdims=true)
+    d = h - mu
+    var = mean(d * d, axis=1, keepdims=true)
+    h = relu(d * rsqrt(var + 1e-5) * g + beta)
+    logits = h @ w2 + b2
+    return -mean(sum(y * log_softmax(logits, axis=1), axis=1))
+
+def ln_grad(w1: f32[784, 512], b1: f32[512], g: f32[512], beta: f32[512], w2: f32[512, 10], b2: f32[10],
+            x: f32[n, 784], y: f32[n, 10]) -> (f32[784, 512], f32[512], f32[512], f32[512], f32[512, 10], f32[10]):
+    gs = grad(ln_loss, argnums=(0, 1, 2, 3, 4, 5))(w1, b1, g, beta, w2, b2, x, y)
+    return gs[0], gs[1], gs[2], gs[3], gs[4], gs[5]
+"""
+
+
+def jax_ln_grad(w1, b1, g, beta, w2, b2, x, y):
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def loss(w1, b1, g, beta, w2, b2):
+        h = x @ w1 + b1
+        mu = jnp.mean(h, axis=1, keepdims=True)
+        d = h - mu
+        var = jnp.mean(d * d, axis=1, keepdims=True)
+        h = jnp.maximum(d * lax.rsqrt(var + 1e-5) * g + beta, 0.0)
+        logits = h @ w2 + b2
+        return -jnp.mean(jnp.sum(y * jax.nn.log_softmax(logits, axis=1), axis=1))
+    return jax.grad(loss, argnums=(0, 1, 2, 3, 4, 5))(w1, b1, g, beta, w2, b2)
+
+
+def _ln_grad_input():
+    r = _rng(7)
+    labels = np.eye(10, dtype=np.float32)[r.integers(0, 10, 256)]
+    return [r.standard_normal((784, 512), dtype=np.float32) * 0.05, r.standard_normal(512, dtype=np.float32) * 0.1,
+            1 + r.standard_normal(512, dtype=np.float32) * 0.1, r.standard_normal(512, dtype=np.float32) * 0.1,
+            r.standard_normal((512, 10), dtype=np.float32) * 0.05, r.standard_normal(10, dtype=np.float32) * 0.1,
+            r.standard_normal((256, 784), dtype=np.float32), labels]
+
+
+# the Rayleigh quotient after 20 power-iteration steps, differentiated with respect to the matrix
+POWER_GRAD = """
+def rayleigh(a: f64[n, n], v: f64[n]) -> f64:
+    for i in range(20):
+        v = a @ v
+        v = v / sqrt(sum(v * v))
+    return v @ a @ v
+
+def rayleigh_grad(a: f64[n, n], v: f64[n]) -> f64[n, n]:
+    return grad(rayleigh)(a, v)
+"""
+
+
+def jax_rayleigh_grad(a, v):
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def rayleigh(a):
+        def body(i, v):
+            v = a @ v
+            return v / jnp.sqrt(jnp.sum(v * v))
+        w = lax.fori_loop(0, 20, body, v)          # static bounds: a scan, which jax.grad differentiates
+        return w @ a @ w
+    return jax.grad(rayleigh)(a)
+
+
+def _power_grad_input():
+    r = _rng(8)
+    a = r.standard_normal((64, 64))
+    a = (a + a.T) / 2
+    v = r.standard_normal(64)
+    return [a, v / np.linalg.norm(v)]
+
+
 UNIFORM = f"""
 def draw(k: key) -> f32[{N4M}]:
     return uniform(k, ({N4M},))
@@ -287,7 +394,16 @@ def programs(generated_statements: int = 2000) -> list[Program]:
         Program("power_iteration f64[256,256] x100", POWER, "power_iteration", jax_power, _power_input,
                 x64=True, notes="run-time step count; JAX: lax.fori_loop under jax.enable_x64"),
         Program("grad of mlp cross-entropy 256x784-512-10", MLP_GRAD, "mlp_grad", jax_mlp_grad, _mlp_grad_input,
-                notes="grad(mlp_loss) in arr against jax.jit(jax.grad(loss)): reverse mode on both sides"),
+                notes="grad(mlp_loss) in arr against jax.jit(jax.grad(loss)): reverse mode on both sides",
+                tags={"grad"}),
+        Program("grad of softmax cross-entropy 256x784-10", SOFTMAX_CE_GRAD, "ce_grad", jax_ce_grad, _ce_grad_input,
+                notes="with respect to w and b", tags={"grad"}),
+        Program("grad of layer-norm network 256x784-512-10", LN_GRAD, "ln_grad", jax_ln_grad, _ln_grad_input,
+                notes="dense, layer norm (scale and shift), relu, dense; cross-entropy; six parameters", tags={"grad"}),
+        Program("grad of power iteration f64[64,64] x20", POWER_GRAD, "rayleigh_grad", jax_rayleigh_grad,
+                _power_grad_input, x64=True, tags={"grad"},
+                notes="Rayleigh quotient after 20 steps, w.r.t. the matrix; arr unrolls the static `for`, "
+                      "JAX: lax.fori_loop(0, 20, ...) (a scan)"),
         Program("uniform f32[4M]", UNIFORM, "draw", jax_uniform, lambda: [np.array([0, 42], np.uint32)],
                 specs=["key"], notes="Threefry-2x32 bits; the key as its u32 words (jax.random.PRNGKey) on both sides"),
         Program("add f32[4]", ADD, "add", jax_add,
