@@ -1,4 +1,4 @@
-"""The `arrc` command line (LANGUAGE.md section 9): compile, run, check, explain, guard, repl.
+"""The `arrc` command line (LANGUAGE.md section 9): compile, run, check, explain, guard, grad, repl.
 
 Exit codes: 0 ok, 1 compile error, 2 usage error, 3 run-time guard or assert failure (or out of
 memory), 4 internal error (a bug in arrc, MLIR or XLA: diagnostic E0601, with a request to report it).
@@ -23,7 +23,7 @@ import sys
 import time
 import warnings
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -588,6 +588,272 @@ def cmd_guard(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ---- grad: differentiate StableHLO from elsewhere ---------------------------------------------------
+# A JAX export is differentiated as arrc's own modules are (passes/autodiff.py `ValueAndGrad`) once it is
+# one function: its private calls are inlined, and what only annotates a value for XLA's partitioner or
+# scheduler (an identity on one device) is taken out, so the sweep sees plain StableHLO.
+
+IDENTITY_OPS = ("sdy.sharding_constraint", "sdy.reshard", "stablehlo.optimization_barrier")
+IDENTITY_CALLS = ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "annotate_device_placement")
+
+
+def parse_wrt(text: str) -> tuple[int, ...]:
+    """`--wrt 0,2` -> (0, 2): distinct argument positions, in the order the derivatives are returned."""
+    try:
+        wrt = tuple(int(p) for p in text.split(","))
+    except ValueError:
+        wrt = ()
+    if not wrt or any(i < 0 for i in wrt) or len(set(wrt)) != len(wrt):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected distinct argument positions, e.g. --wrt 0 or --wrt 0,2")
+    return wrt
+
+
+def strip_annotations(module) -> int:
+    """Replace each sharding constraint, reshard, optimization barrier and XLA annotation custom_call (a
+    value passed through unchanged on one device) by its operands; returns how many were removed."""
+    from jaxlib.mlir import ir
+
+    from arrc.passes.rewrite import ops_named
+    found = [op for name in IDENTITY_OPS for op in ops_named(module, name)]
+    found += [op for op in ops_named(module, "stablehlo.custom_call")
+              if ir.StringAttr(op.attributes["call_target_name"]).value in IDENTITY_CALLS]
+    removed = 0
+    for op in found:
+        if [v.type for v in op.operands] != [r.type for r in op.results]:
+            continue                    # e.g. a shard-shaped value of several devices: left to the sweep's E0216
+        for result, operand in zip(op.results, op.operands):
+            result.replace_all_uses_with(operand)
+        op.erase()
+        removed += 1
+    return removed
+
+
+def mark_counted_loops(module) -> int:
+    """Give each JAX counted loop (`fori_loop` with static bounds, `scan`: a carried counter from a constant,
+    stepped by 1, compared `LT` with a constant) the trip count that arr's `for` loops carry (abi.TRIP_COUNT),
+    so the sweep unrolls a short one (exact, no recomputation); returns how many were marked."""
+
+    from arrc.compiler import abi
+    from arrc.passes.rewrite import ops_named, set_int_attr
+    marked = 0
+    for loop in ops_named(module, "stablehlo.while"):
+        count = _jax_trip_count(loop)
+        if count is not None and abi.TRIP_COUNT not in loop.attributes:
+            set_int_attr(loop, abi.TRIP_COUNT, count)
+            marked += 1
+    return marked
+
+
+def _jax_trip_count(loop) -> int | None:
+    """`N - c0` (at least 0) for a loop whose condition is `counter < N` where the body returns `counter + 1`
+    and the counter starts at the constant c0; None for any other loop."""
+    cond, body = loop.regions[0].blocks[0], loop.regions[1].blocks[0]
+    returned = list(cond.operations)[-1].operands[0].owner
+    if getattr(returned, "name", "") != "stablehlo.compare":
+        return None
+    if "LT" not in str(returned.attributes["comparison_direction"]):
+        return None
+    counter, limit = returned.operands
+    if counter not in list(cond.arguments) or _constant(limit) is None:
+        return None
+    k = list(cond.arguments).index(counter)
+    step = list(body.operations)[-1].operands[k].owner
+    if getattr(step, "name", "") != "stablehlo.add" or body.arguments[k] not in list(step.operands):
+        return None
+    other = [v for v in step.operands if v != body.arguments[k]]
+    start = _constant(loop.operands[k])
+    if len(other) != 1 or _constant(other[0]) != 1 or start is None:
+        return None
+    return max(0, _constant(limit) - start)
+
+
+def _constant(value) -> int | None:
+    """The integer a scalar `stablehlo.constant` holds, else None."""
+    from jaxlib.mlir import ir
+    op = value.owner
+    if getattr(op, "name", "") != "stablehlo.constant":
+        return None
+    attr = op.attributes["value"]
+    if not isinstance(attr, ir.DenseIntElementsAttr) or ir.ShapedType(attr.type).rank != 0:
+        return None
+    return int(ir.DenseIntElementsAttr(attr)[0])
+
+
+def _in_input(diag: Diagnostic, name: str) -> Diagnostic:
+    """Locations of text read from stdin name the file "-": that is the input file `name`."""
+    if diag.span is None or diag.span.file != "-":
+        return diag
+    return replace(diag, span=replace(diag.span, file=name))
+
+
+def _refusal(message: str, loc, name: str, label: str, notes: list[str], help_: str | None) -> Diagnostic:
+    from arrc.compiler.locations import span_of
+    return _in_input(Diagnostic("E0216", message, span_of(loc), label, notes=notes, help=help_), name)
+
+
+def differentiable_entry(module, wrt: tuple[int, ...], name: str):
+    """The entry of `module`, checked for `ValueAndGrad`: one float scalar result (E0216), `wrt` positions
+    of float arguments (a usage error out of range, E0216 for an integer or bool one)."""
+    from jaxlib.mlir import ir
+
+    from arrc.compiler.autodiff import dtype_of
+    from arrc.passes.rewrite import entry
+    fop = entry(module)
+    fname = ir.StringAttr(fop.attributes["sym_name"]).value
+    block = fop.regions[0].blocks[0]
+    args = list(block.arguments)
+    odd = _foreign_value(fop)
+    if odd is not None:
+        where, loc, t = odd
+        return None, _refusal(
+            f"cannot differentiate `{fname}`: {where} has a value of type {_type_words(t)}", loc,
+            name, f"{_type_words(t)} here", ["`arrc grad` differentiates values of arr's dtypes: bool, integers, "
+                                              "f16, bf16, f32 and f64 (not complex numbers, f8 types or tokens)"],
+            None)
+    bad = [i for i in wrt if i >= len(args)]
+    if bad:
+        raise UsageError(f"--wrt {bad[0]}: `{fname}` takes {len(args)} argument{'s' * (len(args) != 1)}"
+                         + (f" (positions 0 to {len(args) - 1})" if args else ""))
+    ret = list(block.operations)[-1]
+    results = list(ret.operands)
+    kinds = [_type_words(v.type) for v in results]
+    if len(results) != 1 or not _float_scalar(results[0]):
+        what = f"returns {', '.join(kinds)}" if results else "returns nothing"
+        return None, _refusal(
+            f"cannot differentiate `{fname}`: it {what}, not one float scalar", ret.location, name,
+            "the result here", ["`arrc grad` differentiates a loss: a function with one float scalar result "
+                                "(as jax.grad)"],
+            "reduce the result to a scalar before exporting (e.g. jnp.sum of it), or export one function per "
+            "component")
+    for i in wrt:
+        if not dtype_of(args[i]).is_float:
+            return None, _refusal(
+                f"cannot differentiate `{fname}` with respect to argument {i}: it is {_type_words(args[i].type)}",
+                args[i].location if isinstance(args[i].location, ir.FileLineColLoc) else fop.location, name,
+                f"argument {i}", ["integers and bools have no derivative (jax.grad raises a TypeError)"],
+                "leave it out of --wrt" + (f" (e.g. --wrt {','.join(str(j) for j in wrt if j != i)})"
+                                            if len(wrt) > 1 else ""))
+    return fop, None
+
+
+def _foreign_value(fop):
+    """(what makes it: `argument I` or an operation's name; its location; its type) for the first value in
+    `fop` that is not a tensor of an arr dtype (the sweep knows only those), or None."""
+    from jaxlib.mlir import ir
+    for i, arg in enumerate(fop.regions[0].blocks[0].arguments):
+        if _dtype_name(arg.type) is None:
+            return f"argument {i}", arg.location, arg.type
+    found = []
+
+    def visit(op):
+        values = list(op.results) + [a for region in op.regions for block in region.blocks for a in block.arguments]
+        odd = next((v for v in values if _dtype_name(v.type) is None), None)
+        if odd is None:
+            return ir.WalkResult.ADVANCE
+        found.append((f"`{op.name}`", op.location, odd.type))
+        return ir.WalkResult.INTERRUPT
+    fop.operation.walk(visit)
+    return found[0] if found else None
+
+
+def _dtype_name(t) -> str | None:
+    """The arr dtype of the elements of the tensor type `t` (`f64`, `u8`, `bool`), None for any other type."""
+    from jaxlib.mlir import ir
+
+    from arrc.compiler.types import DTYPES
+    if not isinstance(t, ir.RankedTensorType):
+        return None
+    dt = str(ir.RankedTensorType(t).element_type)
+    dt = "bool" if dt == "i1" else "u" + dt[2:] if dt.startswith("ui") else dt
+    return dt if dt in DTYPES else None
+
+
+def _float_scalar(value) -> bool:
+    from jaxlib.mlir import ir
+
+    from arrc.compiler.types import DTYPES
+    dt = _dtype_name(value.type)
+    return dt is not None and DTYPES[dt].is_float and ir.RankedTensorType(value.type).rank == 0
+
+
+def _type_words(t) -> str:
+    """`tensor<3x4xf64>` as arr writes it: f64[3, 4] (another type as MLIR writes it)."""
+    from jaxlib.mlir import ir
+    if not isinstance(t, ir.RankedTensorType):
+        return str(t)
+    t = ir.RankedTensorType(t)
+    dt = _dtype_name(t) or str(t.element_type)
+    return f"{dt}[{', '.join(map(str, t.shape))}]" if t.rank else dt
+
+
+DONATION = ("tf.aliasing_output", "jax.buffer_donor")
+
+
+def forget_results(fop) -> None:
+    """Drop what `fop` says about its results (one attribute dict per result, e.g. JAX's `result_info`) and
+    arguments donated to them: the derivative's results are others."""
+    from jaxlib.mlir import ir
+    if "res_attrs" in fop.attributes:
+        del fop.attributes["res_attrs"]
+    if "arg_attrs" in fop.attributes:
+        kept = [ir.DictAttr.get({a.name: a.attr for a in ir.DictAttr(d) if a.name not in DONATION})
+                for d in ir.ArrayAttr(fop.attributes["arg_attrs"])]
+        fop.attributes["arg_attrs"] = ir.ArrayAttr.get(kept)
+
+
+def grad_module(data: bytes, name: str, wrt: tuple[int, ...], keep_value: bool = True):
+    """`arrc grad`: (context, module) of the StableHLO in `data` whose entry returns its value (if
+    `keep_value`) and its derivatives with respect to the arguments `wrt`."""
+    from arrc.passes.autodiff import ValueAndGrad
+    from arrc.passes.registry import run_passes
+    from arrc.passes.rewrite import inline_calls
+    from arrc.runtime.foreign import SafeSources, read_module
+    context, module = read_module(data, name)
+    with context:
+        left = inline_calls(module)
+        if left:
+            raise CompileError([Diagnostic("E0216", f"cannot differentiate {name}: its functions call each other "
+                                                    f"recursively ({left} calls left after inlining)", None)],
+                               SafeSources())
+        strip_annotations(module)
+        mark_counted_loops(module)
+        fop, refused = differentiable_entry(module, wrt, name)
+        if refused is not None:
+            raise CompileError([refused], SafeSources())
+        forget_results(fop)
+        diags = run_passes(module, [ValueAndGrad(wrt=wrt, keep_value=keep_value)])
+    if diags:
+        raise CompileError([_in_input(d, name) for d in diags], SafeSources())
+    return context, module
+
+
+def cmd_grad(args: argparse.Namespace) -> int:
+    """`arrc grad IN.mlir --wrt 0 -o OUT.mlir`: the entry of StableHLO from anywhere (e.g. exported from
+    JAX), differentiated by reverse mode; text with locations, or bytecode for an OUT ending in .mlirbc."""
+    if not Path(args.file).is_file():
+        raise UsageError(f"no such file: {args.file}")
+    context, module = grad_module(Path(args.file).read_bytes(), args.file, args.wrt, not args.no_value)
+    with context:
+        text = name_the_input(module.operation.get_asm(enable_debug_info=True), args.file)
+        if args.output is not None and args.output.endswith(".mlirbc"):
+            from jaxlib.mlir import ir
+
+            from arrc.runtime.mlir_reader import bytecode
+            write_output(bytecode(ir.Module.parse(text)), args.output)
+        else:
+            write_output(text, args.output)
+    return EXIT_OK
+
+
+def name_the_input(text: str, name: str) -> str:
+    """MLIR names text it read from stdin "-" in its locations: name the input file there instead, so a
+    guard report on the derivative (`arrc run OUT.mlir --guards all`) shows the input's lines. A name that
+    MLIR's strings would need escapes for is left alone."""
+    if not name.isprintable() or '"' in name or "\\" in name:
+        return text
+    return text.replace('loc("-":', f'loc("{name}":')
+
+
 def cmd_repl(args: argparse.Namespace) -> int:
     from arrc.repl import main as repl_main
     return repl_main(list(args.repl_args))
@@ -665,6 +931,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--guards", type=_guard_list, metavar="KINDS", help="nan,inf,bounds,div0 or all (default)")
     p.add_argument("--guard-scope", choices=SCOPES, default="results")
     p.set_defaults(handler=cmd_guard)
+
+    p = sub.add_parser("grad", help="differentiate a StableHLO module (e.g. exported from JAX) by reverse mode")
+    p.add_argument("file", metavar="IN.mlir")
+    p.add_argument("-o", "--output", metavar="OUT.mlir", help="output file (default: stdout; bytecode for .mlirbc)")
+    p.add_argument("--wrt", type=parse_wrt, default=(0,), metavar="I,J",
+                   help="the argument positions to differentiate with respect to (default: 0)")
+    p.add_argument("--no-value", action="store_true",
+                   help="return only the derivatives (default: the value, then the derivatives)")
+    p.set_defaults(handler=cmd_grad)
 
     p = sub.add_parser("explain", help="explain a diagnostic code, with a wrong and a right example")
     p.add_argument("code", metavar="CODE")
