@@ -315,56 +315,89 @@ class Function:
 def value_and_grad(fn: Function, argnums=0) -> "Derivative":
     """`jax.value_and_grad(f, argnums)` for an arr function: a Function returning (value, derivatives), the
     derivatives one array for an int `argnums`, a tuple for a tuple."""
-    return Derivative(fn, argnums, keep_value=True)
+    return Derivative(fn, argnums, "value_and_grad")
 
 
 def grad(fn: Function, argnums=0) -> "Derivative":
     """`jax.grad(f, argnums)` for an arr function: a Function returning the derivatives of its float scalar
     result with respect to the arguments `argnums` (an int: one array; a tuple: a tuple of them)."""
-    return Derivative(fn, argnums, keep_value=False)
+    return Derivative(fn, argnums, "grad")
 
 
 def vjp(fn: Function) -> "Derivative":
-    """`jax.vjp` for an arr function: a Function of (its arguments..., a cotangent of its result) returning
-    (its value, the cotangents of all its arguments as a tuple), the vector-Jacobian product."""
-    return Derivative(fn, tuple(range(len(fn._sig.params))), keep_value=True, seeded=True)
+    """`jax.vjp` for an arr function: a Function of (its arguments..., a cotangent of each result) returning
+    (its value, the cotangents of all its arguments as a tuple), the vector-Jacobian product.
+
+    >>> v = vjp(loads("def f(x: f64[2]) -> (f64, f64[2]):\\n    return sum(x), x * x\\n").f)
+    >>> v.signature
+    '(x: f64[2], cotangent0: f64, cotangent1: f64[2]) -> (f64, f64[2], f64[2])'
+    >>> v([1.0, 2.0], 1.0, [1.0, 1.0])[1][0].tolist()
+    [3.0, 5.0]
+    """
+    return Derivative(fn, None, "vjp")
+
+
+def jvp(fn: Function) -> "Derivative":
+    """`jax.jvp` for an arr function: a Function of (its arguments..., a tangent of each argument) returning
+    (its value, the tangent of its value: J t), the Jacobian-vector product, each a tuple where the function
+    returns one.
+
+    >>> j = jvp(loads("def f(x: f64[2]) -> f64:\\n    return sum(x * x)\\n").f)
+    >>> j.signature
+    '(x: f64[2], x_dot: f64[2]) -> (f64, f64)'
+    >>> j([1.0, 2.0], [1.0, 0.0])[1].item()
+    2.0
+    """
+    return Derivative(fn, None, "jvp")
 
 
 class Derivative(Function):
     """The derivative of a Function, made by reverse mode over its StableHLO (passes/autodiff.py); called,
-    lowered and compiled like any Function (guards cover the backward pass too)."""
+    lowered and compiled like any Function (guards cover the backward pass too). `kind`: grad,
+    value_and_grad, vjp (the cotangents of the results are new last arguments) or jvp (the tangents of the
+    arguments are)."""
 
-    def __init__(self, base: Function, argnums, keep_value: bool, seeded: bool = False):
+    def __init__(self, base: Function, argnums, kind: str):
+        """`argnums`: those of grad and value_and_grad; None (all the arguments) for vjp and jvp."""
         from arrc.compiler.check import Signature
         if not isinstance(base, Function):
-            raise TypeError(f"grad and value_and_grad take an arr function (e.g. `mod.loss`), not {base!r}")
+            raise TypeError(f"{kind} takes an arr function (e.g. `mod.loss`), not {base!r}")
         super().__init__(base.module, base.name, base.sources)
         sig = base._sig
-        self._base, self._keep_value, self._seeded = base, keep_value, seeded
+        argnums = tuple(range(len(sig.params))) if argnums is None else argnums
+        self._base, self._kind = base, kind
+        self._keep_value = kind != "grad"
         self._single = isinstance(argnums, int) and not isinstance(argnums, bool)
         wrt = (argnums,) if self._single else tuple(argnums) if isinstance(argnums, (tuple, list)) else None
-        if not wrt or not all(isinstance(i, int) and not isinstance(i, bool) for i in wrt):
+        if not wrt and kind in ("grad", "value_and_grad") or \
+                not all(isinstance(i, int) and not isinstance(i, bool) for i in wrt or ()):
             raise TypeError(f"argnums must be an int or a tuple of ints, not {argnums!r}")
         n = len(sig.params)
         if any(not -n <= i < n for i in wrt):
             raise ValueError(f"argnums {argnums} is out of range for {base.name}{sig}, which has {n} parameter(s)")
         self._wrt = tuple(i % n for i in wrt)
-        result = sig.results[0]
-        if sig.tuple_result or (result.rank and not seeded) or not result.dtype.is_float:
-            raise TypeError(f"{'vjp' if seeded else 'grad'} needs a function with one float "
-                            f"{'' if seeded else 'scalar '}result; {base.name}{sig} returns "
-                            f"{'(' + ', '.join(map(str, sig.results)) + ')' if sig.tuple_result else result}")
+        shown = "(" + ", ".join(map(str, sig.results)) + ")" if sig.tuple_result else str(sig.results[0])
+        if kind in ("grad", "value_and_grad"):
+            if sig.tuple_result or sig.results[0].rank or not sig.results[0].dtype.is_float:
+                raise TypeError(f"grad needs a function with one float scalar result; {base.name}{sig} returns "
+                                f"{shown}")
+        elif not all(t.dtype.is_float for t in sig.results):
+            raise TypeError(f"{kind} needs a function with float results; {base.name}{sig} returns {shown}")
         for i in self._wrt:
             pname, ptype, _ = sig.params[i]
             if not ptype.dtype.is_float:
                 raise TypeError(f"cannot differentiate with respect to `{pname}`: it is {ptype}, not a float "
                                 f"array (derivatives are taken with respect to float arguments only)")
-        grads = [sig.params[i][1] for i in self._wrt]
-        results = ([result] if keep_value else []) + grads
-        kind = "vjp" if seeded else "value_and_grad" if keep_value else "grad"
         self.label = f"{kind}({getattr(base, 'label', base.name)})"
-        params = sig.params + ([("cotangent", result, sig.result_spans[0])] if seeded else [])
-        self._sig = Signature(self.label, params, results, [sig.result_spans[0]] * len(results),
+        values = list(sig.results) if self._keep_value else []
+        if kind == "jvp":
+            extra = [(f"{name}_dot", t, span) for name, t, span in sig.params]
+            results = values + list(sig.results)
+        else:
+            names = ["cotangent"] if len(sig.results) == 1 else [f"cotangent{i}" for i in range(len(sig.results))]
+            extra = list(zip(names, sig.results, sig.result_spans)) if kind == "vjp" else []
+            results = values + [sig.params[i][1] for i in self._wrt]
+        self._sig = Signature(self.label, sig.params + extra, results, [sig.result_spans[0]] * len(results),
                               len(results) > 1, sig.shape_vars)
         self._entry = self._call_structured        # its results are restructured: not the C++ fast path
 
@@ -376,31 +409,39 @@ class Derivative(Function):
         return self.label
 
     def lower(self, *arg_types: ArrayType) -> Lowered:
-        """The base function lowered for `arg_types`, then differentiated (passes/autodiff.py)."""
+        """The base function lowered for its own arguments' types, then differentiated (passes/autodiff.py)."""
         from arrc.passes.autodiff import ValueAndGrad
         from arrc.runtime.pipeline import apply_passes
         self._check_types(list(arg_types))
-        lowered = self._base.lower(*(arg_types[:-1] if self._seeded else arg_types))
+        base = self._base._sig
+        lowered = self._base.lower(*arg_types[:len(base.params)])
         if lowered.effect_sites:
             raise CompileError([Diagnostic("E0216", f"cannot differentiate `{self._base.name}`: it prints or "
                                            "asserts", self._sig.result_spans[0], "in this function",
                                            notes=["print and assert under grad are a next step of arr's "
                                                   "autodiff (docs/autodiff.md)"])], self.sources)
-        apply_passes(lowered.module, lowered.context, [ValueAndGrad(self._wrt, self._keep_value, self._seeded)],
-                     self.sources)
+        apply_passes(lowered.module, lowered.context, [ValueAndGrad.of(self._kind, self._wrt)], self.sources)
+        values = lowered.result_types if self._keep_value else []
         lowered.arg_types = list(arg_types)
-        lowered.result_types = ([lowered.result_types[0]] if self._keep_value else []) + \
-            [list(arg_types)[i] for i in self._wrt]
+        lowered.result_types = values + (lowered.result_types if self._kind == "jvp" else
+                                         [list(arg_types)[i] for i in self._wrt])
         lowered.tuple_result = len(lowered.result_types) > 1
         return lowered
 
     def _call_structured(self, *args, **kwargs):
-        """The flat results as JAX gives them: `g`, `(g0, g1)`, `(value, g)` or `(value, (g0, g1))`."""
+        """The flat results as JAX gives them: `g`, `(g0, g1)`, `(value, g)`, `(value, (g0, g1))`, and for
+        a function with several results `((y0, y1), ...)`."""
         out = self._call(args, kwargs)[0]
         flat = list(out) if isinstance(out, tuple) else [out]
-        grads = flat[1:] if self._keep_value else flat
-        grads = grads[0] if self._single else tuple(grads)
-        return (flat[0], grads) if self._keep_value else grads
+        base = self._base._sig
+        k = len(base.results) if self._keep_value else 0
+        values, derivs = flat[:k], flat[k:]
+        value = tuple(values) if base.tuple_result else values[0] if values else None
+        if self._kind == "jvp":
+            deriv = tuple(derivs) if base.tuple_result else derivs[0]
+        else:
+            deriv = derivs[0] if self._single else tuple(derivs)
+        return (value, deriv) if self._keep_value else deriv
 
 
 def _as_jax_keys(result):

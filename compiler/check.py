@@ -150,6 +150,18 @@ def unify(sig: Signature, args: list, arg_spans: list, call_span) -> dict:
 
 
 DERIVATIVES = ("grad", "value_and_grad")      # higher-order: `grad(f)(x)` (FunctionWalk.call_derivative)
+PUSH_PULL = ("jvp", "vjp")                     # `jvp(f, primals, tangents)` (FunctionWalk.call_jvp_vjp)
+
+
+def _results_of(sig: Signature) -> str:
+    return "(" + ", ".join(map(str, sig.results)) + ")" if sig.tuple_result else str(sig.results[0])
+
+
+def _item_spans(node, n: int) -> list:
+    """The spans of the `n` items of a tuple written at `node`: each item's for a literal, else `node`'s."""
+    if isinstance(node, ast.TupleLit) and len(node.elems) == n:
+        return [x.span for x in node.elems]
+    return [node.span] * n
 
 
 def _prints_or_asserts(program, name: str) -> bool:
@@ -551,6 +563,9 @@ class FunctionWalk(ControlFlow):
         if isinstance(e.func, ast.Call) and isinstance(e.func.func, ast.Name) and e.func.func.id in DERIVATIVES \
                 and e.func.func.id not in self.env:
             return self.call_derivative(e)
+        if isinstance(e.func, ast.Name) and e.func.id in PUSH_PULL and e.func.id not in self.env \
+                and e.func.id not in self.program.signatures:
+            return self.call_jvp_vjp(e)
         args = [self.eval_or_poison(a) for a in e.args]
         kwargs = {k.name: self.eval_or_poison(k.value) for k in e.kwargs}
         spans = [a.span for a in e.args]
@@ -598,13 +613,8 @@ class FunctionWalk(ControlFlow):
         with respect to its arguments `argnums` (an int: one array; a tuple: a tuple), after f's value for
         value_and_grad. Lowered by reverse mode over f's StableHLO (compiler/autodiff.py)."""
         inner, kind = e.func, e.func.func.id
-        if len(inner.args) != 1 or not isinstance(inner.args[0], ast.Name) or \
-                inner.args[0].id not in self.program.signatures:
-            raise ArrError("E0210", f"`{kind}` takes a module function by name, e.g. `{kind}(loss)`",
-                           inner.args[0].span if inner.args else inner.span, "not a module function",
-                           help="functions are not values in arr: give the name of one defined with `def`")
-        fname = inner.args[0].id
-        sig = self.program.signatures[fname]
+        fname, sig = self._differentiated(kind, inner.args[0] if len(inner.args) == 1 else None,
+                                          inner.args[0].span if inner.args else inner.span, f"`{kind}(loss)`")
         argnums, single, at = (0,), True, inner.span
         for kw in inner.kwargs:
             if kw.name != "argnums":
@@ -626,18 +636,10 @@ class FunctionWalk(ControlFlow):
         result = sig.results[0]
         if sig.tuple_result or result.rank or not result.dtype.is_float:
             raise ArrError("E0216", f"`{kind}` needs a function with one float scalar result; `{fname}` returns "
-                                    f"{'(' + ', '.join(map(str, sig.results)) + ')' if sig.tuple_result else result}",
+                                    f"{_results_of(sig)}",
                            inner.args[0].span, "not a float scalar function",
                            notes=[f"signature: {fname}{sig}"], help="differentiate a scalar loss, e.g. its `sum`")
-        for i in wrt:
-            pname, ptype, _ = sig.params[i]
-            if not ptype.dtype.is_float:
-                raise ArrError("E0216", f"cannot differentiate with respect to `{pname}`: it is {ptype}, not a "
-                                        f"float", at, f"argument {i} of `{fname}`", notes=[f"signature: {fname}{sig}"],
-                               help="derivatives are taken with respect to float arguments only")
-        if _prints_or_asserts(self.program, fname):
-            raise ArrError("E0216", f"cannot differentiate `{fname}` yet: it prints or asserts", inner.args[0].span,
-                           "prints or asserts", notes=["print and assert under grad are a next step of arr's autodiff"])
+        self._refuse_non_floats(fname, sig, wrt, [at] * n, inner.args[0].span)
         if e.kwargs:
             raise ArrError("E0103", f"`{kind}(...)` takes its arguments by position", e.kwargs[0].span, "a keyword")
         args = [self.eval(a) for a in e.args]
@@ -649,18 +651,127 @@ class FunctionWalk(ControlFlow):
                            "wrong number of arguments", notes=[f"signature: {fname}{sig}"])
         env = unify(sig, args, spans, e.span)
         param_types = [p[1].subs(env) for p in sig.params]
-        types = ([ArrayType(result.dtype, tuple(d.subs(env) for d in result.shape))] if kind == "value_and_grad"
-                 else []) + [param_types[i] for i in wrt]
-        self.calls.append((fname, e.span))
-        if self.is_lowering:
-            irs = self.lowering.derivative(fname, [self.materialize(v, t.dtype) for v, t in zip(args, param_types)],
-                                           param_types, wrt, kind == "value_and_grad")
-            out = [Val(t, r) for t, r in zip(types, irs)]
-        else:
-            out = [Val(t) for t in types]
+        types = ([result.subs(env)] if kind == "value_and_grad" else []) + [param_types[i] for i in wrt]
+        out = self._lower_derivative(kind, fname, e.span, args, param_types, wrt, types)
         value, grads = (out[0], out[1:]) if kind == "value_and_grad" else (None, out)
         grads = grads[0] if single else TupleVal(grads)
         return TupleVal([value, grads]) if value is not None else grads
+
+    def call_jvp_vjp(self, e):
+        """`jvp(f, primals, tangents)`: (f(*primals), J(primals) tangents), each a tuple where f returns one
+        (`jax.jvp`); `vjp(f, primals, cotangent)`: (f(*primals), (the cotangent of each primal,)), the
+        cotangent one array per result of f, a tuple where f returns one (`jax.vjp` with its pullback
+        applied). primals and tangents are tuples, one value per parameter of f (all floats); a tangent
+        has its primal's type, a cotangent its result's (LANGUAGE.md section 15)."""
+        kind = e.func.id
+        third = "tangents" if kind == "jvp" else "cotangent"
+        usage = f"`{kind}(f, primals, {third})`"
+        if e.kwargs:
+            raise ArrError("E0103", f"{usage} takes its arguments by position", e.kwargs[0].span, "a keyword")
+        if len(e.args) != 3:
+            raise ArrError("E0103", f"`{kind}` takes 3 arguments, {len(e.args)} given", e.span,
+                           "wrong number of arguments", notes=[f"usage: {usage}, e.g. `{kind}(f, (x,), "
+                                                               f"{'(t,)' if kind == 'jvp' else 'ct'})`"])
+        fname, sig = self._differentiated(kind, e.args[0], e.span, f"`{kind}(f, (x,), ...)`")
+        if not all(t.dtype.is_float for t in sig.results):
+            raise ArrError("E0216", f"`{kind}` needs a function with float results; `{fname}` returns "
+                                    f"{_results_of(sig)}", e.args[0].span, "not a float function",
+                           notes=[f"signature: {fname}{sig}"],
+                           help="integer and bool results have no derivative: return them from another function")
+        primals, given = self.eval(e.args[1]), self.eval(e.args[2])
+        if not isinstance(primals, TupleVal) and not isinstance(primals, Poisoned):
+            raise ArrError("E0210", f"the primals of `{kind}` must be a tuple, one value per parameter of "
+                                    f"`{fname}`", e.args[1].span, f"this is {describe(primals)}",
+                           help="write `(x,)` for a function of one parameter, as jax." + kind + " takes")
+        n = len(sig.params)
+        if isinstance(primals, TupleVal) and len(primals.items) != n:
+            raise ArrError("E0103", f"`{fname}` takes {n} argument(s), {len(primals.items)} primal(s) given",
+                           e.args[1].span, "wrong number of primals", notes=[f"signature: {fname}{sig}"])
+        spans = _item_spans(e.args[1], n)
+        self._refuse_non_floats(fname, sig, tuple(range(n)), spans, e.args[0].span,
+                                f"`{kind}` differentiates with respect to every primal: take `{{}}` as a float and "
+                                f"convert it inside (e.g. `{{}}.astype(i32)`), or leave it out of `{fname}`")
+        if isinstance(primals, Poisoned) or isinstance(given, Poisoned) or POISON in primals.items or \
+                isinstance(given, TupleVal) and POISON in given.items:
+            return POISON
+        env = unify(sig, primals.items, spans, e.span)
+        param_types = [p[1].subs(env) for p in sig.params]
+        results = [t.subs(env) for t in sig.results]
+        if kind == "jvp":
+            expected, what = param_types, [f"the tangent of `{p[0]}`" for p in sig.params]
+            structured = True
+        else:
+            expected = results
+            what = [f"the cotangent of result {i} of `{fname}`" if sig.tuple_result else
+                    f"the cotangent of `{fname}`'s result" for i in range(len(results))]
+            structured = sig.tuple_result
+        items = self._derivative_seeds(kind, given, e.args[2], expected, what, structured, fname, sig)
+        types = results + (results if kind == "jvp" else param_types)
+        out = self._lower_derivative(kind, fname, e.span, primals.items + items, param_types + expected,
+                                     tuple(range(n)), types)
+        value = TupleVal(out[:len(results)]) if sig.tuple_result else out[0]
+        derivs = out[len(results):]
+        deriv = TupleVal(derivs) if kind == "vjp" or sig.tuple_result else derivs[0]
+        return TupleVal([value, deriv])
+
+    def _derivative_seeds(self, kind, given, node, expected: list, what: list, structured: bool, fname, sig):
+        """The tangents (cotangents) `given` at `node`, checked against their types `expected`: a tuple of
+        them where `structured`, else one array. E0210 for the wrong structure, E0212 for a wrong type."""
+        name = "tangents" if kind == "jvp" else "cotangent"
+        shown = "(" + ", ".join(map(str, expected)) + ("," if len(expected) == 1 else "") + ")" if structured \
+            else str(expected[0])
+        if structured and (not isinstance(given, TupleVal) or len(given.items) != len(expected)) or \
+                not structured and not isinstance(given, Val):
+            raise ArrError("E0210", f"the {name} of `{kind}` must be {'a tuple ' if structured else ''}{shown}",
+                           node.span, f"this is {describe(given)}", notes=[f"signature: {fname}{sig}"],
+                           help="one tangent per primal, each of its primal's type" if kind == "jvp" else
+                           f"one cotangent per result of `{fname}`, each of that result's type")
+        items = given.items if structured else [given]
+        spans = _item_spans(node, len(items)) if structured else [node.span]
+        for value, want, span, label in zip(items, expected, spans, what):
+            found = value.type if isinstance(value, Val) else None
+            if found is not None and found.shape == want.shape and (found.dtype == want.dtype or (
+                    found.weak and found.rank == 0 and weak_literal_fits(found, want.dtype))):
+                continue
+            whose = "its primal's" if kind == "jvp" else "the result's"
+            raise ArrError("E0212", f"{label} has type {describe(value)}, expected {want}", span,
+                           f"this is {describe(value)}", notes=[f"signature: {fname}{sig}"],
+                           help=f"a {name.rstrip('s')} has {whose} type, {want}" + (
+                               f": convert it with `.astype({want.dtype})`" if found is not None and
+                               found.shape == want.shape else ""))
+        return items
+
+    def _differentiated(self, kind: str, node, at, example: str):
+        """The module function named by `node` (its name and signature): E0210 for anything else."""
+        if not isinstance(node, ast.Name) or node.id not in self.program.signatures:
+            raise ArrError("E0210", f"`{kind}` takes a module function by name, e.g. {example}",
+                           at if node is None else node.span, "not a module function",
+                           help="functions are not values in arr: give the name of one defined with `def`")
+        return node.id, self.program.signatures[node.id]
+
+    def _refuse_non_floats(self, fname: str, sig, wrt: tuple, spans: list, fspan,
+                           help: str = "derivatives are taken with respect to float arguments only") -> None:
+        """E0216 for an argument in `wrt` that is not a float (at its span; `help` formatted with its name),
+        or for an `fname` that prints or asserts."""
+        for i in wrt:
+            pname, ptype, _ = sig.params[i]
+            if not ptype.dtype.is_float:
+                raise ArrError("E0216", f"cannot differentiate with respect to `{pname}`: it is {ptype}, not a "
+                                        f"float", spans[i], f"argument {i} of `{fname}`",
+                               notes=[f"signature: {fname}{sig}"], help=help.format(pname, pname))
+        if _prints_or_asserts(self.program, fname):
+            raise ArrError("E0216", f"cannot differentiate `{fname}` yet: it prints or asserts", fspan,
+                           "prints or asserts", notes=["print and assert under grad are a next step of arr's autodiff"])
+
+    def _lower_derivative(self, kind: str, fname: str, span, args: list, arg_types: list, wrt: tuple,
+                          types: list) -> list:
+        """The values of derivative `kind` of `fname` at `args` (flat, typed `types`; none while checking)."""
+        self.calls.append((fname, span))
+        if not self.is_lowering:
+            return [Val(t) for t in types]
+        irs = self.lowering.derivative(kind, fname, [self.materialize(v, t.dtype) for v, t in zip(args, arg_types)],
+                                       arg_types, wrt)
+        return [Val(t, r) for t, r in zip(types, irs)]
 
     def call_user(self, name, args, kwargs, node, spans, kw_spans):
         sig = self.program.signatures[name]

@@ -9,6 +9,7 @@ from jaxlib.mlir import ir
 
 from . import abi
 from . import effects, emit
+from .autodiff import dtype_of, value_and_grad
 from .check import FunctionWalk, unify
 from .control import IO
 from .diagnostics import CompileError, Diagnostic, Reporter
@@ -156,15 +157,17 @@ class FunctionLowering:
         self.m = module_lowering
         self.location = module_lowering.location
 
-    def derivative(self, name: str, args: list, param_types: list, wrt: tuple, keep_value: bool) -> list:
-        """`grad(name)(args)` / `value_and_grad(...)` inside a function being lowered: `name` lowered on its own
-        for `param_types` (in the same context), differentiated (compiler/autodiff.py), and its body moved to
-        the insertion point with its arguments replaced by `args`. Returns the values it returns."""
-        from .autodiff import value_and_grad
+    def derivative(self, kind: str, name: str, args: list, arg_types: list, wrt: tuple) -> list:
+        """A derivative of `name` inside a function being lowered (`grad(name)(args)`, `value_and_grad`, `jvp`,
+        `vjp`: `kind`, as passes/autodiff.py `ValueAndGrad.of` names them): `name` lowered on its own for its
+        parameters' types (the first of `arg_types`, in the same context), differentiated, and its body moved
+        to the insertion point with its arguments replaced by `args` (the tangents or cotangents last).
+        Returns the values it returns."""
         program = self.m.program
-        sub = ModuleLowering(program, self.m.context).lower(name, param_types)
+        n = len(program.signatures[name].params)
+        sub = ModuleLowering(program, self.m.context).lower(name, arg_types[:n])
         fn = next(op for op in sub.module.body.operations if op.operation.name == "func.func")
-        diags = value_and_grad(fn, wrt, keep_value)
+        diags = jvp(fn, wrt) if kind == "jvp" else value_and_grad(fn, wrt, kind != "grad", kind == "vjp")
         if diags:
             raise CompileError(diags, program.sources)
         results = emit.inline_block(fn.regions[0].blocks[0], args)[1]
@@ -221,6 +224,44 @@ class FunctionLowering:
         if self.m.at_definition:
             raise NotAtDefinition("an effect")
         effects.lower_assert(walk, self.m.effect_sites, stmt, cond, message)
+
+
+def jvp(fn, wrt: tuple) -> list:
+    """Rewrite the func.func `fn(x...) -> (y...)` (float results) in place to `fn(x..., t...) -> (y...,
+    J t...)`: its results and their tangents, given a tangent `t` of each argument in `wrt` (`jax.jvp`).
+
+    Forward mode by linear transposition, so every reverse rule serves it too: the seeded reverse sweep
+    makes g(x, c) = J(x)^T c, linear in the cotangents c; the reverse sweep of g with respect to c, seeded
+    with the tangents, is (J^T)^T t = J t, the same at every c (c = 0 here). About one forward and two
+    backward sweeps of work before XLA removes what the result does not use (g's value, which is 0, and the
+    second sweep's cotangents of x). Returns diagnostics (E0216, as value_and_grad)."""
+    block = fn.regions[0].blocks[0]
+    n, m = len(block.arguments), len(list(block.operations)[-1].operands)
+    diags = value_and_grad(fn, wrt, keep_value=True, seeded=True)      # (x, c) -> (y, J^T c)
+    if diags:
+        return diags
+    ret = list(block.operations)[-1]
+    values, pulled = list(ret.operands)[:m], list(ret.operands)[m:]
+    with ir.InsertionPoint(ret), ret.location:
+        func.ReturnOp(pulled)                                             # g alone: its sweep seeds only J^T c
+    ret.erase()
+    diags = value_and_grad(fn, tuple(range(n, n + m)), keep_value=False, seeded=True)   # (x, c, t) -> J t
+    if diags:
+        return diags
+    ret = list(block.operations)[-1]
+    tangents = list(ret.operands)
+    with ir.InsertionPoint(ret), ret.location:
+        func.ReturnOp(values + tangents)
+    ret.erase()
+    cotangents = list(block.arguments)[n:n + m]
+    with ir.InsertionPoint.at_block_begin(block), fn.location:
+        for c in cotangents:
+            c.replace_all_uses_with(emit.const(0.0, dtype_of(c), emit.shape_of(c)))
+    for i in reversed(range(n, n + m)):
+        block.erase_argument(i)
+    inputs = [a.type for a in block.arguments]
+    fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, [v.type for v in values + tangents]))
+    return []
 
 
 class NotAtDefinition(Exception):
