@@ -653,6 +653,7 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
         grads = [cts.get(block.arguments[i]) or _zeros(block.arguments[i]) for i in wrt]
         func.ReturnOp((results if keep_value else []) + grads)
     ret.erase()
+    erase_dead([o for o in ops[:-1] if o.operation.name == "stablehlo.while"])     # loops replaced by tapes
     types = [v.type for v in (results if keep_value else [])] + [g.type for g in grads]
     inputs = [a.type for a in block.arguments]
     fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, types))
@@ -689,7 +690,7 @@ def sweep(ops: list, cts: dict):
 
 
 # ---- loops: a `for` loop with a compile-time trip count is unrolled before the sweep ----------------
-MAX_UNROLLED = 256          # iterations; longer counted loops get a tape (_while_vjp)
+MAX_UNROLLED = 8            # iterations; longer counted loops get a tape (_while_vjp), as jax.grad of a scan
 
 
 def unroll_counted_loops(block) -> None:
@@ -729,7 +730,8 @@ def _while_vjp(op, cts):
     floats = [i for i, v in enumerate(inits) if _is_float(v)]
     captured = _captured(op)
     u64 = DTYPES["u64"]
-    tapes = _record(op, _trip_count(op, abi))
+    recording = _record(op, _trip_count(op, abi))
+    tapes = recording and _tapes(recording, len(inits))[0]
     count = emit.const(_trip_count(op, abi), u64, ()) if tapes else _count_iterations(op, inits)
     start = [emit.const(0, u64, ())] + [cts[i] if cts[i] is not None else _zeros(op.results[i]) for i in floats] \
         + [_zeros(v) for v in captured]
@@ -750,20 +752,60 @@ def _while_vjp(op, cts):
         hlo.return_([hlo.add(step, emit.const(1, u64, ()))]
                     + [found.get(state[i]) or _zeros(state[i]) for i in floats]
                     + [hlo.add(acc, found[v]) if v in found else acc for acc, v in zip(sums, captured)])
+    if tapes:
+        _tape_residuals(op, recording, ops, j)
     out: dict = {}
     pairs = [(inits[i], r) for i, r in zip(floats, backward.results[1:1 + len(floats)])]
     pairs += list(zip(captured, backward.results[1 + len(floats):]))
     for value, ct in pairs:
         out[value] = ct if value not in out else hlo.add(out[value], ct)
-    if tapes:
-        op.operation.erase()                # replaced by the recording loop
-    return out
+    return out                              # (a taped `op` is dead now, replaced by its recording loop)
 
 
-def _record(loop, count: int) -> list | None:
-    """Replace `loop` (not erased: the caller still clones it) by one that also records, in a tape per
-    carried value (`[count, *shape]`), the state each iteration starts from; the tapes, or None where the
-    trip count is unknown or the tapes would not fit in memory (E0215's limit)."""
+def _tape_residuals(loop, recording, ops: list, j: ir.Value) -> None:
+    """Where the sweep of one iteration (in the backward loop, after `ops`, the body computed again at the
+    taped state) uses values of `ops`, record those too, as JAX's scan saves its residuals: `recording` is
+    replaced by a loop that also tapes them, the sweep reads them at iteration `j`, and what of `ops` is
+    then unused is erased (the backward loop no longer runs the forward body)."""
+    inside = set(o.operation for o in ops)
+    positions = [(i, r) for i, o in enumerate(ops) if o.operation.name not in ("stablehlo.constant", "stablehlo.iota")
+                 for r, value in enumerate(o.results) if any(_outside(use.owner, inside) for use in value.uses)]
+    if not positions:
+        return
+    n = len(loop.operands)
+    again = _record(loop, _shape(_tapes(recording, n)[0][0])[0], positions)
+    for old, new in zip(recording.results, again.results):
+        old.replace_all_uses_with(new)
+    recording.operation.erase()
+    with ir.InsertionPoint(ops[0]):
+        reads = _read_tapes(_tapes(again, n)[1], j)
+    for (i, r), read in zip(positions, reads):
+        ops[i].results[r].replace_all_uses_with(read)
+    erase_dead(ops)
+
+
+def erase_dead(ops: list) -> None:
+    """Erase the operations of `ops` whose results are unused (host callbacks stay), last first."""
+    for o in reversed(ops):
+        if o.operation.name != "stablehlo.custom_call" and all(not list(v.uses) for v in o.results):
+            o.operation.erase()
+
+
+def _outside(user, inside: set) -> bool:
+    """Whether the operation `user` is not one of `inside`, nor inside one of them."""
+    op = user.operation
+    while op is not None:
+        if op in inside:
+            return False
+        op = op.parent and op.parent.operation
+    return True
+
+
+def _record(loop, count: int, residuals: list = ()):
+    """A loop in place of `loop` (which is not erased: the caller still clones it) that also records, in a
+    tape `[count, *shape]` per carried value, the state each iteration starts from, and per position
+    (op index, result index) in `residuals` that value of the body; None where the trip count is unknown
+    or the state's tapes would not fit in memory (E0215's limit)."""
     from .types import MAX_ARRAY_BYTES
     carried = list(loop.operands)
     if count <= 0 or sum(count * int(np.prod(_shape(v))) * max(1, dtype_of(v).bits // 8)
@@ -771,8 +813,11 @@ def _record(loop, count: int) -> list | None:
         return None
     u64 = DTYPES["u64"]
     n = len(carried)
+    body_ops = list(loop.regions[1].blocks[0].operations)
+    residual_values = [body_ops[i].results[r] for i, r in residuals]
     with ir.InsertionPoint(loop), loop.location:
-        start = carried + [emit.const(0, u64, ())] + [emit.const(0, dtype_of(v), (count,) + _shape(v)) for v in carried]
+        start = carried + [emit.const(0, u64, ())] + \
+            [emit.const(0, dtype_of(v), (count,) + _shape(v)) for v in carried + residual_values]
         recording = hlo.WhileOp([v.type for v in start], start)
         cond = recording.cond.blocks.append(*[v.type for v in start])
         with ir.InsertionPoint(cond):
@@ -780,14 +825,21 @@ def _record(loop, count: int) -> list | None:
         body = recording.body.blocks.append(*[v.type for v in start])
         with ir.InsertionPoint(body):
             state, k, tapes = list(body.arguments[:n]), body.arguments[n], body.arguments[n + 1:]
+            ops, returned = _recompute(loop, 1, state)
+            values = state + [ops[i].results[r] for i, r in residuals]
             written = [emit.op("stablehlo.dynamic_update_slice", t.type, [
                 t, emit.op("stablehlo.reshape", emit.tensor_type((1,) + _shape(v), dtype_of(v)), [v]),
-                *([k] + [emit.const(0, u64, ())] * len(_shape(v)))]) for t, v in zip(tapes, state)]
-            returned = _recompute(loop, 1, state)[1]
+                *([k] + [emit.const(0, u64, ())] * len(_shape(v)))]) for t, v in zip(tapes, values)]
             hlo.return_(returned + [hlo.add(k, emit.const(1, u64, ()))] + written)
     for old, new in zip(loop.results, recording.results[:n]):
         old.replace_all_uses_with(new)
-    return list(recording.results[n + 1:])
+    return recording
+
+
+def _tapes(recording, n: int) -> tuple:
+    """(the state's tapes, the residuals' tapes) of a recording loop of a loop carrying `n` values."""
+    results = list(recording.results)
+    return results[n + 1:2 * n + 1], results[2 * n + 1:]
 
 
 def _read_tapes(tapes: list, j: ir.Value) -> list:
