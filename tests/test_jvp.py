@@ -401,3 +401,13 @@ def test_python_refusals():
         arrc.jvp(lambda x: x)
     with pytest.raises(arrc.CompileError, match="E0216.*it prints or asserts"):
         arrc.jvp(mod.loud)(1.0, 1.0)
+
+
+def test_guards_blame_the_forward_operation():
+    mod = arrc.loads("def f(x: f64[2]) -> f64[2]:\n    y = sqrt(x)\n    return y * 2.0\n", guards="nan,inf")
+    j = arrc.jvp(mod.f)
+    np.testing.assert_allclose(j(np.array([1.0, 4.0]), np.ones(2))[1], [1.0, 0.5])
+    with pytest.raises(arrc.InfError) as err:
+        j(np.array([1.0, 0.0]), np.ones(2))            # sqrt'(0) = inf, as jax.jvp gives
+    assert err.value.diagnostic.span.line == 2          # `y = sqrt(x)`
+    assert "in jvp(f)" in str(err.value)
