@@ -144,15 +144,37 @@ def scan_loss(x, ws):
 
 
 @pytest.mark.parametrize("length", [10, 300])
-def test_scan_unrolled_or_recomputed(tmp_path, length):
-    """JAX's counted loops get the trip count arr's `for` loops carry: up to 256 iterations the sweep
-    unrolls them, a longer one is differentiated by recomputation."""
+def test_scan(tmp_path, length):
     args = (np.full(3, 0.5), np.linspace(0.5, 1.5, length))
     path = tmp_path / "scan.mlir"
     path.write_text(jax.jit(scan_loss).lower(*args).as_text())
-    fn = grad_of(str(path), "0,1", tmp_path)
-    assert ("stablehlo.while" in Path(fn.path).read_text()) == (length > 256)
-    assert_value_and_grad(fn, scan_loss, args, (0, 1))
+    assert_value_and_grad(grad_of(str(path), "0,1", tmp_path), scan_loss, args, (0, 1))
+
+
+def test_jax_counted_loops_get_their_trip_count(exported):
+    """`fori_loop` with static bounds and `scan` get the trip count arr's `for` loops carry (the sweep
+    unrolls or tapes them); a `while` loop does not."""
+    from arrc.cli import mark_counted_loops
+    from arrc.compiler import abi
+    from arrc.passes.rewrite import ops_named
+    from arrc.runtime.foreign import read_module
+
+    def counts(fn, *args):
+        context, module = read_module(jax.jit(fn).lower(*args).as_text().encode(), "f.mlir")
+        with context:
+            mark_counted_loops(module)
+            return [ir_int(op.attributes[abi.TRIP_COUNT]) if abi.TRIP_COUNT in op.attributes else None
+                    for op in ops_named(module, "stablehlo.while")]
+    assert counts(fori, *FORI_ARGS) == [7]
+    assert counts(lambda x: lax.fori_loop(3, 200, lambda i, c: c * 0.5 + i, x), 1.0) == [197]
+    assert counts(scan_loss, np.full(3, 0.5), np.ones(12)) == [12]
+    assert counts(growth, 1.0, 10.0) == [None]
+    assert counts(steps, 0.3, 1.1, np.int64(3)) == [None]           # the bound is an argument
+
+
+def ir_int(attr) -> int:
+    from jaxlib.mlir import ir
+    return ir.IntegerAttr(attr).value
 
 
 def test_while_loop_with_run_time_trip_count(exported, tmp_path):
@@ -212,7 +234,7 @@ def test_bytecode_output(exported, tmp_path):
 def test_stdout_and_arrc_run(exported, tmp_path, capsys):
     assert main(["grad", exported["fori"], "--wrt", "1"]) == 0
     text = capsys.readouterr().out
-    assert "module @jit_fori" in text and "stablehlo.while" not in text        # 5 iterations: unrolled
+    assert "module @jit_fori" in text
     out = tmp_path / "fori.grad.mlir"
     out.write_text(text)
     assert main(["run", str(out), "--arg", "arg0=0.3", "--arg", "arg1=1.7", "--format", "json"]) == 0
