@@ -790,11 +790,9 @@ DONATION = ("tf.aliasing_output", "jax.buffer_donor")
 
 
 def forget_results(fop) -> None:
-    """Drop what `fop` says about its results (one attribute dict per result, e.g. JAX's `result_info`) and
-    arguments donated to them: the derivative's results are others."""
+    """Drop the arguments' donations to results: the derivative's results are others (their attributes,
+    e.g. JAX's `result_info`, the differentiation drops)."""
     from jaxlib.mlir import ir
-    if "res_attrs" in fop.attributes:
-        del fop.attributes["res_attrs"]
     if "arg_attrs" in fop.attributes:
         kept = [ir.DictAttr.get({a.name: a.attr for a in ir.DictAttr(d) if a.name not in DONATION})
                 for d in ir.ArrayAttr(fop.attributes["arg_attrs"])]

@@ -198,7 +198,7 @@ class If(Node):
 @dataclass(frozen=True)
 class For(Node):
     var: str = ""
-    args: tuple = ()
+    args: tuple = ()                   # range's arguments, then its keywords (`bound=`)
     body: tuple = ()
 
 
@@ -206,6 +206,7 @@ class For(Node):
 class While(Node):
     cond: Expr = None
     body: tuple = ()
+    options: tuple = ()                # tuple[Keyword]: `while cond, bound=N:`
 
 
 # ---- module ------------------------------------------------------------------

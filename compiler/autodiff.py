@@ -1,5 +1,6 @@
 """Reverse-mode automatic differentiation of StableHLO (LANGUAGE.md section 15): `value_and_grad` turns a
-function `f(args) -> y` (a float scalar) into `f(args) -> (y, dy/d args[i] for i in wrt)`. Used by the
+function `f(args) -> y` (a float scalar) into `f(args) -> (y, dy/d args[i] for i in wrt)`, and `jvp`
+makes forward mode of two reverse sweeps. Used by the
 pass `value-and-grad` (passes/autodiff.py), the API's `arrc.grad`, and `grad(f)(...)` in arr code.
 
 The backward sweep walks the entry block from its end: each operation whose results have cotangents gives
@@ -657,6 +658,47 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
     types = [v.type for v in (results if keep_value else [])] + [g.type for g in grads]
     inputs = [a.type for a in block.arguments]
     fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, types))
+    if "res_attrs" in fn.attributes:                # one per result before (a JAX export's)
+        del fn.attributes["res_attrs"]
+    if "arg_attrs" in fn.attributes:                # the cotangent arguments have none
+        attrs = list(ir.ArrayAttr(fn.attributes["arg_attrs"]))
+        fn.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs + [ir.DictAttr.get({})] * (len(inputs) - len(attrs)))
+    return []
+
+
+def jvp(fn, wrt: tuple) -> list:
+    """Rewrite the func.func `fn(x...) -> (y...)` (float results) in place to `fn(x..., t...) -> (y...,
+    J t...)`: its results and their tangents, given a tangent `t` of each argument in `wrt` (`jax.jvp`).
+
+    Forward mode by linear transposition, so every reverse rule serves it too: the seeded reverse sweep
+    makes g(x, c) = (y, J(x)^T c), linear in the cotangents c; the seeded reverse sweep of g with respect
+    to c, with seeds s for y and t for J^T c, is s * dy/dc + (J^T)^T t = J t, the same at every c and s
+    (both 0 here). y stays among g's results in the second sweep so that the values it names stay those
+    of the rewritten function (the sweeps replace loops). About one forward and two backward sweeps of
+    work before XLA removes what the results do not use (J^T c, the sweep from y, cotangents of x).
+    Returns diagnostics (E0216, as value_and_grad)."""
+    block = fn.regions[0].blocks[0]
+    n, m, k = len(block.arguments), len(list(block.operations)[-1].operands), len(wrt)
+    diags = value_and_grad(fn, wrt, keep_value=True, seeded=True)                   # (x, c) -> (y, J^T c)
+    if diags:
+        return diags
+    diags = value_and_grad(fn, tuple(range(n, n + m)), keep_value=True, seeded=True)
+    if diags:                                                    # (x, c, s, t) -> (y, J^T c, J t)
+        return diags
+    ret = list(block.operations)[-1]
+    outs = list(ret.operands)
+    outs = outs[:m] + outs[m + k:]
+    with ir.InsertionPoint(ret), ret.location:
+        func.ReturnOp(outs)
+    ret.erase()
+    with ir.InsertionPoint.at_block_begin(block), fn.location:
+        for c in list(block.arguments)[n:n + 2 * m]:
+            c.replace_all_uses_with(_zeros(c))
+    for i in reversed(range(n, n + 2 * m)):
+        block.erase_argument(i)
+    inputs = [a.type for a in block.arguments]
+    fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, [v.type for v in outs]))
+    erase_dead(list(block.operations)[:-1])
     return []
 
 
@@ -720,46 +762,85 @@ def _trip_count(loop, abi) -> int:
 @_rule("stablehlo.while")
 def _while_vjp(op, cts):
     """Any loop not unrolled. The backward loop runs j = T-1 down to 0 and in each step sweeps one iteration
-    of the body at the state of iteration j, which comes from a tape when the trip count T is known at
-    compile time (the forward loop is replaced by one that records its state at each iteration: T
-    forward iterations in all), else by recomputation (a forward run counts T, and each step runs the body
-    j times from the initial values: T * (T + 3) / 2 forward iterations). The values the body captures
-    accumulate their cotangents across steps."""
+    of the body at the state of iteration j. That state comes from a tape where the trip count T is known
+    at compile time or bounded by the source (`bound=N`, abi.LOOP_BOUND): the forward loop is replaced by
+    one that records it (T forward iterations in all; a run past the bound is differentiated as an unbounded
+    loop, exactly). Otherwise by recomputation: a forward run counts T, and each step runs the body j times
+    from the initial values (T * (T + 3) / 2 forward iterations). The values the body captures accumulate
+    their cotangents across steps."""
     from . import abi
     inits = list(op.operands)
     floats = [i for i, v in enumerate(inits) if _is_float(v)]
     captured = _captured(op)
     u64 = DTYPES["u64"]
-    recording = _record(op, _trip_count(op, abi))
-    tapes = recording and _tapes(recording, len(inits))[0]
-    count = emit.const(_trip_count(op, abi), u64, ()) if tapes else _count_iterations(op, inits)
-    start = [emit.const(0, u64, ())] + [cts[i] if cts[i] is not None else _zeros(op.results[i]) for i in floats] \
-        + [_zeros(v) for v in captured]
+    seeds = [cts[i] if cts[i] is not None else _zeros(op.results[i]) for i in floats]
+    known = _trip_count(op, abi)
+    bound = known if known >= 0 else _attr_int(op, abi.LOOP_BOUND)
+    recording = _record(op, bound)
+
+    def recomputed(j):
+        return _run_body(op, j, inits)
+
+    def taped(j):
+        return _read_tapes(_tapes(recording, len(inits))[0], j)
+    if recording is None:
+        results = _backward(op, floats, captured, seeds, _count_iterations(op, inits), recomputed)
+    elif known >= 0:
+        results = _backward(op, floats, captured, seeds, emit.const(known, u64, ()), taped, recording)
+    else:
+        count = recording.results[len(inits)]          # the iterations it ran
+        within = hlo.IfOp([v.type for v in seeds + [_zeros(v) for v in captured]],
+                          emit.compare(count, emit.const(bound, u64, ()), "LE", u64))
+        with ir.InsertionPoint(within.false_branch.blocks.append()):
+            found = _backward(op, floats, captured, seeds, count, recomputed)
+            if isinstance(found, Diagnostic):
+                return found
+            hlo.return_(found)
+        with ir.InsertionPoint(within.true_branch.blocks.append()):
+            found = _backward(op, floats, captured, seeds, count, taped, recording)
+            if isinstance(found, Diagnostic):
+                return found
+            hlo.return_(found)
+        results = list(within.results)
+    if isinstance(results, Diagnostic):
+        return results
+    out: dict = {}
+    for value, ct in zip([inits[i] for i in floats] + captured, results):
+        out[value] = ct if value not in out else hlo.add(out[value], ct)
+    return out                              # (a taped `op` is dead now, replaced by its recording loop)
+
+
+def _attr_int(op, name: str) -> int:
+    return ir.IntegerAttr(op.attributes[name]).value if name in op.attributes else -1
+
+
+def _backward(op, floats: list, captured: list, seeds: list, count: ir.Value, state_at, recording=None):
+    """The backward loop of `op`: j = count-1 down to 0, one iteration of the body swept at `state_at(j)`
+    from the carried floats' cotangents (`seeds` at the start). The cotangents of the carried floats'
+    initial values and of `captured`; or a Diagnostic. With `recording` (the state from its tapes), the
+    residuals are taped too (`_tape_residuals`)."""
+    u64 = DTYPES["u64"]
+    start = [emit.const(0, u64, ())] + list(seeds) + [_zeros(v) for v in captured]
     backward, body = _counter_loop(start, count)
     with ir.InsertionPoint(body):
         step, carried_cts, sums = body.arguments[0], body.arguments[1:1 + len(floats)], \
             body.arguments[1 + len(floats):]
         j = _bin("stablehlo.subtract", _bin("stablehlo.subtract", count, emit.const(1, u64, ())), step)
-        state = _read_tapes(tapes, j) if tapes else _run_body(op, j, inits)       # the state at iteration j
+        state = state_at(j)
         ops, returned = _recompute(op, 1, state)
-        seeds: dict = {}
+        seeded: dict = {}
         for i, ct in zip(floats, carried_cts):
             key = returned[i]
-            seeds[key] = ct if key not in seeds else hlo.add(seeds[key], ct)
-        found = sweep(ops, seeds)
+            seeded[key] = ct if key not in seeded else hlo.add(seeded[key], ct)
+        found = sweep(ops, seeded)
         if isinstance(found, Diagnostic):
             return found
         hlo.return_([hlo.add(step, emit.const(1, u64, ()))]
                     + [found.get(state[i]) or _zeros(state[i]) for i in floats]
                     + [hlo.add(acc, found[v]) if v in found else acc for acc, v in zip(sums, captured)])
-    if tapes:
+    if recording is not None:
         _tape_residuals(op, recording, ops, j)
-    out: dict = {}
-    pairs = [(inits[i], r) for i, r in zip(floats, backward.results[1:1 + len(floats)])]
-    pairs += list(zip(captured, backward.results[1 + len(floats):]))
-    for value, ct in pairs:
-        out[value] = ct if value not in out else hlo.add(out[value], ct)
-    return out                              # (a taped `op` is dead now, replaced by its recording loop)
+    return list(backward.results[1:])
 
 
 def _tape_residuals(loop, recording, ops: list, j: ir.Value) -> None:

@@ -164,20 +164,24 @@ def _item_spans(node, n: int) -> list:
     return [node.span] * n
 
 
-def _prints_or_asserts(program, name: str) -> bool:
-    """Whether function `name`, or one it calls, has a `print` or an `assert` (read from the AST: the
-    program's `effectful` set is made after every function has been walked)."""
-    seen, stack = set(), [name]
+def reachable(program, name: str) -> list:
+    """Function `name` and the module functions it calls, directly or not (read from the AST)."""
+    seen, stack, out = set(), [name], []
     while stack:
         n = stack.pop()
         if n in seen or n not in program.functions:
             continue
         seen.add(n)
-        fn = program.functions[n]
-        if any(isinstance(node, (ast.Print, ast.Assert)) for node in ast.walk(fn)):
-            return True
-        stack.extend(ast.called_names(fn))
-    return False
+        out.append(n)
+        stack.extend(ast.called_names(program.functions[n]))
+    return out
+
+
+def _prints_or_asserts(program, name: str) -> bool:
+    """Whether function `name`, or one it calls, has a `print` or an `assert` (read from the AST: the
+    program's `effectful` set is made after every function has been walked)."""
+    return any(isinstance(node, (ast.Print, ast.Assert))
+               for n in reachable(program, name) for node in ast.walk(program.functions[n]))
 
 
 # ---- the walker ---------------------------------------------------------------------
@@ -747,6 +751,7 @@ class FunctionWalk(ControlFlow):
             raise ArrError("E0210", f"`{kind}` takes a module function by name, e.g. {example}",
                            at if node is None else node.span, "not a module function",
                            help="functions are not values in arr: give the name of one defined with `def`")
+        self.program.derivative_sites.add((kind, node.id, node.span))
         return node.id, self.program.signatures[node.id]
 
     def _refuse_non_floats(self, fname: str, sig, wrt: tuple, spans: list, fspan,

@@ -231,17 +231,38 @@ class ControlFlow:
 
     # -- loops ---------------------------------------------------------------------------------
     def stmt_While(self, stmt) -> None:
-        self._loop(stmt, counter=None)
+        self._loop(stmt, counter=None, bound=self._loop_bound(stmt.options))
+
+    def _loop_bound(self, options) -> int | None:
+        """`bound=N` (`for i in range(n, bound=N):`, `while cond, bound=N:`): the most iterations the loop
+        runs, a positive compile-time int; a derivative of the loop keeps a tape of that size
+        (docs/autodiff.md)."""
+        bound = None
+        for kw in options:
+            if kw.name != "bound":
+                raise ArrError("E0103", f"unknown loop option `{kw.name}`", kw.span, "not an option",
+                               help="the one option is `bound=N`: the most iterations the loop runs, which sizes "
+                                    "the tape of its derivative (docs/autodiff.md)")
+            value = self.eval(kw.value)
+            bound = value.static_int if isinstance(value, Val) and value.type.rank == 0 else None
+            if bound is None or bound < 1:
+                found = describe(value) if bound is None else str(bound)
+                raise ArrError("E0204", f"a loop's bound must be a positive integer known at compile time, found "
+                                        f"{found}", kw.value.span, f"this is {found}",
+                               help="write a literal or a `const`, e.g. `bound=1000`")
+        return bound
 
     def stmt_For(self, stmt) -> None:
-        args = [self.eval(a) for a in stmt.args]
+        bound = self._loop_bound([a for a in stmt.args if isinstance(a, ast.Keyword)])
+        positional = [a for a in stmt.args if not isinstance(a, ast.Keyword)]
+        args = [self.eval(a) for a in positional]
         if any(isinstance(a, Poisoned) for a in args):
             for name in assigned_names(stmt.body):
                 self.env[name] = POISON
             return
         if not 1 <= len(args) <= 3:
             raise ArrError("E0103", f"range takes 1 to 3 arguments, {len(args)} given", stmt.span, "in this loop")
-        for a, node in zip(args, stmt.args):
+        for a, node in zip(args, positional):
             if not isinstance(a, Val) or a.type.rank != 0 or not a.type.dtype.is_int:
                 raise ArrError("E0201", f"range arguments must be integer scalars, found {describe(a)}", node.span,
                                f"this is {describe(a)}", help="convert with `i32(...)`")
@@ -250,29 +271,34 @@ class ControlFlow:
                              [Val(ArrayType(I32, (), True), None, Dim.const(0)), args[0],
                               Val(ArrayType(I32, (), True), None, Dim.const(1))])
         if isinstance(step.static, Dim) and step.static == 0:
-            raise ArrError("E0204", "range step cannot be zero", stmt.args[2].span, "zero")
+            raise ArrError("E0204", "range step cannot be zero", positional[2].span, "zero")
         dtype, weak = promote([start.type, stop.type, step.type])
         if weak:
-            dtype = _literal_range_dtype([a for a, node in zip(args, stmt.args) if not _mentions_name(node)])
+            dtype = _literal_range_dtype([a for a, node in zip(args, positional) if not _mentions_name(node)])
         if not dtype.is_int:        # a signed integer with u64: NumPy and JAX promote to f64
             kinds = ", ".join(sorted({str(a.type.dtype) for a in (start, stop, step) if not a.type.weak}))
             raise ArrError("E0201", f"range arguments of dtypes {kinds} have no common integer dtype", stmt.span,
                            "in this loop", help="convert them to one dtype, e.g. `u64(...)` or `i64(...)`")
         lo, hi = int_range(dtype)
-        for a, node in zip(args, stmt.args):
+        for a, node in zip(args, positional):
             value = a.static_int
             if a.type.weak and value is not None and not lo <= value <= hi:
                 raise ArrError("E0211", f"literal {value} is out of range for {dtype} ({lo}..{hi})", node.span,
                                f"does not fit in {dtype}", help="convert the other range arguments, e.g. `i64(...)`")
-        self._loop(stmt, counter=(start, stop, step, ArrayType(dtype, ())))
+        self._loop(stmt, counter=(start, stop, step, ArrayType(dtype, ())), bound=bound)
 
-    def _loop(self, stmt, counter) -> None:
+    def _loop(self, stmt, counter, bound: int | None = None) -> None:
         """`for`/`while`: find the carried variables and their types, then check or lower the loop.
 
         Carried: the variables the body assigns that exist before the loop (and the `for` variable when it
         exists before: after the loop it holds its last value, as in Python). A weak literal initializer
         adopts the type the body gives it; any other change of type is E0302.
         """
+        if bound is None and (counter is None or any(v.static is None for v in counter[:3])):
+            word = "while" if counter is None else "for"
+            s = stmt.span
+            self.program.runtime_loops.setdefault(self.fn.name, {})[
+                Span(s.file, s.line, s.col, s.line, s.col + len(word))] = word
         before = dict(self.env)
         assigned = assigned_names(stmt.body)
         if counter is not None and stmt.var in before and isinstance(before[stmt.var], Val):
@@ -319,7 +345,7 @@ class ControlFlow:
                 self.env[n] = POISON if isinstance(after.get(n), Poisoned) else Val(types[n])
             self._unbind_loop_locals(stmt, before, spans_after)
             return
-        self._lower_loop(stmt, counter, names, types, before)
+        self._lower_loop(stmt, counter, names, types, before, bound)
 
     def _walk_body(self, stmt, counter, carried: dict, before: dict):
         self.env, saved_spans = dict(before), dict(self.spans)
@@ -357,7 +383,7 @@ class ControlFlow:
         if var is not None and var not in before:
             self.env[var] = Unbound(f"`{var}` exists only inside the loop", stmt.span)
 
-    def _lower_loop(self, stmt, counter, names, types, before) -> None:
+    def _lower_loop(self, stmt, counter, names, types, before, bound: int | None) -> None:
         """stablehlo.while over (hidden state..., carried variables...).
 
         Hidden state: a `for` loop carries its iteration number k (u64) from 0 to a trip count computed
@@ -391,6 +417,8 @@ class ControlFlow:
         if counter is not None:
             count = known if known is not None and known < 2 ** 63 else -1
             op.attributes[abi.TRIP_COUNT] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), count)
+        if bound is not None:
+            op.attributes[abi.LOOP_BOUND] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), bound)
         cond_block = op.cond.blocks.append(*ir_types)
         body_block = op.body.blocks.append(*ir_types)
 

@@ -46,6 +46,7 @@ CODES: dict[str, str] = {
     "W0001": "lossy implicit promotion",
     "W0002": "text-direction control character in source",
     "W0003": "a random key is used more than once",
+    "W0004": "a loop differentiated by recomputation",
     "R0001": "NaN produced at run time",
     "R0002": "infinity produced at run time",
     "R0003": "index out of range at run time",

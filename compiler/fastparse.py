@@ -501,8 +501,20 @@ class _Parser:
 
     def while_stmt(self) -> ast.While:
         tok = self.take()
-        cond, body, end = self.header_and_suite()
-        return make.While(self.span(tok, end), cond, body)
+        first = self.pos
+        cond = self.expr()[0]
+        self.check_depth(cond, first)
+        options = ()
+        if self.kind == ",":                       # `while cond, bound=N:`
+            self.take()
+            name = self.expect("NAME")
+            self.expect("=")
+            value, end = self.expr()
+            self.check_depth(value, first)
+            options = (make.Keyword(self.span(name, end), name[1], value),)
+        self.expect(":")
+        body, end = self.suite()
+        return make.While(self.span(tok, end), cond, body, options)
 
     def for_stmt(self) -> ast.For:
         tok = self.take()

@@ -9,7 +9,7 @@ from jaxlib.mlir import ir
 
 from . import abi
 from . import effects, emit
-from .autodiff import dtype_of, value_and_grad
+from .autodiff import jvp, value_and_grad
 from .check import FunctionWalk, unify
 from .control import IO
 from .diagnostics import CompileError, Diagnostic, Reporter
@@ -224,41 +224,6 @@ class FunctionLowering:
         if self.m.at_definition:
             raise NotAtDefinition("an effect")
         effects.lower_assert(walk, self.m.effect_sites, stmt, cond, message)
-
-
-def jvp(fn, wrt: tuple) -> list:
-    """Rewrite the func.func `fn(x...) -> (y...)` (float results) in place to `fn(x..., t...) -> (y...,
-    J t...)`: its results and their tangents, given a tangent `t` of each argument in `wrt` (`jax.jvp`).
-
-    Forward mode by linear transposition, so every reverse rule serves it too: the seeded reverse sweep
-    makes g(x, c) = (y, J(x)^T c), linear in the cotangents c; the seeded reverse sweep of g with respect
-    to c, with seeds s for y and t for J^T c, is s * dy/dc + (J^T)^T t = J t, the same at every c and s
-    (both 0 here). y stays among g's results in the second sweep so that the values it names stay those
-    of the rewritten function (the sweeps replace loops). About one forward and two backward sweeps of
-    work before XLA removes what the results do not use (J^T c, the sweep from y, cotangents of x).
-    Returns diagnostics (E0216, as value_and_grad)."""
-    block = fn.regions[0].blocks[0]
-    n, m, k = len(block.arguments), len(list(block.operations)[-1].operands), len(wrt)
-    diags = value_and_grad(fn, wrt, keep_value=True, seeded=True)                   # (x, c) -> (y, J^T c)
-    if diags:
-        return diags
-    diags = value_and_grad(fn, tuple(range(n, n + m)), keep_value=True, seeded=True)
-    if diags:                                                    # (x, c, s, t) -> (y, J^T c, J t)
-        return diags
-    ret = list(block.operations)[-1]
-    outs = list(ret.operands)
-    outs = outs[:m] + outs[m + k:]
-    with ir.InsertionPoint(ret), ret.location:
-        func.ReturnOp(outs)
-    ret.erase()
-    with ir.InsertionPoint.at_block_begin(block), fn.location:
-        for c in list(block.arguments)[n:n + 2 * m]:
-            c.replace_all_uses_with(emit.const(0.0, dtype_of(c), emit.shape_of(c)))
-    for i in reversed(range(n, n + 2 * m)):
-        block.erase_argument(i)
-    inputs = [a.type for a in block.arguments]
-    fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, [v.type for v in outs]))
-    return []
 
 
 class NotAtDefinition(Exception):

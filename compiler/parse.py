@@ -203,7 +203,7 @@ class _ToAst(Transformer):
         return ast.For(self._s(meta), str(name), args[0] + args[1], body)
 
     def while_stmt(self, meta, ch):
-        return ast.While(self._s(meta), ch[0], ch[1])
+        return ast.While(self._s(meta), ch[0], ch[2], () if ch[1] is None else (ch[1],))
 
     # expressions
     def cond_expr(self, meta, ch):

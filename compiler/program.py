@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from . import ast
-from .check import FunctionWalk, Signature, named_constant_binding, type_of
+from .check import FunctionWalk, Signature, named_constant_binding, reachable, type_of
 from .diagnostics import CompileError, Diagnostic, Label, Reporter
 from .parse import parse, text_direction_warnings
 from .span import Source
@@ -28,6 +28,8 @@ class Program:
     effectful: set = field(default_factory=set)         # functions that print/assert, directly or by a call
     externals: dict = field(default_factory=dict)       # name -> NumPy value given by the host (REPL bindings)
     lowered: dict = field(default_factory=dict)         # name -> Lowered made at definition, until taken
+    runtime_loops: dict = field(default_factory=dict)   # name -> {span: "for"/"while"}: no bound, no static count
+    derivative_sites: set = field(default_factory=set)  # (kind, function differentiated, span of its name)
 
     def has_effect_call(self, expr) -> bool:
         """Whether `expr` calls a function that prints or asserts."""
@@ -101,6 +103,7 @@ def check_module(module: ast.Module, sources: dict, werror: bool = False, consta
         calls[fn.name] = walk.calls
     _check_recursion(calls, reporter)
     program.effectful = _effectful(program, calls)
+    _warn_unbounded_loops(program, reporter)
     if reporter.errors:
         raise CompileError(reporter.diagnostics, program.sources)
     program.warnings = reporter.diagnostics
@@ -354,6 +357,27 @@ def _has_effect_statement(stmts) -> bool:
         if isinstance(s, (ast.For, ast.While)) and _has_effect_statement(s.body):
             return True
     return False
+
+
+def _warn_unbounded_loops(program: Program, reporter: Reporter) -> None:
+    """W0004 at each loop with a run-time trip count and no `bound=` that a derivative goes through (in the
+    function differentiated or one it calls): compiler/autodiff.py differentiates it by recomputation."""
+    warned = set()
+    for kind, name, at in sorted(program.derivative_sites, key=lambda site: (site[2].file, site[2].line, site[2].col)):
+        for n in reachable(program, name):
+            for span, loop in program.runtime_loops.get(n, {}).items():
+                if span in warned:
+                    continue
+                warned.add(span)
+                example = "for i in range(n, bound=1000):" if loop == "for" else "while x < limit, bound=1000:"
+                reporter.add(Diagnostic(
+                    "W0004", f"this `{loop}` loop is differentiated by recomputation: its trip count is known "
+                             "only at run time", span, "no bound on its iterations",
+                    labels=[Label(at, f"differentiated by `{kind}` here")],
+                    notes=["for T iterations the derivative runs the body T(T+3)/2 times; with a bound, T + T "
+                           "(a tape of the state, as jax.grad of a scan)"],
+                    help=f"give it a bound, e.g. `{example}` (exact either way; a run past the bound "
+                         f"falls back to recomputation)"))
 
 
 def _effectful(program: Program, calls: dict) -> set:

@@ -1,13 +1,12 @@
 """The pass `value-and-grad`: the entry `main(args) -> y` becomes `main(args) -> (y, dy/d args[i] for i in
 wrt)` by reverse mode (compiler/autodiff.py); `seeded` makes it `jax.vjp`'s pullback, `forward` makes it
-`jax.jvp` (compiler/lower.py `jvp`: forward mode made of two reverse sweeps)."""
+`jax.jvp` (compiler/autodiff.py `jvp`: forward mode made of two reverse sweeps)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..compiler.autodiff import value_and_grad
-from ..compiler.lower import jvp
+from ..compiler.autodiff import jvp, value_and_grad
 from .base import ModulePass
 from .rewrite import entry
 

@@ -232,6 +232,8 @@ COMPOUND = [
     body("for i in range(0, n, 2):", "    x[i] = i", "return x"),
     body("for i in range(n,):", "    pass", "for j in range(1, step=2):", "    pass"),
     body("while x < 3:", "    x = x + 1", "    while y:", "        pass", "return x"),
+    body("while x < 3, bound=100:", "    x = x + 1", "for i in range(n, bound=64):", "    pass"),
+    body("while (x), bound = n * 2:", "    pass", "while x, bound:", "    pass", "while x, 3:", "    pass"),
     body("if (x):", "    pass", "while (x):", "    pass"),
     body("if x:", "    pass", "", "    # a comment", "", "else:", "  # odd indent", "    pass", "  ", "return 1"),
     body("if x:", "        a = 1", "        b = 2", "else:", "  a = 3", "return a"),
