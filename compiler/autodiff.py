@@ -275,20 +275,21 @@ def _product_of_others(x: ir.Value, dims: list) -> ir.Value:
                    {"permutation": ir.DenseI64ArrayAttr.get([int(a) for a in np.argsort(perm)])})
 
 
-def _scan_axis(op):
-    """The axis of an inclusive forward scan (ops_scan.cumulative: a window over all preceding elements of
-    one axis, strides and dilations 1), or None."""
+def _scan_axis(op) -> tuple:
+    """(the axis, whether from the end) of an inclusive scan (ops_scan.cumulative: a window over all
+    preceding, or following, elements of one axis, strides and dilations 1), or (None, None)."""
     shape = _shape(op.operands[0])
     window = _attr_ints(op, "window_dimensions")
     padding = np.asarray(ir.DenseIntElementsAttr(op.attributes["padding"])).reshape(len(shape), 2).tolist() \
         if "padding" in op.attributes else [[0, 0]] * len(shape)
     axes = [d for d, w in enumerate(window) if w != 1]
-    if len(axes) != 1 or window[axes[0]] != shape[axes[0]] or padding[axes[0]] != [shape[axes[0]] - 1, 0]:
-        return None
+    if len(axes) != 1 or window[axes[0]] != shape[axes[0]] or \
+            padding[axes[0]] not in ([shape[axes[0]] - 1, 0], [0, shape[axes[0]] - 1]):
+        return None, None
     for name in ("window_strides", "base_dilations", "window_dilations"):
         if name in op.attributes and set(_attr_ints(op, name)) != {1}:
-            return None
-    return axes[0]
+            return None, None
+    return axes[0], padding[axes[0]][0] == 0 and shape[axes[0]] > 1
 
 
 def _shift(v: ir.Value, axis: int, by: int, fill) -> ir.Value:
@@ -340,12 +341,14 @@ def _reduce_window_vjp(op, cts):
     x, _ = op.operands
     body = _reducer(op)
     if body != "stablehlo.add":
-        axis = _scan_axis(op)
+        axis, reverse = _scan_axis(op)
         if axis is None or body not in ("stablehlo.multiply", "stablehlo.maximum", "stablehlo.minimum"):
             return None
-        if body == "stablehlo.multiply":
-            return [_cumprod_vjp(x, cts[0], axis), None]
-        return [_cumulative_chooser_vjp(x, op.results[0], cts[0], axis), None]
+        flip = (lambda v: emit.op("stablehlo.reverse", v.type, [v], {"dimensions": ir.DenseI64ArrayAttr.get([axis])})) \
+            if reverse else (lambda v: v)             # a scan from the end: the scan of the reversed array
+        x_, ans, g = flip(x), flip(op.results[0]), flip(cts[0])
+        ct = _cumprod_vjp(x_, g, axis) if body == "stablehlo.multiply" else _cumulative_chooser_vjp(x_, ans, g, axis)
+        return [flip(ct), None]
     rank = len(_shape(x))
     ones = [1] * rank
     window = _attr_ints(op, "window_dimensions")

@@ -18,11 +18,14 @@ PASSES: dict[str, type[ModulePass]] = {p.name: p for p in (VerifyStaticShapes, V
 def run_passes(module, passes: list) -> list:
     """Run the passes in order (names, with default options, or pass objects), verifying the module after
     each; returns their diagnostics. A pass that leaves an invalid module is arrc's bug: E0601, and the
-    passes after it do not run."""
+    passes after it do not run. A pass that reports an error stops there too (it may have left the module
+    half rewritten)."""
     diags = []
     for p in passes:
         p = PASSES[p]() if isinstance(p, str) else p
         diags.extend(p.apply(module))
+        if any(d.severity == "error" for d in diags):
+            return diags
         try:
             module.operation.verify()
         except ir.MLIRError as err:

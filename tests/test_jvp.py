@@ -411,3 +411,56 @@ def test_guards_blame_the_forward_operation():
         j(np.array([1.0, 0.0]), np.ones(2))            # sqrt'(0) = inf, as jax.jvp gives
     assert err.value.diagnostic.span.line == 2          # `y = sqrt(x)`
     assert "in jvp(f)" in str(err.value)
+
+
+# Each rule on its own, vector in and out (x: f64[6], the integer operands fixed): `jax.jvp` is the oracle
+# for J v, and the dot-product test <J v, u> == <v, J^T u> ties the reverse rule to it.
+RULES = {
+    "unary": "sin(x) + cos(x) + tan(x * 0.3) + exp(x) + expm1(x) + log(x * x + 1.0) + log1p(x * x) + tanh(x)"
+             " + sigmoid(x) + sqrt(x * x + 1.0) + rsqrt(x * x + 1.0) + cbrt(x) + abs(x) + sinh(x) + cosh(x)"
+             " + asin(x * 0.2) + acos(x * 0.2) + atan(x) + erf(x)",
+    "binary": "x * x[::-1] + x / (x[::-1] ** 2 + 1.0) + maximum(x, x[::-1]) + minimum(x, 0.1) + atan2(x, x[::-1] + 3.0)"
+              " + (x * x + 1.0) ** x[::-1] + x % 0.7 + clip(x, -0.5, 0.5) + where(x > 0.0, x, 2.0 * x)",
+    "reductions": "concat((reshape(sum(reshape(x, (2, 3)), axis=0), (3,)), reshape(prod(reshape(x, (2, 3)), axis=1), (2,)),"
+                  " reshape(max(x), (1,)), reshape(logsumexp(x), (1,)), softmax(x), log_softmax(x)))",
+    "products": "reshape(reshape(x, (2, 3)).T @ reshape(x, (2, 3)), (9,)) + 0.0",
+    "indexing": "concat((x[idx], x[2:5], x[::2], reshape(outer(x, x)[1, :], (6,))))",
+    "updates": "stored(x)",
+    "scans": "concat((cumsum(x), cumprod(x), cummax(x), cummin(x), sort(x), flip(x, axis=0)))",
+    "shapes": "reshape(pad(reshape(x, (2, 3)), ((1, 0), (0, 2)), constant_values=0.5), (15,))",
+}
+RULE_HELPERS = """
+def stored(x: f64[6]) -> f64[6]:
+    y = x * 2.0
+    y[idx] = x[0:3] * x[3:6]
+    y[4] = x[1] * 3.0
+    y[0:2] += x[4:6]
+    return y
+"""
+
+
+@pytest.fixture(scope="module")
+def rules():
+    src = "const idx: i32[3] = [4, 1, 4]\n" + RULE_HELPERS
+    src += "".join(f"\ndef r_{name}(x: f64[6]) -> f64[{_width(name)}]:\n    return {body}\n" for name, body in RULES.items())
+    return arrc.loads(src)
+
+
+def _width(name: str) -> int:
+    return {"unary": 6, "binary": 6, "reductions": 19, "products": 9, "indexing": 15, "updates": 6,
+            "scans": 36, "shapes": 15}[name]
+
+
+@pytest.mark.parametrize("name", list(RULES))
+def test_each_rule_passes_the_dot_product_test(rules, name):
+    rng = np.random.default_rng(len(name))
+    f = rules[f"r_{name}"]
+    x = rng.uniform(-1.5, 1.5, 6)
+    v, u = rng.standard_normal(6), rng.standard_normal(_width(name))
+    value, jv = arrc.jvp(f)(x, v)
+    value_again, (jtu,) = arrc.vjp(f)(x, u)
+    np.testing.assert_allclose(value, value_again, rtol=1e-14)
+    np.testing.assert_allclose(np.dot(jv, u), np.dot(v, jtu), rtol=1e-11)
+    eps = 1e-6                                    # and J v is the derivative: central differences
+    np.testing.assert_allclose(jv, (np.asarray(f(x + eps * v)) - np.asarray(f(x - eps * v))) / (2 * eps),
+                               rtol=1e-5, atol=1e-7)
