@@ -415,12 +415,9 @@ class Derivative(Function):
         self._check_types(list(arg_types))
         base = self._base._sig
         lowered = self._base.lower(*arg_types[:len(base.params)])
-        if lowered.effect_sites:
-            raise CompileError([Diagnostic("E0216", f"cannot differentiate `{self._base.name}`: it prints or "
-                                           "asserts", self._sig.result_spans[0], "in this function",
-                                           notes=["print and assert under grad are a next step of arr's "
-                                                  "autodiff (docs/autodiff.md)"])], self.sources)
-        apply_passes(lowered.module, lowered.context, [ValueAndGrad.of(self._kind, self._wrt)], self.sources)
+        hidden = 2 if lowered.effect_sites else 0          # the run id and io token of prints and asserts
+        apply_passes(lowered.module, lowered.context,
+                     [ValueAndGrad.of(self._kind, tuple(i + hidden for i in self._wrt))], self.sources)
         values = lowered.result_types if self._keep_value else []
         lowered.arg_types = list(arg_types)
         lowered.result_types = values + (lowered.result_types if self._kind == "jvp" else

@@ -640,11 +640,14 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
     result's product with a cotangent that `fn` takes as a new argument after its own, one per result
     (`jax.vjp`; an integer result's cotangent is ignored, as JAX's float0). Returns diagnostics (E0216 for
     an operation this step cannot differentiate)."""
+    from . import abi
     block = fn.regions[0].blocks[0]
     unroll_counted_loops(block)
     ops = list(block.operations)
     ret = ops[-1]
-    results = list(ret.operands)
+    extra = _attr_int(fn, abi.EXTRA_RESULTS) if abi.EXTRA_RESULTS in fn.attributes else 0
+    results = list(ret.operands)[:len(ret.operands) - extra]
+    extras = list(ret.operands)[len(results):]          # the io token of prints and asserts: stays last
     given = [block.add_argument(r.type, ret.location) for r in results] if seeded else []
     with ir.InsertionPoint(ret), ret.location:
         seeds = {} if seeded else {results[0]: emit.const(1.0, dtype_of(results[0]), ())}
@@ -655,10 +658,10 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
         if isinstance(cts, Diagnostic):
             return [cts]
         grads = [cts.get(block.arguments[i]) or _zeros(block.arguments[i]) for i in wrt]
-        func.ReturnOp((results if keep_value else []) + grads)
+        func.ReturnOp((results if keep_value else []) + grads + extras)
     ret.erase()
     erase_dead([o for o in ops[:-1] if o.operation.name == "stablehlo.while"])     # loops replaced by tapes
-    types = [v.type for v in (results if keep_value else [])] + [g.type for g in grads]
+    types = [v.type for v in (results if keep_value else []) + grads + extras]
     inputs = [a.type for a in block.arguments]
     fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, types))
     if "res_attrs" in fn.attributes:                # one per result before (a JAX export's)
@@ -680,8 +683,10 @@ def jvp(fn, wrt: tuple) -> list:
     of the rewritten function (the sweeps replace loops). About one forward and two backward sweeps of
     work before XLA removes what the results do not use (J^T c, the sweep from y, cotangents of x).
     Returns diagnostics (E0216, as value_and_grad)."""
+    from . import abi
     block = fn.regions[0].blocks[0]
-    n, m, k = len(block.arguments), len(list(block.operations)[-1].operands), len(wrt)
+    extra = _attr_int(fn, abi.EXTRA_RESULTS) if abi.EXTRA_RESULTS in fn.attributes else 0
+    n, m, k = len(block.arguments), len(list(block.operations)[-1].operands) - extra, len(wrt)
     diags = value_and_grad(fn, wrt, keep_value=True, seeded=True)                   # (x, c) -> (y, J^T c)
     if diags:
         return diags
@@ -690,7 +695,7 @@ def jvp(fn, wrt: tuple) -> list:
         return diags
     ret = list(block.operations)[-1]
     outs = list(ret.operands)
-    outs = outs[:m] + outs[m + k:]
+    outs = outs[:m] + outs[m + k:]                   # (y, J t, io...)
     with ir.InsertionPoint(ret), ret.location:
         func.ReturnOp(outs)
     ret.erase()
@@ -752,7 +757,7 @@ def unroll_counted_loops(block) -> None:
         values = list(loop.operands)
         with ir.InsertionPoint(loop):
             for _ in range(_trip_count(loop, abi)):
-                values = _recompute(loop, 1, values)[1]
+                values = _recompute(loop, 1, values, effects=True)[1]
         for result, value in zip(loop.results, values):
             result.replace_all_uses_with(value)
         loop.operation.erase()
@@ -905,11 +910,11 @@ def _record(loop, count: int, residuals: list = ()):
         recording = hlo.WhileOp([v.type for v in start], start)
         cond = recording.cond.blocks.append(*[v.type for v in start])
         with ir.InsertionPoint(cond):
-            hlo.return_(_recompute(loop, 0, list(cond.arguments[:n]))[1])
+            hlo.return_(_recompute(loop, 0, list(cond.arguments[:n]), effects=True)[1])
         body = recording.body.blocks.append(*[v.type for v in start])
         with ir.InsertionPoint(body):
             state, k, tapes = list(body.arguments[:n]), body.arguments[n], body.arguments[n + 1:]
-            ops, returned = _recompute(loop, 1, state)
+            ops, returned = _recompute(loop, 1, state, effects=True)          # the forward loop itself
             values = state + [ops[i].results[r] for i, r in residuals]
             written = [emit.op("stablehlo.dynamic_update_slice", t.type, [
                 t, emit.op("stablehlo.reshape", emit.tensor_type((1,) + _shape(v), dtype_of(v)), [v]),
@@ -1013,14 +1018,33 @@ def _if_vjp(op, cts):
     return dict(zip(captured, backward.results))
 
 
-def _recompute(op, index: int, args: list = ()):
+def _recompute(op, index: int, args: list = (), effects: bool = False):
     """The forward ops of region `index` of `op`, cloned to the insertion point with its block arguments
     replaced by `args`; and the values the region returns (a clone of `op` is taken apart, as
-    passes/rewrite.py inlines a call)."""
+    passes/rewrite.py inlines a call). Without `effects` the clone's prints and asserts are taken out
+    (their io token passed through): computing forward values again for a derivative repeats no effect."""
     copy = op.operation.clone()
+    if not effects:
+        _strip_effects(copy)
     moved = emit.inline_block(copy.regions[index].blocks[0], args)
     copy.erase()
     return moved
+
+
+def _strip_effects(op) -> None:
+    from . import abi
+    found = []
+
+    def visit(inner):
+        inner = inner.operation
+        if inner.name == "stablehlo.custom_call" and abi.KIND in inner.attributes \
+                and ir.StringAttr(inner.attributes[abi.KIND]).value in ("print", "assert"):
+            found.append(inner)
+        return ir.WalkResult.ADVANCE
+    op.walk(visit)
+    for call in found:                       # (run id, io token, values...) -> io token
+        call.results[0].replace_all_uses_with(call.operands[1])
+        call.erase()
 
 
 _WORDS = {"custom_call": "a host callback", "reduce_window": "a windowed reduction"}

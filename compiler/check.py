@@ -177,13 +177,6 @@ def reachable(program, name: str) -> list:
     return out
 
 
-def _prints_or_asserts(program, name: str) -> bool:
-    """Whether function `name`, or one it calls, has a `print` or an `assert` (read from the AST: the
-    program's `effectful` set is made after every function has been walked)."""
-    return any(isinstance(node, (ast.Print, ast.Assert))
-               for n in reachable(program, name) for node in ast.walk(program.functions[n]))
-
-
 # ---- the walker ---------------------------------------------------------------------
 class Return_(Exception):
     pass
@@ -643,7 +636,7 @@ class FunctionWalk(ControlFlow):
                                     f"{_results_of(sig)}",
                            inner.args[0].span, "not a float scalar function",
                            notes=[f"signature: {fname}{sig}"], help="differentiate a scalar loss, e.g. its `sum`")
-        self._refuse_non_floats(fname, sig, wrt, [at] * n, inner.args[0].span)
+        self._refuse_non_floats(fname, sig, wrt, [at] * n)
         if e.kwargs:
             raise ArrError("E0103", f"`{kind}(...)` takes its arguments by position", e.kwargs[0].span, "a keyword")
         args = [self.eval(a) for a in e.args]
@@ -692,7 +685,7 @@ class FunctionWalk(ControlFlow):
             raise ArrError("E0103", f"`{fname}` takes {n} argument(s), {len(primals.items)} primal(s) given",
                            e.args[1].span, "wrong number of primals", notes=[f"signature: {fname}{sig}"])
         spans = _item_spans(e.args[1], n)
-        self._refuse_non_floats(fname, sig, tuple(range(n)), spans, e.args[0].span,
+        self._refuse_non_floats(fname, sig, tuple(range(n)), spans,
                                 f"`{kind}` differentiates with respect to every primal: take `{{}}` as a float and "
                                 f"convert it inside (e.g. `{{}}.astype(i32)`), or leave it out of `{fname}`")
         if isinstance(primals, Poisoned) or isinstance(given, Poisoned) or POISON in primals.items or \
@@ -754,19 +747,15 @@ class FunctionWalk(ControlFlow):
         self.program.derivative_sites.add((kind, node.id, node.span))
         return node.id, self.program.signatures[node.id]
 
-    def _refuse_non_floats(self, fname: str, sig, wrt: tuple, spans: list, fspan,
+    def _refuse_non_floats(self, fname: str, sig, wrt: tuple, spans: list,
                            help: str = "derivatives are taken with respect to float arguments only") -> None:
-        """E0216 for an argument in `wrt` that is not a float (at its span; `help` formatted with its name),
-        or for an `fname` that prints or asserts."""
+        """E0216 for an argument in `wrt` that is not a float (at its span; `help` formatted with its name)."""
         for i in wrt:
             pname, ptype, _ = sig.params[i]
             if not ptype.dtype.is_float:
                 raise ArrError("E0216", f"cannot differentiate with respect to `{pname}`: it is {ptype}, not a "
                                         f"float", spans[i], f"argument {i} of `{fname}`",
                                notes=[f"signature: {fname}{sig}"], help=help.format(pname, pname))
-        if _prints_or_asserts(self.program, fname):
-            raise ArrError("E0216", f"cannot differentiate `{fname}` yet: it prints or asserts", fspan,
-                           "prints or asserts", notes=["print and assert under grad are a next step of arr's autodiff"])
 
     def _lower_derivative(self, kind: str, fname: str, span, args: list, arg_types: list, wrt: tuple,
                           types: list) -> list:
@@ -774,8 +763,8 @@ class FunctionWalk(ControlFlow):
         self.calls.append((fname, span))
         if not self.is_lowering:
             return [Val(t) for t in types]
-        irs = self.lowering.derivative(kind, fname, [self.materialize(v, t.dtype) for v, t in zip(args, arg_types)],
-                                       arg_types, wrt)
+        irs = self.lowering.derivative(self, kind, fname,
+                                       [self.materialize(v, t.dtype) for v, t in zip(args, arg_types)], arg_types, wrt)
         return [Val(t, r) for t, r in zip(types, irs)]
 
     def call_user(self, name, args, kwargs, node, spans, kw_spans):

@@ -157,21 +157,29 @@ class FunctionLowering:
         self.m = module_lowering
         self.location = module_lowering.location
 
-    def derivative(self, kind: str, name: str, args: list, arg_types: list, wrt: tuple) -> list:
+    def derivative(self, walk, kind: str, name: str, args: list, arg_types: list, wrt: tuple) -> list:
         """A derivative of `name` inside a function being lowered (`grad(name)(args)`, `value_and_grad`, `jvp`,
         `vjp`: `kind`, as passes/autodiff.py `ValueAndGrad.of` names them): `name` lowered on its own for its
         parameters' types (the first of `arg_types`, in the same context), differentiated, and its body moved
         to the insertion point with its arguments replaced by `args` (the tangents or cotangents last).
-        Returns the values it returns."""
+        Returns the values it returns. A `name` that prints or asserts does so in the forward pass, once:
+        its run id and io token are the caller's (`walk`'s), its callback sites join the module's, and the
+        io token it returns is the caller's from then on."""
         program = self.m.program
         n = len(program.signatures[name].params)
-        sub = ModuleLowering(program, self.m.context).lower(name, arg_types[:n])
+        sub_lowering = ModuleLowering(program, self.m.context)
+        sub_lowering.effect_sites = self.m.effect_sites           # one numbering of the module's callbacks
+        sub = sub_lowering.lower(name, arg_types[:n])
         fn = next(op for op in sub.module.body.operations if op.operation.name == "func.func")
+        hidden = [walk.materialize(walk.env[effects.RUN]), walk.materialize(walk.env[IO])] if sub.effect_sites else []
+        wrt = tuple(i + len(hidden) for i in wrt)
         diags = jvp(fn, wrt) if kind == "jvp" else value_and_grad(fn, wrt, kind != "grad", kind == "vjp")
         if diags:
             raise CompileError(diags, program.sources)
-        results = emit.inline_block(fn.regions[0].blocks[0], args)[1]
+        results = emit.inline_block(fn.regions[0].blocks[0], hidden + list(args))[1]
         fn.operation.erase()
+        if hidden:
+            walk.env[IO] = Val(ArrayType(I32, ()), results.pop())
         return results
 
     def call(self, walk, name: str, args: list, param_types: list, span) -> list:
