@@ -710,6 +710,14 @@ def jvp(fn, wrt: tuple) -> list:
     return []
 
 
+def _adjoint_location(loc, name: str):
+    """`vjp(<name>)` around the forward operation's location, inside the same call sites (the guards read
+    the call chain from the outside in, and the forward operation from the innermost frame)."""
+    if isinstance(loc, ir.CallSiteLoc):
+        return ir.Location.callsite(_adjoint_location(loc.callee, name), [loc.caller])
+    return ir.Location.name(f"vjp({name})", childLoc=loc)
+
+
 def sweep(ops: list, cts: dict):
     """The backward sweep over `ops` (in program order), emitted at the current insertion point: from the
     cotangents `cts` (value -> cotangent) of values they make, the cotangents of the values they use
@@ -724,7 +732,7 @@ def sweep(ops: list, cts: dict):
         rule = VJP.get(name)
         ins = None
         if rule is not None:
-            with ir.Location.name(f"vjp({name.split('.')[-1]})", childLoc=op.location):
+            with _adjoint_location(op.location, name.split(".")[-1]):
                 ins = rule(op, outs)
         if isinstance(ins, Diagnostic):
             return ins

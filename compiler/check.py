@@ -763,7 +763,7 @@ class FunctionWalk(ControlFlow):
         self.calls.append((fname, span))
         if not self.is_lowering:
             return [Val(t) for t in types]
-        irs = self.lowering.derivative(self, kind, fname,
+        irs = self.lowering.derivative(self, kind, fname, span,
                                        [self.materialize(v, t.dtype) for v, t in zip(args, arg_types)], arg_types, wrt)
         return [Val(t, r) for t, r in zip(types, irs)]
 

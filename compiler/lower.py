@@ -157,7 +157,7 @@ class FunctionLowering:
         self.m = module_lowering
         self.location = module_lowering.location
 
-    def derivative(self, walk, kind: str, name: str, args: list, arg_types: list, wrt: tuple) -> list:
+    def derivative(self, walk, kind: str, name: str, span, args: list, arg_types: list, wrt: tuple) -> list:
         """A derivative of `name` inside a function being lowered (`grad(name)(args)`, `value_and_grad`, `jvp`,
         `vjp`: `kind`, as passes/autodiff.py `ValueAndGrad.of` names them): `name` lowered on its own for its
         parameters' types (the first of `arg_types`, in the same context), differentiated, and its body moved
@@ -169,6 +169,8 @@ class FunctionLowering:
         n = len(program.signatures[name].params)
         sub_lowering = ModuleLowering(program, self.m.context)
         sub_lowering.effect_sites = self.m.effect_sites           # one numbering of the module's callbacks
+        sub_lowering.call_sites = self.m.call_sites + [           # reports name the derivative and its callers
+            ir.Location.name(f"{kind}({name})", childLoc=self.m._file_loc(span))]
         sub = sub_lowering.lower(name, arg_types[:n])
         fn = next(op for op in sub.module.body.operations if op.operation.name == "func.func")
         hidden = [walk.materialize(walk.env[effects.RUN]), walk.materialize(walk.env[IO])] if sub.effect_sites else []

@@ -206,7 +206,7 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
                      + (" (outermost first)" if len(iteration) > 1 else ""))
     if site.chain:
         functions = [name for name, _ in site.chain] + [entry]
-        parts = [f"in {functions[0]}"]
+        parts = [f"in the backward pass, in {functions[0]}" if site.derivative_of else f"in {functions[0]}"]
         for (_, span), caller in zip(site.chain, functions[1:]):
             parts.append(f"called from {caller} at {span}")
         notes.append(", ".join(parts))

@@ -628,6 +628,34 @@ def test_the_backward_pass_report_names_the_derivative_and_teaches_the_fix():
     np.testing.assert_allclose(arrc.grad(mod.fixed)(x), want, rtol=1e-13)
 
 
+
+CHAINED_REPORT = """\
+error[R0002]: infinity produced in the backward pass
+ --> chain.arr:2:24
+  |
+2 |     y = where(x > 0.0, sqrt(x), 0.0)
+  |                        ^^^^^^^ the derivative of `sqrt` produced inf at index [1]
+  |
+  = note: operands at index [1]: literal = 0.5, sqrt(x) = 0.0
+  = note: in loop iteration 0
+  = note: in the backward pass, in grad(masked), called from step at chain.arr:6:22, called from descend at \
+chain.arr:10:13
+  = help: if this `sqrt` is under a `where` that drops these elements, its derivative is still computed for \
+them (and 0 * inf is NaN, as in jax.grad): give `sqrt` safe inputs with a second `where`, e.g. \
+`where(x > 0.0, sqrt(where(x > 0.0, x, 1.0)), 0.0)`
+"""
+
+
+def test_a_backward_pass_report_names_the_derivative_and_its_callers():
+    mod = arrc.loads("def masked(x: f64[2]) -> f64:\n    y = where(x > 0.0, sqrt(x), 0.0)\n    return sum(y)\n\n"
+                     "def step(x: f64[2]) -> f64[2]:\n    return x - 0.1 * grad(masked)(x)\n\n"
+                     "def descend(x: f64[2], n: i32) -> f64[2]:\n    for i in range(n):\n        x = step(x)\n"
+                     "    return x\n", filename="chain.arr", guards="nan,inf")
+    with pytest.raises(arrc.InfError) as err:
+        mod.descend(np.array([1.0, 0.0]), 3)
+    assert str(err.value) == CHAINED_REPORT
+
+
 RUN_TIME_LOOPS = """
 def running(x: f64[2], w: f64, n: i32) -> f64:
     s = 0.0
