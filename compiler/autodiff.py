@@ -871,6 +871,8 @@ def _tape_residuals(loop, recording, ops: list, j: ir.Value) -> None:
         return
     n = len(loop.operands)
     again = _record(loop, _shape(_tapes(recording, n)[0][0])[0], positions)
+    if again is None:                        # the residuals' tapes would not fit: compute them again
+        return
     for old, new in zip(recording.results, again.results):
         old.replace_all_uses_with(new)
     recording.operation.erase()
@@ -902,16 +904,16 @@ def _record(loop, count: int, residuals: list = ()):
     """A loop in place of `loop` (which is not erased: the caller still clones it) that also records, in a
     tape `[count, *shape]` per carried value, the state each iteration starts from, and per position
     (op index, result index) in `residuals` that value of the body; None where the trip count is unknown
-    or the state's tapes would not fit in memory (E0215's limit)."""
+    or the tapes would not fit in memory (E0215's limit)."""
     from .types import MAX_ARRAY_BYTES
     carried = list(loop.operands)
+    body_ops = list(loop.regions[1].blocks[0].operations)
+    residual_values = [body_ops[i].results[r] for i, r in residuals]
     if count <= 0 or sum(count * int(np.prod(_shape(v))) * max(1, dtype_of(v).bits // 8)
-                         for v in carried) > MAX_ARRAY_BYTES:
+                         for v in carried + residual_values) > MAX_ARRAY_BYTES:
         return None
     u64 = DTYPES["u64"]
     n = len(carried)
-    body_ops = list(loop.regions[1].blocks[0].operations)
-    residual_values = [body_ops[i].results[r] for i, r in residuals]
     with ir.InsertionPoint(loop), loop.location:
         start = carried + [emit.const(0, u64, ())] + \
             [emit.const(0, dtype_of(v), (count,) + _shape(v)) for v in carried + residual_values]

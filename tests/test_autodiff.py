@@ -502,6 +502,22 @@ def test_long_counted_loops_are_taped():
 
 
 
+
+def test_tapes_past_the_memory_limit_fall_back_to_recomputation(monkeypatch):
+    from arrc.compiler import types
+    monkeypatch.setattr(types, "MAX_ARRAY_BYTES", 4096)          # the 300 x 3 f64 tape needs 7200 bytes
+    rng = np.random.default_rng(11)
+    x, w = rng.standard_normal(3), 0.5 * rng.standard_normal((3, 3))
+    lowered = arrc.grad(TAPED.nested).lower(arrc.spec("f64[3]"), arrc.spec("f64[3, 3]")).as_text()
+    assert "tensor<300x3xf64>" not in lowered and "tensor<2x3xf64>" in lowered      # the inner loop's tape fits
+
+    def nested(x, w):
+        s = jax.lax.fori_loop(0, 300, lambda i, s: jax.lax.fori_loop(0, 2, lambda j, s: jnp.sin(w @ s) + x, s), x)
+        return jnp.sum(s)
+    for got, want in zip(arrc.grad(TAPED.nested, argnums=(0, 1))(x, w), jax.grad(nested, argnums=(0, 1))(x, w)):
+        np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-14)
+
+
 BOUNDED = arrc.loads("""
 def steps(x: f64[3], w: f64[3, 3], n: i32) -> f64:
     s = x
