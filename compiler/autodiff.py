@@ -918,6 +918,7 @@ def _record(loop, count: int, residuals: list = ()):
         start = carried + [emit.const(0, u64, ())] + \
             [emit.const(0, dtype_of(v), (count,) + _shape(v)) for v in carried + residual_values]
         recording = hlo.WhileOp([v.type for v in start], start)
+        _copy_trip_count(loop, recording)
         cond = recording.cond.blocks.append(*[v.type for v in start])
         with ir.InsertionPoint(cond):
             hlo.return_(_recompute(loop, 0, list(cond.arguments[:n]), effects=True)[1])
@@ -941,6 +942,13 @@ def _tapes(recording, n: int) -> tuple:
     return results[n + 1:2 * n + 1], results[2 * n + 1:]
 
 
+def _copy_trip_count(loop, other) -> None:
+    """`other` runs as often as `loop`: the same trip-count mark (none for a `while`: it may not end)."""
+    from . import abi
+    if abi.TRIP_COUNT in loop.attributes:
+        other.attributes[abi.TRIP_COUNT] = loop.attributes[abi.TRIP_COUNT]
+
+
 def _read_tapes(tapes: list, j: ir.Value) -> list:
     """The state recorded at iteration `j`."""
     state = []
@@ -955,8 +963,11 @@ def _read_tapes(tapes: list, j: ir.Value) -> list:
 
 def _counter_loop(start: list, limit: ir.Value):
     """A `stablehlo.while` carrying `start` (a ui64 counter first) while the counter is below `limit`; its
-    body block is left empty for the caller to fill."""
+    body block is left empty for the caller to fill. It ends (`limit` counts a loop that ended), as a
+    `for` loop: marked with a trip count, -1 where unknown, it keeps the runtime's fast path."""
+    from . import abi
     loop = hlo.WhileOp([v.type for v in start], start)
+    loop.attributes[abi.TRIP_COUNT] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), -1)
     cond = loop.cond.blocks.append(*[v.type for v in start])
     with ir.InsertionPoint(cond):
         hlo.return_([emit.compare(cond.arguments[0], limit, "LT", DTYPES["u64"])])
@@ -979,6 +990,7 @@ def _count_iterations(loop, state: list) -> ir.Value:
     u64 = DTYPES["u64"]
     start = [emit.const(0, u64, ())] + list(state)
     counting = hlo.WhileOp([v.type for v in start], start)
+    _copy_trip_count(loop, counting)
     cond = counting.cond.blocks.append(*[v.type for v in start])
     with ir.InsertionPoint(cond):
         hlo.return_(_recompute(loop, 0, list(cond.arguments[1:]))[1])
