@@ -150,6 +150,20 @@ class IndexTarget(Node):
 
 
 @dataclass(frozen=True)
+class TupleTarget(Node):
+    elems: tuple = ()                  # targets: `a, (b, c) = ...` unpacks a nested tuple
+
+
+def walk_targets(targets):
+    """The name and index targets among `targets`, nested tuples of them flattened, in order."""
+    for t in targets:
+        if isinstance(t, TupleTarget):
+            yield from walk_targets(t.elems)
+        else:
+            yield t
+
+
+@dataclass(frozen=True)
 class Assign(Node):
     targets: tuple = ()
     value: Expr = None

@@ -259,7 +259,7 @@ class FunctionWalk(ControlFlow):
 
     def _poison_targets(self, stmt) -> None:
         if isinstance(stmt, ast.Assign):
-            for t in stmt.targets:
+            for t in ast.walk_targets(stmt.targets):
                 if isinstance(t, ast.NameTarget):
                     self.env[t.name] = POISON
         elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.NameTarget):
@@ -317,20 +317,24 @@ class FunctionWalk(ControlFlow):
 
     def stmt_Assign(self, stmt) -> None:
         value = self.eval(stmt.value)
-        targets = stmt.targets
-        if len(targets) == 1:
-            self.assign(targets[0], value)
-            return
+        if len(stmt.targets) == 1:
+            self.assign(stmt.targets[0], value)
+        else:
+            self._unpack(stmt.targets, value, stmt.value)
+
+    def _unpack(self, targets: tuple, value, node) -> None:
+        """`a, b = value` (and each nested `(c, d)` target): a tuple, or an array by rows, one per target."""
         if isinstance(value, Poisoned):
             for t in targets:
                 self.assign(t, POISON)
             return
         if isinstance(value, Val) and value.type.rank and value.type.shape[0] == len(targets):
-            value = self._rows(value, stmt.value)        # `k1, k2 = split(k)`: an array unpacks by rows
+            value = self._rows(value, node)        # `k1, k2 = split(k)`: an array unpacks by rows
         if not isinstance(value, TupleVal) or len(value.items) != len(targets):
             count = len(value.items) if isinstance(value, TupleVal) else 1
+            label = f"receives {describe(value)}" if isinstance(node, ast.TupleTarget) else f"this is {describe(value)}"
             raise ArrError("E0209", f"cannot unpack {count} value{'s' if count != 1 else ''} into "
-                                    f"{len(targets)} names", stmt.value.span, f"this is {describe(value)}")
+                                    f"{len(targets)} names", node.span, label)
         for t, v in zip(targets, value.items):
             self.assign(t, v)
 
@@ -343,6 +347,9 @@ class FunctionWalk(ControlFlow):
     def assign(self, target, value) -> None:
         if isinstance(target, ast.IndexTarget):
             self.assign_index(target, value)
+            return
+        if isinstance(target, ast.TupleTarget):
+            self._unpack(target.elems, value, target)
             return
         name = target.name
         if (diag := named_constant_binding(name, target.span)) is not None:

@@ -33,7 +33,7 @@ def assigned_names(stmts) -> list[str]:
     def visit(block):
         for s in block:
             if isinstance(s, ast.Assign):
-                for t in s.targets:
+                for t in ast.walk_targets(s.targets):
                     add(t.name if isinstance(t, ast.NameTarget) else _base_name(t))
             elif isinstance(s, ast.AugAssign):
                 add(s.target.name if isinstance(s.target, ast.NameTarget) else _base_name(s.target))

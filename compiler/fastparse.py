@@ -440,6 +440,8 @@ class _Parser:
             return make.Assign(self.span(targets[0].span, end), tuple(targets), value)
         if kind in AUG_OPS:
             target = _target(expr, outer)
+            if type(target) is ast.TupleTarget:
+                raise GiveUp("an augmented assignment to a tuple")
             op = self.take()[1][:-1]
             value, end = self.expr()
             return make.AugAssign(self.span(target.span, end), target, op, value)
@@ -735,12 +737,14 @@ class _Parser:
 
 
 def _target(expr: ast.Node, outer: Span) -> ast.Node:
-    """An assignment target: a name or an indexed postfix, not in parentheses."""
+    """An assignment target: a name, an indexed postfix or a tuple of targets, not in (other) parentheses."""
     if outer is expr.span:
         if type(expr) is ast.Name:
             return make.NameTarget(expr.span, expr.id)
         if type(expr) is ast.Index:
             return make.IndexTarget(expr.span, expr.base, expr.subscripts)
+        if type(expr) is ast.TupleLit:
+            return make.TupleTarget(expr.span, tuple(_target(e, e.span) for e in expr.elems))
     raise GiveUp("not an assignment target")
 
 

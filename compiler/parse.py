@@ -82,6 +82,31 @@ def _make_parser() -> Lark:
     return cached_lark(_grammar_text(), options, lambda: Lark(_grammar_text(), **options))
 
 
+class BadTarget(Exception):
+    """An assignment to something that is not a name, an indexed name or a tuple of them (E0001)."""
+
+    def __init__(self, message: str, span: Span, label: str):
+        super().__init__(message)
+        self.span, self.label = span, label
+
+
+_NOT_TARGETS = {ast.Call: "a function call", ast.Attribute: "an attribute", ast.IntLit: "a literal",
+                ast.FloatLit: "a literal", ast.StrLit: "a literal", ast.BoolLit: "a literal",
+                ast.ArrayLit: "an array literal"}
+
+
+def _as_target(expr) -> ast.Node:
+    """The target an assignment's left side names: `x`, `x[i]`, or a parenthesized tuple of targets."""
+    if isinstance(expr, ast.Name):
+        return ast.NameTarget(expr.span, expr.id)
+    if isinstance(expr, ast.Index):
+        return ast.IndexTarget(expr.span, expr.base, expr.subscripts)
+    if isinstance(expr, ast.TupleLit):
+        return ast.TupleTarget(expr.span, tuple(_as_target(e) for e in expr.elems))
+    what = _NOT_TARGETS.get(type(expr), "an expression")
+    raise BadTarget(f"cannot assign to {what}", expr.span, "not a name, an indexed name or a tuple of them")
+
+
 def _span(file: str, meta) -> Span:
     return Span(file, meta.line, meta.column, meta.end_line, meta.end_column)
 
@@ -160,13 +185,14 @@ class _ToAst(Transformer):
     def targets(self, meta, ch):
         return tuple(t for t in ch if t is not None)
 
-    def name_target(self, meta, ch):
-        return ast.NameTarget(self._s(meta), str(ch[0]))
-
-    def index_target(self, meta, ch):
-        return ast.IndexTarget(self._s(meta), ch[0], ch[1])
+    def target(self, meta, ch):
+        if self._s(meta) != ch[0].span:              # `(x) = 1`: parentheses only around a tuple
+            raise BadTarget("cannot assign to a parenthesized target", self._s(meta), "in parentheses")
+        return _as_target(ch[0])
 
     def aug_assign(self, meta, ch):
+        if isinstance(ch[0], ast.TupleTarget):
+            raise BadTarget("an augmented assignment cannot update a tuple", ch[0].span, "a tuple")
         return ast.AugAssign(self._s(meta), ch[0], str(ch[1])[:-1], ch[2])
 
     def return_stmt(self, meta, ch):
@@ -472,6 +498,12 @@ def _parse_lark(source: Source, text: str, start: str):
             raise _too_deep(source) from None
         if isinstance(err.orig_exc, fastparse.BadLiteral):
             raise _bad_literal(err.orig_exc, source) from None
+        if isinstance(err.orig_exc, BadTarget):
+            bad = err.orig_exc
+            raise CompileError([Diagnostic("E0001", str(bad), bad.span, bad.label,
+                                           help="assign to a name (`y = ...`), an element (`x[i] = ...`) or a "
+                                                "tuple of them (`y, (a, b) = ...`)")],
+                               {source.name: source}) from None
         raise err.orig_exc from None
     except RecursionError:
         raise _too_deep(source) from None

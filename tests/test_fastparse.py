@@ -233,6 +233,8 @@ COMPOUND = [
     body("for i in range(n,):", "    pass", "for j in range(1, step=2):", "    pass"),
     body("while x < 3:", "    x = x + 1", "    while y:", "        pass", "return x"),
     body("while x < 3, bound=100:", "    x = x + 1", "for i in range(n, bound=64):", "    pass"),
+    body("y, (a, b) = f(x)", "(c, d), e = 1, (2, 3)", "(p,) = q", "a, ((b), c[0]) = z", "return y"),
+    body("a, (b, f(c)) = z"), body("(a, b) += 1"), body("f(x) = 1"), body("(a) = 1"), body("a, (3,) = z"),
     body("while (x), bound = n * 2:", "    pass", "while x, bound:", "    pass", "while x, 3:", "    pass"),
     body("if (x):", "    pass", "while (x):", "    pass"),
     body("if x:", "    pass", "", "    # a comment", "", "else:", "  # odd indent", "    pass", "  ", "return 1"),

@@ -454,3 +454,23 @@ def test_each_rule_passes_the_dot_product_test(rules, name):
     eps = 1e-6                                    # and J v is the derivative: central differences
     np.testing.assert_allclose(jv, (np.asarray(f(x + eps * v)) - np.asarray(f(x - eps * v))) / (2 * eps),
                                rtol=1e-5, atol=1e-7)
+
+
+def test_the_spec_forms_with_nested_targets():
+    """LANGUAGE.md section 15: `y, ty = jvp(f, (x,), (tx,))` and `y, (gx,) = vjp(f, (x,), ct)`."""
+    mod = arrc.loads("""
+def f(x: f64[3]) -> f64[3]:
+    return sin(x) * x
+
+def both(x: f64[3], tx: f64[3], ct: f64[3]) -> (f64[3], f64[3], f64[3]):
+    y, ty = jvp(f, (x,), (tx,))
+    y2, (gx,) = vjp(f, (x,), ct)
+    return ty, gx, y - y2
+""")
+    rng = np.random.default_rng(12)
+    x, tx, ct = rng.standard_normal(3), rng.standard_normal(3), rng.standard_normal(3)
+    ty, gx, zero = mod.both(x, tx, ct)
+    f = lambda x: jnp.sin(x) * x                               # noqa: E731
+    np.testing.assert_allclose(ty, jax.jvp(f, (x,), (tx,))[1], rtol=1e-13)
+    np.testing.assert_allclose(gx, jax.vjp(f, x)[1](ct)[0], rtol=1e-13)
+    assert np.all(np.asarray(zero) == 0.0)
