@@ -37,5 +37,7 @@ DIV0 = "arrc.div0"                    # the select that replaces a zero divisor:
 WRAPPED_INDEX = "arrc.wrapped_index"  # a negative index wrapped by the size: bounds checks the original
 CLAMPED_INDEX = "arrc.clamped_index"  # an index clamped into range: bounds checks it before the clamp
 COUNTED = "arrc.counted"              # on a stablehlo.while: its last carried value counts its iterations
+FORWARD_ID = "arrc.forward_id"        # on a differentiated op: the id its adjoints' `vjp(<op>)#<id>` locations name
+FORWARD_LABEL = "forward:"             # a guard report's label prefix for an operand of that forward op
 LOOP_BOUND = "arrc.loop_bound"        # on a loop's stablehlo.while: its `bound=N` (docs/autodiff.md), the size of a tape
 TRIP_COUNT = "arrc.trip_count"        # on a `for` loop's stablehlo.while: its trip count, -1 if unknown

@@ -19,6 +19,7 @@ with a diagnostic (E0216) until the next steps.
 """
 from __future__ import annotations
 
+import itertools
 from typing import Callable
 
 import numpy as np
@@ -711,11 +712,24 @@ def jvp(fn, wrt: tuple) -> list:
 
 
 def _adjoint_location(loc, name: str):
-    """`vjp(<name>)` around the forward operation's location, inside the same call sites (the guards read
-    the call chain from the outside in, and the forward operation from the innermost frame)."""
+    """`vjp(<op>)#<id>` around the forward operation's location, inside the same call sites (the guards read
+    the call chain from the outside in, the forward operation from the innermost frame, and with the id
+    (`_forward_id`) its operands)."""
     if isinstance(loc, ir.CallSiteLoc):
         return ir.Location.callsite(_adjoint_location(loc.callee, name), [loc.caller])
-    return ir.Location.name(f"vjp({name})", childLoc=loc)
+    return ir.Location.name(name, childLoc=loc)
+
+
+_FORWARD_IDS = itertools.count(1)
+
+
+def _forward_id(op) -> int:
+    """The id that ties `op` to its adjoints (abi.FORWARD_ID; clones keep it, so a report made in the
+    backward pass can show the forward operation's operands where a copy of it precedes the adjoint)."""
+    from . import abi
+    if abi.FORWARD_ID not in op.attributes:
+        op.attributes[abi.FORWARD_ID] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), next(_FORWARD_IDS))
+    return ir.IntegerAttr(op.attributes[abi.FORWARD_ID]).value
 
 
 def sweep(ops: list, cts: dict):
@@ -732,7 +746,7 @@ def sweep(ops: list, cts: dict):
         rule = VJP.get(name)
         ins = None
         if rule is not None:
-            with _adjoint_location(op.location, name.split(".")[-1]):
+            with _adjoint_location(op.location, f"vjp({name.split('.')[-1]})#{_forward_id(op)}"):
                 ins = rule(op, outs)
         if isinstance(ins, Diagnostic):
             return ins

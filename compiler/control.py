@@ -419,8 +419,10 @@ class ControlFlow:
             op.attributes[abi.TRIP_COUNT] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), count)
         if bound is not None:
             op.attributes[abi.LOOP_BOUND] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), bound)
-        cond_block = op.cond.blocks.append(*ir_types)
-        body_block = op.body.blocks.append(*ir_types)
+        here = ir.Location.current              # the loop's; a carried variable's block argument is named
+        arg_locs = [here] * k + [ir.Location.name(n, childLoc=here) for n in names]
+        cond_block = op.cond.blocks.append(*ir_types, arg_locs=arg_locs)
+        body_block = op.body.blocks.append(*ir_types, arg_locs=arg_locs)
 
         def bind(block):
             self.env = dict(before)

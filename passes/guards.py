@@ -146,6 +146,42 @@ class _Guarder:
         self.run = None
         self.position = 0
         self.reaches = None        # origin build: the results the current top-level operation flows into
+        self.forward = None        # forward id -> the operations with it (compiler/autodiff.py), made on demand
+        self.places = None
+
+    def _forward_of(self, op):
+        """For an adjoint operation (compiler/autodiff.py: a `vjp(<op>)#<id>` location), the forward operation
+        with that id whose values it can see (a copy before it in its block or an enclosing one), or None."""
+        from ..compiler.locations import name_of
+        name = name_of(op.location) or ""
+        if not name.startswith("vjp(") or "#" not in name:
+            return None
+        if self.forward is None:
+            self.forward, self.places = {}, {}
+
+            def visit(inner):
+                inner = inner.operation
+                if abi.FORWARD_ID in inner.attributes:
+                    self.forward.setdefault(ir.IntegerAttr(inner.attributes[abi.FORWARD_ID]).value, []).append(inner)
+                return ir.WalkResult.ADVANCE
+            self.fop.operation.walk(visit)
+        candidates = self.forward.get(int(name.rsplit("#", 1)[1]), [])
+        best = None
+        for here in _enclosing(op):                # op, then the ops holding it, innermost first
+            for cand in candidates:
+                if cand.block == here.block and self._place(cand) < self._place(here):
+                    if best is None or self._place(cand) > self._place(best):
+                        best = cand
+            if best is not None:
+                return best
+        return None
+
+    def _place(self, op) -> int:
+        """`op`'s position in its block (each block numbered once)."""
+        if op not in self.places:
+            for i, o in enumerate(op.block.operations):
+                self.places[o.operation] = i
+        return self.places[op]
 
     def run_arg(self) -> ir.Value:
         if self.run is None:
@@ -305,6 +341,10 @@ class _Guarder:
                         clean = hlo.not_(_any(_nonfinite(o, kinds)))
                         bad = hlo.and_(bad, emit.broadcast(clean, shape))
             values = ([(_label(o), o) for o in operands] if elementwise else []) + [("result", result)]
+            forward = self._forward_of(op)
+            if forward is not None:                 # an adjoint: the forward operation's operands, same index
+                values[-1:-1] = [(abi.FORWARD_LABEL + _label(o), o) for o in forward.operands
+                                 if _is_float(o.type) and emit.shape_of(o) == shape]
             extra = {abi.REACHES: _i64_array(self.reaches)} if self.reaches is not None else None
             self._report(ip, op, bad, loops, position, "origin", values, extra=extra)
 
@@ -350,6 +390,14 @@ class _Guarder:
                 hlo.return_([])
             with ir.InsertionPoint(branch.false_branch.blocks.append()):
                 hlo.return_([])
+
+
+def _enclosing(op):
+    """`op` and the operations that hold it, innermost first, up to the function's."""
+    op = op.operation
+    while op is not None and op.name != "func.func":
+        yield op
+        op = op.parent and op.parent.operation
 
 
 def _is_float(t: ir.Type) -> bool:

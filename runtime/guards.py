@@ -45,6 +45,7 @@ def _flatten_callsites(loc) -> list:
 
 
 EFFECTS = ("print", "assert")
+FORWARD = abi.FORWARD_LABEL
 
 
 def _derivative_of(loc) -> str | None:
@@ -52,7 +53,7 @@ def _derivative_of(loc) -> str | None:
     name = name_of(loc)
     if not (name or "").startswith("vjp(") or not isinstance(loc, ir.NameLoc):
         return None
-    return name_of(loc.child_loc) or name[4:-1]
+    return name_of(loc.child_loc) or name[4:name.index(")")]
 
 
 def sites(module: ir.Module) -> dict:
@@ -174,9 +175,14 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
                         f"computed for them (and 0 * {what} is NaN, as in jax.grad): give `{op}` safe inputs with "
                         f"a second `where`, e.g. `where(x > 0.0, {op}(where(x > 0.0, x, 1.0)), 0.0)`")
             pairs = list(zip(site.labels[:-1], event.values[:-1]))
+            forward = [(_operand_text(t[len(FORWARD):], sources), v) for t, v in pairs if t.startswith(FORWARD)]
+            if forward and not any(k.startswith("%") for k, _ in forward):   # (not MLIR's `%arg0` fragments)
+                # the operands of the forward operation, at the same index
+                label += " (" + ", ".join(f"{k} = {_fmt(v)}" for k, v in forward) + ")"
             for label_text, v in pairs:
-                operands[_operand_text(label_text, sources)] = v
-            if pairs:
+                if not label_text.startswith(FORWARD):
+                    operands[_operand_text(label_text, sources)] = v
+            if operands:
                 notes.append(f"operands{at}: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in operands.items()))
     elif site.kind == "bounds":
         cls = BoundsError
