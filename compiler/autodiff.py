@@ -646,7 +646,7 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
     unroll_counted_loops(block)
     ops = list(block.operations)
     ret = ops[-1]
-    extra = _attr_int(fn, abi.EXTRA_RESULTS) if abi.EXTRA_RESULTS in fn.attributes else 0
+    extra = max(_attr_int(fn, abi.EXTRA_RESULTS), 0)
     results = list(ret.operands)[:len(ret.operands) - extra]
     extras = list(ret.operands)[len(results):]          # the io token of prints and asserts: stays last
     given = [block.add_argument(r.type, ret.location) for r in results] if seeded else []
@@ -686,7 +686,7 @@ def jvp(fn, wrt: tuple) -> list:
     Returns diagnostics (E0216, as value_and_grad)."""
     from . import abi
     block = fn.regions[0].blocks[0]
-    extra = _attr_int(fn, abi.EXTRA_RESULTS) if abi.EXTRA_RESULTS in fn.attributes else 0
+    extra = max(_attr_int(fn, abi.EXTRA_RESULTS), 0)
     n, m, k = len(block.arguments), len(list(block.operations)[-1].operands) - extra, len(wrt)
     diags = value_and_grad(fn, wrt, keep_value=True, seeded=True)                   # (x, c) -> (y, J^T c)
     if diags:
@@ -770,23 +770,18 @@ def unroll_counted_loops(block) -> None:
     (`arrc.trip_count`, set by arr's `for` lowering) by that many copies of its body, the loops inside them
     too (exact; the code grows with the count). Other loops are left to `_while_vjp`."""
     from . import abi
-    done = set()
     for _ in range(100_000):
         loop = next((op for op in block.operations if op.operation.name == "stablehlo.while"
-                     and id(op.operation) not in done and _trip_count(op, abi) in range(MAX_UNROLLED + 1)), None)
+                     and _attr_int(op, abi.TRIP_COUNT) in range(MAX_UNROLLED + 1)), None)
         if loop is None:
             return
         values = list(loop.operands)
         with ir.InsertionPoint(loop):
-            for _ in range(_trip_count(loop, abi)):
+            for _ in range(_attr_int(loop, abi.TRIP_COUNT)):
                 values = _recompute(loop, 1, values, effects=True)[1]
         for result, value in zip(loop.results, values):
             result.replace_all_uses_with(value)
         loop.operation.erase()
-
-
-def _trip_count(loop, abi) -> int:
-    return ir.IntegerAttr(loop.attributes[abi.TRIP_COUNT]).value if abi.TRIP_COUNT in loop.attributes else -1
 
 
 @_rule("stablehlo.while")
@@ -804,7 +799,7 @@ def _while_vjp(op, cts):
     captured = _captured(op)
     u64 = DTYPES["u64"]
     seeds = [cts[i] if cts[i] is not None else _zeros(op.results[i]) for i in floats]
-    known = _trip_count(op, abi)
+    known = _attr_int(op, abi.TRIP_COUNT)
     bound = known if known >= 0 else _attr_int(op, abi.LOOP_BOUND)
     recording = _record(op, bound)
 
@@ -841,6 +836,7 @@ def _while_vjp(op, cts):
 
 
 def _attr_int(op, name: str) -> int:
+    """An integer attribute of `op` (a trip count, a bound), -1 where it has none."""
     return ir.IntegerAttr(op.attributes[name]).value if name in op.attributes else -1
 
 
