@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import difflib
 import io
 import json
 import math
@@ -60,13 +61,37 @@ class UsageError(Exception):
 def load_module(path: str, werror: bool = False, guards=None, scope: str = "results",
                 device: str = "cpu") -> tuple[arrc.Module, dict[str, Source]]:
     """Compile the arr file at `path`; returns the module and the sources for rendering diagnostics."""
-    file = Path(path)
-    if not file.is_file():
-        raise UsageError(f"no such file: {path}")
-    source = decode(file.read_bytes(), path)
+    data = require_file(path, "an arr source file").read_bytes()
+    if looks_binary(data):
+        raise UsageError(f"{path} is not a text file (it looks binary); an arr source file is UTF-8 text")
+    source = decode(data, path)
     module = arrc.loads(source.text, filename=path, warnings="error" if werror else "warn",
                         guards=",".join(guards) if guards else None, guard_scope=scope, device=device)
     return module, {path: source}
+
+
+def require_file(path: str, what: str) -> Path:
+    """`path` as a Path if it is a regular file, else a usage error naming the problem (missing, a
+    directory, something else). `what` says what the command reads there ("an arr source file")."""
+    file = Path(path)
+    if file.is_dir():
+        raise UsageError(f"{path} is a directory, not {what}")
+    if not file.exists():
+        raise UsageError(f"no such file: {path}")
+    if not file.is_file():
+        raise UsageError(f"{path} is not a regular file; give {what}")
+    return file
+
+
+def looks_binary(data: bytes) -> bool:
+    """Whether `data` is no text at all (a NUL byte, or a tenth of its first 8 KiB undecodable or control
+    characters), rather than text with a stray non-UTF-8 byte (which is E0003 at that byte)."""
+    sample = data[:8192]
+    if b"\0" in sample:
+        return True
+    text = sample.decode("utf-8", errors="replace")
+    odd = sum(1 for c in text if c == "\ufffd" or (ord(c) < 32 and c not in "\t\n\r\f"))
+    return odd * 10 > len(text)
 
 
 def is_stablehlo(path: str) -> bool:
@@ -476,8 +501,7 @@ def format_times(times: dict[str, float], check: float) -> str:
 def run_stablehlo(args: argparse.Namespace, kwargs: dict) -> RunResult:
     """`arrc run in.mlir`: StableHLO from elsewhere, arguments by position (`--arg arg0=...`)."""
     from arrc.runtime.foreign import ForeignFunction
-    if not Path(args.file).is_file():
-        raise UsageError(f"no such file: {args.file}")
+    require_file(args.file, "a StableHLO file (.mlir or .mlirbc)")
     check_device(args.device)
     from arrc.passes.guards import parse_kinds
     fn = ForeignFunction(args.file, parse_kinds(",".join(args.guards or ())), args.guard_scope, args.device)
@@ -541,18 +565,39 @@ def specialize_concrete(module: arrc.Module) -> list[Diagnostic]:
     return found
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("s" if n != 1 else "")
+
+
+def check_summary(path: str, diags: list[Diagnostic]) -> str:
+    """The last line of `arrc check` (text), as rustc ends: `p.arr: no errors`, `p.arr: no errors, 1 warning`,
+    `p.arr: 2 errors, 1 warning; `arrc explain E0202` explains the first`."""
+    errors = [d for d in diags if d.severity == "error"]
+    warned = len(diags) - len(errors)
+    counts = plural(len(errors), "error") if errors else "no errors"
+    counts += f", {plural(warned, 'warning')}" if warned else ""
+    first = next((d.code for d in errors if (error_pages() / f"{d.code}.md").is_file()), None)
+    line = f"{path}: {counts}" + (f"; `arrc explain {first}` explains the first" if first else "")
+    return ("\n" if diags else "") + line + "\n"
+
+
 def cmd_check(args: argparse.Namespace) -> int:
+    """Diagnostics, then a one-line summary on stderr (text); with `--diagnostics json`, only the JSON."""
     as_json = args.diagnostics == "json"
     try:
         module, sources = load_module(args.file, args.werror)
         errors = specialize_concrete(module)
     except CompileError as err:
-        return report_compile_error(err, as_json)
+        report_compile_error(err, as_json)
+        if not as_json:
+            sys.stderr.write(check_summary(args.file, err.diagnostics))
+        return EXIT_COMPILE
     diags = list(module.warnings) + errors
     if as_json:
         sys.stdout.write(render_json(diags) + "\n")
-    else:
-        print_diagnostics(diags, sources)
+        return EXIT_COMPILE if errors else EXIT_OK
+    print_diagnostics(diags, sources)
+    sys.stderr.write(check_summary(args.file, diags))
     return EXIT_COMPILE if errors else EXIT_OK
 
 
@@ -564,10 +609,20 @@ def explain(text: str) -> str:
         raise UsageError(f"{text!r} is not a diagnostic code: a code is E, W or R and four digits, e.g. E0202")
     page = error_pages() / f"{code}.md"
     if page.is_file():
-        return page.read_text(encoding="utf-8")
+        return strip_comments(page.read_text(encoding="utf-8"))
     if code in CODES:
         return f"# {code}: {CODES[code]}\n\n(no long explanation has been written yet)\n"
     raise UsageError(f"unknown code `{code}`; known codes: {', '.join(sorted(CODES))}")
+
+
+COMMENT_LINES = re.compile(r"^[ \t]*<!--.*?-->[ \t]*\n(?:[ \t]*\n)?", re.DOTALL | re.MULTILINE)
+COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+
+
+def strip_comments(page: str) -> str:
+    """A page without its HTML comments (`<!-- no-test -->` is for the page's tests, not its reader): a
+    comment on lines of its own goes with them and the blank line after it."""
+    return COMMENT.sub("", COMMENT_LINES.sub("", page))
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -580,10 +635,9 @@ def cmd_guard(args: argparse.Namespace) -> int:
     """`arrc guard IN.mlir -o OUT.mlir`: instrument StableHLO from anywhere with guards."""
     from arrc.passes.guards import GuardOptions, parse_kinds
     from arrc.runtime.foreign import guard_text
-    if not Path(args.file).is_file():
-        raise UsageError(f"no such file: {args.file}")
+    data = require_file(args.file, "a StableHLO file (.mlir or .mlirbc)").read_bytes()
     kinds = parse_kinds(",".join(args.guards)) if args.guards else frozenset(KINDS)
-    text = guard_text(Path(args.file).read_bytes(), args.file, GuardOptions(kinds, args.guard_scope))
+    text = guard_text(data, args.file, GuardOptions(kinds, args.guard_scope))
     write_output(text, args.output)
     return EXIT_OK
 
@@ -828,9 +882,8 @@ def grad_module(data: bytes, name: str, wrt: tuple[int, ...], keep_value: bool =
 def cmd_grad(args: argparse.Namespace) -> int:
     """`arrc grad IN.mlir --wrt 0 -o OUT.mlir`: the entry of StableHLO from anywhere (e.g. exported from
     JAX), differentiated by reverse mode; text with locations, or bytecode for an OUT ending in .mlirbc."""
-    if not Path(args.file).is_file():
-        raise UsageError(f"no such file: {args.file}")
-    context, module = grad_module(Path(args.file).read_bytes(), args.file, args.wrt, not args.no_value)
+    data = require_file(args.file, "a StableHLO file (.mlir or .mlirbc)").read_bytes()
+    context, module = grad_module(data, args.file, args.wrt, not args.no_value)
     with context:
         text = name_the_input(module.operation.get_asm(enable_debug_info=True), args.file)
         if args.output is not None and args.output.endswith(".mlirbc"):
@@ -879,10 +932,40 @@ def _guard_list(text: str) -> list[str]:
     return kinds
 
 
+def did_you_mean(word: str, choices) -> str:
+    """` (did you mean `check`?)` for the choice closest to a misspelt `word` (difflib), else ""."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean `{close[0]}`?)" if close else ""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a did-you-mean for a misspelt choice (`chek`, `--emit stablhlo`)."""
+
+    def error(self, message: str):
+        found = INVALID_CHOICE.search(message)
+        if found:
+            message += did_you_mean(found["word"], re.findall(r"'([^']*)'", found["choices"]))
+        super().error(message)
+
+
+INVALID_CHOICE = re.compile(r"invalid choice: '(?P<word>[^']*)' \(choose from (?P<choices>.*)\)")
+
+
+def unknown_flags(parser: argparse.ArgumentParser, extra: list[str]) -> str:
+    """The message for arguments no option of `parser` takes, with the closest flag for a misspelt one."""
+    flags = [s for action in parser._actions for s in action.option_strings]
+    words = []
+    for arg in extra:
+        flag = arg.partition("=")[0]
+        words.append(arg + (did_you_mean(flag, flags) if flag.startswith("-") else ""))
+    return f"unrecognized arguments: {' '.join(words)}"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="arrc", description="The arr compiler: StableHLO from arr, run with PJRT.")
+    parser = Parser(prog="arrc", description="The arr compiler: StableHLO from arr, run with PJRT.",
+                    epilog="`arrc COMMAND --help` shows the options of a command.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     p = sub.add_parser("compile", help="compile a function to StableHLO")
     p.add_argument("file", metavar="FILE")
@@ -943,6 +1026,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("code", metavar="CODE")
     p.set_defaults(handler=cmd_explain)
 
+    # `main` hands `arrc repl ...` to the REPL's own parser (arrc/repl/terminal.py) before this one sees it:
+    # listed here for the help only.
     p = sub.add_parser("repl", help="interactive prompt (arrc repl --help for its options)", add_help=False)
     p.add_argument("repl_args", nargs=argparse.REMAINDER)
     p.set_defaults(handler=cmd_repl)
@@ -993,16 +1078,24 @@ def report_internal_error(err: Exception, as_json: bool = False) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line `argv` (default: `sys.argv[1:]`); returns the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["repl"]:            # its options are the REPL's (argparse.REMAINDER cannot take `--help`)
+        from arrc.repl import main as repl_main
+        return repl_main(argv[1:])
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            command = parser._subparsers._group_actions[0].choices.get(args.command, parser) \
+                if args.command else parser
+            command.error(unknown_flags(command, extra))
     except SystemExit as exit_:          # --help (0) or a bad flag (2, message already printed)
         return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
     if args.version:
         print(version_text())
         return EXIT_OK
     if args.command is None:
-        parser.print_usage(sys.stderr)
+        parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
         return args.handler(args)
