@@ -122,8 +122,8 @@ def count_iterations(while_op) -> tuple:
     with ir.InsertionPoint(old), old.location:
         zero = emit.const(0, I64)
         new = hlo.WhileOp([r.type for r in old.results] + [i64], list(old.operands) + [zero])
-    for named in old.attributes:                                        # its trip count, its bound
-        new.operation.attributes[named.name] = named.attr
+    for name, value in old.attributes.items():                        # its trip count, its bound
+        new.operation.attributes[name] = value
     new.operation.attributes[abi.COUNTED] = ir.BoolAttr.get(True)     # VHLO has no UnitAttr
     old.regions[0].blocks[0].append_to(new.cond)
     old.regions[1].blocks[0].append_to(new.body)
