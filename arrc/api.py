@@ -4,6 +4,7 @@ from __future__ import annotations
 import gc
 import operator
 import threading
+import warnings as pywarnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from arrc.compiler import ast
 from arrc.compiler.check import unify
-from arrc.compiler.diagnostics import CompileError, Diagnostic
+from arrc.compiler.diagnostics import CompileError, Diagnostic, render
 from arrc.compiler.lower import Lowered, ModuleLowering
 from arrc.compiler.parse import decode, parse
 from arrc.compiler.program import Program, check_module, check_program
@@ -41,32 +42,71 @@ class ArgumentError(TypeError):
     """An argument does not match the function's signature (names the parameter, expected and actual type)."""
 
 
+class ArrWarning(UserWarning):
+    """A compile-time warning (W0001 lossy promotion, W0003 a key used twice, W0004 a loop differentiated by
+    recomputation, ...) of a module made by `load`/`loads` with `warnings="warn"`: its text is the rendered
+    diagnostic, `.diagnostic` the `Diagnostic` itself (also in `Module.warnings`).
+    `warnings.simplefilter("error", arrc.ArrWarning)` makes them exceptions, as `warnings="error"` does."""
+
+    def __init__(self, message: str, diagnostic: Diagnostic | None = None):
+        super().__init__(message)
+        self.diagnostic = diagnostic
+
+
+WARNING_MODES = ("warn", "ignore", "error")
+
+
+def _check_warnings_mode(mode) -> None:
+    if mode not in WARNING_MODES:
+        raise ValueError(f"warnings must be one of {', '.join(map(repr, WARNING_MODES))}, not {mode!r}")
+
+
+def _emit_warnings(module: "Module", mode: str) -> None:
+    """`warnings="warn"`: each of the module's warnings as a Python `ArrWarning`, pointing at the caller's
+    `load`/`loads` (stacklevel 3: this helper, then `load`/`loads`)."""
+    if mode != "warn":
+        return
+    for diag in module.warnings:
+        pywarnings.warn(ArrWarning(render(diag, module.sources).rstrip("\n"), diag), stacklevel=3)
+
+
 def loads(source: str, filename: str = "<string>", guards=None, warnings: str = "warn",
           constants: dict | None = None, guard_scope: str = "results", device: str = "cpu") -> "Module":
     """Compile arr source text into a module of callable functions.
+
+    `warnings`: "warn" (each compile-time warning is also a Python `arrc.ArrWarning`), "ignore" (only
+    `Module.warnings` lists them) or "error" (they are errors: `CompileError`).
 
     >>> mod = loads("def add(x: f32[n], y: f32[n]) -> f32[n]:\\n    return x + y\\n")
     >>> mod.add.signature
     '(x: f32[n], y: f32[n]) -> f32[n]'
     """
+    _check_warnings_mode(warnings)
     with _gc_paused():
         program = check_program(Source(filename, source), werror=(warnings == "error"), constants=constants)
-    return Module(program, guards=guards, guard_scope=guard_scope, device=device)
+    module = Module(program, guards=guards, guard_scope=guard_scope, device=device)
+    _emit_warnings(module, warnings)
+    return module
 
 
 def load(path, guards=None, warnings: str = "warn", guard_scope: str = "results", device: str = "cpu") -> "Module":
-    """Compile the arr file at `path`."""
+    """Compile the arr file at `path` (`warnings` as for `loads`)."""
+    _check_warnings_mode(warnings)
     path = Path(path)
     source = decode(path.read_bytes(), str(path))
     with _gc_paused():
         program = check_program(source, werror=(warnings == "error"))
-    return Module(program, guards=guards, guard_scope=guard_scope, device=device)
+    module = Module(program, guards=guards, guard_scope=guard_scope, device=device)
+    _emit_warnings(module, warnings)
+    return module
 
 
 def from_items(items, sources: dict, guards=None, warnings: str = "warn", constants: dict | None = None,
                guard_scope: str = "results", device: str = "cpu") -> "Module":
     """A module of definitions parsed elsewhere, each with spans in its own source among `sources` (the
-    REPL's cells and loaded files): diagnostics, MLIR locations and reports name where each was written."""
+    REPL's cells and loaded files): diagnostics, MLIR locations and reports name where each was written.
+    Its warnings are only listed (`Module.warnings`): the REPL renders them itself."""
+    _check_warnings_mode(warnings)
     with _gc_paused():
         program = check_module(ast.Module(None, tuple(items)), sources, werror=(warnings == "error"),
                                constants=constants)
@@ -117,6 +157,24 @@ class Module:
         self.warnings: list[Diagnostic] = list(program.warnings)
         self._functions = {name: Function(self, name) for name in program.signatures}
 
+    REPR_FUNCTIONS = 12           # functions `repr` lists before "... and N more"
+
+    def __repr__(self) -> str:
+        """`<arr module 'model.arr' (guards='all'): 3 functions` then one signature a line, e.g.
+        `  softmax(x: f32[b, k]) -> f32[b, k]`, the first REPR_FUNCTIONS of them."""
+        names = self.functions
+        options = [f"{k}={v!r}" for k, v, default in [("guards", self.guards, None),
+                                                      ("guard_scope", self.guard_scope, "results"),
+                                                      ("device", self.device, "cpu")] if v != default]
+        head = f"<arr module {self.source.name!r}" + (f" ({', '.join(options)})" if options else "")
+        if not names:
+            return head + ": no functions>"
+        lines = [f"{head}: {len(names)} function{'s' if len(names) != 1 else ''}"]
+        lines += [f"  {n}{self._functions[n].signature}" for n in names[:self.REPR_FUNCTIONS]]
+        if len(names) > self.REPR_FUNCTIONS:
+            lines.append(f"  ... and {len(names) - self.REPR_FUNCTIONS} more (`.functions` lists them all)")
+        return "\n".join(lines) + ">"
+
     def __getattr__(self, name: str) -> "Function":
         try:
             return self.__dict__["_functions"][name]
@@ -152,7 +210,7 @@ class Module:
         """A function of no arguments computing the arr expression `expr` with this module's names in scope:
         its text, or its AST parsed from `source`; reports call it `label`.
 
-        >>> loads("const K: i32 = 3\n").expression("K * 2.5")().item()
+        >>> loads("const K: i32 = 3\\n").expression("K * 2.5")().item()
         7.5
         """
         from arrc.compiler.program import expression_function
@@ -202,26 +260,58 @@ class Function:
                                 f"(e.g. --shape {missing[0]}=8)")
         return [t.subs(shapes) for _, t, _ in self._sig.params]
 
-    def lower(self, *arg_types: ArrayType) -> Lowered:
-        """Specialize to concrete argument types and lower to StableHLO."""
-        self._check_types(list(arg_types))
-        made = self.module._program.take_lowered(self.name, arg_types)
+    def lower(self, *args, guarded: bool = False) -> Lowered:
+        """Specialize to the arguments' types and lower to StableHLO, as `jax.jit(f).lower(*args)`: each
+        argument an `arrc.spec(...)` type, a NumPy or JAX array or a `jax.ShapeDtypeStruct` (its shape and
+        dtype), or a Python scalar (the parameter's dtype, as a call takes it).
+
+        The text is the front end's StableHLO (`arrc compile --emit stablehlo`), without guards; with
+        `guarded=True`, the module the runtime compiles: after the passes, with the module's guards (all
+        kinds if it has none, as `--emit guarded`).
+
+        >>> mod = loads("def f(x: f32[n]) -> f32[n]:\\n    return x / 2.0\\n")
+        >>> "tensor<3xf32>" in mod.f.lower(np.ones(3, np.float32)).as_text()
+        True
+        """
+        types = self._types_of(args)
+        lowered = self._lower(types)
+        if guarded:
+            from arrc.passes.guards import KINDS, GuardOptions
+            from arrc.runtime.pipeline import apply_passes, passes_for
+            kinds = self.module.guard_kinds or frozenset(KINDS)
+            apply_passes(lowered.module, lowered.context,
+                         passes_for(GuardOptions(kinds, self.module.guard_scope, False)), self.sources)
+        return lowered
+
+    def _lower(self, types: list[ArrayType]) -> Lowered:
+        self._check_types(types)
+        made = self.module._program.take_lowered(self.name, types)
         if made is not None:
             return made
         try:
             with _gc_paused():
-                return ModuleLowering(self.module._program).lower(self.name, list(arg_types))
+                return ModuleLowering(self.module._program).lower(self.name, list(types))
         except CompileError as err:
             raise CompileError(err.diagnostics, {**self.sources, **err.sources}) from None
 
-    def _check_types(self, types: list[ArrayType]) -> None:
+    def _types_of(self, args: tuple) -> list[ArrayType]:
+        """The concrete types of `lower`/`compile`'s arguments (`_arg_type`)."""
+        params = self._sig.params
+        if len(args) != len(params):
+            raise ArgumentError(f"{self.name}{self._sig} takes {len(params)} argument(s), {len(args)} given")
+        return [_arg_type(a, ptype, pname) for a, (pname, ptype, _) in zip(args, params)]
+
+    def _check_types(self, types: list[ArrayType], values: list | None = None) -> None:
+        """`types` against the signature; a mismatch is an ArgumentError that says what to do about a dtype
+        (`_dtype_hint`, which looks at the argument `values` where there are some)."""
         if len(types) != len(self._sig.params):
             raise ArgumentError(f"{self.name}{self._sig} takes {len(self._sig.params)} argument(s), "
                                 f"{len(types)} given")
         try:
             unify(self._sig, [Val(t) for t in types], [s for *_, s in self._sig.params], None)
         except ArrError as err:
-            raise ArgumentError(err.diag.message + "".join(f"; {n}" for n in err.diag.notes)) from None
+            message = err.diag.message + "".join(f"; {n}" for n in err.diag.notes)
+            raise ArgumentError(message + _dtype_hint(self._sig.params, types, values)) from None
 
     def _first_call(self, *args, **kwargs):
         """Make the C++ dispatcher (it needs jax, so not before the first call), then call through it."""
@@ -248,9 +338,8 @@ class Function:
         """The full call: bind and check the arguments, compile if needed, run, raise faults.
         Returns (result, the Compiled that ran, whether the result is a tuple)."""
         values = self._bind(args, kwargs)
-        types = [ArrayType(KEY if p.dtype.is_key else dtype_of_numpy(v.dtype), tuple(Dim.const(d) for d in v.shape))
-                 for v, (_, p, _) in zip(values, self._sig.params)]
-        self._check_types(types)
+        types = [_type_of_value(v, p) for v, (_, p, _) in zip(values, self._sig.params)]
+        self._check_types(types, values)
         compiled, tuple_result = self._build(tuple(types), origins=False)
         results, state = compiled(values)
         if state is not None:
@@ -259,10 +348,12 @@ class Function:
             results = [_as_jax_keys(r) if t.dtype.is_key else r for r, t in zip(results, self._sig.results)]
         return (tuple(results) if tuple_result else results[0]), compiled, tuple_result
 
-    def compile(self, *arg_types: ArrayType) -> None:
-        """Specialize and compile for `arg_types` now (calls with those types then only run)."""
-        self._check_types(list(arg_types))
-        self._build(tuple(arg_types), origins=False)
+    def compile(self, *args) -> None:
+        """Specialize and compile for the arguments' types now (calls with those types then only run);
+        the arguments as for `lower`."""
+        types = self._types_of(args)
+        self._check_types(types)
+        self._build(tuple(types), origins=False)
 
     def _build(self, types: tuple, origins: bool):
         """The compiled program for `types`: the fast build, or the origin build used after a fault."""
@@ -408,7 +499,7 @@ class Derivative(Function):
     def shown_name(self) -> str:
         return self.label
 
-    def lower(self, *arg_types: ArrayType) -> Lowered:
+    def _lower(self, arg_types: list[ArrayType]) -> Lowered:
         """The base function lowered for its own arguments' types, then differentiated (passes/autodiff.py)."""
         from arrc.passes.autodiff import ValueAndGrad
         from arrc.runtime.pipeline import apply_passes
@@ -500,3 +591,84 @@ def _to_array(value, ptype: ArrayType, pname: str):
         if arr.size and (arr.min() < lo or arr.max() > hi):
             raise ArgumentError(f"argument `{pname}`: value out of range for {ptype.dtype}")
     return arr.astype(ptype.dtype.np)
+
+
+def _type_of_value(value, ptype: ArrayType) -> ArrayType:
+    """The type of an argument as `_to_array`/`_to_keys` made it."""
+    dtype = KEY if ptype.dtype.is_key else dtype_of_numpy(value.dtype)
+    return ArrayType(dtype, tuple(Dim.const(d) for d in value.shape))
+
+
+def _arg_type(arg, ptype: ArrayType, pname: str) -> ArrayType:
+    """An argument of `lower`/`compile` as a concrete type: an ArrayType (`arrc.spec`), a
+    `jax.ShapeDtypeStruct`, or a value that a call takes (NumPy or JAX array, Python scalar), as its type."""
+    if isinstance(arg, ArrayType):
+        return arg
+    if isinstance(arg, (np.ndarray, np.generic, bool, int, float)):
+        return _type_of_value(_to_array(arg, ptype, pname), ptype)
+    import jax
+    if isinstance(arg, jax.Array):
+        return _type_of_value(_to_array(arg, ptype, pname), ptype)
+    if isinstance(arg, jax.ShapeDtypeStruct):
+        shape = tuple(Dim.const(int(d)) for d in arg.shape)
+        if jax.dtypes.issubdtype(arg.dtype, jax.dtypes.prng_key):
+            return ArrayType(KEY, shape)
+        dtype = dtype_of_numpy(arg.dtype)
+        if dtype is None:
+            raise ArgumentError(f"argument `{pname}`: unsupported dtype {arg.dtype}, expected {ptype}")
+        return ArrayType(dtype, shape)
+    raise TypeError(f"argument `{pname}` of lower/compile must be a type (`arrc.spec(\"{ptype}\")` with "
+                    f"concrete sizes), a NumPy or JAX array, a `jax.ShapeDtypeStruct` or a Python scalar, "
+                    f"not {type(arg).__name__} (a list: `np.asarray(...)` first)")
+
+
+def _numpy_name(dtype) -> str:
+    """How NumPy spells an arr dtype in `x.astype(...)`: `np.float32`, `ml_dtypes.bfloat16`, `bool`."""
+    name = np.dtype(dtype.np).name
+    return "bool" if name == "bool" else "ml_dtypes.bfloat16" if name == "bfloat16" else f"np.{name}"
+
+
+def _is_jax_array(value) -> bool:
+    import jax
+    return isinstance(value, jax.Array)
+
+
+def _x64_off() -> bool:
+    import jax
+    return not jax.config.jax_enable_x64
+
+
+def _dtype_hint(params: list, types: list[ArrayType], values: list | None) -> str:
+    """What to do about the argument whose dtype or rank `unify` rejected (the first such, as it checks
+    them in order); "" when the mismatch is one of sizes only. arr never converts an array argument between
+    dtypes, so the hint says how to convert it or what to declare, and why not silently (docs/api.md)."""
+    for i, ((pname, ptype, _), at) in enumerate(zip(params, types)):
+        if at.dtype == ptype.dtype and at.rank == ptype.rank:
+            continue
+        if at.dtype == ptype.dtype or ptype.dtype.is_key or at.dtype.is_key:
+            return ""
+        value = values[i] if values is not None else None
+        want, have = ptype.dtype, at.dtype
+        declared = ArrayType(have, ptype.shape)
+        convert = f"`{pname}.astype({_numpy_name(want)})`"
+        if value is not None and _is_jax_array(value) and want.is_64bit \
+                and have.kind == want.kind and have.bits == 32 and _x64_off():
+            return (f". It is a jax.Array of {np.dtype(have.np).name}, and JAX's 64-bit mode is off (its default): "
+                    f"JAX computes in 32 bits, so if it came from a JAX operation on an arr {want} result (e.g. "
+                    f"`r + 1`), that operation rounded it to {have}. Keep arr's results as NumPy arrays for your "
+                    f"own arithmetic (`r = np.asarray(mod.f(...))`: NumPy keeps {np.dtype(want.np).name}), or turn "
+                    f"on JAX's 64-bit mode at start-up: `jax.config.update(\"jax_enable_x64\", True)`; "
+                    f"`np.asarray({pname}, {_numpy_name(want)})` widens the {have} values as they are "
+                    f"(see docs/api.md)")
+        default = "NumPy's default float dtype is float64. " if have.name == "f64" else \
+            "NumPy's default integer dtype is int64 (`np.arange`, `np.array([1, 2])`). " if have.name == "i64" else ""
+        if have.is_float and want.is_float and have.bits > want.bits:
+            why = (f"{have} -> {want} loses precision, and arr never loses it silently, where JAX with its "
+                   f"64-bit mode off truncates float64 to float32 without a word")
+        elif have.kind == want.kind and have.bits > want.bits or have.is_float and not want.is_float:
+            why = f"{have} -> {want} can change values, and arr never changes them silently"
+        else:
+            why = "an array argument's dtype is part of its type, as in the signature"
+        return (f". {default}Convert it with {convert}, or declare the parameter `{declared}` "
+                f"(arr does not convert it for you: {why}; see docs/api.md)")
+    return ""

@@ -263,7 +263,8 @@ def test_specializations_are_cached(mod, monkeypatch):
 # ---- warnings -----------------------------------------------------------------------------------------------
 def test_module_warnings():
     src = "def f(x: i64[n], y: f32[n]) -> f32[n]:\n    return x + y\n"
-    mod = arrc.loads(src)
+    with pytest.warns(arrc.ArrWarning, match=r"warning\[W0001\]"):      # also a Python warning
+        mod = arrc.loads(src)
     [w] = mod.warnings
     assert (w.code, w.severity) == ("W0001", "warning")
     assert arrc.loads("def f(x: f32) -> f32:\n    return x\n").warnings == []
