@@ -1,6 +1,7 @@
 """Source text -> AST with spans. Syntax errors become E0001..E0004 diagnostics."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import threading
@@ -11,7 +12,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from lark.indenter import DedentError, Indenter
 
 from . import ast, fastparse
-from .diagnostics import CompileError, Diagnostic
+from .diagnostics import CompileError, Diagnostic, Label
 from .span import Source, Span
 
 GRAMMAR = Path(__file__).resolve().parent.parent / "grammar" / "arr.lark"
@@ -318,7 +319,7 @@ def _terminal_text(name: str) -> str:
 
 
 def _describe_expected(expected: set[str]) -> str:
-    expected = {e for e in expected if not e.startswith("__")}
+    expected = {e for e in expected if not e.startswith("__") or e.startswith("__ANON")}   # (`->`, `//`, `...`)
     words = []
     if len(expected & EXPRESSION_START) >= 4:
         words.append("an expression")
@@ -374,12 +375,180 @@ def _syntax_error(err: UnexpectedInput, source: Source) -> Diagnostic:
         msg = f"unexpected {_token_text(tok)}"
         if tok.type == "_INDENT":
             msg = "unexpected indentation"
-        return Diagnostic("E0001", msg, span, expected)
+        diag = Diagnostic("E0001", msg, span, expected)
+        at = _ErrorSite(source, tok, set(err.expected))
+        return _bracket_hint(diag, at) or _python_habit(diag, at) or diag
     if isinstance(err, UnexpectedEOF):
         lines = source.text.split("\n") or [""]
         span = Span(file, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 2)
         return Diagnostic("E0001", "unexpected end of file", span, _describe_expected(set(err.expected)))
     return Diagnostic("E0001", "syntax error", None)
+
+
+# ---- what a syntax error most likely means: brackets, then Python habits ----------------------------
+# Each hint keeps the code (E0001); it names the cause in the label and the fix in the help line. They read
+# the source text around the token Lark stopped at (a LALR parser knows no more than that token).
+_BRACKETS = re.compile(r"""\#[^\n]*|"[^"\\\n]*(?:\\.[^"\\\n]*)*"|'[^'\\\n]*(?:\\.[^'\\\n]*)*'|[()\[\]]""")
+_CLOSER = {"(": ")", "[": "]"}
+_OPENER = {")": "(", "]": "["}
+_END_TOKENS = ("$END", "_NL", "_DEDENT", "_INDENT")
+_STATEMENT_WORDS = {"DEF", "CONST", "RETURN", "PASS", "PRINT", "ASSERT", "IF", "ELIF", "ELSE", "FOR", "WHILE"}
+
+
+class _ErrorSite:
+    """Where Lark stopped: the token, its offset in the text, the text before it on its line, the brackets
+    open there (offsets, innermost last), and the expected terminals."""
+
+    def __init__(self, source: Source, tok: Token, expected: set[str]):
+        self.source, self.tok, self.expected = source, tok, expected
+        text = source.text
+        start = getattr(tok, "start_pos", None)
+        self.offset = len(text) if tok.type == "$END" or start is None else min(start, len(text))
+        self.line_start = text.rfind("\n", 0, self.offset) + 1
+        self.before = text[self.line_start:self.offset]
+        line_end = text.find("\n", self.offset)
+        self.line = text[self.line_start:len(text) if line_end < 0 else line_end].rstrip("\r")
+        self.open = _open_brackets(text, self.offset)
+
+    def span(self, offset: int, length: int = 1) -> Span:
+        text = self.source.text
+        line = text.count("\n", 0, offset) + 1
+        col = offset - (text.rfind("\n", 0, offset) + 1) + 1
+        return Span(self.source.name, line, col, line, col + length)
+
+    def word_span(self, word: str) -> Span:
+        """The span of the last `word` on the line before the token (the token itself when it is not there)."""
+        found = [m.start() for m in re.finditer(rf"\b{re.escape(word)}\b", self.before)]
+        if not found:
+            return self.span(self.offset, max(1, len(str(self.tok))))
+        return self.span(self.line_start + found[-1], len(word))
+
+
+def _open_brackets(text: str, end: int) -> list[int]:
+    """The offsets of the brackets still open at offset `end` (strings and comments skipped), innermost last."""
+    stack = []
+    for m in _BRACKETS.finditer(text, 0, end):
+        ch = m.group()
+        if ch in _CLOSER:
+            stack.append(m.start())
+        elif ch in _OPENER and stack:
+            stack.pop()
+    return stack
+
+
+def _bracket_hint(diag: Diagnostic, at: _ErrorSite) -> Diagnostic | None:
+    """A closing bracket of the wrong kind or with nothing to close, or a statement read as the inside of a
+    bracket never closed: the label names the opener (as Python 3.11's "'(' was never closed" and rustc's
+    "unclosed delimiter" do)."""
+    text, tok = at.source.text, at.tok
+    if tok.type in ("RPAR", "RSQB"):
+        closing = str(tok)
+        if not at.open:
+            return dataclasses.replace(diag, label=f"unmatched '{closing}'",
+                                       help=f"remove it, or open it with '{_OPENER[closing]}' before")
+        opener = text[at.open[-1]]
+        if _CLOSER[opener] == closing:
+            return None
+        return dataclasses.replace(diag, label=f"closing '{closing}' does not match '{opener}'",
+                                   labels=[Label(at.span(at.open[-1]), f"'{opener}' opened here")],
+                                   help=f"close the '{opener}' with '{_CLOSER[opener]}'")
+    if not at.open:
+        return None
+    opened = at.span(at.open[-1])
+    never_closed = at.open[-1] in _open_brackets(text, len(text))
+    if tok.type not in _END_TOKENS:
+        if tok.line <= opened.line or at.before.strip():
+            return None                          # (an error inside the brackets, not after them)
+        if not never_closed and tok.type not in _STATEMENT_WORDS:
+            return None
+    opener = text[at.open[-1]]
+    closer_fits = {"(": "RPAR", "[": "RSQB"}[opener] in at.expected       # (else the inside is unfinished too)
+    return dataclasses.replace(
+        diag, label=f"still inside the '{opener}' of line {opened.line}" if closer_fits else diag.label,
+        labels=[Label(opened, f"this '{opener}' was never closed" if never_closed else f"this '{opener}' is not closed "
+                                                                                   f"before line {at.tok.line}")],
+        help=f"close the '{opener}' with '{_CLOSER[opener]}'")
+
+
+def _python_habit(diag: Diagnostic, at: _ErrorSite) -> Diagnostic | None:
+    """A targeted label and help line for Python (and NumPy) syntax that arr does not have."""
+    tok, kind, before, line = at.tok, at.tok.type, at.before, at.line
+    words = line.split()
+    first = words[0] if words else ""
+    if first in ("import", "from") and (first == "import" or "import" in words):
+        alias = words[words.index("as") + 1] if "as" in words[:-1] else "np"
+        return dataclasses.replace(
+            diag, message="arr has no `import`", span=at.span(at.line_start + len(line) - len(line.lstrip()),
+                                                             len(first)), label="not needed",
+            help=f"builtins (`sum`, `exp`, `where`, ...) need no import and are called unqualified: write `sum(x)`, "
+                 f"not `{alias}.sum(x)`")
+    if first == "class" and not before.strip():
+        return dataclasses.replace(diag, message="arr has no classes", label="not arr syntax",
+                                   help="a module holds `def` functions and `const` values; return several "
+                                        "arrays as a tuple (`-> (f32[n], i32)`)")
+    if re.search(r"\blambda\s*$", before):        # (`lambda x: ...`: Lark stops at the name after it)
+        return dataclasses.replace(diag, message="arr has no `lambda`", span=at.word_span("lambda"),
+                                   label="not arr syntax",
+                                   help="define the function with `def` at module level and call it by name "
+                                        "(functions are not values in arr)")
+    if kind == "STRING" and (m := re.search(r"(?<![A-Za-z0-9_])[rR]?[fF][rR]?$", before)):
+        start = at.line_start + m.start()
+        return dataclasses.replace(diag, message="arr has no f-strings",
+                                   span=at.span(start, at.offset + len(str(tok)) - start), label="an f-string",
+                                   help='give `print` the text and the values as separate arguments: '
+                                        '`print("x =", x)`')
+    if kind == "FOR" and at.open:
+        opener = at.source.text[at.open[-1]]
+        what = "list comprehensions" if opener == "[" else "generator expressions"
+        return dataclasses.replace(diag, message=f"arr has no {what}", label="a comprehension",
+                                   help="use whole-array operations (`x * 2`, `where(x > 0, x, 0.0)`, `sum(x * x)`) "
+                                        "or a `for` loop that fills an array (`y[i] = ...`)")
+    if kind == "EQUAL" and first in ("if", "elif", "while", "assert") and not at.open:
+        fixed = line[:at.offset - at.line_start] + "==" + line[at.offset - at.line_start + 1:]
+        return dataclasses.replace(diag, label="`=` assigns; `==` compares",
+                                   help=f"did you mean `==`? `{fixed.strip()}`")
+    if kind == "IF" and re.search(r"\belse\s*$", before):
+        fixed = re.sub(r"\belse\s+if\b", "elif", line, count=1)
+        return dataclasses.replace(diag, span=at.word_span("else").to(diag.span), label="`else if` is spelled `elif`",
+                                   help=f"write `{fixed.strip()}`")
+    if first == "def" and (kind in ("RPAR", "COMMA") and "COLON" in at.expected or
+                           kind == "COLON" and "->" not in line and before.rstrip().endswith(")")):
+        example = _typed_def(line)
+        if kind == "COLON":
+            return dataclasses.replace(diag, label="expected '->' and the result type",
+                                       help=f"declare the result type: `{example}`")
+        name = re.search(r"(\w+)\s*$", before)
+        return dataclasses.replace(diag, label=f"expected ':' and the type of `{name.group(1) if name else ''}`",
+                                   help=f"arr needs the type of every parameter and of the result: `{example}`")
+    if kind == "NAME" and not before and re.match(r"[A-Za-z_]\w*\s*:[^=]*=", line):
+        return dataclasses.replace(diag, label="a module-level value is a `const`", help=f"write `const {line.strip()}`")
+    if kind == "COLON" and re.fullmatch(r"\s*[A-Za-z_]\w*\s*", before) and not at.open:
+        name = before.strip()
+        value = re.search(r"(?<![=!<>])=(?!=)(.*)$", line)
+        fix = f"`{name} = {value.group(1).strip()}`" if value and value.group(1).strip() else f"`{name} = ...`"
+        return dataclasses.replace(diag, label="arr has no annotated assignments",
+                                   help=f"a local's type comes from its value: write {fix} (and convert with "
+                                        f"`.astype(f32)` where needed)")
+    return None
+
+
+def _typed_def(line: str) -> str:
+    """`line`, a `def` header, with a type for each parameter and the result: `def f(x):` ->
+    `def f(x: f32[n]) -> f32[n]:` (the types written keep theirs; the result's example is the first one)."""
+    m = re.match(r"\s*def\s+(\w+)\s*\((.*)\)\s*(?:->\s*(.*?))?\s*:?\s*$", line)
+    if not m:
+        return "def f(x: f32[n]) -> f32[n]:"
+    params, depth, part = [], 0, ""
+    for ch in m.group(2):
+        depth += ch in "([" and 1 or ch in ")]" and -1 or 0
+        if ch == "," and depth == 0:
+            params.append(part)
+            part = ""
+        else:
+            part += ch
+    params = [p.strip() if ":" in p else f"{p.strip()}: f32[n]" for p in params + [part] if p.strip()]
+    result = m.group(3) or (params[0].split(":", 1)[1].strip() if params else "f32")
+    return f"def {m.group(1)}({', '.join(params)}) -> {result}:"
 
 
 def _prescan(source: Source) -> list[Diagnostic]:

@@ -1,0 +1,2 @@
+def scale(x, k):
+    return x * k

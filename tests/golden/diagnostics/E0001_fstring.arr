@@ -1,0 +1,3 @@
+def f(x: f32[n]) -> f32[n]:
+    print(f"x = {x}")
+    return x

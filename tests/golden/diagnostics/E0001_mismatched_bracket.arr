@@ -1,0 +1,2 @@
+def total(x: f32[n]) -> f32:
+    return sum(x]
