@@ -273,6 +273,9 @@ class _Guarder:
             self._origin(ip, op, loops, position)
 
     def _div0(self, ip, op, loops, position) -> None:
+        divisor = op.operands[2] if abi.DIV0 in op.attributes else op.operands[1] if len(op.operands) > 1 else None
+        if divisor is not None and _never_zero(divisor):
+            return                      # `v // 2`: a literal divisor has nothing to report
         if abi.DIV0 in op.attributes:
             # arrc's `select(divisor == 0, 1, divisor)`: the test is operand 0; the dividend is operand 0 of
             # the division that uses the select.
@@ -402,6 +405,17 @@ def _enclosing(op):
 
 def _is_float(t: ir.Type) -> bool:
     return isinstance(t, ir.RankedTensorType) and (_element_dtype(t) or DTYPES["i32"]).is_float
+
+
+def _never_zero(value: ir.Value) -> bool:
+    """Whether `value` is a constant (or a broadcast of one) with no zero element."""
+    owner = value.owner
+    name = getattr(owner, "name", "")
+    if name == "stablehlo.broadcast_in_dim":
+        return _never_zero(owner.operands[0])
+    if name != "stablehlo.constant":
+        return False
+    return bool(np.all(np.asarray(ir.DenseElementsAttr(owner.attributes["value"])) != 0))
 
 
 def _division_using(divisor: ir.Value, depth: int = 3):

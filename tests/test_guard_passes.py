@@ -293,6 +293,18 @@ def test_div0_ignores_float_division_and_safe_divisors():
     assert site_ops(text) == ["stablehlo.remainder"]
 
 
+
+def test_div0_skips_divisors_that_are_nonzero_constants():
+    """`v // 2` (a literal, or its broadcast) can never divide by zero: no site."""
+    literal = DIV_I32.replace("  %0 = stablehlo.divide %a, %b : tensor<4xi32>",
+                              "  %two = stablehlo.constant dense<2> : tensor<4xi32>\n"
+                              "  %0 = stablehlo.divide %a, %two : tensor<4xi32>")
+    text, *_ = guarded(literal, "div0")
+    assert site_ops(text) == ["stablehlo.remainder"]
+    text, *_ = guarded(literal.replace("dense<2>", "dense<[2, 0, 1, 1]>"), "div0")
+    assert site_ops(text) == ["stablehlo.divide", "stablehlo.remainder"]
+
+
 def test_callback_indices_continue_after_existing_callbacks():
     existing = DIV_I32.replace(
         "%2 = stablehlo.add",
