@@ -99,12 +99,24 @@ def is_stablehlo(path: str) -> bool:
     return Path(path).suffix in (".mlir", ".mlirbc")
 
 
-def entry_function(module: arrc.Module, name: str, path: str) -> arrc.Function:
-    """The function `name` of `module`, or a usage error listing the functions there are."""
-    if name not in module:
-        known = ", ".join(module.functions) or "none"
-        raise UsageError(f"{path} has no function `{name}` (functions: {known})")
-    return module[name]
+def entry_function(module: arrc.Module, name: str, path: str, command: str = "run") -> arrc.Function:
+    """The function `name` of `module`, or a usage error listing the functions there are (for the default
+    `main`, with the `arrc COMMAND` line that picks another)."""
+    if name in module:
+        return module[name]
+    names = list(module.functions)
+    if not names:
+        raise UsageError(f"{path} has no function `{name}` (it defines none)")
+    listing = f"(functions: {', '.join(names)})"
+    if name != "main":
+        raise UsageError(f"{path} has no function `{name}`{did_you_mean(name, names)} {listing}")
+    first = module[names[0]]
+    if command == "compile":
+        example = "".join(f" --shape {v}={EXAMPLE_SIZE}" for v in first.shape_vars)
+    else:
+        example = "".join(f" {example_arg(n, t)}" for n, t, _ in first._sig.params)
+    raise UsageError(f"{path} has no function `main`: choose one with --entry NAME {listing}, e.g. "
+                     f"arrc {command} {path} --entry {first.name}{example}")
 
 
 def print_diagnostics(diags: list[Diagnostic], sources: dict[str, Source]) -> None:
@@ -182,7 +194,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         from arrc.compiler.ast import dump
         write_output(dump(module._program.module) + "\n", args.output)
         return EXIT_OK
-    fn = entry_function(module, args.entry, args.file)
+    fn = entry_function(module, args.entry, args.file, "compile")
     shapes = parse_shapes(args.shape)
     unknown = sorted(set(shapes) - set(fn.shape_vars))
     if unknown:
@@ -363,12 +375,25 @@ def load_array(path: str, param: str = "x", t: ArrayType | None = None) -> np.nd
         except OSError as err:
             raise UsageError(f"cannot read {path}: {err.strerror or err}") from None
     what = "it is empty" if not magic else "it does not start like one"
-    raise UsageError(f"{path} is not a NumPy .npy or .npz file ({what})")
+    hint = ""
+    if Path(path).suffix not in (".npy", ".npz"):      # e.g. `x=@p.arr`: say what the file should be
+        values = f", or write its values: {example_arg(param, t)}" if t is not None else ""
+        hint = f"; --arg {param}=@FILE reads an array saved with numpy.save(FILE, array){values}"
+    raise UsageError(f"{path} is not a NumPy .npy or .npz file ({what}){hint}")
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """`--arg NAME=TEXT` whose TEXT is no literal: reported once the parameter's type is known, so the
+    message can say what to write instead."""
+    text: str
+    reason: str
 
 
 def parse_run_args(items: list[str]) -> dict[str, object]:
     """`["x=@data.npy", "y=[1, 2]", "n=3"]` -> arguments by parameter name (files as `ArgFile`s,
-    read by `load_arg_files` once the parameters' types are known)."""
+    read by `load_arg_files` once the parameters' types are known; text that is no literal as
+    `Unreadable`, refused by `check_literals`)."""
     values: dict[str, object] = {}
     for item in items:
         name, sep, value = item.partition("=")
@@ -383,14 +408,137 @@ def parse_run_args(items: list[str]) -> dict[str, object]:
         try:
             values[name] = parse_literal(value)
         except ValueError as err:
-            raise UsageError(f"--arg {name}: {err}") from None
+            values[name] = Unreadable(value, str(err))
     return values
 
 
 def load_arg_files(values: dict[str, object], types: dict[str, ArrayType]) -> dict[str, object]:
     """`values` with each `ArgFile` read, bounded by the type of its parameter in `types`."""
+    bad = next((n for n, v in values.items() if isinstance(v, Unreadable)), None)
+    if bad is not None:
+        raise UsageError(f"--arg {bad}: {values[bad].reason}")
     return {name: load_array(v.path, name, types.get(name)) if isinstance(v, ArgFile) else v
             for name, v in values.items()}
+
+
+# ---- `--arg` values checked against the signature ---------------------------------------------------
+# The API's messages speak of Python values (`kind int64`); on the command line, the message names the
+# parameter, its type, and what to write instead.
+
+EXAMPLE_SIZE = 2                # each shape variable in an example `--arg`
+
+
+def example_value(t: ArrayType) -> str | None:
+    """A literal of type `t` for an example `--arg` (shape variables as EXAMPLE_SIZE), None where one
+    would be too long (an array file is the example then)."""
+    shape = [d.subs({v: EXAMPLE_SIZE for v in d.variables}) for d in t.shape]
+    if not all(d.is_const and d.value > 0 for d in shape) or math.prod(d.value for d in shape) > 12:
+        return None
+    count = iter(range(1, 13))
+
+    def leaf() -> str:
+        i = next(count)
+        if t.dtype.is_bool:
+            return "true" if i % 2 else "false"
+        return f"{i}.0" if t.dtype.is_float else str(i)
+
+    def build(dims) -> str:
+        if not dims:
+            return leaf()
+        return "[" + ", ".join(build(dims[1:]) for _ in range(dims[0].value)) + "]"
+    return "0" if t.dtype.is_key and not shape else build(shape)
+
+
+def example_arg(name: str, t: ArrayType) -> str:
+    """`--arg x='[1.0, 2.0]'` for `x: f32[n]`, `--arg b=true`, `--arg x=@x.npy` for a large array."""
+    value = example_value(t)
+    if value is None:
+        return f"--arg {name}=@{name}.npy"
+    return f"--arg {name}={value}" if t.rank == 0 else f"--arg {name}='{value}'"
+
+
+def takes(t: ArrayType) -> str:
+    """What a value of `t` is made of, as the user writes it."""
+    if t.dtype.is_key:
+        return "a seed (an integer) or the keys' u32 words"
+    if t.dtype.is_bool:
+        return "true or false"
+    if t.dtype.is_int:
+        return "integers" if t.rank else "an integer"
+    return "numbers" if t.rank else "a number"
+
+
+def nested_shape(value) -> tuple[int, ...] | None:
+    """The shape of a nested list (a scalar: ()), None for a ragged one."""
+    if not isinstance(value, list):
+        return ()
+    inner = [nested_shape(v) for v in value]
+    if any(s is None for s in inner) or len(set(inner)) > 1:
+        return None
+    return (len(value), *(inner[0] if inner else ()))
+
+
+def leaves(value):
+    if isinstance(value, list):
+        for v in value:
+            yield from leaves(v)
+    else:
+        yield value
+
+
+def wrong_leaf(value, t: ArrayType):
+    """The first element of the literal `value` that a `t` cannot hold (1 for a bool, 2.5 or true for an
+    integer, true for a float), or None."""
+    for x in leaves(value):
+        if t.dtype.is_bool and not isinstance(x, bool):
+            return x
+        if t.dtype.is_int and not (isinstance(x, int) and not isinstance(x, bool)):
+            return x
+        if t.dtype.is_float and isinstance(x, bool):
+            return x
+    return None
+
+
+def word(x) -> str:
+    """A literal element as the user wrote it (`true`, `2.5`)."""
+    return ("true" if x else "false") if isinstance(x, bool) else repr(x)
+
+
+def check_literals(values: dict[str, object], types: dict[str, ArrayType]) -> None:
+    """A usage error for the first `--arg` literal that cannot be its parameter's value: no literal at all,
+    a ragged list, or elements of the wrong kind (`b=1` for a bool). Shapes are the API's to check."""
+    for name, value in values.items():
+        t = types.get(name)
+        if t is None or isinstance(value, ArgFile):
+            continue
+        param = f"`{name}: {t}`"
+        if isinstance(value, Unreadable):
+            raise UsageError(f"--arg {name}: cannot read {value.text!r}; {param} takes {takes(t)} "
+                             f"(e.g. {example_arg(name, t)})")
+        if t.dtype.is_key:
+            continue
+        if nested_shape(value) is None:
+            raise UsageError(f"--arg {name}: the nested list is ragged (its rows differ in length); {param} "
+                             f"takes a rectangular one (e.g. {example_arg(name, t)})")
+        bad = wrong_leaf(value, t)
+        if bad is not None:
+            raise UsageError(f"--arg {name}: {param} takes {takes(t)}, not {word(bad)} (e.g. {example_arg(name, t)})")
+
+
+def check_parameters(fn: arrc.Function, values: dict[str, object]) -> None:
+    """A usage error, with the signature and an example, for an `--arg` that names no parameter of `fn`
+    or a parameter without one."""
+    names = [name for name, _, _ in fn._sig.params]
+    unknown = [n for n in values if n not in names]
+    if unknown:
+        have = ", ".join(names) or "none"
+        raise UsageError(f"`{fn.name}{fn.signature}` has no parameter `{unknown[0]}`{did_you_mean(unknown[0], names)}"
+                         f" (parameters: {have})")
+    missing = [(n, t) for n, t, _ in fn._sig.params if n not in values]
+    if missing:
+        example = " ".join(example_arg(n, t) for n, t in missing)
+        raise UsageError(f"`{fn.name}{fn.signature}` needs --arg {', '.join(n for n, _ in missing)}: "
+                         f"e.g. {example}")
 
 
 def parameter_types(fn: arrc.Function) -> dict[str, ArrayType]:
@@ -490,7 +638,19 @@ def format_results(results: list[np.ndarray], fmt: str = "text", keys: frozenset
         for i in keys:
             items[i] = {"dtype": "key", "shape": list(results[i].shape[:-1]), "value": results[i].tolist()}
         return json.dumps({"results": items}) + "\n"
-    return "".join(str(r) + "\n" for r in results)
+    return "".join(text_result(r) + "\n" for r in results)
+
+
+def text_result(a: np.ndarray) -> str:
+    """NumPy's text of a result, with bools spelt as arr spells them: `true`, `[false  true]` (right-aligned
+    in columns, as NumPy aligns `[False  True]`)."""
+    if a.dtype != np.bool_:
+        return str(a)
+    if a.ndim == 0:
+        return "true" if a else "false"
+    width = 5 if not a.all() else 4
+    return np.array2string(a, separator=" ",
+                           formatter={"bool": lambda x: ("true" if x else "false").rjust(width)})
 
 
 def format_times(times: dict[str, float], check: float) -> str:
@@ -510,8 +670,10 @@ def run_stablehlo(args: argparse.Namespace, kwargs: dict) -> RunResult:
     if unknown or missing:
         raise UsageError(f"{args.file} takes arguments {', '.join(fn.param_names) or '(none)'}; "
                          + (f"unknown: {unknown[0]}" if unknown else f"missing: --arg {missing[0]}=..."))
-    kwargs = load_arg_files(kwargs, {name: ArrayType(dt, tuple(Dim.const(d) for d in shape))
-                                     for name, (dt, shape) in zip(fn.param_names, fn.params)})
+    types = {name: ArrayType(dt, tuple(Dim.const(d) for d in shape)) for name, (dt, shape) in
+             zip(fn.param_names, fn.params)}
+    check_literals(kwargs, types)
+    kwargs = load_arg_files(kwargs, types)
     from arrc.runtime.call import interruptible
 
     def call():
@@ -529,6 +691,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         from arrc.compiler.cache import disable
         disable()
     kwargs = parse_run_args(args.arg)
+    if args.out is not None and not args.out.endswith(".npz"):
+        raise UsageError(f"--out {args.out}: the results are saved as a NumPy .npz archive; give a name ending "
+                         f"in .npz (e.g. --out {Path(args.out).with_suffix('.npz')})")
     t0 = time.perf_counter()
     if is_stablehlo(args.file):
         run, check_s = run_stablehlo(args, kwargs), 0.0
@@ -537,8 +702,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         module, sources = load_module(args.file, guards=args.guards, scope=args.guard_scope, device=args.device)
         check_s = time.perf_counter() - t0
         print_diagnostics(module.warnings, sources)
-        fn = entry_function(module, args.entry, args.file)
+        fn = entry_function(module, args.entry, args.file, "run")
         types = parameter_types(fn)
+        check_parameters(fn, kwargs)
+        check_literals(kwargs, types)
         run = execute(fn, key_arguments(load_arg_files(kwargs, types), types))
     sys.stdout.write(format_results(run.results, args.format, run.keys))
     if args.time:
@@ -990,7 +1157,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--entry", default="main", metavar="NAME", help="function to run (default: main)")
     p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
                    help="argument: NAME=@file.npy, NAME='[1, 2, 3]' or NAME=3 (repeatable)")
-    p.add_argument("--out", metavar="FILE.npz", help="also save the results as result_0, result_1, ...")
+    p.add_argument("--out", metavar="FILE.npz", help="also save the results as result_0, result_1, ... in the "
+                                                     "NumPy archive FILE.npz (a name not ending in .npz is "
+                                                     "refused: numpy would add the suffix)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="how results are printed")
     p.add_argument("--guards", type=_guard_list, metavar="KINDS", help="nan,inf,bounds,div0 or all")
     p.add_argument("--guard-scope", choices=SCOPES, default="results",

@@ -123,10 +123,10 @@ def test_python_dash_m(prog):
 
 # ---- check ----------------------------------------------------------------------------------------
 
-def test_check_ok_is_silent(prog, capsys):
+def test_check_ok_prints_only_a_summary(prog, capsys):
     assert main(["check", prog]) == 0
     captured = capsys.readouterr()
-    assert captured.out == "" and captured.err == ""
+    assert captured.out == "" and captured.err == f"{prog}: no errors\n"
 
 
 def test_check_reports_every_error(broken, capsys):
@@ -303,7 +303,7 @@ def test_run_json_non_finite(prog, capsys):
 
 def test_run_several_results(prog, capsys):
     assert main(["run", prog, "--entry", "flags", "--arg", "x=[1, 2, 3]"]) == 0
-    assert capsys.readouterr().out == "[False  True  True]\n6\n"
+    assert capsys.readouterr().out == "[false  true  true]\n6\n"
     flags, total = run_json(capsys, prog, "--entry", "flags", "--arg", "x=[1, 2, 3]")
     assert flags == {"dtype": "bool", "shape": [3], "value": [False, True, True]}
     assert total == {"dtype": "i64", "shape": [], "value": 6}
@@ -351,14 +351,14 @@ def test_run_guards_report_exits_3(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--entry", "scaled", "--arg", "x=[1.0]"], "missing argument `k`"),
+    (["--entry", "scaled", "--arg", "x=[1.0]"], "needs --arg k: e.g. --arg k=1.0"),
     (["--entry", "scaled", "--arg", "x=[1.0]", "--arg", "k=1", "--arg", "q=1"], "no parameter `q`"),
     (["--entry", "scaled", "--arg", "x=[1.0]", "--arg", "x=[2.0]"], "given twice"),
     (["--entry", "scaled", "--arg", "x"], "expected NAME=VALUE"),
     (["--entry", "scaled", "--arg", "x=[1, 2", "--arg", "k=1"], "cannot read"),
     (["--entry", "scaled", "--arg", "x=__import__('os')", "--arg", "k=1"], "cannot read"),
     (["--entry", "scaled", "--arg", "x=@missing.npy", "--arg", "k=1"], "no such file"),
-    (["--entry", "stats", "--arg", "x=[[1, 2], [3]]"], "x"),
+    (["--entry", "stats", "--arg", "x=[[1, 2], [3]]"], "--arg x: the nested list is ragged"),
     (["--entry", "nope"], "no function `nope`"),
 ])
 def test_run_usage_errors(prog, capsys, args, message):
