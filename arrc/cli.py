@@ -65,7 +65,7 @@ def load_module(path: str, werror: bool = False, guards=None, scope: str = "resu
     if looks_binary(data):
         raise UsageError(f"{path} is not a text file (it looks binary); an arr source file is UTF-8 text")
     source = decode(data, path)
-    module = arrc.loads(source.text, filename=path, warnings="error" if werror else "warn",
+    module = arrc.loads(source.text, filename=path, warnings="error" if werror else "ignore",
                         guards=",".join(guards) if guards else None, guard_scope=scope, device=device)
     return module, {path: source}
 

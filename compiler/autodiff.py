@@ -644,6 +644,7 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
     from . import abi
     block = fn.regions[0].blocks[0]
     unroll_counted_loops(block)
+    _number_from(fn)
     ops = list(block.operations)
     ret = ops[-1]
     extra = max(_attr_int(fn, abi.EXTRA_RESULTS), 0)
@@ -720,7 +721,21 @@ def _adjoint_location(loc, name: str):
     return ir.Location.name(name, childLoc=loc)
 
 
-_FORWARD_IDS = itertools.count(1)
+_FORWARD_IDS = itertools.count(1)     # (re)started per differentiated function: the same input, the same ids
+
+
+def _number_from(fn) -> None:
+    """Start the forward ids of `fn`'s sweep after those it holds (a derivative of a derivative)."""
+    from . import abi
+    held = [0]
+
+    def visit(op):
+        if abi.FORWARD_ID in op.operation.attributes:
+            held.append(ir.IntegerAttr(op.operation.attributes[abi.FORWARD_ID]).value)
+        return ir.WalkResult.ADVANCE
+    fn.operation.walk(visit)
+    global _FORWARD_IDS
+    _FORWARD_IDS = itertools.count(max(held) + 1)
 
 
 def _forward_id(op) -> int:

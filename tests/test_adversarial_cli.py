@@ -119,7 +119,7 @@ def test_bool_bytes_other_than_0_and_1_read_as_true(prog, tmp_path, capsys):
     data = bytearray(npy_bytes(np.array([False, False, False])))
     data[-2] = 2                                    # as numpy reads it: True
     (tmp_path / "b.npy").write_bytes(bytes(data))
-    assert run_file(capsys, prog, "either", tmp_path / "b.npy")[:2] == (0, "True\n")
+    assert run_file(capsys, prog, "either", tmp_path / "b.npy")[:2] == (0, "true\n")
 
 
 # ---- argument files: what is refused ----------------------------------------------------------------
