@@ -368,16 +368,16 @@ def _syntax_error(err: UnexpectedInput, source: Source) -> Diagnostic:
             span = Span(file, line, col, line, col + 1)
         else:
             span = _tok_span(file, tok)
-        expected = _describe_expected(set(err.expected))
-        if str(tok) in fastparse.KEYWORDS and "NAME" in err.expected:
-            return Diagnostic("E0001", f"`{tok}` is a keyword and cannot be a name", span, "a keyword",
-                              help=f"choose another name, such as `{tok}_`")
         msg = f"unexpected {_token_text(tok)}"
         if tok.type == "_INDENT":
             msg = "unexpected indentation"
-        diag = Diagnostic("E0001", msg, span, expected)
+        diag = Diagnostic("E0001", msg, span, _describe_expected(set(err.expected)))
         at = _ErrorSite(source, tok, set(err.expected))
-        return _bracket_hint(diag, at) or _python_habit(diag, at) or diag
+        hint = _bracket_hint(diag, at)
+        if hint is None and str(tok) in fastparse.KEYWORDS and "NAME" in err.expected:
+            return Diagnostic("E0001", f"`{tok}` is a keyword and cannot be a name", span, "a keyword",
+                              help=f"choose another name, such as `{tok}_`")
+        return hint or _python_habit(diag, at) or diag
     if isinstance(err, UnexpectedEOF):
         lines = source.text.split("\n") or [""]
         span = Span(file, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 2)
