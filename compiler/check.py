@@ -20,6 +20,7 @@ from . import ast, emit
 from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, refuse_keys, weak_literal_fits
 from .diagnostics import CompileError, Diagnostic, Label, Reporter
 from .span import Span
+from .suggest import MODULES, function_help, qualified_value_help, value_help
 from .types import DTYPES, I32, TYPE_NAMES, ArrayType, Dim, too_large
 from .control import ControlFlow
 from .values import POISON, ArrError, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe
@@ -213,13 +214,21 @@ class FunctionWalk(ControlFlow):
             self.env[name] = value
             self.spans[name] = param.span
         self.block(self.fn.body)
-        if self.returned is None:
+        if self.returned is None and not self._error_near_a_return():
             end = self.fn.body[-1].span if self.fn.body else self.fn.span
             self.report(ArrError("E0214", f"function `{self.fn.name}` does not return a value", end,
                                  "the body ends here without `return`",
                                  labels=[Label(self.fn.name_span, f"declared to return {self._declared()}")],
                                  help="end the function with `return <value>`").diag)
         return self.returned
+
+    def _error_near_a_return(self) -> bool:
+        """Whether an error was reported inside a statement of the body that holds a `return` (a run-time `if`
+        with an array condition, a `return` in a loop): the function may be meant to end there, and a
+        missing-return error (E0214) would only repeat that one."""
+        holders = [s.span for s in self.fn.body if any(isinstance(n, ast.Return) for n in ast.walk(s))]
+        return any(d.severity == "error" and d.span is not None and _within(d.span, h)
+                   for d in self.reporter.diagnostics for h in holders)
 
     def _declared(self) -> str:
         sig = self.program.signatures[self.fn.name]
@@ -264,6 +273,8 @@ class FunctionWalk(ControlFlow):
                     self.env[t.name] = POISON
         elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.NameTarget):
             self.env[stmt.target.name] = POISON
+        elif isinstance(stmt, ast.Return) and self.loop_depth:
+            pass            # (E0106 inside a loop: not a return of the branch around it, which would be another E0106)
         elif isinstance(stmt, ast.Return):
             self.returned = []
         elif isinstance(stmt, (ast.If, ast.For, ast.While)):
@@ -485,9 +496,7 @@ class FunctionWalk(ControlFlow):
         if e.id in self.program.signatures or e.id in BUILTINS:
             raise ArrError("E0210", f"`{e.id}` is a function; call it", e.span, "a function, not a value")
         known = list(self.env) + list(self.program.consts) + list(NAMED_CONSTANTS)
-        close = difflib.get_close_matches(e.id, known, 1)
-        raise ArrError("E0101", f"undefined name `{e.id}`", e.span, "not defined",
-                       help=f"did you mean `{close[0]}`?" if close else None)
+        raise ArrError("E0101", f"undefined name `{e.id}`", e.span, "not defined", help=value_help(e.id, known))
 
     def expr_TupleLit(self, e):
         return TupleVal([self.eval(x) for x in e.elems])
@@ -530,6 +539,10 @@ class FunctionWalk(ControlFlow):
                                  [e.cond.span, e.then.span, e.orelse.span])
 
     def expr_Attribute(self, e):
+        path = self._module_path(e)
+        if path is not None:
+            raise ArrError("E0101", f"undefined name `{'.'.join(path)}`", e.span, "not defined",
+                           help=qualified_value_help(path))
         base = self.eval(e.base)
         if isinstance(base, Poisoned):
             return POISON
@@ -546,6 +559,21 @@ class FunctionWalk(ControlFlow):
         if isinstance(base, Poisoned) or subs is None:
             return POISON
         return self.call_builtin(BUILTINS["__index__"], [base, subs], {}, e, [e.base.span])
+
+    def _module_path(self, e: ast.Attribute) -> list[str] | None:
+        """`["jnp", "linalg", "inv"]` for `jnp.linalg.inv`: an attribute of a NumPy/JAX module name (one that
+        is not a name of this program)."""
+        path, node = [e.name], e.base
+        while isinstance(node, ast.Attribute):
+            path.insert(0, node.name)
+            node = node.base
+        if not isinstance(node, ast.Name) or node.id not in MODULES or node.id in self.env or \
+                node.id in self.program.consts or node.id in self.program.signatures:
+            return None
+        return [node.id] + path
+
+    def _function_names(self) -> list[str]:
+        return [n for n in BUILTINS if n[0].isalpha()] + list(self.program.signatures)
 
     def _subscripts(self, subscripts):
         """Evaluated subscripts as (kind, value, node); None if one of them is poisoned."""
@@ -574,6 +602,10 @@ class FunctionWalk(ControlFlow):
         kwargs = {k.name: self.eval_or_poison(k.value) for k in e.kwargs}
         spans = [a.span for a in e.args]
         kw_spans = {k.name: k.span for k in e.kwargs}
+        first_arg = e.args[0].id if e.args and isinstance(e.args[0], ast.Name) else "x"
+        if isinstance(e.func, ast.Attribute) and (path := self._module_path(e.func)) is not None:
+            raise ArrError("E0101", f"unknown function `{'.'.join(path)}`", e.func.span, "not an arr function",
+                           help=function_help(path[-1], self._function_names(), first_arg, qualified=True))
         if isinstance(e.func, ast.Attribute):
             base = self.eval(e.func.base)
             rule = BUILTINS.get("." + e.func.name)
@@ -595,10 +627,10 @@ class FunctionWalk(ControlFlow):
             else:
                 rule = BUILTINS.get(name)
             if rule is None or (rule.name.startswith(("__", ".")) and name not in DTYPES):
-                close = difflib.get_close_matches(name, [n for n in BUILTINS if n[0].isalpha()] +
-                                                  list(self.program.signatures), 1)
                 raise ArrError("E0101", f"unknown function `{name}`", e.func.span, "not defined",
-                               help=f"did you mean `{close[0]}`?" if close else None)
+                               help=function_help(name, self._function_names(), first_arg))
+            if name in ("max", "min") and len(args) > 1:
+                _refuse_second_array(name, args[1], e.args[1].span)
         else:
             raise ArrError("E0210", "only named functions can be called", e.func.span, "not callable")
         if POISON in args or POISON in kwargs.values():
@@ -830,6 +862,23 @@ class FunctionWalk(ControlFlow):
         if shape is not None:
             value = emit.broadcast(value, shape)
         return value
+
+
+def _within(inner: Span, outer: Span) -> bool:
+    return inner.file == outer.file and (outer.line, outer.col) <= (inner.line, inner.col) and \
+        (inner.end_line, inner.end_col) <= (outer.end_line, outer.end_col)
+
+
+def _refuse_second_array(name: str, second, span) -> None:
+    """`max(x, y)` with an array `y`: Python's `max` of two values is arr's (and NumPy's) `maximum`; arr's
+    `max` reduces one array, and its second argument is the axis."""
+    if not isinstance(second, Val) or (second.type.rank == 0 and second.type.dtype.is_int):
+        return
+    elementwise = {"max": "maximum", "min": "minimum"}[name]
+    raise ArrError("E0204", f"`{name}` reduces one array: its second argument is the axis, found {second.type}",
+                   span, f"this is {second.type}",
+                   help=f"for the elementwise {elementwise} of two arrays, write `{elementwise}(a, b)` "
+                        f"(NumPy's `np.{elementwise}`)")
 
 
 def _result_help(value, declared: ArrayType) -> str | None:

@@ -1,0 +1,2 @@
+def widen(x: i32[n]) -> f32[n]:
+    return x.astype(float)

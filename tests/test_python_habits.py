@@ -1,0 +1,164 @@
+"""Python and NumPy habits get targeted diagnostics (issue 17, "Diagnostics"): what the goldens in
+tests/golden/diagnostics/ do not show: hints that must not fire where the text means something else, both
+parsers agreeing, the suggestion table read against the builtin registry at run time, cascades."""
+from __future__ import annotations
+
+import pytest
+
+import arrc
+from arrc.compiler import fastparse
+from arrc.compiler.builtins import BUILTINS
+from arrc.compiler.diagnostics import CompileError
+from arrc.compiler.parse import parse, parse_lark
+from arrc.compiler.span import Source
+from arrc.compiler.suggest import closest, function_help
+
+H = "def f(x: f32[n]) -> f32[n]:\n"
+
+
+def diags(src: str) -> list:
+    with pytest.raises(CompileError) as info:
+        arrc.loads(src, filename="t.arr")
+    return info.value.diagnostics
+
+
+def one(src: str):
+    [d] = diags(src)
+    return d
+
+
+# ---- syntax: both parsers ------------------------------------------------------------------------
+HABITS = {
+    "def f(x):\n    return x\n": "`def f(x: f32[n]) -> f32[n]:`",
+    "def f(x: f32[n]):\n    return x\n": "`def f(x: f32[n]) -> f32[n]:`",
+    "import numpy as np\n": "not `np.sum(x)`",
+    "class A:\n    pass\n": "`def`",
+    H + "    g = lambda v: v\n    return x\n": "`def`",
+    H + "    y = [v for v in x]\n    return x\n": "whole-array",
+    H + "    return sum(v for v in x)\n": "whole-array",
+    H + '    print(f"{x}")\n    return x\n': 'print("x =", x)',
+    "def f(k: i32) -> i32:\n    while k = 0:\n        k = 1\n    return k\n": "`while k == 0:`",
+    "def f(k: i32) -> i32:\n    if k == 0:\n        k = 1\n    else if k == 1:\n        k = 2\n    return k\n": "`elif k == 1:`",
+    H + "    y: f32[n] = x\n    return y\n": "`y = x`",
+    H + "    y = sum(x\n    return y\n": "close the '(' with ')'",
+    H + "    return sum(x]\n": "close the '(' with ')'",
+}
+
+
+@pytest.mark.parametrize("src", HABITS)
+def test_habits_are_syntax_errors_for_both_parsers(src):
+    """The fast parser gives up on each (so Lark's error, with its hint, is the one reported)."""
+    with pytest.raises(fastparse.GiveUp):
+        fastparse.parse(src, "t.arr")
+    d = one(src)
+    assert d.code == "E0001" and HABITS[src] in d.help
+
+
+def test_python_spellings_of_values_parse_alike_in_both_parsers():
+    src = H + "    a = True\n    b = jnp.sum(x)\n    c = len(x)\n    return x.astype(float)\n"
+    assert parse(Source("t.arr", src)) == parse_lark(Source("t.arr", src))
+
+
+def test_an_error_inside_a_multi_line_call_is_not_an_unclosed_bracket():
+    d = one(H + "    y = maximum(x,\n                x x)\n    return y\n")
+    assert d.message == "unexpected 'x'" and not d.labels and d.label.startswith("expected ")
+
+
+def test_a_bracket_closed_later_is_named_as_open_at_a_statement():
+    d = one(H + "    y = maximum(x,\n    return y)\n")
+    assert [l.message for l in d.labels] == ["this '(' is not closed before line 3"]
+    assert (d.labels[0].span.line, d.labels[0].span.col) == (2, 16)
+
+
+def test_nested_unclosed_brackets_name_the_innermost():
+    d = one(H + "    y = maximum(x, abs(x\n    return y\n")
+    assert d.labels[0].span.col == 23 and "never closed" in d.labels[0].message
+
+
+def test_brackets_in_strings_and_comments_are_not_counted():
+    d = one(H + '    print("(")  # [\n    return x +\n')
+    assert not d.labels and d.message == "unexpected end of line"
+
+
+def test_an_unmatched_closer():
+    d = one(H + "    return x)\n")
+    assert d.label == "unmatched ')'"
+
+
+def test_a_variable_named_lambda_is_not_a_lambda():
+    arrc.loads("def f(lambda: f32) -> f32:\n    return lambda * 2.0\n")
+    d = one("def f(lambda: f32) -> f32:\n    return lambda * 2.0 +\n")
+    assert d.message == "unexpected end of line"
+
+
+def test_equal_inside_brackets_of_a_condition_is_not_a_comparison_hint():
+    d = one("def f(k: i32) -> i32:\n    if sum([k] = 1):\n        k = 1\n    return k\n")
+    assert "`==`" not in (d.help or "")
+
+
+# ---- names ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name, wrong", [("inv", "sin"), ("det", "dot"), ("svd", "std"), ("conv", "concat"),
+                                         ("scan", "isnan"), ("take", "stack")])
+def test_numpy_names_do_not_suggest_a_spelling_neighbour(name, wrong):
+    d = one(H + f"    return {name}(x)\n")
+    assert d.code == "E0101" and f"did you mean `{wrong}`" not in d.help
+
+
+@pytest.mark.parametrize("typo, meant", [("exq", "exp"), ("sqrtt", "sqrt"), ("Sum", "sum"), ("argmx", "argmax"),
+                                         ("mena", "mean")])
+def test_close_misspellings_are_still_suggested(typo, meant):
+    assert one(H + f"    return {typo}(x)\n").help == f"did you mean `{meant}`?"
+
+
+def test_far_or_one_letter_names_get_no_suggestion():
+    assert closest("y", ["n", "x"]) is None
+    assert closest("inv", ["sin"]) is None
+    assert closest("conv", ["concat"]) is None
+
+
+def test_the_table_reads_the_builtin_registry_when_asked(monkeypatch):
+    monkeypatch.delitem(BUILTINS, "square", raising=False)
+    assert function_help("square", []) == "`square` is not in arr yet; write `x * x`"
+    assert function_help("square", [], qualified=True) == "`square` is not in arr yet; write `x * x`"
+    monkeypatch.setitem(BUILTINS, "square", BUILTINS["abs"])
+    assert function_help("square", [], qualified=True) == "builtins are called unqualified: write `square(...)`"
+    monkeypatch.delitem(BUILTINS, "max")
+    assert "`max`" not in (function_help("amax", []) or "")
+
+
+def test_a_module_name_that_is_a_local_is_a_local():
+    d = one("def f(np: f32[n]) -> f32:\n    return np.sum(1)\n")
+    assert d.code == "E0210"
+
+
+def test_len_names_the_argument():
+    assert "`values.shape[0]`" in one("def f(values: f32[n]) -> i32:\n    return len(values)\n").help
+
+
+# ---- max/min of two arrays -------------------------------------------------------------------------
+@pytest.mark.parametrize("second", ["floor", "0.0"])
+def test_max_of_two_values_suggests_maximum(second):
+    d = one(f"def f(x: f32[n], floor: f32[n]) -> f32[n]:\n    return max(x, {second})\n")
+    assert d.code == "E0204" and "`maximum(a, b)`" in d.help
+
+
+def test_min_with_an_integer_axis_is_a_reduction():
+    arrc.loads("def f(x: f32[n, m]) -> f32[m]:\n    return min(x, 0)\n")
+    assert "`minimum(a, b)`" in one("def f(x: f32[n]) -> f32[n]:\n    return min(x, x)\n").help
+
+
+# ---- cascades ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("body, code", [
+    ("    if x > 0.0:\n        return x\n    else:\n        return -x\n", "E0213"),
+    ("    if yy > 0.0:\n        return x\n    else:\n        return -x\n", "E0101"),
+    ("    for i in range(3):\n        return x\n", "E0106"),
+    ("    for i in range(3):\n        if i > 1:\n            return x\n    return x\n", "E0106"),
+    ("    i = 0\n    while i < 3:\n        return x\n    return x\n", "E0106"),
+])
+def test_each_fault_is_reported_once(body, code):
+    assert [d.code for d in diags(H + body)] == [code]
+
+
+def test_a_missing_return_is_still_reported_next_to_an_unrelated_error():
+    found = [d.code for d in diags(H + "    y = zz\n    if x[0] > 0.0:\n        y = x\n")]
+    assert found == ["E0101", "E0214"]
