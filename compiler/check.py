@@ -602,10 +602,9 @@ class FunctionWalk(ControlFlow):
         kwargs = {k.name: self.eval_or_poison(k.value) for k in e.kwargs}
         spans = [a.span for a in e.args]
         kw_spans = {k.name: k.span for k in e.kwargs}
-        first_arg = e.args[0].id if e.args and isinstance(e.args[0], ast.Name) else "x"
         if isinstance(e.func, ast.Attribute) and (path := self._module_path(e.func)) is not None:
             raise ArrError("E0101", f"unknown function `{'.'.join(path)}`", e.func.span, "not an arr function",
-                           help=function_help(path[-1], self._function_names(), first_arg, qualified=True))
+                           help=function_help(path[-1], self._function_names(), _first_arg(e), qualified=True))
         if isinstance(e.func, ast.Attribute):
             base = self.eval(e.func.base)
             rule = BUILTINS.get("." + e.func.name)
@@ -628,7 +627,7 @@ class FunctionWalk(ControlFlow):
                 rule = BUILTINS.get(name)
             if rule is None or (rule.name.startswith(("__", ".")) and name not in DTYPES):
                 raise ArrError("E0101", f"unknown function `{name}`", e.func.span, "not defined",
-                               help=function_help(name, self._function_names(), first_arg))
+                               help=function_help(name, self._function_names(), _first_arg(e)))
             if name in ("max", "min") and len(args) > 1:
                 _refuse_second_array(name, args[1], e.args[1].span)
         else:
@@ -862,6 +861,11 @@ class FunctionWalk(ControlFlow):
         if shape is not None:
             value = emit.broadcast(value, shape)
         return value
+
+
+def _first_arg(call: ast.Call) -> str:
+    """How a help line names the first argument of `call`: its name, else `x`."""
+    return call.args[0].id if call.args and isinstance(call.args[0], ast.Name) else "x"
 
 
 def _within(inner: Span, outer: Span) -> bool:
