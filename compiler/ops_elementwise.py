@@ -338,6 +338,124 @@ for _name, (_op_name, _doc) in _UNARY_FLOAT.items():
     register(_name, family="Elementwise", doc=_doc)(unary_float(_op_name))
 
 
+# ---- float math composed of StableHLO ops (jax.numpy's and jax.nn's formulas, op for op) -----------------
+def _c(value, like, dt: DType):
+    """A constant of `dt` with the shape of the MLIR value `like` (rounded to `dt` as NumPy rounds)."""
+    return emit.const(value, dt, emit.shape_of(like))
+
+
+def unary_float_composite(build):
+    """Float math built of several ops: `build(value, dtype)` on the input converted to its float dtype
+    (ints compute in f32, 64-bit ints in f64; the weakness of a literal is kept, as jax.numpy)."""
+    def rule(cx: CallCx, x):
+        x = cx.array(x, "x")
+        dtype = float_dtype_for(x.type.dtype)
+        return cx.value(ArrayType(dtype, x.type.shape, x.type.weak), lambda: build(cx.ir(x, dtype), dtype))
+    return rule
+
+
+def _log2(x, dt):           # jnp.log2: log(x) / log(2)
+    return hlo.divide(hlo.log(x), _c(np.log(2.0), x, dt))
+
+
+def _log10(x, dt):          # jnp.log10: log(x) * (1 / log(10))
+    return hlo.multiply(hlo.log(x), _c(0.4342944819032518, x, dt))
+
+
+def _silu(x, dt):           # jax.nn.silu: x * sigmoid(x)
+    return hlo.multiply(x, hlo.logistic(x))
+
+
+def logaddexp_ir(a, b, dt: DType):
+    """log(e**a + e**b) as jax.lax.logaddexp: max + log1p(e**-|a - b|), and a + b where a - b is NaN (a NaN,
+    or infinities of one sign). Written `min - max` for `-|a - b|` (the same number): the derivative then
+    comes from the rules of max and min, which split a tie evenly, so it is 1/2 at a == b as JAX's."""
+    high, low = hlo.maximum(a, b), hlo.minimum(a, b)
+    delta = hlo.subtract(low, high)
+    return hlo.select(emit.compare(delta, delta, "NE", dt), hlo.add(a, b),
+                      hlo.add(high, hlo.log_plus_one(hlo.exponential(delta))))
+
+
+def _softplus(x, dt):       # jax.nn.softplus: logaddexp(x, 0)
+    return logaddexp_ir(x, _c(0, x, dt), dt)
+
+
+register("log2", family="Elementwise", doc="elementwise base-2 logarithm")(unary_float_composite(_log2))
+register("log10", family="Elementwise", doc="elementwise base-10 logarithm")(unary_float_composite(_log10))
+register("deg2rad", family="Elementwise", doc="elementwise degrees to radians, x * pi / 180")(
+    unary_float_composite(lambda x, dt: hlo.multiply(x, _c(np.pi / 180, x, dt))))
+register("rad2deg", family="Elementwise", doc="elementwise radians to degrees, x * 180 / pi")(
+    unary_float_composite(lambda x, dt: hlo.multiply(x, _c(180 / np.pi, x, dt))))
+register("softplus", family="Elementwise", doc="elementwise log(1 + e**x), computed without overflow (jax.nn)")(
+    unary_float_composite(_softplus))
+register("silu", family="Elementwise", doc="elementwise x * sigmoid(x) (jax.nn.silu, also called swish)")(
+    unary_float_composite(_silu))
+
+
+@register("gelu", params="x, approximate=True", family="Elementwise",
+          doc="elementwise GELU as jax.nn.gelu: the tanh approximation by default, approximate=false for erf")
+def _gelu(cx: CallCx, x, approximate=True):
+    x = cx.array(x, "x")
+    approximate = cx.bool_flag(approximate, "approximate")
+    dtype = float_dtype_for(x.type.dtype)
+
+    def build():
+        v = cx.ir(x, dtype)
+        half = _c(0.5, v, dtype)
+        if approximate:     # x * 0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3)))
+            cubed = hlo.multiply(hlo.multiply(v, v), v)
+            inner = hlo.multiply(_c(np.sqrt(2 / np.pi), v, dtype),
+                                 hlo.add(v, hlo.multiply(_c(0.044715, v, dtype), cubed)))
+            return hlo.multiply(v, hlo.multiply(half, hlo.add(_c(1, v, dtype), hlo.tanh(inner))))
+        # 0.5 * x * erfc(-x * sqrt(1/2)): erfc keeps the far negative tail that 1 + erf(...) would round to 0
+        erfc = emit.same_type("chlo.erfc", hlo.multiply(hlo.negate(v), _c(np.sqrt(0.5), v, dtype)))
+        return hlo.multiply(hlo.multiply(half, v), erfc)
+    return cx.value(ArrayType(dtype, x.type.shape, x.type.weak), build)
+
+
+@register("square", family="Elementwise", doc="elementwise x * x (integers stay integers; bool gives i32, as jnp)")
+def _square(cx: CallCx, x):
+    x = cx.array(x, "x")
+    t = x.type if not x.type.dtype.is_bool else ArrayType(I32, x.type.shape)
+
+    def build():
+        v = cx.ir(x, t.dtype)
+        return hlo.multiply(v, v)
+    return cx.value(t, build)
+
+
+def binary_float(name: str, build):
+    """Float math of two broadcast operands (promoted as jax.numpy's `promote_args_inexact`)."""
+    what = f"`{name}`"
+
+    def rule(cx: CallCx, x, y):
+        _require_arrays(cx, [x, y], what)
+        dtype, weak, shape = elementwise_type(cx, [x, y], what)
+        dtype = float_dtype_for(dtype)
+        return cx.value(ArrayType(dtype, shape, weak), lambda: build(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape),
+                                                                      dtype))
+    return rule
+
+
+def _hypot(a, b, dt):
+    """jnp.hypot: with p = max(|a|, |b|), q = min(|a|, |b|), p * sqrt(1 + (q / p)**2) (0 where p is 0), inf
+    where either is inf (even if the other is NaN)."""
+    a, b = hlo.abs(a), hlo.abs(b)
+    inf = _c(np.inf, a, dt)
+    is_inf = hlo.or_(emit.compare(a, inf, "EQ", dt), emit.compare(b, inf, "EQ", dt))
+    p, q = hlo.maximum(a, b), hlo.minimum(a, b)
+    p_zero = emit.compare(p, _c(0, p, dt), "EQ", dt)
+    ratio = hlo.divide(q, hlo.select(p_zero, _c(1, p, dt), p))
+    scaled = hlo.multiply(p, hlo.sqrt(hlo.add(_c(1, p, dt), hlo.multiply(ratio, ratio))))
+    return hlo.select(is_inf, inf, hlo.select(p_zero, p, scaled))
+
+
+register("logaddexp", params="x, y", family="Elementwise",
+         doc="elementwise log(e**x + e**y), computed without overflow")(binary_float("logaddexp", logaddexp_ir))
+register("hypot", params="x, y", family="Elementwise",
+         doc="elementwise sqrt(x**2 + y**2), computed without overflow")(binary_float("hypot", _hypot))
+
+
 def unary_same(build_float, build_int=None, allow_bool=False):
     """Ops that keep the dtype; `build_int` None means the op is the identity on integers.
     Builders take (mlir value, dtype)."""
@@ -437,6 +555,47 @@ def _clip(cx: CallCx, x, lo, hi):
     return cx.value(ArrayType(dtype, shape, weak),
                     lambda: hlo.minimum(hlo.maximum(cx.ir(x, dtype, shape), cx.ir(lo, dtype, shape)),
                                         cx.ir(hi, dtype, shape)))
+
+
+def _tolerance(cx: CallCx, v, name: str):
+    """A tolerance of `isclose`: a Python default or a scalar number (converted to the compared dtype as
+    `.astype` converts, as jnp's `convert_element_type`)."""
+    if not isinstance(v, float) and (not isinstance(v, Val) or v.type.rank or v.type.dtype.is_bool):
+        cx.error("E0204", f"`{name}` must be a scalar number, found {describe(v)}", "not a scalar number", at=name)
+    return v
+
+
+def _tolerance_ir(cx: CallCx, v, dt: DType, shape):
+    if isinstance(v, float):
+        return emit.const(v, dt, shape)
+    value = cx.ir(v, dt) if v.type.weak and v.static is not None else emit.cast(cx.ir(v), v.type.dtype, dt)
+    return emit.broadcast(value, shape)
+
+
+def isclose_rule(cx: CallCx, x, y, rtol, atol, equal_nan) -> Val:
+    """jnp.isclose: x == y, or |x - y| <= atol + rtol * |y| where y is finite; NaN is close to NaN only with
+    equal_nan. Integers and bools are compared as floats (f32, or f64 for 64-bit ones), as jnp does."""
+    _require_arrays(cx, [x, y], "`isclose`")
+    dtype, _, shape = elementwise_type(cx, [x, y], "`isclose`")
+    dtype = float_dtype_for(dtype)
+    rtol, atol = _tolerance(cx, rtol, "rtol"), _tolerance(cx, atol, "atol")
+    equal_nan = cx.bool_flag(equal_nan, "equal_nan")
+
+    def build():
+        a, b = cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)
+        s = concrete(shape)
+        bound = hlo.add(_tolerance_ir(cx, atol, dtype, s), hlo.multiply(_tolerance_ir(cx, rtol, dtype, s), hlo.abs(b)))
+        in_range = emit.compare(hlo.abs(hlo.subtract(a, b)), bound, "LE", dtype)
+        out = hlo.or_(emit.compare(a, b, "EQ", dtype), hlo.and_(hlo.is_finite(b), in_range))
+        if equal_nan:
+            out = hlo.or_(out, hlo.and_(emit.compare(a, a, "NE", dtype), emit.compare(b, b, "NE", dtype)))
+        return out
+    return cx.value(ArrayType(BOOL, shape), build)
+
+
+register("isclose", params="x, y, rtol=1e-05, atol=1e-08, equal_nan=False", family="Elementwise",
+         doc="elementwise whether |x - y| <= atol + rtol * |y| (NaNs equal with equal_nan), as jnp.isclose")(
+    isclose_rule)
 
 
 @register("__cond__", params="cond, x, y", keys=True)

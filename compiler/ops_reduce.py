@@ -1,12 +1,14 @@
-"""Reductions: sum prod mean max min argmax argmin any all var std logsumexp (axis=, keepdims=)."""
+"""Reductions: sum prod mean max min argmax argmin any all var std logsumexp (axis=, keepdims=); allclose,
+trace."""
 from __future__ import annotations
 
 import numpy as np
 
 from . import emit
 from .emit import hlo
+from .ops_elementwise import isclose_rule
 from .optable import CallCx, concrete, float_dtype_for, register
-from .types import BOOL, DTYPES, I32, ArrayType, Dim
+from .types import BOOL, DTYPES, I32, I64, ArrayType, Dim
 
 
 def _reduced_shape(shape, axes, keepdims: bool):
@@ -256,3 +258,46 @@ register("argmax", params="x, axis=None, keepdims=False",
          family="Reductions", doc="index of the first largest element over axis")(arg_reduce("GT"))
 register("argmin", params="x, axis=None, keepdims=False",
          family="Reductions", doc="index of the first smallest element over axis")(arg_reduce("LT"))
+
+
+@register("allclose", params="x, y, rtol=1e-05, atol=1e-08, equal_nan=False", family="Reductions",
+          doc="whether all elements of x and y are close, all(isclose(x, y, rtol, atol, equal_nan)), as jnp")
+def _allclose(cx: CallCx, x, y, rtol=1e-05, atol=1e-08, equal_nan=False):
+    close = isclose_rule(cx, x, y, rtol, atol, equal_nan)
+    axes = list(range(close.type.rank))
+    return _finish(cx, close, axes, False, BOOL,
+                   lambda: emit.reduce(cx.ir(close), emit.const(True, BOOL), axes, hlo.and_, BOOL))
+
+
+def _one_axis(cx: CallCx, axis, rank: int, name: str) -> int:
+    axes = cx.axes(axis, rank, name)
+    if len(axes) != 1:
+        cx.error("E0204", f"`{name}` must be a single axis, found {len(axes)}", "not one axis", at=name)
+    return axes[0]
+
+
+@register("trace", params="x, offset=0, axis1=0, axis2=1, dtype=None", family="Linear algebra",
+          doc="sum of the offset-th diagonal of x over axis1 and axis2 (dtypes as `sum`)")
+def _trace(cx: CallCx, x, offset=0, axis1=0, axis2=1, dtype=None):
+    x = cx.array(x, "x")
+    if x.type.rank < 2:
+        cx.error("E0204", f"`trace` needs an array of rank 2 or more, found {x.type}", f"this is {x.type}", at="x")
+    k = cx.static_int(offset, "offset")
+    a1, a2 = (_one_axis(cx, a, x.type.rank, name) for a, name in ((axis1, "axis1"), (axis2, "axis2")))
+    if a1 == a2:
+        cx.error("E0204", f"`axis1` and `axis2` are both axis {a1}: the diagonal needs two different axes",
+                 "the same axis", at="axis2")
+    dt = _accumulator_dtype(x.type.dtype) if dtype is None else cx.dtype(dtype, "dtype")
+    acc = _wide(dt)
+
+    def reduced():
+        value = cx.ir(x, acc)
+        s = concrete(x.type.shape)
+        t = emit.tensor_type(s, I64)
+        on_diagonal = emit.compare(hlo.subtract(hlo.iota(t, a2), hlo.iota(t, a1)), emit.const(k.value, I64, s),
+                                   "EQ", I64)
+        masked = hlo.select(on_diagonal, value, emit.const(0, acc, s))
+        total = emit.reduce(masked, emit.const(0, acc), sorted((a1, a2)),
+                            hlo.or_ if acc.is_bool else hlo.add, acc)
+        return emit.convert(total, acc, dt)
+    return _finish(cx, x, sorted((a1, a2)), False, dt, reduced)

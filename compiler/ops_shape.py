@@ -1,8 +1,8 @@
 """Construction, shape manipulation, linear algebra and neural-net helpers (LANGUAGE.md section 6).
 
-Construction: zeros ones full arange eye linspace.
-Shape: reshape transpose broadcast_to concat stack expand_dims squeeze flip pad tile.
-Linear algebra: `@` matmul dot einsum outer.
+Construction: zeros ones full zeros_like ones_like full_like arange eye linspace.
+Shape: reshape transpose broadcast_to concat stack expand_dims squeeze flip pad tile roll diag tril triu.
+Linear algebra: `@` matmul dot einsum outer tensordot.
 Neural-net helpers: softmax log_softmax layer_norm one_hot.
 
 Every rule computes its result type from `Dim`s, so the same code checks symbolically at definition and
@@ -188,6 +188,35 @@ def _full(cx: CallCx, shape, fill_value, dtype=None) -> Val:
         dt, weak = v.type.dtype, v.type.weak       # as jax.numpy.full: the fill value's (weak) type
     else:
         dt, weak = cx.dtype(dtype, "dtype"), False
+    _check_fill(cx, v, dt, "fill_value")
+    _broadcast_check(cx, v.type, dims, "fill_value")
+    return cx.value(ArrayType(dt, dims, weak), lambda: emit.broadcast(_scalar_as(cx, v, dt), concrete(dims)))
+
+
+def _filled_like(fill):
+    def rule(cx: CallCx, x, dtype=None) -> Val:
+        x = cx.array(x, "x")
+        # as jnp.zeros_like: x's dtype (and weakness) unless dtype is given
+        t = x.type if dtype is None else ArrayType(cx.dtype(dtype, "dtype"), x.type.shape)
+        return cx.value(t, lambda: emit.const(fill, t.dtype, concrete(t.shape)))
+    return rule
+
+
+register("zeros_like", params="x, dtype=None",
+         family="Construction", doc="an array of x's shape (and dtype, unless dtype is given) filled with 0")(
+    _filled_like(0))
+register("ones_like", params="x, dtype=None",
+         family="Construction", doc="an array of x's shape (and dtype, unless dtype is given) filled with 1")(
+    _filled_like(1))
+
+
+@register("full_like", params="x, fill_value, dtype=None",
+          family="Construction", doc="an array of x's shape (and dtype, unless dtype is given) filled with fill_value")
+def _full_like(cx: CallCx, x, fill_value, dtype=None) -> Val:
+    x = cx.array(x, "x")
+    v = cx.array(fill_value, "fill_value")
+    dt, weak = (x.type.dtype, x.type.weak) if dtype is None else (cx.dtype(dtype, "dtype"), False)
+    dims = x.type.shape
     _check_fill(cx, v, dt, "fill_value")
     _broadcast_check(cx, v.type, dims, "fill_value")
     return cx.value(ArrayType(dt, dims, weak), lambda: emit.broadcast(_scalar_as(cx, v, dt), concrete(dims)))
@@ -541,6 +570,131 @@ def _tile(cx: CallCx, x, reps) -> Val:
     return cx.value(x.type.with_shape(shape), build)
 
 
+def _slice_along(value, axis: int, start: int, stop: int, step: int = 1):
+    shape = emit.shape_of(value)
+    starts, limits = [0] * len(shape), list(shape)
+    starts[axis], limits[axis] = start, stop
+    strides = [1] * len(shape)
+    strides[axis] = step
+    return hlo.slice(value, starts, limits, strides)
+
+
+def _roll_axes(cx: CallCx, axis, rank: int) -> list[int]:
+    """The axes of `roll`, normalized; unlike elsewhere an axis may repeat (its shifts add up, as in jnp)."""
+    out = []
+    for a in cx.static_ints(axis, "axis"):
+        if not a.is_const:
+            cx.error("E0204", f"`axis` must be an integer literal or const, found `{a}`", "symbolic", at="axis")
+        if not -rank <= a.value < rank:
+            cx.error("E0204", f"axis {a.value} is out of range for an array of rank {rank}", f"rank is {rank}",
+                     at="axis")
+        out.append(a.value % rank)
+    return out
+
+
+@register("roll", params="x, shift, axis=None", family="Shape",
+          doc="x with its elements shifted cyclically by shift places along axis (of the flattened x by default)")
+def _roll(cx: CallCx, x, shift, axis=None) -> Val:
+    x = cx.array(x, "x")
+    shifts = cx.static_ints(shift, "shift")
+    flat = axis is None                      # as jnp.roll: roll the flattened array, then restore the shape
+    axes = [0] if flat else _roll_axes(cx, axis, x.type.rank)
+    if len(shifts) != len(axes) and 1 not in (len(shifts), len(axes)):
+        cx.error("E0204", f"`roll` got {len(shifts)} shifts for {len(axes)} axes", f"{len(shifts)} shifts",
+                 at="shift", help="give one shift per axis, or one shift for all of them")
+    pairs = list(zip(axes * len(shifts) if len(axes) == 1 else axes,
+                     shifts * len(axes) if len(shifts) == 1 else shifts))
+
+    def build():
+        value = cx.ir(x)
+        size = int(np.prod(concrete(x.type.shape)))
+        if flat:
+            value = hlo.reshape(emit.tensor_type((size,), x.type.dtype), value)
+        for ax, s in pairs:
+            n = emit.shape_of(value)[ax]
+            by = s.value % n if n else 0
+            if by:
+                value = hlo.concatenate([_slice_along(value, ax, n - by, n), _slice_along(value, ax, 0, n - by)], ax)
+        if flat:
+            value = hlo.reshape(emit.tensor_type(concrete(x.type.shape), x.type.dtype), value)
+        return value
+    return cx.value(x.type, build)
+
+
+def _min_dim(a: Dim, b: Dim) -> Dim:
+    """min(a, b), not below 0: exact where a - b is a constant, else a stand-in decided once concrete."""
+    d = a - b
+    if not d.is_const:
+        return Dim.var(f"min({a}, {b})")
+    low = b if d.value >= 0 else a
+    return Dim.const(max(low.value, 0)) if low.is_const else low
+
+
+def _diagonal_ir(value, rows: int, cols: int, k: int, length: int, dt: DType):
+    """The k-th diagonal of a (rows, cols) matrix: a strided slice (stride cols + 1) of the flattened matrix."""
+    if length == 0:
+        return emit.const(0, dt, (0,))
+    flat = hlo.reshape(emit.tensor_type((rows * cols,), dt), value)
+    start = k if k >= 0 else -k * cols
+    return _slice_along(flat, 0, start, start + (length - 1) * (cols + 1) + 1, cols + 1)
+
+
+@register("diag", params="x, k=0", family="Shape",
+          doc="the k-th diagonal of a 2-D x, or a square 2-D array with the 1-D x on its k-th diagonal")
+def _diag(cx: CallCx, x, k=0) -> Val:
+    x = cx.array(x, "x")
+    k = k if isinstance(k, int) else cx.const_int(k, "k")
+    dt = x.type.dtype
+    if x.type.rank == 1:
+        n = x.type.shape[0]
+        size = n + Dim.const(abs(k))
+        shape = (size, size)
+
+        def build():
+            big = size.value
+            if n.value == 0:
+                return emit.const(0, dt, (big, big))
+            # x[i] goes to the flat index i * (big + 1) + low: one pad with `big` elements between each two
+            low = k if k >= 0 else -k * big
+            high = big * big - (low + n.value + (n.value - 1) * big)
+            padded = hlo.pad(cx.ir(x), emit.const(0, dt), [low], [high], [big])
+            return hlo.reshape(emit.tensor_type((big, big), dt), padded)
+        return cx.value(x.type.with_shape(shape), build)
+    if x.type.rank != 2:
+        cx.error("E0204", f"`diag` takes a 1-D or 2-D array, found {x.type}", f"this is {x.type}", at="x",
+                 help="for the diagonals of a stack of matrices use `x * eye(n)` and `sum`, or index")
+    rows, cols = x.type.shape
+    length = _min_dim(rows, cols - Dim.const(k)) if k >= 0 else _min_dim(rows + Dim.const(k), cols)
+    return cx.value(x.type.with_shape((length,)),
+                    lambda: _diagonal_ir(cx.ir(x), rows.value, cols.value, k, length.value, dt))
+
+
+def _triangle(name: str, direction: str):
+    """tril ("LE": keep j - i <= k) / triu ("GE": keep j - i >= k) on the last two axes, zeros elsewhere."""
+    def rule(cx: CallCx, x, k=0) -> Val:
+        x = cx.array(x, "x")
+        if x.type.rank < 2:
+            cx.error("E0204", f"`{name}` needs an array of rank 2 or more, found {x.type}", f"this is {x.type}",
+                     at="x", help="as in jax.numpy, 1-D arrays are not promoted to matrices")
+        offset = _int_arg(cx, k, "k")
+        dt, rank = x.type.dtype, x.type.rank
+
+        def build():
+            s = concrete(x.type.shape)
+            t = emit.tensor_type(s, I64)
+            column_minus_row = hlo.subtract(hlo.iota(t, rank - 1), hlo.iota(t, rank - 2))
+            keep = emit.compare(column_minus_row, emit.const(offset.value, I64, s), direction, I64)
+            return hlo.select(keep, cx.ir(x), emit.const(0, dt, s))
+        return cx.value(x.type, build)
+    return rule
+
+
+register("tril", params="x, k=0", family="Shape",
+         doc="x with the elements above its k-th diagonal set to 0 (on the last two axes)")(_triangle("tril", "LE"))
+register("triu", params="x, k=0", family="Shape",
+         doc="x with the elements below its k-th diagonal set to 0 (on the last two axes)")(_triangle("triu", "GE"))
+
+
 # ---- linear algebra --------------------------------------------------------------------------
 def _dot_general(lhs, rhs, out_shape, dt: DType, batch: tuple, contract: tuple):
     """`batch` and `contract` are (lhs dims, rhs dims) pairs."""
@@ -713,6 +867,56 @@ def _outer(cx: CallCx, x, y) -> Val:
         t = emit.tensor_type(shape, dtype)
         return hlo.multiply(hlo.broadcast_in_dim(t, flat_x, [0]), hlo.broadcast_in_dim(t, flat_y, [1]))
     return cx.value(ArrayType(dtype, (sx, sy), weak), build)
+
+
+def _contracted(cx: CallCx, axes, rx: int, ry: int) -> tuple[list[int], list[int]]:
+    """jnp.tensordot's `axes`: N (the last N axes of x with the first N of y) or a pair (x's axes, y's axes)."""
+    if isinstance(axes, TupleVal):
+        if len(axes.items) != 2:
+            cx.error("E0204", f"`axes` must be an integer or a pair (axes of x, axes of y), found {describe(axes)}",
+                     "not a pair", at="axes", help="e.g. `tensordot(x, y, axes=((1, 2), (0, 1)))`")
+        pair = [cx.static_ints(a, "axes") for a in axes.items]
+        if len(pair[0]) != len(pair[1]):
+            cx.error("E0204", f"`axes` names {len(pair[0])} axis(es) of x but {len(pair[1])} of y: they are "
+                              f"contracted in pairs", "unequal counts", at="axes")
+        out = []
+        for dims, rank in zip(pair, (rx, ry)):
+            normalized = []
+            for d in dims:
+                if not d.is_const or not -rank <= d.value < rank:
+                    cx.error("E0204", f"axis {d} is out of range for an array of rank {rank}", f"rank is {rank}",
+                             at="axes")
+                if d.value % rank in normalized:
+                    cx.error("E0204", f"axis {d.value % rank} appears twice in `axes`", "repeated", at="axes")
+                normalized.append(d.value % rank)
+            out.append(normalized)
+        return out[0], out[1]
+    n = cx.const_int(axes, "axes")
+    if not 0 <= n <= min(rx, ry):
+        cx.error("E0204", f"`axes={n}` contracts {n} axes, but the arrays have rank {rx} and {ry}",
+                 f"0..{min(rx, ry)} here", at="axes")
+    return list(range(rx - n, rx)), list(range(n))
+
+
+@register("tensordot", params="x, y, axes=2", family="Linear algebra",
+          doc="sum of products over the axes of x and y given by axes (N, or a pair of axis tuples), as jnp")
+def _tensordot(cx: CallCx, x, y, axes=2) -> Val:
+    x, y = cx.array(x, "x"), cx.array(y, "y")
+    tx, ty = x.type, y.type
+    ax, ay = _contracted(cx, axes, tx.rank, ty.rank)
+    for i, j in zip(ax, ay):
+        if tx.shape[i] != ty.shape[j]:
+            cx.error("E0202", f"cannot contract axis {i} of {tx} with axis {j} of {ty}: sizes {tx.shape[i]} and "
+                              f"{ty.shape[j]} differ", f"{tx.shape[i]} vs {ty.shape[j]}",
+                     labels=[Label(cx.at("x"), f"this is {tx}"), Label(cx.at("y"), f"this is {ty}")])
+    dtype, weak = _promoted(cx, [x, y], "`tensordot`")
+    if dtype.is_bool:
+        cx.error("E0201", "`tensordot` is not defined on bool", "both operands are bool",
+                 help="convert with `.astype(i32)` first")
+    out = tuple(d for i, d in enumerate(tx.shape) if i not in ax) + tuple(d for j, d in enumerate(ty.shape)
+                                                                         if j not in ay)
+    return cx.value(ArrayType(dtype, out, weak), lambda: _dot_general(cx.ir(x, dtype), cx.ir(y, dtype), concrete(out),
+                                                                     dtype, ((), ()), (ax, ay)))
 
 
 # ---- neural-net helpers ----------------------------------------------------------------------
