@@ -174,6 +174,8 @@ VJP: dict[str, Callable] = {
     "chlo.atan": _elementwise(lambda g, ans, x: [_div(g, hlo.add(_c(1.0, x), _mul(x, x)))]),
     "chlo.erf": _elementwise(lambda g, ans, x: [_mul(g, _mul(_c(2.0 / np.sqrt(np.pi), x),
                                                                _un("stablehlo.exponential", _neg(_mul(x, x)))))]),
+    "chlo.erfc": _elementwise(lambda g, ans, x: [_mul(g, _mul(_c(-2.0 / np.sqrt(np.pi), x),
+                                                                _un("stablehlo.exponential", _neg(_mul(x, x)))))]),
     "stablehlo.atan2": _elementwise(lambda g, ans, x, y: [
         _mul(g, _div(y, hlo.add(_mul(x, x), _mul(y, y)))), _mul(g, _div(_neg(x), hlo.add(_mul(x, x), _mul(y, y))))]),
     "stablehlo.remainder": _elementwise(lambda g, ans, x, y: [g, _mul(_neg(g), _round_toward_zero(_div(x, y)))]),

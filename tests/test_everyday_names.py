@@ -418,14 +418,13 @@ def test_gradients_at_ties_and_zeros_follow_jax():
     np.testing.assert_allclose(gy, wy, rtol=1e-14)
 
 
-def test_exact_gelu_is_not_differentiated_yet():
-    """gelu(approximate=false) uses erfc, as jax.nn.gelu does (1 + erf would round the far negative tail to 0);
-    compiler/autodiff.py has no rule for chlo.erfc yet: a diagnostic, not a wrong derivative."""
-    mod = arrc.loads("def f(x: f64[3]) -> f64:\n    return sum(gelu(x, approximate=false))\n")
-    with pytest.raises(arrc.CompileError) as info:
-        arrc.grad(mod.f)(np.zeros(3))
-    diag = info.value.diagnostics[0]
-    assert diag.code == "E0216" and "erfc" in diag.message and (diag.span.line, diag.span.col) == (2, 16)
+def test_exact_gelu_differentiates_as_jax():
+    """gelu(approximate=false) uses erfc, as jax.nn.gelu does (1 + erf would round the far negative tail to
+    0); erfc's derivative is -2/sqrt(pi) exp(-x^2)."""
+    mod = arrc.loads("def f(x: f64[5]) -> f64:\n    return sum(gelu(x, approximate=false))\n")
+    x = np.array([-6.0, -1.0, 0.0, 0.5, 3.0])
+    np.testing.assert_allclose(arrc.grad(mod.f)(x), jax.grad(lambda x: jnp.sum(jax.nn.gelu(x, approximate=False)))(x),
+                               rtol=1e-13, atol=1e-300)
 
 
 # ---- diagnostics -----------------------------------------------------------------------------------------
