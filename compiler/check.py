@@ -151,6 +151,9 @@ def unify(sig: Signature, args: list, arg_spans: list, call_span) -> dict:
 
 
 DERIVATIVES = ("grad", "value_and_grad")      # higher-order: `grad(f)(x)` (FunctionWalk.call_derivative)
+METHOD_FORMS = ("sum", "mean", "max", "min", "prod", "std", "var", "argmax", "argmin", "any", "all", "cumsum",
+                "cumprod", "reshape", "transpose", "squeeze", "clip", "round", "dot", "sort", "argsort", "trace",
+                "flatten", "ravel")               # `x.sum()` is `sum(x)` (FunctionWalk._method_form)
 PUSH_PULL = ("jvp", "vjp")                     # `jvp(f, primals, tangents)` (FunctionWalk.call_jvp_vjp)
 
 
@@ -609,8 +612,7 @@ class FunctionWalk(ControlFlow):
             base = self.eval(e.func.base)
             rule = BUILTINS.get("." + e.func.name)
             if rule is None or not rule.method:
-                raise ArrError("E0210", f"{describe(base)} has no method `{e.func.name}`", e.func.span,
-                               "unknown method", help="the only method is .astype(dtype)")
+                rule, args, spans = self._method_form(e, base, args, spans)
             args = [base] + args
             spans = [e.func.base.span] + spans
         elif isinstance(e.func, ast.Name):
@@ -635,6 +637,25 @@ class FunctionWalk(ControlFlow):
         if POISON in args or POISON in kwargs.values():
             return POISON
         return self.call_builtin(rule, args, kwargs, e, spans, kw_spans)
+
+    def _method_form(self, e, base, args: list, spans: list):
+        """`x.sum(axis=1)`, `x.reshape(2, 3)`, `x.flatten()`: NumPy's array methods, as the builtin of that name
+        with `x` first (a shape or axes given as several integers make one tuple, as NumPy's do)."""
+        name = e.func.name
+        target = "reshape" if name in ("flatten", "ravel") else name
+        rule = BUILTINS.get(target) if name in METHOD_FORMS else None
+        if rule is None:
+            methods = ", ".join(f".{m}" for m in ("astype",) + METHOD_FORMS
+                                if m in ("astype", "flatten", "ravel") or m in BUILTINS)
+            raise ArrError("E0210", f"{describe(base)} has no method `{name}`", e.func.span, "unknown method",
+                           help=f"the methods are {methods} (NumPy's, as the builtins of those names)")
+        if name in ("flatten", "ravel"):
+            if args:
+                raise ArrError("E0103", f"`.{name}()` takes no arguments", e.args[0].span, "an argument")
+            return rule, [TupleVal([Val(_WEAK_INT, None, Dim.const(-1))])], [e.func.span]
+        if name in ("reshape", "transpose") and len(args) > 1:
+            return rule, [TupleVal(list(args))], [e.args[0].span.to(e.args[-1].span)]
+        return rule, args, spans
 
     # -- calls ------------------------------------------------------------------------------
     def call_builtin(self, rule: Builtin, args, kwargs, node, spans, kw_spans=None):

@@ -499,3 +499,22 @@ def test_they_lower_to_plain_stablehlo():
         CHECK-NOT: custom_call
     """)
     assert 'loc("log2"' in text and 'loc("roll"' in text and 'loc("diag"' in text and 'loc("trace"' in text
+
+
+def test_method_forms_are_the_builtins():
+    """NumPy's array methods: `x.sum()` is `sum(x)`; `reshape`/`transpose` also take their integers
+    unpacked, `flatten`/`ravel` are `reshape(x, (-1,))`."""
+    mod = arrc.loads("""
+def f(x: f64[2, 3]) -> (f64, f64[3], f64[2], f64[3, 2], f64[6], f64[3, 2], f64[2, 3], i32[2], f64[6], f64[2]):
+    return x.sum(), x.mean(axis=0), x.max(axis=1), x.reshape(3, 2), x.flatten(), x.transpose(1, 0), \\
+        x.clip(0.0, 0.5), x.argmax(axis=1), x.ravel().cumsum(), x.std(axis=1, ddof=1)
+""")
+    x = np.random.default_rng(13).standard_normal((2, 3))
+    want = (x.sum(), x.mean(axis=0), x.max(axis=1), x.reshape(3, 2), x.flatten(), x.transpose(1, 0),
+            x.clip(0, 0.5), x.argmax(axis=1), x.ravel().cumsum(), x.std(axis=1, ddof=1))
+    for got, w in zip(mod.f(x), want):
+        np.testing.assert_allclose(got, w, rtol=1e-13)
+    with pytest.raises(arrc.CompileError, match=r"E0210.*has no method `foo`(.|\n)*the methods are .astype, .sum"):
+        arrc.loads("def f(x: f64[2]) -> f64:\n    return x.foo()\n")
+    with pytest.raises(arrc.CompileError, match=r"E0103.*`.flatten\(\)` takes no arguments"):
+        arrc.loads("def f(x: f64[2]) -> f64[2]:\n    return x.flatten(1)\n")
