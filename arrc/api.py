@@ -85,6 +85,7 @@ def loads(source: str, filename: str = "<string>", guards=None, warnings: str = 
     with _gc_paused():
         program = check_program(Source(filename, source), werror=(warnings == "error"), constants=constants)
     module = Module(program, guards=guards, guard_scope=guard_scope, device=device)
+    module.warning_mode = warnings
     _emit_warnings(module, warnings)
     return module
 
@@ -97,6 +98,7 @@ def load(path, guards=None, warnings: str = "warn", guard_scope: str = "results"
     with _gc_paused():
         program = check_program(source, werror=(warnings == "error"))
     module = Module(program, guards=guards, guard_scope=guard_scope, device=device)
+    module.warning_mode = warnings
     _emit_warnings(module, warnings)
     return module
 
@@ -148,6 +150,7 @@ class Module:
         if device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
         self.device = device          # PJRT platform the functions compile for and run on
+        self.warning_mode = "ignore"  # load/loads set it: "warn" also warns when arrc.grad(...) is taken
         self._program = program
         self.guards = guards
         self.guard_kinds = parse_kinds(guards)
@@ -467,6 +470,10 @@ class Derivative(Function):
         if any(not -n <= i < n for i in wrt):
             raise ValueError(f"argnums {argnums} is out of range for {base.name}{sig}, which has {n} parameter(s)")
         self._wrt = tuple(i % n for i in wrt)
+        if base.module.warning_mode == "warn":
+            from arrc.compiler.program import unbounded_loop_warnings
+            for diag in unbounded_loop_warnings(base.module._program, kind, base.name):
+                pywarnings.warn(ArrWarning(render(diag, base.module.sources).rstrip("\n"), diag), stacklevel=3)
         shown = "(" + ", ".join(map(str, sig.results)) + ")" if sig.tuple_result else str(sig.results[0])
         if kind in ("grad", "value_and_grad"):
             if sig.tuple_result or sig.results[0].rank or not sig.results[0].dtype.is_float:

@@ -360,24 +360,36 @@ def _has_effect_statement(stmts) -> bool:
 
 
 def _warn_unbounded_loops(program: Program, reporter: Reporter) -> None:
-    """W0004 at each loop with a run-time trip count and no `bound=` that a derivative goes through (in the
-    function differentiated or one it calls): compiler/autodiff.py differentiates it by recomputation."""
+    """W0004 at each loop with a run-time trip count and no `bound=` that a derivative in the source goes
+    through (in the function differentiated or one it calls)."""
     warned = set()
     for kind, name, at in sorted(program.derivative_sites, key=lambda site: (site[2].file, site[2].line, site[2].col)):
-        for n in reachable(program, name):
-            for span, loop in program.runtime_loops.get(n, {}).items():
-                if span in warned:
-                    continue
-                warned.add(span)
-                example = "for i in range(n, bound=1000):" if loop == "for" else "while x < limit, bound=1000:"
-                reporter.add(Diagnostic(
-                    "W0004", f"this `{loop}` loop is differentiated by recomputation: its trip count is known "
-                             "only at run time", span, "no bound on its iterations",
-                    labels=[Label(at, f"differentiated by `{kind}` here")],
-                    notes=["for T iterations the derivative runs the body T(T+3)/2 times; with a bound, T + T "
-                           "(a tape of the state, as jax.grad of a scan)"],
-                    help=f"give it a bound, e.g. `{example}` (exact either way; a run past the bound "
-                         f"falls back to recomputation)"))
+        for diag in unbounded_loop_warnings(program, kind, name, at, warned):
+            reporter.add(diag)
+
+
+def unbounded_loop_warnings(program: Program, kind: str, name: str, at=None, warned: set | None = None) -> list:
+    """W0004 for each loop without a static trip count or a `bound=` in `name` and the functions it calls:
+    compiler/autodiff.py differentiates those by recomputation. `at`: the span of the derivative's name in
+    the source (None for `arrc.grad(...)` from Python); `warned`: loop spans already reported (updated)."""
+    warned = set() if warned is None else warned
+    out = []
+    for n in reachable(program, name):
+        for span, loop in program.runtime_loops.get(n, {}).items():
+            if span in warned:
+                continue
+            warned.add(span)
+            example = "for i in range(n, bound=1000):" if loop == "for" else "while x < limit, bound=1000:"
+            out.append(Diagnostic(
+                "W0004", f"this `{loop}` loop is differentiated by recomputation: its trip count is known "
+                         "only at run time", span, "no bound on its iterations",
+                labels=[Label(at, f"differentiated by `{kind}` here")] if at is not None else [],
+                notes=["for T iterations the derivative runs the body T(T+3)/2 times; with a bound, T + T "
+                       "(a tape of the state, as jax.grad of a scan)"] +
+                      ([] if at is not None else [f"differentiated by arrc.{kind}({name}) from Python"]),
+                help=f"give it a bound, e.g. `{example}` (exact either way; a run past the bound "
+                     f"falls back to recomputation)"))
+    return out
 
 
 def _effectful(program: Program, calls: dict) -> set:

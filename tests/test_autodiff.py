@@ -3,6 +3,8 @@ straight-line functions against `jax.grad` / `jax.value_and_grad` (x64 on, see c
 points and at special ones (ties, zeros); second derivatives; guards in the backward pass; refusals."""
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -557,6 +559,19 @@ def test_loops_with_a_bound_are_taped_and_exact_past_it():
     text = arrc.grad(BOUNDED.steps).lower(arrc.spec("f64[3]"), arrc.spec("f64[3, 3]"), arrc.spec("i32")).as_text()
     assert "tensor<50x3xf64>" in text                               # the tape of `s`
     assert BOUNDED.warnings == []                                   # W0004 is for loops without a bound
+
+
+def test_a_python_derivative_through_an_unbounded_loop_warns():
+    src = "def grow(x: f64, limit: f64) -> f64:\n    while x < limit:\n        x = x * 1.5\n    return x\n"
+    mod = arrc.loads(src, filename="grow.arr")
+    with pytest.warns(arrc.ArrWarning, match=r"W0004(.|\n)*grow.arr:2:5(.|\n)*arrc.grad\(grow\) from Python"):
+        g = arrc.grad(mod.grow)
+    np.testing.assert_allclose(g(1.0, 3.0), 1.5 ** 3)
+    quiet = arrc.loads(src, warnings="ignore")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        arrc.grad(quiet.grow)
+    assert arrc.grad(BOUNDED.grow) is not None                     # a bound: nothing to say
 
 
 def test_loop_bounds_are_checked():
