@@ -47,6 +47,7 @@ CODES: dict[str, str] = {
     "W0002": "text-direction control character in source",
     "W0003": "a random key is used more than once",
     "W0004": "a loop differentiated by recomputation",
+    "W0005": "a float literal too large for its dtype",
     "R0001": "NaN produced at run time",
     "R0002": "infinity produced at run time",
     "R0003": "index out of range at run time",

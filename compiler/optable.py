@@ -287,6 +287,15 @@ def check_literal(cx: CallCx, v: Val, dtype: DType, at) -> None:
             if not lo <= value <= hi:
                 cx.error("E0211", f"literal {value} is out of range for {dtype} ({lo}..{hi})",
                          f"does not fit in {dtype}", at=at, help="cast the other operand, e.g. `.astype(i64)`")
+    elif dtype.is_float and isinstance(v.static, (float, int)) and np.isfinite(float(v.static)):
+        import ml_dtypes
+        biggest = float(ml_dtypes.finfo(dtype.np).max)
+        with np.errstate(over="ignore"):
+            rounds_to_inf = bool(np.isinf(np.asarray(float(v.static)).astype(dtype.np)))
+        if rounds_to_inf:
+            cx.warn("W0005", f"literal {v.static!r} is too large for {dtype} and becomes {'-' if v.static < 0 else ''}inf",
+                    f"inf in {dtype}", at=at, help=f"the largest {dtype} is {biggest:.6g}; compute in a wider dtype "
+                                                   f"(`.astype(f64)` on the other operand) or write `inf` if meant")
 
 
 def elementwise_type(cx: CallCx, args: list, what: str) -> tuple[DType, bool, tuple]:
