@@ -712,10 +712,12 @@ def array_literal(cx: CallCx, elems: list) -> Val:
             cx.error("E0202", f"array literal is not rectangular: element {i} has shape {shape_str(s)}, "
                               f"element 0 has {shape_str(shapes[0])}", f"shape {shape_str(s)}", at=i)
     dtype, weak = promote([e.type for e in elems])
+    literal = all(_literal_static(e) is not None for e in elems)
     for i, e in enumerate(elems):
-        check_literal(cx, e, dtype, i)
+        if not (weak and literal):               # a literal of literals is checked where it takes its dtype
+            check_literal(cx, e, dtype, i)
     shape = (Dim.const(len(elems)),) + tuple(shapes[0])
-    if all(_literal_static(e) is not None for e in elems):
+    if literal:
         # A literal of numbers is weakly typed like its elements (`[0.1, 0.2]` is f32 alone, f64 next to f64),
         # and keeps full precision until it takes its dtype.
         data = np.array([_literal_static(e) for e in elems])

@@ -518,3 +518,14 @@ def f(x: f64[2, 3]) -> (f64, f64[3], f64[2], f64[3, 2], f64[6], f64[3, 2], f64[2
         arrc.loads("def f(x: f64[2]) -> f64:\n    return x.foo()\n")
     with pytest.raises(arrc.CompileError, match=r"E0103.*`.flatten\(\)` takes no arguments"):
         arrc.loads("def f(x: f64[2]) -> f64[2]:\n    return x.flatten(1)\n")
+
+
+def test_integer_array_literals_keep_full_precision_until_they_take_a_dtype():
+    """Issue 17: `[9007199254740993, -1]` as i64[2] (directly or through `i64(...)`) is exact; the range is
+    checked where the literal takes its dtype."""
+    mod = arrc.loads("def a() -> i64[2]:\n    return [9007199254740993, -1]\n"
+                     "def b() -> i64[2]:\n    return i64([9007199254740993, -1])\n")
+    for f in (mod.a, mod.b):
+        assert np.asarray(f()).tolist() == [9007199254740993, -1]
+    with pytest.raises(arrc.CompileError, match=r"E0211.*literal 3000000000 is out of range for i32"):
+        arrc.loads("def c(x: i32[2]) -> i32[2]:\n    return x + [3000000000, -1]\n")
