@@ -114,6 +114,11 @@ def x64(request):
         yield request.param
 
 
+def _first_sentence(err) -> str:
+    """The message up to the hint that follows it (what to convert or declare, tests/test_api_first_hour.py)."""
+    return str(err).split(". ", 1)[0]
+
+
 def _run(fn, name, good, bad, message, order):
     for step in order:
         if step == "good":
@@ -121,7 +126,7 @@ def _run(fn, name, good, bad, message, order):
         else:
             with pytest.raises(arrc.ArgumentError) as info:
                 fn(bad)
-            assert str(info.value) == message
+            assert _first_sentence(info.value) == message
 
 
 @pytest.mark.parametrize("order", ORDERS, ids=["-".join(o) for o in ORDERS])
@@ -153,10 +158,10 @@ def test_bad_argument_in_a_later_position(x64):
         np.testing.assert_array_equal(np.asarray(two(x, x)), x + x, strict=True)
         with pytest.raises(arrc.ArgumentError) as info:
             two(x, np.array([0.1, 1e300, 3.0]))
-        assert str(info.value) == "argument `y` of `two` has type f64[3], expected f32[n]"
+        assert _first_sentence(info.value) == "argument `y` of `two` has type f64[3], expected f32[n]"
         with pytest.raises(arrc.ArgumentError) as info:
             two(jnp.asarray(x), np.array([1, 2, 3], np.int64))
-        assert str(info.value) == "argument `y` of `two` has type i64[3], expected f32[n]"
+        assert _first_sentence(info.value) == "argument `y` of `two` has type i64[3], expected f32[n]"
 
 
 def test_through_load_from_a_file(x64, tmp_path):
@@ -252,5 +257,5 @@ def test_any_array_is_refused_or_computed_right(shared, dtype, order, step, valu
             np.testing.assert_array_equal(np.asarray(shared.f(arg)), REF["f"](arg), strict=True)
         else:
             with pytest.raises(arrc.ArgumentError,
-                               match=r"^argument `x` of `f` has type \w+\[\d+\], expected f32\[n\]$"):
+                               match=r"^argument `x` of `f` has type \w+\[\d+\], expected f32\[n\](\.|$)"):
                 shared.f(arg)
