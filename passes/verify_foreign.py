@@ -200,7 +200,7 @@ class _Checker:
 
 def _operands_problem(kind: str, attrs, types: list) -> str | None:
     """What the site's handler would trip over (runtime/guards.py `make_callback`, runtime/effects.py)."""
-    if kind in ("print", "assert") and (len(types) < 2 or str(types[1]) != "tensor<i32>"):
+    if kind in abi.EFFECT_KINDS and (len(types) < 2 or str(types[1]) != "tensor<i32>"):
         return f"a `{kind}` callback's second operand is the i/o token, a tensor<i32>"
     if kind == "print":
         slots = sum(1 for piece in ir.ArrayAttr(attrs[abi.PIECES]) if isinstance(piece, ir.ArrayAttr))

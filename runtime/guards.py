@@ -44,7 +44,7 @@ def _flatten_callsites(loc) -> list:
     return [loc]
 
 
-EFFECTS = ("print", "assert")
+EFFECTS = abi.EFFECT_KINDS
 FORWARD = abi.FORWARD_LABEL
 
 
