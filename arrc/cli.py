@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import difflib
 import io
 import json
 import math
@@ -1100,9 +1099,11 @@ def _guard_list(text: str) -> list[str]:
 
 
 def did_you_mean(word: str, choices) -> str:
-    """` (did you mean `check`?)` for the choice closest to a misspelt `word` (difflib), else ""."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean `{close[0]}`?)" if close else ""
+    """` (did you mean `check`?)` for the choice closest to a misspelt `word` (compiler/suggest.py's
+    measure, as the checker's), else ""."""
+    from .compiler.suggest import closest
+    close = closest(word, list(choices))
+    return f" (did you mean `{close}`?)" if close else ""
 
 
 class Parser(argparse.ArgumentParser):
