@@ -82,13 +82,7 @@ def _sum_to(ct: ir.Value, dims: list, out_shape: tuple) -> ir.Value:
     """`ct` summed over `dims`, then reshaped to `out_shape` (which keeps size-1 dimensions)."""
     dt = dtype_of(ct)
     if dims:
-        kept = tuple(d for i, d in enumerate(_shape(ct)) if i not in dims)
-        op = hlo.ReduceOp([emit.tensor_type(kept, dt)], [ct], [emit.const(0, dt, ())], list(dims))
-        scalar = emit.tensor_type((), dt)
-        block = op.body.blocks.append(scalar, scalar)
-        with ir.InsertionPoint(block):
-            hlo.return_([hlo.add(*block.arguments)])
-        ct = op.results[0]
+        ct = emit.reduce(ct, emit.const(0, dt, ()), list(dims), hlo.add, dt)
     if _shape(ct) != tuple(out_shape):
         ct = emit.op("stablehlo.reshape", emit.tensor_type(out_shape, dt), [ct])
     return ct
@@ -332,7 +326,7 @@ def _cumulative_chooser_vjp(x, ans, g, axis: int) -> ir.Value:
     dnums = hlo.ScatterDimensionNumbers.get(
         update_window_dims=[], inserted_window_dims=[axis], input_batching_dims=batch,
         scatter_indices_batching_dims=batch, scattered_dims_to_operand_dims=[axis], index_vector_dim=len(shape))
-    return _scatter(_zeros(x), holder, g, dnums, add=True)
+    return emit.scatter(_zeros(x), holder, g, dnums, hlo.add)
 
 
 @_rule("stablehlo.reduce_window")
@@ -526,17 +520,7 @@ def _gather_vjp(op, cts):
         input_batching_dims=list(d.operand_batching_dims),
         scatter_indices_batching_dims=list(d.start_indices_batching_dims),
         scattered_dims_to_operand_dims=list(d.start_index_map), index_vector_dim=d.index_vector_dim)
-    return [_scatter(_zeros(x), clamped, cts[0], dnums, add=True), None]
-
-
-def _scatter(target, indices, updates, dnums, add: bool) -> ir.Value:
-    op = hlo.ScatterOp([target.type], [target], indices, [updates], dnums, indices_are_sorted=False,
-                       unique_indices=False)
-    scalar = emit.tensor_type((), dtype_of(target))
-    block = op.update_computation.blocks.append(scalar, scalar)
-    with ir.InsertionPoint(block):
-        hlo.return_([hlo.add(*block.arguments) if add else block.arguments[1]])
-    return op.results[0]
+    return [emit.scatter(_zeros(x), clamped, cts[0], dnums, hlo.add), None]
 
 
 @_rule("stablehlo.scatter")
@@ -572,7 +556,8 @@ def _scatter_vjp(op, cts):
     inside = hlo.and_(emit.compare(indices, low, "GE", dtype_of(indices)),
                       emit.compare(indices, high, "LE", dtype_of(indices)))
     if d.index_vector_dim < len(ishape):
-        inside = _reduce_all(inside, d.index_vector_dim)
+        inside = emit.reduce(inside, emit.const(True, DTYPES["bool"], ()), [d.index_vector_dim], hlo.and_,
+                             DTYPES["bool"])
     scatter_dims = [i for i in range(len(_shape(updates))) if i not in window]
     taken = _select(_broadcast_to(inside, _shape(updates), scatter_dims),
                     hlo.gather(cts[0], indices, gdnums, sizes, indices_are_sorted=False), _zeros(updates))
@@ -586,21 +571,10 @@ def _scatter_vjp(op, cts):
                   emit.const(1, i32, (count,)))                     # 1, 2, ...: 0 marks "not overwritten"
     ids = _broadcast_to(emit.op("stablehlo.reshape", emit.tensor_type(tuple(batch), i32), [ids]),
                         _shape(updates), scatter_dims)
-    won = _scatter(emit.const(0, i32, _shape(x)), indices, ids, dnums=op.attributes["scatter_dimension_numbers"],
-                   add=False)
+    won = emit.scatter(emit.const(0, i32, _shape(x)), indices, ids, op.attributes["scatter_dimension_numbers"])
     kept = _select(_eq(won, emit.const(0, i32, _shape(x))), cts[0], _zeros(x))
     winner = _eq(hlo.gather(won, indices, gdnums, sizes, indices_are_sorted=False), ids)
     return [kept, None, _select(winner, taken, _zeros(updates))]
-
-
-def _reduce_all(pred, dim: int) -> ir.Value:
-    kept = tuple(n for i, n in enumerate(_shape(pred)) if i != dim)
-    op = hlo.ReduceOp([emit.tensor_type(kept, DTYPES["bool"])], [pred], [emit.const(True, DTYPES["bool"], ())], [dim])
-    scalar = emit.tensor_type((), DTYPES["bool"])
-    block = op.body.blocks.append(scalar, scalar)
-    with ir.InsertionPoint(block):
-        hlo.return_([hlo.and_(*block.arguments)])
-    return op.results[0]
 
 
 @_rule("stablehlo.sort")

@@ -291,6 +291,18 @@ def reduce(x: ir.Value, init: ir.Value, dims, body, dt: DType) -> ir.Value:
     return op.result
 
 
+def scatter(target: ir.Value, indices: ir.Value, updates: ir.Value, dnums, combine=None) -> ir.Value:
+    """`target` with `updates` scattered at `indices` (`dnums`: ScatterDimensionNumbers): each update
+    stored, or with `combine` (an hlo op builder, e.g. hlo.add) combined with what is there."""
+    op = hlo.ScatterOp([target.type], [target], indices, [updates], dnums, indices_are_sorted=False,
+                       unique_indices=False)
+    scalar = ir.RankedTensorType.get([], ir.RankedTensorType(target.type).element_type)
+    block = op.update_computation.blocks.append(scalar, scalar)
+    with ir.InsertionPoint(block):
+        hlo.return_([combine(*block.arguments) if combine else block.arguments[1]])
+    return op.results[0]
+
+
 def scalar_arith_min(dt: DType):
     """The identity of `max` for dtype `dt` (-inf for floats)."""
     if dt.is_float:

@@ -302,7 +302,7 @@ def update(cx: CallCx, x: Val, subscripts, new) -> Val:
         gather = next((d for d, a in enumerate(axes) if a.gather is not None), None)
         values = cx.ir(new, dt, concrete(region))
         if gather is not None:
-            return _lower_scatter(cx, target, axes[gather].gather, gather, sizes, dt, values)
+            return _lower_scatter(cx, target, axes[gather].gather, gather, sizes, values)
         full = tuple(1 if a.dropped else a.length.value for a in axes)
         values = hlo.reshape(emit.tensor_type(full, dt), values)
         idt = _index_dtype(axes, sizes)
@@ -316,8 +316,7 @@ def _weak_fits(v: Val, dt) -> bool:
     return weak_literal_fits(v.type, dt)
 
 
-def _lower_scatter(cx: CallCx, target, idx: Val, axis: int, sizes, dt, values):
-    from jaxlib.mlir import ir
+def _lower_scatter(cx: CallCx, target, idx: Val, axis: int, sizes, values):
     idt = _holding(idx.type.dtype, sizes[axis])
     ishape = concrete(idx.type.shape)
     indices = _wrap_negative(cx.ir(idx, idt), sizes[axis], idt, ishape)
@@ -331,13 +330,7 @@ def _lower_scatter(cx: CallCx, target, idx: Val, axis: int, sizes, dt, values):
         update_window_dims=list(range(axis)) + list(range(axis + k, rank - 1 + k)),
         inserted_window_dims=[axis], input_batching_dims=[], scatter_indices_batching_dims=[],
         scattered_dims_to_operand_dims=[axis], index_vector_dim=k)
-    op = hlo.ScatterOp([target.type], [target], indices, [values], dnums,
-                       indices_are_sorted=False, unique_indices=False)
-    scalar = emit.tensor_type((), dt)
-    block = op.update_computation.blocks.append(scalar, scalar)
-    with ir.InsertionPoint(block):
-        hlo.return_([block.arguments[1]])
-    return op.results[0]
+    return emit.scatter(target, indices, values, dnums)
 
 
 @register("dynamic_slice", params="x, start, sizes",
