@@ -319,8 +319,7 @@ def _cumulative_chooser_vjp(x, ans, g, axis: int) -> ir.Value:
     from .ops_scan import cumulative
     i32 = DTYPES["i32"]
     shape = _shape(x)
-    iota = emit.op("stablehlo.iota", emit.tensor_type(shape, i32), [],
-                   {"iota_dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), axis)})
+    iota = hlo.iota(emit.tensor_type(shape, i32), axis)
     holder = cumulative(_select(_eq(x, ans), iota, emit.const(-1, i32, shape)), axis, hlo.maximum, -1, i32)
     batch = [d for d in range(len(shape)) if d != axis]
     dnums = hlo.ScatterDimensionNumbers.get(
@@ -566,9 +565,7 @@ def _scatter_vjp(op, cts):
     i32 = DTYPES["i32"]
     batch = [_shape(updates)[i] for i in scatter_dims]
     count = int(np.prod(batch))
-    ids = hlo.add(emit.op("stablehlo.iota", emit.tensor_type((count,), i32), [],
-                          {"iota_dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)}),
-                  emit.const(1, i32, (count,)))                     # 1, 2, ...: 0 marks "not overwritten"
+    ids = hlo.add(hlo.iota(emit.tensor_type((count,), i32), 0), emit.const(1, i32, (count,)))  # 0: not overwritten
     ids = _broadcast_to(emit.op("stablehlo.reshape", emit.tensor_type(tuple(batch), i32), [ids]),
                         _shape(updates), scatter_dims)
     won = emit.scatter(emit.const(0, i32, _shape(x)), indices, ids, op.attributes["scatter_dimension_numbers"])
@@ -586,8 +583,7 @@ def _sort_vjp(op, cts):
     operands = list(op.operands)
     i32 = DTYPES["i32"]
     shape = _shape(operands[0])
-    iota = emit.op("stablehlo.iota", emit.tensor_type(shape, i32), [],
-                   {"iota_dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim)})
+    iota = hlo.iota(emit.tensor_type(shape, i32), dim)
     again = _sort_again(op, operands + [iota], dim)
     perm = again[-1]
     out = []
