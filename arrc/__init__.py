@@ -5,9 +5,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")   # before jaxlib loads: sile
 from arrc.api import ArgumentError, ArrWarning, Function, Module, grad, jvp, key, load, loads, spec, value_and_grad, vjp
 from arrc.compiler.diagnostics import CompileError, Diagnostic
 from arrc.compiler.span import Span
-from arrc.runtime.reports import AssertionFailed, BoundsError, DivisionByZero, GuardError, InfError, NaNError
+from arrc.runtime.reports import (AssertionFailed, BoundsError, DivisionByZero, GuardError, InfError, LoopBoundExceeded,
+                                  NaNError)
 
 __version__ = "0.1.0"
-__all__ = ["AssertionFailed", "BoundsError", "DivisionByZero", "GuardError", "InfError", "NaNError",
+__all__ = ["AssertionFailed", "BoundsError", "DivisionByZero", "GuardError", "InfError", "LoopBoundExceeded", "NaNError",
            "ArgumentError", "ArrWarning", "CompileError", "Diagnostic", "Function", "Module", "Span", "grad", "jvp", "key", "load", "loads", "spec", "value_and_grad", "vjp",
            "__version__"]

@@ -17,8 +17,8 @@ GUARDED = "arrc.guards"               # the guard kinds a module is already inst
 CHECK_RESULTS = "arrc.check_results"  # results checked for nan/inf by the second executable (passes/guards.py)
 
 # ---- on a host-callback custom_call: its site (print, assert, a guard report) ----
-KIND = "arrc.kind"                    # "print", "assert" or a guard kind ("nan", "inf", "bounds", "div0")
-EFFECT_KINDS = ("print", "assert")     # the kinds of a host callback that is an effect of the program
+KIND = "arrc.kind"                    # "print", "assert", "bound" or a guard kind ("nan", "inf", "bounds", "div0")
+EFFECT_KINDS = ("print", "assert", "bound")   # the kinds of a host callback that is an effect of the program
 PIECES = "arrc.pieces"                # print: the text pieces and value slots
 MESSAGE = "arrc.message"              # assert: its message
 FUNCTION = "arrc.function"            # assert: the arr function it is in

@@ -27,7 +27,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import func
 from jaxlib.mlir.dialects import stablehlo as hlo
 
-from . import emit
+from . import abi, effects, emit
 from .diagnostics import Diagnostic
 from .locations import span_of
 from .types import DTYPES, DType
@@ -607,19 +607,22 @@ NOT_DIFFERENTIABLE = {"stablehlo.constant", "stablehlo.iota", "stablehlo.compare
 
 
 # ---- the transformation ----------------------------------------------------------------------------
-def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False) -> list:
+def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False, sites: list | None = None) -> list:
     """Rewrite the func.func `fn` in place to return its value(s) (if `keep_value`) and derivatives with
     respect to the arguments `wrt`: of its one result (a float scalar), or with `seeded`, of the sum of each
     result's product with a cotangent that `fn` takes as a new argument after its own, one per result
     (`jax.vjp`; an integer result's cotangent is ignored, as JAX's float0). Returns diagnostics (E0216 for
-    an operation this step cannot differentiate)."""
-    from . import abi
+    an operation this step cannot differentiate). A loop with a `bound=` and a run-time trip count reports
+    a run past its bound with a host callback: `fn` then takes a run id (added after its arguments where it
+    has none), and the callback is numbered after `sites` (compiler/effects.py `number_new_sites`)."""
     block = fn.regions[0].blocks[0]
     unroll_counted_loops(block)
+    if _checks_a_bound(fn):
+        emit.run_argument(fn)
     _number_from(fn)
     ops = list(block.operations)
     ret = ops[-1]
-    extra = max(_attr_int(fn, abi.EXTRA_RESULTS), 0)
+    extra = max(emit.int_attr(fn, abi.EXTRA_RESULTS, -1), 0)
     results = list(ret.operands)[:len(ret.operands) - extra]
     extras = list(ret.operands)[len(results):]          # the io token of prints and asserts: stays last
     given = [block.add_argument(r.type, ret.location) for r in results] if seeded else []
@@ -643,10 +646,33 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
     if "arg_attrs" in fn.attributes:                # the cotangent arguments have none
         attrs = list(ir.ArrayAttr(fn.attributes["arg_attrs"]))
         fn.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs + [ir.DictAttr.get({})] * (len(inputs) - len(attrs)))
+    effects.number_new_sites(fn, sites)
     return []
 
 
-def jvp(fn, wrt: tuple) -> list:
+def _checks_a_bound(fn) -> bool:
+    """Whether `fn` has a loop with a `bound=` and a run-time trip count (its derivative checks the bound)."""
+    found = []
+
+    def visit(op):
+        op = op.operation
+        if op.name == "stablehlo.while" and abi.LOOP_BOUND in op.attributes \
+                and emit.int_attr(op, abi.TRIP_COUNT, -1) < 0:
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+    fn.operation.walk(visit)
+    return bool(found)
+
+
+def _function_of(op):
+    parent = op.operation.parent
+    while parent.name != "func.func":
+        parent = parent.parent
+    return parent.opview
+
+
+def jvp(fn, wrt: tuple, sites: list | None = None) -> list:
     """Rewrite the func.func `fn(x...) -> (y...)` (float results) in place to `fn(x..., t...) -> (y...,
     J t...)`: its results and their tangents, given a tangent `t` of each argument in `wrt` (`jax.jvp`).
 
@@ -657,14 +683,15 @@ def jvp(fn, wrt: tuple) -> list:
     of the rewritten function (the sweeps replace loops). About one forward and two backward sweeps of
     work before XLA removes what the results do not use (J^T c, the sweep from y, cotangents of x).
     Returns diagnostics (E0216, as value_and_grad)."""
-    from . import abi
     block = fn.regions[0].blocks[0]
-    extra = max(_attr_int(fn, abi.EXTRA_RESULTS), 0)
+    if _checks_a_bound(fn):
+        emit.run_argument(fn)                        # before the tangents, as in value_and_grad
+    extra = max(emit.int_attr(fn, abi.EXTRA_RESULTS, -1), 0)
     n, m, k = len(block.arguments), len(list(block.operations)[-1].operands) - extra, len(wrt)
-    diags = value_and_grad(fn, wrt, keep_value=True, seeded=True)                   # (x, c) -> (y, J^T c)
+    diags = value_and_grad(fn, wrt, keep_value=True, seeded=True, sites=sites)      # (x, c) -> (y, J^T c)
     if diags:
         return diags
-    diags = value_and_grad(fn, tuple(range(n, n + m)), keep_value=True, seeded=True)
+    diags = value_and_grad(fn, tuple(range(n, n + m)), keep_value=True, seeded=True, sites=sites)
     if diags:                                                    # (x, c, s, t) -> (y, J^T c, J t)
         return diags
     ret = list(block.operations)[-1]
@@ -698,7 +725,6 @@ _FORWARD_IDS = itertools.count(1)     # (re)started per differentiated function:
 
 def _number_from(fn) -> None:
     """Start the forward ids of `fn`'s sweep after those it holds (a derivative of a derivative)."""
-    from . import abi
     held = [0]
 
     def visit(op):
@@ -713,7 +739,6 @@ def _number_from(fn) -> None:
 def _forward_id(op) -> int:
     """The id that ties `op` to its adjoints (abi.FORWARD_ID; clones keep it, so a report made in the
     backward pass can show the forward operation's operands where a copy of it precedes the adjoint)."""
-    from . import abi
     if abi.FORWARD_ID not in op.attributes:
         op.attributes[abi.FORWARD_ID] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), next(_FORWARD_IDS))
     return ir.IntegerAttr(op.attributes[abi.FORWARD_ID]).value
@@ -756,15 +781,14 @@ def unroll_counted_loops(block) -> None:
     """Replace each `stablehlo.while` of `block` whose trip count is known and at most MAX_UNROLLED
     (`arrc.trip_count`, set by arr's `for` lowering) by that many copies of its body, the loops inside them
     too (exact; the code grows with the count). Other loops are left to `_while_vjp`."""
-    from . import abi
     for _ in range(100_000):
         loop = next((op for op in block.operations if op.operation.name == "stablehlo.while"
-                     and _attr_int(op, abi.TRIP_COUNT) in range(MAX_UNROLLED + 1)), None)
+                     and emit.int_attr(op, abi.TRIP_COUNT, -1) in range(MAX_UNROLLED + 1)), None)
         if loop is None:
             return
         values = list(loop.operands)
         with ir.InsertionPoint(loop):
-            for _ in range(_attr_int(loop, abi.TRIP_COUNT)):
+            for _ in range(emit.int_attr(loop, abi.TRIP_COUNT, -1)):
                 values = _recompute(loop, 1, values, effects=True)[1]
         for result, value in zip(loop.results, values):
             result.replace_all_uses_with(value)
@@ -776,18 +800,17 @@ def _while_vjp(op, cts):
     """Any loop not unrolled. The backward loop runs j = T-1 down to 0 and in each step sweeps one iteration
     of the body at the state of iteration j. That state comes from a tape where the trip count T is known
     at compile time or bounded by the source (`bound=N`, abi.LOOP_BOUND): the forward loop is replaced by
-    one that records it (T forward iterations in all; a run past the bound is differentiated as an unbounded
-    loop, exactly). Otherwise by recomputation: a forward run counts T, and each step runs the body j times
+    one that records it (T forward iterations in all; a run past the bound is reported, R0006, and its
+    derivative is not computed: zeros). Otherwise by recomputation: a forward run counts T, and each step runs the body j times
     from the initial values (T * (T + 3) / 2 forward iterations). The values the body captures accumulate
     their cotangents across steps."""
-    from . import abi
     inits = list(op.operands)
     floats = [i for i, v in enumerate(inits) if _is_float(v)]
     captured = _captured(op)
     u64 = DTYPES["u64"]
     seeds = [cts[i] if cts[i] is not None else _zeros(op.results[i]) for i in floats]
-    known = _attr_int(op, abi.TRIP_COUNT)
-    bound = known if known >= 0 else _attr_int(op, abi.LOOP_BOUND)
+    known = emit.int_attr(op, abi.TRIP_COUNT, -1)
+    bound = known if known >= 0 else emit.int_attr(op, abi.LOOP_BOUND, -1)
     recording = _record(op, bound)
 
     def recomputed(j):
@@ -801,13 +824,16 @@ def _while_vjp(op, cts):
         results = _backward(op, floats, captured, seeds, emit.const(known, u64, ()), taped, recording)
     else:
         count = recording.results[len(inits)]          # the iterations it ran
-        within = hlo.IfOp([v.type for v in seeds + [_zeros(v) for v in captured]],
-                          emit.compare(count, emit.const(bound, u64, ()), "LE", u64))
+        fits = emit.compare(count, emit.const(bound, u64, ()), "LE", u64)
+        past = hlo.IfOp([], fits)          # apart from `within`: a jvp's second sweep leaves that one unused
+        with ir.InsertionPoint(past.true_branch.blocks.append()):
+            hlo.return_([])
+        with ir.InsertionPoint(past.false_branch.blocks.append()), op.location:
+            effects.report_past_bound(emit.run_argument(_function_of(op)), count, bound)
+            hlo.return_([])
+        within = hlo.IfOp([v.type for v in seeds + [_zeros(v) for v in captured]], fits)
         with ir.InsertionPoint(within.false_branch.blocks.append()):
-            found = _backward(op, floats, captured, seeds, count, recomputed)
-            if isinstance(found, Diagnostic):
-                return found
-            hlo.return_(found)
+            hlo.return_([_zeros(v) for v in [inits[i] for i in floats] + captured])
         with ir.InsertionPoint(within.true_branch.blocks.append()):
             found = _backward(op, floats, captured, seeds, count, taped, recording)
             if isinstance(found, Diagnostic):
@@ -820,11 +846,6 @@ def _while_vjp(op, cts):
     for value, ct in zip([inits[i] for i in floats] + captured, results):
         out[value] = ct if value not in out else hlo.add(out[value], ct)
     return out                              # (a taped `op` is dead now, replaced by its recording loop)
-
-
-def _attr_int(op, name: str) -> int:
-    """An integer attribute of `op` (a trip count, a bound), -1 where it has none."""
-    return ir.IntegerAttr(op.attributes[name]).value if name in op.attributes else -1
 
 
 def _backward(op, floats: list, captured: list, seeds: list, count: ir.Value, state_at, recording=None):
@@ -881,10 +902,23 @@ def _tape_residuals(loop, recording, ops: list, j: ir.Value) -> None:
 
 
 def erase_dead(ops: list) -> None:
-    """Erase the operations of `ops` whose results are unused (host callbacks stay), last first."""
+    """Erase the operations of `ops` whose results are unused (host callbacks stay, and those that hold
+    one), last first."""
     for o in reversed(ops):
-        if o.operation.name != "stablehlo.custom_call" and all(not list(v.uses) for v in o.results):
+        if all(not list(v.uses) for v in o.results) and not _calls_the_host(o):
             o.operation.erase()
+
+
+def _calls_the_host(op) -> bool:
+    found = []
+
+    def visit(inner):
+        if inner.operation.name == "stablehlo.custom_call":
+            found.append(inner)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+    op.operation.walk(visit)
+    return bool(found)
 
 
 def _outside(user, inside: set) -> bool:
@@ -941,7 +975,6 @@ def _tapes(recording, n: int) -> tuple:
 
 def _copy_trip_count(loop, other) -> None:
     """`other` runs as often as `loop`: the same trip-count mark (none for a `while`: it may not end)."""
-    from . import abi
     if abi.TRIP_COUNT in loop.attributes:
         other.attributes[abi.TRIP_COUNT] = loop.attributes[abi.TRIP_COUNT]
 
@@ -962,7 +995,6 @@ def _counter_loop(start: list, limit: ir.Value):
     """A `stablehlo.while` carrying `start` (a ui64 counter first) while the counter is below `limit`; its
     body block is left empty for the caller to fill. It ends (`limit` counts a loop that ended), as a
     `for` loop: marked with a trip count, -1 where unknown, it keeps the runtime's fast path."""
-    from . import abi
     loop = hlo.WhileOp([v.type for v in start], start)
     loop.attributes[abi.TRIP_COUNT] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), -1)
     cond = loop.cond.blocks.append(*[v.type for v in start])
@@ -1051,7 +1083,6 @@ def _recompute(op, index: int, args: list = (), effects: bool = False):
 
 
 def _strip_effects(op) -> None:
-    from . import abi
     found = []
 
     def visit(inner):

@@ -294,11 +294,11 @@ class ControlFlow:
         exists before: after the loop it holds its last value, as in Python). A weak literal initializer
         adopts the type the body gives it; any other change of type is E0302.
         """
-        if bound is None and (counter is None or any(v.static is None for v in counter[:3])):
+        if counter is None or any(v.static is None for v in counter[:3]):
             word = "while" if counter is None else "for"
             s = stmt.span
-            self.program.runtime_loops.setdefault(self.fn.name, {})[
-                Span(s.file, s.line, s.col, s.line, s.col + len(word))] = word
+            loops = self.program.runtime_loops if bound is None else self.program.bounded_loops
+            loops.setdefault(self.fn.name, {})[Span(s.file, s.line, s.col, s.line, s.col + len(word))] = word
         before = dict(self.env)
         assigned = assigned_names(stmt.body)
         if counter is not None and stmt.var in before and isinstance(before[stmt.var], Val):

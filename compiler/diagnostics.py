@@ -53,6 +53,7 @@ CODES: dict[str, str] = {
     "R0003": "index out of range at run time",
     "R0004": "integer division by zero at run time",
     "R0005": "assertion failed",
+    "R0006": "a loop ran past its bound in a derivative",
 }
 
 

@@ -17,7 +17,8 @@ from jaxlib.mlir._mlir_libs import _jax_mlir_ext
 # Every dialect a lowering makes is imported here; tests/test_limits.py checks that lowering imports nothing.
 from jaxlib.mlir.dialects import builtin, chlo, func, stablehlo as hlo  # noqa: F401  (chlo, func, hlo: for rules)
 
-from .types import U64, DType, int_range, wrap_int
+from . import abi
+from .types import I32, U64, DType, int_range, wrap_int
 
 
 @functools.lru_cache(maxsize=1)
@@ -145,6 +146,43 @@ def inline_block(block: ir.Block, args) -> tuple[list, list]:
         op.operation.detach_from_parent()
         here.insert(op.operation)
     return ops[:-1], list(ops[-1].operands)
+
+
+def int_attr(op, name: str, default=None):
+    try:
+        return ir.IntegerAttr(op.attributes[name]).value
+    except KeyError:
+        return default
+
+
+def set_int_attr(op, name: str, value: int) -> None:
+    op.attributes[name] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
+
+
+def _set_function_type(fop, inputs: list, results: list) -> None:
+    fop.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
+
+
+def run_argument(fop) -> ir.Value:
+    """The run-id argument of `fop`, added at the end when the function has none yet."""
+    block = fop.regions[0].blocks[0]
+    index = int_attr(fop, abi.RUN_ARG)
+    if index is not None:
+        return block.arguments[index]
+    ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
+    with fop.location:
+        run_type = tensor_type((), I32)
+    arg = block.add_argument(run_type, ir.Location.name("$run", childLoc=fop.location))
+    _set_function_type(fop, list(ftype.inputs) + [run_type], list(ftype.results))
+    set_int_attr(fop, abi.RUN_ARG, len(ftype.inputs))
+    _extend_arg_attrs(fop)
+    return arg
+
+
+def _extend_arg_attrs(fop) -> None:
+    if "arg_attrs" in fop.attributes:
+        attrs = list(ir.ArrayAttr(fop.attributes["arg_attrs"]))
+        fop.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs + [ir.DictAttr.get({})])
 
 
 def zeros_like_type(shape, dt: DType) -> ir.Value:

@@ -25,6 +25,13 @@ def span_of(loc) -> Span | None:
     return None
 
 
+def call_frames(loc) -> list:
+    """The frames of `loc`, innermost first: the operation's own location, then each call site."""
+    if isinstance(loc, ir.CallSiteLoc):
+        return call_frames(loc.callee) + call_frames(loc.caller)
+    return [loc]
+
+
 def name_of(loc) -> str | None:
     if isinstance(loc, ir.NameLoc):
         return loc.name_str

@@ -175,10 +175,16 @@ class FunctionLowering:
         fn = next(op for op in sub.module.body.operations if op.operation.name == "func.func")
         hidden = [walk.materialize(walk.env[effects.RUN]), walk.materialize(walk.env[IO])] if sub.effect_sites else []
         wrt = tuple(i + len(hidden) for i in wrt)
-        diags = jvp(fn, wrt) if kind == "jvp" else value_and_grad(fn, wrt, kind != "grad", kind == "vjp")
+        sites = self.m.effect_sites
+        diags = jvp(fn, wrt, sites) if kind == "jvp" else value_and_grad(fn, wrt, kind != "grad", kind == "vjp", sites)
         if diags:
             raise CompileError(diags, program.sources)
-        results = emit.inline_block(fn.regions[0].blocks[0], hidden + list(args))[1]
+        args = hidden + list(args)
+        if not hidden and abi.RUN_ARG in fn.attributes:      # it reports a run past a loop's bound (R0006)
+            if self.m.at_definition:
+                raise NotAtDefinition("a derivative that checks a loop's bound")
+            args.insert(emit.int_attr(fn, abi.RUN_ARG), walk.materialize(walk.env[effects.RUN]))
+        results = emit.inline_block(fn.regions[0].blocks[0], args)[1]
         fn.operation.erase()
         if hidden:
             walk.env[IO] = Val(ArrayType(I32, ()), results.pop())

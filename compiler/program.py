@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from . import ast
-from .check import FunctionWalk, Signature, named_constant_binding, reachable, type_of
+from .check import DERIVATIVES, PUSH_PULL, FunctionWalk, Signature, named_constant_binding, reachable, type_of
 from .diagnostics import CompileError, Diagnostic, Label, Reporter
 from .parse import parse, text_direction_warnings
 from .span import Source
@@ -29,11 +29,20 @@ class Program:
     externals: dict = field(default_factory=dict)       # name -> NumPy value given by the host (REPL bindings)
     lowered: dict = field(default_factory=dict)         # name -> Lowered made at definition, until taken
     runtime_loops: dict = field(default_factory=dict)   # name -> {span: "for"/"while"}: no bound, no static count
+    bounded_loops: dict = field(default_factory=dict)   # name -> {span: "for"/"while"}: a `bound=`, no static count
     derivative_sites: set = field(default_factory=set)  # (kind, function differentiated, span of its name)
 
     def has_effect_call(self, expr) -> bool:
-        """Whether `expr` calls a function that prints or asserts."""
-        return any(name in self.effectful for name in ast.called_names(expr))
+        """Whether `expr` calls a function that prints or asserts, or differentiates through a bounded loop."""
+        return any(name in self.effectful for name in ast.called_names(expr)) or self.checks_a_bound(expr)
+
+    def checks_a_bound(self, node) -> bool:
+        """Whether `node` takes a derivative through a loop with a `bound=` and a run-time trip count: the
+        derivative reports a run past the bound (R0006) by a host callback, so `node`'s function takes the
+        run id of effects (compiler/autodiff.py `_while_vjp`)."""
+        targets = {n.args[0].id for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                   and n.func.id in DERIVATIVES + PUSH_PULL and n.args and isinstance(n.args[0], ast.Name)}
+        return any(self.bounded_loops.get(f) for t in targets for f in reachable(self, t))
 
     def take_lowered(self, name: str, arg_types: list):
         """The Lowered made for `name` while checking, once (a Lowered's module is then changed by passes)."""
@@ -387,13 +396,14 @@ def unbounded_loop_warnings(program: Program, kind: str, name: str, at=None, war
                 notes=["for T iterations the derivative runs the body T(T+3)/2 times; with a bound, T + T "
                        "(a tape of the state, as jax.grad of a scan)"] +
                       ([] if at is not None else [f"differentiated by arrc.{kind}({name}) from Python"]),
-                help=f"give it a bound, e.g. `{example}` (exact either way; a run past the bound "
-                     f"falls back to recomputation)"))
+                help=f"give it a bound, e.g. `{example}` (the most iterations it runs; a run past the "
+                     f"bound is reported, R0006)"))
     return out
 
 
 def _effectful(program: Program, calls: dict) -> set:
-    out = {name for name, fn in program.functions.items() if _has_effect_statement(fn.body)}
+    out = {name for name, fn in program.functions.items()
+           if _has_effect_statement(fn.body) or program.checks_a_bound(fn)}
     changed = True
     while changed:
         changed = False

@@ -6,7 +6,8 @@ from jaxlib.mlir import ir, passmanager
 from jaxlib.mlir.dialects import stablehlo as hlo
 
 from ..compiler import abi, emit
-from ..compiler.types import I32, I64
+from ..compiler.emit import int_attr, run_argument, set_int_attr  # noqa: F401  (the passes' names for them)
+from ..compiler.types import I64
 
 
 def entry(module: ir.Module):
@@ -68,13 +69,6 @@ def _inline(call, functions: dict) -> None:
     copy.erase()
 
 
-def int_attr(op, name: str, default=None):
-    try:
-        return ir.IntegerAttr(op.attributes[name]).value
-    except KeyError:
-        return default
-
-
 def i64s(attr) -> list[int]:
     """The integers of an i64 array attribute: `array<i64: ...>`, or the `dense<...> : tensor<Nxi64>` that a
     portable artifact (VHLO) turns it into; ValueError for anything else."""
@@ -83,35 +77,6 @@ def i64s(attr) -> list[int]:
     if isinstance(attr, ir.DenseIntElementsAttr) and ir.ShapedType(attr.type).rank == 1:
         return [int(v) for v in attr]
     raise ValueError(f"not an array of i64: {attr}")
-
-
-def set_int_attr(op, name: str, value: int) -> None:
-    op.attributes[name] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
-
-
-def _set_function_type(fop, inputs: list, results: list) -> None:
-    fop.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
-
-
-def run_argument(fop) -> ir.Value:
-    """The run-id argument of `fop`, added at the end when the function has none yet."""
-    block = fop.regions[0].blocks[0]
-    index = int_attr(fop, abi.RUN_ARG)
-    if index is not None:
-        return block.arguments[index]
-    ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
-    run_type = emit.tensor_type((), I32)
-    arg = block.add_argument(run_type, ir.Location.name("$run", childLoc=fop.location))
-    _set_function_type(fop, list(ftype.inputs) + [run_type], list(ftype.results))
-    set_int_attr(fop, abi.RUN_ARG, len(ftype.inputs))
-    _extend_arg_attrs(fop)
-    return arg
-
-
-def _extend_arg_attrs(fop) -> None:
-    if "arg_attrs" in fop.attributes:
-        attrs = list(ir.ArrayAttr(fop.attributes["arg_attrs"]))
-        fop.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs + [ir.DictAttr.get({})])
 
 
 def count_iterations(while_op) -> tuple:

@@ -53,6 +53,7 @@ GUARD_ATTRS = {abi.ORDER: "i64s", abi.SHAPE: "i64s", abi.LABELS: "strings", abi.
 SITES = {
     "print": ({abi.PIECES: "pieces"}, ["tensor<i32>"]),
     "assert": ({abi.MESSAGE: "string", abi.SHAPE: "i64s", abi.FUNCTION: "string"}, ["tensor<i32>"]),
+    "bound": ({abi.LOOP_BOUND: "int"}, ["tensor<i32>"]),
     **{kind: (GUARD_ATTRS, []) for kind in ("origin", "argument", "bounds", "div0")},
 }
 OPTIONAL_I64S = (abi.DIMS, abi.SIZES, abi.AXIS, abi.ARG, abi.REACHES)
@@ -205,12 +206,14 @@ def _operands_problem(kind: str, attrs, types: list) -> str | None:
     if kind == "print":
         slots = sum(1 for piece in ir.ArrayAttr(attrs[abi.PIECES]) if isinstance(piece, ir.ArrayAttr))
         return None if len(types) == 2 + slots else f"{len(types) - 2} values for {slots} value slots"
-    scalars = types[2:] if kind == "assert" else types[1:]
+    scalars = types[2:] if kind in abi.EFFECT_KINDS else types[1:]
     if kind == "assert" and len(types) < 3:
         return "an `assert` callback takes the index of the first failing element"
+    if kind == "bound" and len(types) != 3:
+        return "a `bound` callback takes the iterations the loop ran"
     if any(t.rank != 0 for t in scalars):
         return f"a `{kind}` callback takes scalars after its run id"
-    if kind != "assert" and not _guard_operands(attrs, len(types)):
+    if kind not in abi.EFFECT_KINDS and not _guard_operands(attrs, len(types)):
         return "the operands do not match the site's `arrc.order` and `arrc.labels`"
     return None
 
@@ -244,6 +247,8 @@ def _string(attr) -> str | None:
 def _has_form(attr, form: str) -> bool:
     if form == "string":
         return isinstance(attr, ir.StringAttr)
+    if form == "int":
+        return isinstance(attr, ir.IntegerAttr)
     if form == "i64s":
         try:
             i64s(attr)

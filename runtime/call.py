@@ -30,8 +30,9 @@ class Compiled:
             self.may_not_end = may_not_end(module)
             retarget_callbacks(module, platform)
         # Callbacks by index, each made from the site its custom_call describes: only what arrc registered
-        # for this module can be called.
-        callbacks = [None] * (max(found) + 1 if found else 0)
+        # for this module can be called. An index whose callback was removed as dead code (a derivative's
+        # unused branch) is never called: `_no_site` fills its place.
+        callbacks = [_no_site] * (max(found) + 1 if found else 0)
         for index, site in found.items():
             callbacks[index] = make_callback(site, effects.runs()) if isinstance(site, GuardSite) \
                 else effects.host_callback(site, sources)
@@ -69,6 +70,10 @@ class Compiled:
         for r in out:
             r.block_until_ready()
         return out
+
+
+def _no_site(*args):
+    raise AssertionError("a host callback with no site was called")
 
 
 def may_not_end(module) -> bool:

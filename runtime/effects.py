@@ -1,4 +1,4 @@
-"""Host side of `print` and `assert` (see compiler/effects.py): their sites read back from the module,
+"""Host side of `print`, `assert` and a loop's `bound=` (see compiler/effects.py): their sites read back from the module,
 their callbacks, and per-call run state."""
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import threading
 import numpy as np
 
 from ..compiler import abi
-from ..compiler.effects import AssertSite, PrintSite
-from .reports import AssertionFailed
+from ..compiler.effects import AssertSite, BoundSite, PrintSite
+from ..compiler.locations import call_frames, name_of, span_of
+from .reports import AssertionFailed, LoopBoundExceeded
 
 _runs: dict = {}
 _ids = itertools.count(1)
@@ -81,13 +82,36 @@ def _assert_callback(site: AssertSite, sources: dict):
     return callback
 
 
-def site_of(op, span) -> PrintSite | AssertSite:
-    """The site a print/assert custom_call describes with its attributes (compiler/effects.py
+def _bound_callback(site: BoundSite, sources: dict):
+    def callback(run_id, io, count):
+        state = _runs.get(int(run_id))
+        if state is not None and state.failure is None:
+            ran, word = int(count), site.loop
+            frames = [f"in the backward pass of {name} at {span}" if "(" in name else f"in {name}, called at {span}"
+                      for name, span in site.chain]
+            if not any("(" in name for name, _ in site.chain):       # differentiated from Python
+                frames.insert(0, "in the backward pass")
+            notes = [", ".join(frames)]
+            state.failure = LoopBoundExceeded(
+                f"this `{word}` loop ran {ran} iterations, more than its bound of {site.bound}", site.span,
+                f"ran {ran} times; its derivative keeps a tape of {site.bound}", notes=notes, sources=sources,
+                help=f"raise the bound to at least {ran} (`bound=` is the most iterations the loop runs), or "
+                     f"remove it: the derivative is then computed by recomputation (exact, slower)")
+        return (np.int32(io + 1),)
+    return callback
+
+
+def site_of(op, span) -> PrintSite | AssertSite | BoundSite:
+    """The site a print/assert/bound custom_call describes with its attributes (compiler/effects.py
     `site_attributes`); `span` is its location's."""
     from jaxlib.mlir import ir
 
     from ..passes.rewrite import i64s
     attrs = op.attributes
+    if ir.StringAttr(attrs[abi.KIND]).value == "bound":
+        frames = call_frames(op.location)
+        return BoundSite(span, ir.IntegerAttr(attrs[abi.LOOP_BOUND]).value, name_of(frames[0]) or "for",
+                         [(name_of(f), span_of(f)) for f in frames[1:]])
     if ir.StringAttr(attrs[abi.KIND]).value == "print":
         pieces = [p.value if isinstance(p, ir.StringAttr) else None     # None: a value slot
                   for p in ir.ArrayAttr(attrs[abi.PIECES])]
@@ -97,8 +121,8 @@ def site_of(op, span) -> PrintSite | AssertSite:
                       ir.StringAttr(attrs[abi.FUNCTION]).value, 0)
 
 
-def host_callback(site: PrintSite | AssertSite, sources: dict):
-    make = _print_callback if isinstance(site, PrintSite) else _assert_callback
+def host_callback(site: PrintSite | AssertSite | BoundSite, sources: dict):
+    make = {PrintSite: _print_callback, AssertSite: _assert_callback, BoundSite: _bound_callback}[type(site)]
     return make(site, sources)
 
 

@@ -45,3 +45,8 @@ class DivisionByZero(GuardError, ZeroDivisionError):
 
 class AssertionFailed(GuardError, AssertionError):
     code = "R0005"
+
+
+class LoopBoundExceeded(GuardError):
+    """A loop with a `bound=` ran more iterations than its bound, in a call that differentiates it."""
+    code = "R0006"

@@ -535,8 +535,9 @@ def grow(x: f64, limit: f64) -> f64:
 """)
 
 
-def test_loops_with_a_bound_are_taped_and_exact_past_it():
-    """`bound=N` sizes a tape for a run-time trip count; a run past it falls back to recomputation."""
+def test_loops_with_a_bound_are_taped_and_a_run_past_it_is_reported():
+    """`bound=N` sizes a tape for a run-time trip count: exact up to N iterations; past N the call raises
+    R0006 at the loop, with the iterations it ran."""
     rng = np.random.default_rng(10)
     x, w = rng.standard_normal(3), 0.5 * rng.standard_normal((3, 3))
 
@@ -545,20 +546,125 @@ def test_loops_with_a_bound_are_taped_and_exact_past_it():
         for i in range(n):
             s = jnp.tanh(w @ s + x * 0.01 * i)
         return jnp.sum(s * s)
-    for n in (0, 1, 50, 51, 80):
+    for n in (0, 1, 49, 50):
         for got, want in zip(arrc.grad(BOUNDED.steps, argnums=(0, 1))(x, w, n), jax.grad(steps, (0, 1))(x, w, n)):
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+    for n in (51, 80):
+        with pytest.raises(arrc.LoopBoundExceeded) as info:
+            arrc.grad(BOUNDED.steps, argnums=(0, 1))(x, w, n)
+        assert info.value.code == "R0006" and isinstance(info.value, arrc.GuardError)
+        assert str(info.value).startswith(f"error[R0006]: this `for` loop ran {n} iterations, more than its "
+                                          f"bound of 50\n --> <string>:4:5")
+    np.testing.assert_allclose(BOUNDED.steps(x, w, 80), steps(x, w, 80), rtol=1e-12)   # not checked forward
 
     def grow(x, limit):
-        y = x
+        y, k = x, 0
         while y < limit:
-            y = y * 1.5 + jnp.sin(x)
-        return y * x
-    for limit in (0.5, 3.0, 40.0, 1e6):         # 0, 1, 7 and 30 iterations: past the bound of 10
-        np.testing.assert_allclose(arrc.grad(BOUNDED.grow)(1.3, limit), jax.grad(grow)(1.3, limit), rtol=1e-12)
+            y, k = y * 1.5 + jnp.sin(x), k + 1
+        return y * x, k
+    for limit in (0.5, 3.0, 40.0):              # 0, 1 and 7 iterations
+        np.testing.assert_allclose(arrc.grad(BOUNDED.grow)(1.3, limit), jax.grad(lambda x: grow(x, limit)[0])(1.3),
+                                   rtol=1e-12)
+    with pytest.raises(arrc.LoopBoundExceeded, match=rf"`while` loop ran {grow(1.3, 1e6)[1]} iterations, more "
+                                                     r"than its bound of 10"):
+        arrc.grad(BOUNDED.grow)(1.3, 1e6)
     text = arrc.grad(BOUNDED.steps).lower(arrc.spec("f64[3]"), arrc.spec("f64[3, 3]"), arrc.spec("i32")).as_text()
     assert "tensor<50x3xf64>" in text                               # the tape of `s`
     assert BOUNDED.warnings == []                                   # W0004 is for loops without a bound
+
+
+PAST_BOUND = arrc.loads("""
+def inner(x: f64, n: i32) -> f64:
+    y = x
+    for i in range(n, bound=3):
+        y = sin(y) * 1.1
+    return y
+
+def outer(x: f64, n: i32) -> f64:
+    return inner(x, n) * 2.0
+
+def pushed(x: f64, nf: f64) -> f64:
+    return inner(x, i32(nf))
+
+def main(x: f64, n: i32) -> f64:
+    print("start", n)
+    g = grad(outer)(x, n)
+    print("gradient", g)
+    return g
+
+def second(x: f64, n: i32) -> f64:
+    return grad(slope)(x, n)
+
+def slope(x: f64, n: i32) -> f64:
+    return grad(outer)(x, n)
+
+def forward(x: f64, n: i32) -> f64:
+    y, t = jvp(pushed, (x, f64(n)), (1.0, 0.0))
+    return t
+""", filename="past.arr")
+
+
+def _inner(x, n):
+    for _ in range(n):
+        x = jnp.sin(x) * 1.1
+    return x
+
+
+def test_a_run_past_a_bound_is_reported_in_every_kind_of_derivative(capfd):
+    """The report names the loop and the derivative it was in; what ran before it printed, what comes
+    after does not (as after a failed assert). Every route: grad in arr, from Python, jvp (two reverse
+    sweeps: the report must survive the second), vjp, a second derivative."""
+    for n in (0, 3):
+        assert PAST_BOUND.main(0.5, n) == pytest.approx(2 * float(jax.grad(_inner)(0.5, n)), rel=1e-12)
+        assert PAST_BOUND.forward(0.5, n) == pytest.approx(
+            float(jax.jvp(lambda x: _inner(x, n), (0.5,), (1.0,))[1]), rel=1e-12)
+        assert PAST_BOUND.second(0.5, n) == pytest.approx(2 * float(jax.grad(jax.grad(_inner))(0.5, n)), rel=1e-12)
+    capfd.readouterr()
+    with pytest.raises(arrc.LoopBoundExceeded) as info:
+        PAST_BOUND.main(0.5, 4)
+    assert capfd.readouterr().out == "start 4\n"
+    assert str(info.value) == """\
+error[R0006]: this `for` loop ran 4 iterations, more than its bound of 3
+ --> past.arr:4:5
+  |
+4 |     for i in range(n, bound=3):
+  |     ^^^^^^^^^^^^^^^^^^^^^^^^^^^ ran 4 times; its derivative keeps a tape of 3
+  |
+  = note: in inner, called at past.arr:9:12, in the backward pass of grad(outer) at past.arr:16:9
+  = help: raise the bound to at least 4 (`bound=` is the most iterations the loop runs), or remove it: the \
+derivative is then computed by recomputation (exact, slower)
+"""
+    calls = {"arr jvp": lambda: PAST_BOUND.forward(0.5, 5),
+             "arr second derivative": lambda: PAST_BOUND.second(0.5, 5),
+             "arrc.grad": lambda: arrc.grad(PAST_BOUND.outer)(0.5, 5),
+             "arrc.value_and_grad": lambda: arrc.value_and_grad(PAST_BOUND.outer)(0.5, 5),
+             "arrc.jvp": lambda: arrc.jvp(PAST_BOUND.pushed)(0.5, 5.0, 1.0, 0.0),
+             "arrc.vjp": lambda: arrc.vjp(PAST_BOUND.pushed)(0.5, 5.0, 1.0),
+             "arrc.grad of arr's grad": lambda: arrc.grad(PAST_BOUND.slope)(0.5, 5)}
+    for route, call in calls.items():
+        with pytest.raises(arrc.LoopBoundExceeded, match="ran 5 iterations, more than its bound of 3"):
+            call()
+    PAST_BOUND.outer(0.5, 5)                                        # the function itself: nothing to check
+
+
+def test_a_run_past_a_bound_exits_3_from_the_cli_and_from_a_compiled_module(tmp_path):
+    import subprocess
+    import sys
+    src = tmp_path / "past.arr"
+    src.write_text("def steps(x: f64, n: i32) -> f64:\n    for i in range(n, bound=4):\n        x = sin(x) * 1.1\n"
+                   "    return x\n\ndef main(n: i32) -> f64:\n    return grad(steps)(0.5, n)\n")
+    arrc_cli = [sys.executable, "-m", "arrc"]
+    ok = subprocess.run(arrc_cli + ["run", str(src), "--arg", "n=4"], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and float(ok.stdout) == pytest.approx(float(jax.grad(_inner)(0.5, 4)), rel=1e-12)
+    past = subprocess.run(arrc_cli + ["run", str(src), "--arg", "n=6"], capture_output=True, text=True, timeout=120)
+    assert past.returncode == 3 and past.stdout == ""
+    assert past.stderr.startswith(f"error[R0006]: this `for` loop ran 6 iterations, more than its bound of 4\n"
+                                  f" --> {src}:2:5")
+    mlir = tmp_path / "past.mlir"
+    subprocess.run(arrc_cli + ["compile", str(src), "-o", str(mlir)], check=True, timeout=120)
+    again = subprocess.run(arrc_cli + ["run", str(mlir), "--arg", "arg0=6"], capture_output=True, text=True,
+                           timeout=120)
+    assert again.returncode == 3 and again.stderr == past.stderr
 
 
 def test_a_python_derivative_through_an_unbounded_loop_warns():
