@@ -424,12 +424,9 @@ def _check_recursion(calls: dict, reporter: Reporter) -> None:
                                     help="arr functions cannot be recursive; use a `for` or `while` loop"))
 
 
-def expression_function(program: Program, expr: ast.Node, source: Source, name: str = "__expr__",
-                        label: str = "the expression") -> str:
-    """Register a function with no parameters returning `expr` (parsed from `source`), called `label` in
-    reports; its result type is inferred. Raises CompileError on errors in `expr`."""
-    from .check import Signature
-    sources = {**program.sources, source.name: source}
+def expression_value(program: Program, expr: ast.Node, sources: dict):
+    """What the checker knows of `expr` in `program`'s scope: a Val, a TupleVal, a DTypeVal, ... (the REPL
+    shows a dtype, `x.dtype`, from it). Raises CompileError on errors in `expr`."""
     reporter = Reporter()
     walk = FunctionWalk(program, None, reporter)
     try:
@@ -439,13 +436,28 @@ def expression_function(program: Program, expr: ast.Node, source: Source, name: 
         value = POISON
     if reporter.errors or isinstance(value, Poisoned):
         raise CompileError(reporter.diagnostics, sources)
+    return value
+
+
+def expression_function(program: Program, expr: ast.Node, source: Source, name: str = "__expr__",
+                        label: str = "the expression") -> str:
+    """Register a function with no parameters returning `expr` (parsed from `source`), called `label` in
+    reports; its result type is inferred. Raises CompileError on errors in `expr`. A tuple of one value
+    (`(x,)`, a vector's `x.shape`) returns its item as a tuple of one."""
+    from .check import Signature
+    sources = {**program.sources, source.name: source}
+    value = expression_value(program, expr, sources)
     from .values import TupleVal
     items = value.items if isinstance(value, TupleVal) else [value]
-    if not all(isinstance(v, Val) for v in items):
+    if not items or not all(isinstance(v, Val) for v in items):      # (a function returns something)
         raise CompileError([Diagnostic("E0210", f"cannot show a value of kind {describe(value)}", expr.span,
                                        f"this is {describe(value)}")], sources)
     results = [v.type.strong() for v in items]
-    fn = ast.FunctionDef(expr.span, name, (), (), isinstance(value, TupleVal), (ast.Return(expr.span, (expr,)),),
+    returned = expr
+    if isinstance(value, TupleVal) and len(items) == 1:     # `return` unpacks a tuple only for 2 results or more
+        returned = expr.elems[0] if isinstance(expr, ast.TupleLit) else \
+            ast.Index(expr.span, expr, (ast.IntLit(expr.span, 0),))
+    fn = ast.FunctionDef(expr.span, name, (), (), isinstance(value, TupleVal), (ast.Return(expr.span, (returned,)),),
                          name_span=expr.span, label=label)
     program.functions[name] = fn
     program.signatures[name] = Signature(name, [], results, [expr.span] * len(results), fn.tuple_result, [])

@@ -377,9 +377,9 @@ def run_api(programs) -> None:
 
 # ---- the piped REPL --------------------------------------------------------------------------------
 
-# One session: the library is loaded at start (cell 1), `k = 40` (cell 2), `k + 2` (cell 3); then each
-# attempt is a cell (4, 6, ...) sent together with `k + 2`, which must answer `i32 = 42` after the
-# interrupted cell printed `interrupted`. Check: a definition that uses `cbig` (checked with it); lower:
+# One session: the library is loaded at start (no cell: a file on the command line takes no number),
+# `k = 40` (cell 1), `k + 2` (cell 2); then each attempt is a cell (3, 5, ...) sent together with `k + 2`,
+# which must answer `i32 = 42` (stdout) after the interrupted cell printed `interrupted` (stderr). Check: a definition that uses `cbig` (checked with it); lower:
 # a concrete `main` inlining `lbig` (lowered at its definition); compile and exec: calls of `cum` and
 # `spin` (compiled and run on a helper thread).
 def repl_cell(stage: str, seed: int) -> str:
@@ -406,13 +406,15 @@ def run_repl(tmp_path) -> None:
         assert out.wait_for(answer), (out.text[-1000:], err.text[-2000:])
         assert out.text == f"loaded {library}: 4 functions (cbig, lbig, cum, spin)\n{answer}", out.text[-1000:]
         for n, (stage, k, _) in enumerate(plan()):
-            tag = f"c{4 + 2 * n}"
-            start = len(out.text)
+            tag = f"c{3 + 2 * n}"
+            start, start_err = len(out.text), len(err.text)
             proc.stdin.write(repl_cell(stage, 1000 + k) + "k + 2\n")
             proc.stdin.flush()
             what = interrupt_at(proc, marks, stage, tag, out, err)
             assert out.wait_for(answer, n + 2), ("no answer", what, out.text[-1000:], err.text[-2000:])
-            assert out.text[start:] == "interrupted\n" + answer, (what, out.text[start:], err.text[-2000:])
+            assert out.text[start:] == answer, (what, out.text[start:], err.text[-2000:])
+            assert err.wait_for("interrupted\n", n + 1), ("not on stderr", what, err.text[-2000:])
+            assert err.text[start_err:] == "interrupted\n", (what, err.text[start_err:])
             assert marks.wait_match(interrupted_pattern(tag)), ("no interrupted marker", what, marks.text[-2000:])
             check_marks(marks.text, stage, tag, what)
         assert marks.wait_until(all_ended), ("an abandoned compile or run never ends", marks.text[-2000:])
@@ -454,10 +456,10 @@ def test_repl_ends_while_an_abandoned_compile_runs(tmp_path):
         try:
             proc.stdin.write(f"cum({attempt}.5)\n")
             proc.stdin.flush()
-            assert marks.wait_for(target("compile", "c2")), (attempt, marks.text, err.text[-2000:])
+            assert marks.wait_for(target("compile", "c1")), (attempt, marks.text, err.text[-2000:])
             time.sleep(SETTLE)
             proc.send_signal(signal.SIGINT)
-            assert out.wait_for("interrupted\n"), (attempt, out.text, err.text[-2000:])
+            assert err.wait_for("interrupted\n"), (attempt, out.text, err.text[-2000:])
             time.sleep(pause)
             proc.stdin.close()
             code = proc.wait(HANG)

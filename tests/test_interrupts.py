@@ -218,7 +218,7 @@ def test_piped_repl_session_survives(program):
             assert out.wait_for("start", attempt), (attempt, out.text, err.text[-2000:])
             time.sleep(0.05)
             proc.send_signal(signal.SIGINT)
-            assert out.wait_for("interrupted", attempt), (attempt, out.text, err.text[-2000:])
+            assert err.wait_for("interrupted", attempt), (attempt, out.text, err.text[-2000:])
             proc.stdin.write("k + 2\n")
             proc.stdin.flush()
             assert out.wait_for("i32 = 42", attempt), (attempt, out.text, err.text[-2000:])
@@ -284,3 +284,103 @@ def test_which_programs_may_not_end(body, may_not_end):
     lowered = arrc.loads("def f(x: f32[3], k: i32) -> f32[3]:\n" + body).f.lower(arrc.spec("f32[3]"), arrc.spec("i32"))
     with lowered.context:
         assert call.may_not_end(lowered.module) is may_not_end
+
+
+# ---- the REPL on a terminal, and while XLA compiles (issue 17) ------------------------------------------
+
+def _pty_repl(tmp_path):
+    """`arrc repl` on a pseudo-terminal (so it runs its prompt_toolkit loop): its pid, the terminal's fd and
+    a reader whose `wait_for` sees the screen's text (escape codes kept; the markers have none)."""
+    import pty
+    pid, fd = pty.fork()
+    if pid == 0:                                            # the child: the REPL on the terminal
+        try:
+            os.chdir(ROOT)
+            env = {**_env(), "TERM": "xterm", "NO_COLOR": "1", "ARRC_REPL_HISTORY": str(tmp_path / "history")}
+            os.execve(PYTHON, [PYTHON, "-c", _AS_ARRC, "repl"], env)
+        finally:
+            os._exit(127)
+    return pid, fd, _TerminalReader(os.fdopen(fd, "r", encoding="utf-8", errors="replace", closefd=False))
+
+
+class _TerminalReader(Reader):
+    def _read(self, stream):
+        try:
+            super()._read(stream)
+        except OSError:                 # EIO: the terminal's other side closed
+            pass
+
+
+def _pty_stop(pid: int, fd: int, timeout: float = 20.0) -> int | None:
+    """Wait for the REPL to leave (after Ctrl-D); its exit status, or None once killed after `timeout`."""
+    deadline = time.monotonic() + timeout
+    code = None
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(status)
+            break
+        time.sleep(0.05)
+    if code is None:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    os.close(fd)
+    return code
+
+
+def test_terminal_repl_ctrl_c_leaves_an_endless_while(tmp_path):
+    """The issue's way in: `arrc repl` on a terminal, an endless `while` typed as a cell, Ctrl-C typed
+    (the terminal sends SIGINT). `interrupted`, the prompt back with the session's bindings, twice; then
+    Ctrl-D leaves (the abandoned loop does not keep the process alive)."""
+    pid, fd, screen = _pty_repl(tmp_path)
+    try:
+        # Keys typed before the prompt starts would be echoed and read by the terminal's line discipline.
+        assert screen.wait_for("REPL: :help"), screen.text[-2000:]
+        time.sleep(1.0)
+        os.write(fd, b"k = 40\r")
+        for attempt in range(1, 3):
+            # Enter indents each body (4 spaces more after a `:`); the blank line ends the cell.
+            # (`i` is a binding the block updates: a loop whose results nothing uses is removed by XLA)
+            os.write(fd, b'i = 0\rif k > 0:\rprint("start")\rwhile i >= 0:\ri = (i + 1) % 7\r\r')
+            assert screen.wait_for("start\n", attempt), (attempt, screen.text[-2000:])
+            time.sleep(0.3)                                  # into the loop
+            os.write(fd, b"\x03")                             # Ctrl-C, as typed
+            assert screen.wait_for("interrupted", attempt), (attempt, screen.text[-2000:])
+            os.write(fd, b"k + 2\r")
+            assert screen.wait_for("i32 = 42", attempt), (attempt, screen.text[-2000:])
+        time.sleep(1.0)                                      # at the prompt again (else the line
+        os.write(fd, b"\x04")                                 # discipline takes Ctrl-D): Ctrl-D
+        code = _pty_stop(pid, fd)
+    except BaseException:
+        _pty_stop(pid, fd, 0)
+        raise
+    assert code is not None, ("the REPL did not leave on Ctrl-D", screen.text[-1500:])
+    assert "Traceback" not in screen.text, screen.text[-3000:]
+
+
+def test_piped_repl_interrupted_while_xla_compiles(tmp_path):
+    """Ctrl-C while XLA compiles a cell (a chain of 1,500 matrix products: over a minute of XLA here) gives
+    the prompt back at once (the compile runs on the helper thread, runtime/call.py `Compiled`): the next
+    cell answers with the session's bindings long before the compile could have ended."""
+    source = tmp_path / "slow.arr"
+    body = "".join(f"    x = sin(x * 1.0001 + {i}.0) @ x\n" for i in range(1500))
+    source.write_text("def main() -> f32[8, 8]:\n    x = ones((8, 8))\n" + body + "    return x\n")
+    proc, out, err = _start([PYTHON, "-c", _AS_ARRC, "repl", str(source)], stdin=subprocess.PIPE)
+    try:
+        assert out.wait_for("loaded"), err.text[-2000:]
+        proc.stdin.write("k = 40\nmain()\n")
+        proc.stdin.flush()
+        time.sleep(4.0)                                      # checked again, lowered: XLA is compiling
+        if "f32[8, 8]" in out.text:
+            pytest.skip("the program compiled before the signal")
+        proc.send_signal(signal.SIGINT)
+        assert err.wait_for("interrupted", timeout=30), (out.text, err.text[-2000:])
+        proc.stdin.write("k + 2\n")
+        proc.stdin.flush()
+        assert out.wait_for("i32 = 42", timeout=30), (out.text, err.text[-2000:])
+        proc.stdin.close()
+        code = proc.wait(HANG)
+    finally:
+        _stop(proc)
+    assert "f32[8, 8]" not in out.text and "Traceback" not in err.text, err.text[-2000:]
+    assert code == 3, (code, out.text, err.text[-2000:])

@@ -26,9 +26,10 @@ ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "1"}
 
 
 def session_output(script: str, argv: list[str] | None = None) -> tuple[str, int]:
-    """Run a script through `repl.main` as piped stdin; the printed text and the exit status."""
+    """Run a script through `repl.main` as piped stdin; the printed text (stdout and stderr in one, in
+    order) and the exit status."""
     out = io.StringIO()
-    code = repl.main(argv or [], stdin=io.StringIO(textwrap.dedent(script)), stdout=out)
+    code = repl.main(argv or [], stdin=io.StringIO(textwrap.dedent(script)), stdout=out, stderr=out)
     text = out.getvalue()
     assert "Traceback" not in text and "internal error" not in text, text
     return text, code
@@ -166,7 +167,7 @@ def test_print_and_assert_at_the_prompt(session):
         """, 'assert sum(x) > 100.0, "too small"', "x")
     assert "x is [1. 2.] 3.0\nbig\n" in out
     assert "error[R0005]: assertion failed: too small\n --> <cell 4>:1:1" in out
-    assert "in the cell" in out and "__cell__" not in out
+    assert "in the cell" not in out and "__cell__" not in out       # the header names the cell, once
     assert out.splitlines()[-1] == "f32[2] = [1. 2.]"
     assert session.exit_code == 3
 
@@ -489,7 +490,8 @@ def test_piped_stdin_in_a_subprocess(tmp_path):
     script = "y = 0\ndef f(x: f32) -> f32:\n    return x + y\n\nf(1.0)\ny = 5\nf(1.0)\nzz\n"
     proc = subprocess.run([sys.executable, "-m", "arrc.repl"], input=script, capture_output=True, text=True,
                           cwd=ROOT, env={**ENV, "ARRC_REPL_HISTORY": str(tmp_path / "h")}, timeout=120)
-    assert proc.stdout.startswith("f32 = 1.0\nf32 = 6.0\nerror[E0101]: undefined name `zz`"), proc.stdout
+    assert proc.stdout == "f32 = 1.0\nf32 = 6.0\n", proc.stdout          # values on stdout,
+    assert proc.stderr.startswith("error[E0101]: undefined name `zz`"), proc.stderr    # diagnostics on stderr
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert not (tmp_path / "h").exists()               # no terminal: no prompt, no history
 
@@ -562,3 +564,113 @@ def test_real_terminal_highlighting_and_completion(tmp_path):
         assert ":guards nan" in (tmp_path / "history").read_text()
     finally:
         subprocess.run(tmux + ["kill-server"], capture_output=True)
+
+
+# ---- issue 17: the first hour at the prompt -------------------------------------------------------------
+
+def test_tuples_of_one_shapes_and_dtypes(session):
+    """`x.shape` of a vector, `(1,)`, `(x,)` are tuples of one, shown as Python writes them; a binding holds
+    one array, so `t = (x,)` says how to unpack; `x.dtype` is shown as NumPy prints it."""
+    out = run_cells(session, "x = [1.0, 2.0, 3.0]", "x.shape", "(1,)", "(x + 1.0,)", "zeros((2, 3)).shape",
+                    "()", "x.dtype", "i64(x).dtype", "bf16", "t, = (x,)", "t", "n, = x.shape", "n")
+    assert out.splitlines() == [
+        "(i32,) = (3,)", "(i32,) = (1,)", "(f32[3],) = ([2. 3. 4.],)", "(i32, i32) = (2, 3)", "() = ()",
+        "dtype = float32", "dtype = int64", "dtype = bfloat16", "f32[3] = [1. 2. 3.]", "i32 = 3"]
+    out = run_cells(session, ":type x.shape", ":type (x, 1)", ":type x.dtype")
+    assert out.splitlines() == ["(i32,)", "(f32[3], i32)", "dtype"]
+    out = run_cells(session, "t = (x,)", "s = zeros((2, 3)).shape", "d = x.dtype")
+    assert "error[E0209]: `t` cannot hold a tuple: a binding is one array" in out
+    assert "help: unpack it into names: `t0, = (x,)`" in out
+    assert "help: unpack it into names: `s0, s1 = zeros((2, 3)).shape`" in out
+    assert "error[E0210]" in out and "E0203" not in out
+    assert session.bindings["t"].value.shape == (3,)          # still the `t` of `t, = (x,)`
+
+
+def test_api_expression_of_a_tuple_of_one():
+    import arrc
+    mod = arrc.loads("def f(x: f32[n]) -> f32:\n    return sum(x)\n")
+    assert mod.expression("(1,)")() == (1,)
+    value, = mod.expression("(f(ones(3)),)")()
+    assert float(value) == 3.0
+
+
+def test_type_and_help_of_builtins_and_names(session):
+    """`:type sum` shows the builtin's call forms and `:help sum` its doc line, both read from the op table;
+    `:help NAME` also knows the session's names, commands, dtypes, keywords and diagnostic codes."""
+    from arrc.compiler.builtins import BUILTINS
+    out = run_cells(session, ":type sum", ":t shape")
+    lines = out.splitlines()
+    assert lines[0].startswith("sum(x, axis=None, keepdims=false") and lines[1].startswith("x.sum(axis=None")
+    assert lines[2] == "x.shape"
+    out = run_cells(session, ":help sum")
+    assert out.startswith("sum(x, axis=None") and BUILTINS["sum"].doc in out and "x.sum(" in out
+    run_cells(session, "x = [1.0]", "def f(v: f32[n]) -> f32[n]:\n    return v\n")
+    out = run_cells(session, ":help f", ":help x", ":help :type", ":help load", ":help f32", ":help while",
+                    ":help grad", ":help E0203")
+    assert "f: (v: f32[n]) -> f32[n]\n  a function defined at <cell 5>:1\n" in out
+    assert "x: f32[1]\n  a value of this session\n" in out
+    assert ":type EXPR\n  the type of an expression" in out and "(also :t)" in out and ":load FILE\n" in out
+    assert "f32: a dtype, 32-bit floats (NumPy float32)" in out and "while: a keyword" in out
+    assert "grad(f, argnums=0)(args...)" in out and "E0203: result does not match the declared type; " \
+        "`arrc explain E0203` shows its page" in out
+    out = run_cells(session, ":help summ", ":help")
+    assert "error: nothing is called `summ` (did you mean `sum`?)" in out and "`:help NAME`" in out
+    assert session.exit_code == 2
+
+
+def test_every_builtin_has_type_and_help():
+    from arrc.compiler.builtins import BUILTINS
+    from arrc.compiler.check import DERIVATIVES, PUSH_PULL
+    from arrc.repl import help
+    assert set(help.TRANSFORMS) == set(DERIVATIVES + PUSH_PULL)
+    for name in [n.lstrip(".") for n in BUILTINS if n[:1].isalpha() or n[:1] == "."] + list(help.TRANSFORMS):
+        assert help.type_text(name) and help.help_text(name), name
+
+
+def test_piped_values_on_stdout_diagnostics_on_stderr():
+    out, err = io.StringIO(), io.StringIO()
+    script = "x = [1.0, 2.0]\nx * 2.0\nzz\nprint(\"p\", x)\nfor i in range(2):\n    j = i\n:guards\nx = 1\n"
+    code = repl.main([], stdin=io.StringIO(script), stdout=out, stderr=err)
+    assert out.getvalue() == "f32[2] = [2. 4.]\np [1. 2.]\nguards: off\n"
+    assert err.getvalue().startswith("error[E0101]: undefined name `zz`\n --> <cell 3>:1:1\n")
+    assert "note: `j` stayed local to this block" in err.getvalue() and code == 1
+
+
+def test_hlo_and_mlir_locations_name_the_file_and_the_cells(tmp_path):
+    """`arrc repl FILE`: `:hlo` and `:mlir` name the file with its own lines, and a cell defined at the
+    prompt by its cell: a file on the command line takes no cell number, so the first cell is `<cell 1>`."""
+    path = tmp_path / "lib.arr"
+    path.write_text("# two lines before\n\ndef g(v: f32[4]) -> f32[4]:\n    return sin(v) * 2.0\n")
+    out, code = session_output("""\
+        def h(v: f32[4]) -> f32[4]:
+            return cos(v) + g(v)
+
+        :hlo g
+        :hlo h
+        :mlir h
+        """, [str(path)])
+    assert code == 0, out
+    assert f'source_file="{path}" source_line=4 ' in out and 'source_file="<cell 1>" source_line=2 ' in out
+    assert f'FileNames\n1 "<cell 1>"\n2 "{path}"\n' in out          # g inlined into h: its frames name the file
+    assert f'"{path}":4:12' in out and '"<cell 1>":2:12' in out
+    assert "<session>" not in out and "<cell 2>" not in out
+
+
+def test_history_keeps_no_trailing_indentation(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARRC_REPL_HISTORY", str(tmp_path / "history"))
+    s = Session(io.StringIO())
+    _interactive(s, "def f(x: f32) -> f32:\rreturn x  \r\r" "if true:\rprint(1)\r\r" "1 + 1   \r" "\x04")
+    assert "i32 = 2" in s.out.getvalue()
+    lines = (tmp_path / "history").read_text().splitlines()
+    entries = [line for line in lines if line.startswith("+")]
+    assert entries == ["+def f(x: f32) -> f32:", "+    return x", "+if true:", "+    print(1)", "+1 + 1"]
+
+
+def test_guard_reports_name_the_cell_once(session):
+    """A run-time report names its cell in its header only: no `in the cell` note, `called from <cell 4>:1:5`
+    in a call chain, and an operand whose text spans lines is shown as its text, not `value at <cell 3>:...`."""
+    out = run_cells(session, ":guards all", "x = [1.0, 0.0]", "sum(x) / (x[1]\n  - 0.0)",
+                    "def f(a: f32[n]) -> f32[n]:\n    return log(a)\n", "q = f(x - x)")
+    assert "operands: sum(x) = 1.0, x[1] - 0.0 = 0.0" in out, out
+    assert "note: in f, called from <cell 5>:1:5" in out
+    assert "in the cell" not in out and "value at" not in out and "the cell at" not in out

@@ -7,11 +7,12 @@ bindings it assigns. Errors are the rendered diagnostics of the CLI with spans i
 and never a traceback; the session continues.
 
 Without a terminal (`arrc repl < script.txt`) the cells are read from stdin and the same results are
-printed, without prompts; the exit status is then that of the first failing cell (1 for compile errors,
+printed, without prompts (values on stdout, diagnostics and notes on stderr); the exit status is then that of the first failing cell (1 for compile errors,
 2 for a bad command, 3 for run-time failures), 0 if none failed.
 
-The parts: `session.py` (the state and how a cell runs), `commands.py` (the meta-commands), `cells.py`
-(where a cell ends), `display.py` (how values are shown), `terminal.py` (the prompt, pipes, `main`).
+The parts: `session.py` (the state and how a cell runs), `commands.py` (the meta-commands), `help.py`
+(what `:help`/`:type` say of builtins and other names), `cells.py` (where a cell ends), `display.py` (how
+values are shown), `terminal.py` (the prompt, pipes, `main`).
 """
 from arrc.exits import EXIT_COMPILE, EXIT_INTERNAL, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE
 

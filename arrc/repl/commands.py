@@ -16,7 +16,8 @@ from arrc.compiler.span import Source
 from arrc.exits import EXIT_USAGE
 
 from .display import format_seconds
-from .items import CellError, usage_error
+from .help import help_text, suggestion, type_text
+from .items import CellError, StaticValue, usage_error
 
 if TYPE_CHECKING:
     from .session import Session
@@ -55,13 +56,17 @@ def argument_expression(session: Session, arg_source: Source):
 
 
 def cmd_help(session: Session, arg, arg_source) -> None:
+    if arg:
+        session.write(help_for(session, arg))
+        return
     lines = ["Enter arr statements, expressions and definitions; an expression's value is shown with its type.",
              "A block (`def`, `for`, `if`, ...) ends with a blank line. `x = e` binds a value that functions",
              "may use like a `const`; redefining anything takes effect everywhere at once.", "",
              "Commands:"]
     for c, command in COMMANDS.items():
         lines.append(f"  {(c + ' ' + command.argument).ljust(18)} {command.help}")
-    lines += ["", f"guards: {session.guards or 'off'}; device: {session.device}"]
+    lines += ["", "`:help NAME` tells about a function, value, builtin, dtype, command or code (E0203).",
+              f"guards: {session.guards or 'off'}; device: {session.device}"]
     if session.bindings:
         lines.append("values: " + ", ".join(f"{n}: {b.type}" for n, b in session.bindings.items()))
     defs = [n for n, it in session.items.items() if it.kind != "cell"]
@@ -70,11 +75,52 @@ def cmd_help(session: Session, arg, arg_source) -> None:
     session.write("\n".join(lines) + "\n")
 
 
+def help_for(session: Session, arg: str) -> str:
+    """`:help NAME`: the session's function or value, a command, else what help.py knows of the name."""
+    if arg in session.items or arg in session.bindings:
+        text = session.describe_name(arg)
+        item = session.items.get(arg)
+        if item is not None:
+            kind = "a function" if item.kind == "def" else "a constant"
+            text += f"  {kind} defined at {item.where}\n"
+        else:
+            text += "  a value of this session\n"
+        return text
+    command = ALIASES.get(arg, arg) if arg.startswith(":") else ALIASES.get(":" + arg, ":" + arg)
+    if command in COMMANDS and (arg.startswith(":") or help_text(arg) is None):
+        c = COMMANDS[command]
+        aliases = [a for a, to in ALIASES.items() if to == command]
+        return f"{command} {c.argument}".rstrip() + f"\n  {c.help}" + \
+            (f" (also {', '.join(aliases)})" if aliases else "") + "\n"
+    text = help_text(arg)
+    if text is None:
+        known = list(session.items) + list(session.bindings) + list(COMMANDS)
+        raise usage_error(f"nothing is called `{arg}`{suggestion(arg, known)}; `:help` lists the commands")
+    return text
+
+
 def cmd_type(session: Session, arg, arg_source) -> None:
     if arg.isidentifier() and (arg in session.items or arg in session.bindings):
         session.write(session.describe_name(arg))
         return
-    session.write(argument_expression(session, arg_source).signature.split("-> ", 1)[1] + "\n")
+    builtin = type_text(arg) if arg.lstrip(".").isidentifier() else None
+    if builtin is not None:
+        session.write(builtin)
+        return
+    try:
+        fn = argument_expression(session, arg_source)
+    except StaticValue as static:
+        session.write(static.type + "\n")
+        return
+    session.write(result_type(fn) + "\n")
+
+
+def result_type(fn) -> str:
+    """The type of a function's result(s) as a cell shows it: `f32[3]`, `(i32, f32)`, a tuple of one `(i32,)`."""
+    sig = fn._sig
+    if sig.tuple_result and len(sig.results) == 1:
+        return f"({sig.results[0]},)"
+    return fn.signature.split("-> ", 1)[1]
 
 
 def _function_and_types(session: Session, arg, arg_source, command: str):
@@ -216,7 +262,7 @@ def cmd_quit(session: Session, arg, arg_source) -> None:
 
 
 COMMANDS = {
-    ":help": Command("", "this help", cmd_help),
+    ":help": Command("NAME", "this help; with a NAME, about that name", cmd_help, optional=True),
     ":type": Command("EXPR", "the type of an expression or the signature of a function (nothing runs)", cmd_type),
     ":mlir": Command("EXPR|FN", "StableHLO of an expression or function, with source locations", cmd_mlir),
     ":hlo": Command("EXPR", "XLA's optimized HLO for an expression, on the current device", cmd_hlo),

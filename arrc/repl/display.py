@@ -36,13 +36,15 @@ def value_str(value, width: int = 75, indent: int = 0) -> str:
 
 
 def show(values: list[np.ndarray], tuple_result: bool, width: int = 75) -> str:
-    """`f32[3] = [1. 2. 3.]`; a tuple `(i32, f32[2]) = (1, [1. 2.])`, or one value a line if long."""
+    """`f32[3] = [1. 2. 3.]`; a tuple `(i32, f32[2]) = (1, [1. 2.])` (of one: `(i32,) = (3,)`), or one
+    value a line if long."""
     if not tuple_result:
         head = f"{type_str(values[0])} = "
         return head + value_str(values[0], width, len(head)) + "\n"
-    types = "(" + ", ".join(type_str(v) for v in values) + ")"
+    one = "," if len(values) == 1 else ""      # a tuple of one, as Python writes it: `(3,)`
+    types = "(" + ", ".join(type_str(v) for v in values) + one + ")"
     texts = [value_str(v, width) for v in values]
-    line = f"{types} = (" + ", ".join(texts) + ")"
+    line = f"{types} = (" + ", ".join(texts) + one + ")"
     if all("\n" not in t for t in texts) and len(line) <= width:
         return line + "\n"
     return f"{types} =\n" + "".join("  " + value_str(v, width, 2) + "\n" for v in values)

@@ -26,6 +26,16 @@ class CellError(Exception):
         self.diagnostic = diagnostic
 
 
+class StaticValue(CellError):
+    """An expression whose value is known without running anything and is no array (`x.dtype`): `shown` is
+    how a cell shows it; elsewhere (`d = x.dtype`) it fails as `failure` (E0210) does."""
+
+    def __init__(self, type: str, shown: str, failure: CellError):
+        super().__init__(failure.text, failure.code, failure.diagnostic)
+        self.type = type                      # what `:type` says: `dtype`, `()`
+        self.shown = f"{type} = {shown}\n"
+
+
 def usage_error(text: str) -> CellError:
     return CellError(f"error: {text}", EXIT_USAGE, diagnostic=False)
 

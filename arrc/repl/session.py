@@ -34,14 +34,31 @@ from arrc.lexer import BUILTIN_NAMES
 from arrc.runtime.reports import GuardError
 
 from .cells import split_cells
-from .commands import run_command
+from .commands import load_file, run_command
 from .display import show
-from .items import CELL_FN, CELL_LABEL, Binding, CellError, Item, assigned_names, cell_function
+from .items import CELL_FN, CELL_LABEL, Binding, CellError, Item, StaticValue, assigned_names, cell_function
 from .items import item_deps, names_used, span_text
+from .reports import reported
 
 KEYWORDS = tuple(sorted(RESERVED_WORDS))
 RESERVED = set(KEYWORDS) | set(DTYPES) | set(NAMED_CONSTANTS) | set(BUILTIN_NAMES)
 MAX_MODULES, MAX_EXPRESSIONS = 64, 256      # compiled code kept, least recently used dropped first
+
+
+def static_value(mod, tree, source: Source, failure: CellError) -> None:
+    """Raise StaticValue for an expression that is no array but is shown all the same: a dtype, as NumPy
+    prints one (`x.dtype` is `float32`). Returns for anything else (`failure`, E0210, stands)."""
+    from arrc.compiler.program import expression_value
+    from arrc.compiler.values import DTypeVal, TupleVal
+    try:
+        value = expression_value(mod._program, tree, {source.name: source})
+    except CompileError:
+        return
+    if isinstance(value, TupleVal) and not value.items:
+        raise StaticValue("()", "()", failure)
+    if isinstance(value, DTypeVal):
+        name = "key<fry>" if value.dtype.is_key else np.dtype(value.dtype.np).name
+        raise StaticValue("dtype", name, failure)
 
 
 def host_value(value):
@@ -53,8 +70,9 @@ class Session:
     """One REPL session: its items, bindings and settings; `run(text)` runs one cell and prints."""
 
     def __init__(self, out=None, width: int = 75, color: bool = False, guards: str | None = None,
-                 device: str = "cpu"):
+                 device: str = "cpu", err=None):
         self.out = out if out is not None else sys.stdout
+        self.err = err if err is not None else self.out     # diagnostics, notes, `interrupted`
         self.width = width
         self.color = color
         self.guards = guards
@@ -76,14 +94,22 @@ class Session:
 
     # ---- output ------------------------------------------------------------------------------
     def write(self, text: str) -> None:
+        """Results: values, what commands show, what the program prints."""
         self.out.write(text)
         self.out.flush()
+
+    def write_err(self, text: str) -> None:
+        """Errors, warnings and notes: stderr when piped (`arrc repl < s.arr > out.txt` keeps only values)."""
+        if self.err is not self.out:
+            self.out.flush()
+        self.err.write(text)
+        self.err.flush()
 
     def write_diagnostics(self, text: str) -> None:
         if self.color:
             from arrc.lexer import colorize_diagnostics
             text = colorize_diagnostics(text)
-        self.write(text)
+        self.write_err(text)
 
     def render(self, diags: list[Diagnostic]) -> str:
         return render_all(diags, self.sources)
@@ -99,7 +125,7 @@ class Session:
     def runtime_error(self, err: Exception) -> CellError:
         diag = getattr(err, "diagnostic", None)
         if isinstance(diag, Diagnostic):
-            return CellError(self.render([diag]), EXIT_RUNTIME)
+            return CellError(self.render([reported(diag, self.sources)]), EXIT_RUNTIME)
         return CellError(str(err), EXIT_RUNTIME)
 
     # ---- running cells -------------------------------------------------------------------------
@@ -121,14 +147,22 @@ class Session:
         self.cells += 1
         source = Source(f"<cell {self.cells}>", text)
         self.sources[source.name] = source
+        if text.lstrip().startswith(":"):
+            return self.guarded(run_command, self, source)
+        return self.guarded(self.statement, source)
+
+    def load(self, path: str) -> bool:
+        """`arrc repl FILE`: load a file as `:load` does, without taking a cell number (the first cell typed
+        is `<cell 1>`)."""
+        return self.guarded(load_file, self, path)
+
+    def guarded(self, fn, *args) -> bool:
+        """`fn(*args)` with every failure shown (never a traceback); whether it succeeded."""
         try:
-            if text.lstrip().startswith(":"):
-                run_command(self, source)
-            else:
-                self.statement(source)
+            fn(*args)
             return True
         except CellError as err:
-            (self.write_diagnostics if err.diagnostic else self.write)(err.text)
+            (self.write_diagnostics if err.diagnostic else self.write_err)(err.text)
             return self.failed(err.code)
         except CompileError as err:
             self.write_diagnostics(self.compile_error(err).text)
@@ -139,17 +173,17 @@ class Session:
             # same types: the session's compiled code is dropped, so later cells compile their own.
             self._modules.clear()
             self._exprs.clear()
-            self.write("interrupted\n")
+            self.write_err("interrupted\n")
             return self.failed(EXIT_RUNTIME)
         except RecursionError:
-            self.write("error: this cell is nested too deeply\n")
+            self.write_err("error: this cell is nested too deeply\n")
             return self.failed(EXIT_COMPILE)
         except Exception as err:               # a bug or an unexpected failure: no traceback
             detail = str(err).strip().splitlines()
             first = detail[0] if detail else ""
             if type(err).__name__ == "DeviceUnavailable" or isinstance(err, MemoryError) \
                     or first.startswith("RESOURCE_EXHAUSTED"):
-                self.write(f"error: {first}\n")           # e.g. out of device memory
+                self.write_err(f"error: {first}\n")       # e.g. out of device memory
                 return self.failed(EXIT_RUNTIME)
             self.write_diagnostics(render_all([internal_error(err)], {}))    # E0601, as `arrc` reports it
             return self.failed(EXIT_INTERNAL)
@@ -176,7 +210,11 @@ class Session:
             if isinstance(expr, ast.Name) and expr.id in self.items and self.items[expr.id].kind == "def":
                 self.write(self.describe_name(expr.id))
                 return
-            values, tuple_result = self.evaluate(expr, source)
+            try:
+                values, tuple_result = self.evaluate(expr, source)
+            except StaticValue as static:           # `x.dtype`: known without running anything
+                self.write(static.shown)
+                return
             self.write(show(values, tuple_result, self.width))
         elif isinstance(stmt, ast.Assign) and all(isinstance(t, ast.NameTarget) for t in stmt.targets):
             self.assign(stmt, source)
@@ -208,6 +246,15 @@ class Session:
         names = [t.name for t in stmt.targets]
         if len(names) > 1 and not tuple_result and values[0].ndim and len(values[0]) == len(names):
             values, tuple_result = [host_value(row) for row in values[0]], True     # by rows, as in a function
+        between = Span(source.name, stmt.targets[-1].span.end_line, stmt.targets[-1].span.end_col,
+                       stmt.value.span.line, stmt.value.span.col)
+        if len(names) == 1 and tuple_result and "," not in span_text(source, between):   # (`t, = e` unpacks)
+            count = len(values)
+            unpack = ", ".join(f"{names[0]}{i}" for i in range(count)) + ("," if count == 1 else "")
+            raise self.error(Diagnostic(
+                "E0209", f"`{names[0]}` cannot hold a tuple: a binding is one array", stmt.targets[0].span,
+                "one array", [Label(stmt.value.span, f"this is a tuple of {count} value(s)")],
+                help=f"unpack it into names: `{unpack} = {span_text(source, stmt.value.span)}`"))
         if len(names) > 1 or tuple_result:
             count = len(values) if tuple_result else 1
             if not tuple_result or count != len(names):
@@ -221,7 +268,7 @@ class Session:
         for name, value in values.items():
             replaced = self.items.pop(name, None)
             if replaced is not None:
-                self.write(f"note: `{name}` was a {'function' if replaced.kind == 'def' else 'constant'}; "
+                self.write_err(f"note: `{name}` was a {'function' if replaced.kind == 'def' else 'constant'}; "
                            f"it is now a value\n")
             self.bindings[name] = Binding(name, host_value(value), self.next_serial())
         self.check_dependents(set(values))
@@ -255,7 +302,7 @@ class Session:
         for name in new_names:
             if name in self.bindings:
                 del self.bindings[name]
-                self.write(f"note: `{name}` was a value; it is now a "
+                self.write_err(f"note: `{name}` was a value; it is now a "
                            f"{'function' if any(i.name == name and i.kind == 'def' for i in new) else 'constant'}\n")
             self.items.pop(name, None)
         for it in new:
@@ -273,7 +320,7 @@ class Session:
             self.module(set(broken_by))
         except CellError as err:
             if not err.diagnostic:
-                self.write(err.text.replace("error: ", "warning: ", 1))
+                self.write_err(err.text.replace("error: ", "warning: ", 1))
                 return
             names = ", ".join(f"`{n}`" for n in broken_by)
             self.write_diagnostics(f"warning: after this change, {names} do{'es' if len(broken_by) == 1 else ''} "
@@ -334,7 +381,10 @@ class Session:
             try:
                 fn = mod.expression(tree, source, label=CELL_LABEL)
             except CompileError as err:
-                raise self.compile_error(err) from None
+                failure = self.compile_error(err)
+                if [d.code for d in err.diagnostics] == ["E0210"]:
+                    static_value(mod, tree, source, failure)
+                raise failure from None
         return fn, key
 
     def evaluate(self, tree, source: Source) -> tuple[list, bool]:
@@ -395,7 +445,7 @@ class Session:
             self.bind(dict(zip(carried, values)))
         if new_locals:
             names = ", ".join(f"`{n}`" for n in new_locals)
-            self.write(f"note: {names} stayed local to this block; bind a name before the block "
+            self.write_err(f"note: {names} stayed local to this block; bind a name before the block "
                        f"(`{new_locals[0]} = ...`) to keep its value\n")
 
     def describe_name(self, name: str) -> str:

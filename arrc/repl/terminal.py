@@ -145,13 +145,20 @@ def run_interactive(session: Session, input=None, output=None, history: bool = T
 
     from arrc.lexer import ArrReplLexer
 
+    class Stripped(FileHistory):
+        """The history file, each entry without the indentation of the blank line that ended its block
+        and without spaces at line ends (what Up brings back is what ran)."""
+
+        def append_string(self, string: str) -> None:
+            super().append_string(stripped(string))
+
     hist = InMemoryHistory()
     if history:
         path = history_path()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch(exist_ok=True)
-            hist = FileHistory(str(path))
+            hist = Stripped(str(path))
         except OSError:
             pass
     prompt = PromptSession(
@@ -169,6 +176,11 @@ def run_interactive(session: Session, input=None, output=None, history: bool = T
             break
         session.run(text)
     return EXIT_OK
+
+
+def stripped(text: str) -> str:
+    """A cell as the history keeps it: no trailing blank lines, no spaces at line ends."""
+    return "\n".join(line.rstrip() for line in text.rstrip().split("\n"))
 
 
 def run_piped(session: Session, stdin) -> int:
@@ -196,9 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None, stdin=None, stdout=None) -> int:
+def main(argv: list[str] | None = None, stdin=None, stdout=None, stderr=None) -> int:
     """`arrc repl [FILE...] [--guards KINDS] [--device NAME]`: a prompt on a terminal, else a script
-    from stdin. Returns the exit status."""
+    from stdin: values on stdout, diagnostics and notes on stderr. Returns the exit status."""
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exit_:
@@ -210,16 +222,17 @@ def main(argv: list[str] | None = None, stdin=None, stdout=None) -> int:
         import shutil
         width = max(40, shutil.get_terminal_size().columns - 1)
     color = interactive and not args.no_color and not os.environ.get("NO_COLOR")
-    session = Session(out, width=width, color=color)
+    err = stderr if stderr is not None else sys.stderr
+    session = Session(out, width=width, color=color, err=err)
     quiet = Session(io.StringIO())              # checks the settings, prints nothing when they are fine
     for text in ([f":guards {args.guards}"] if args.guards else []) + \
                 ([f":device {args.device}"] if args.device != "cpu" else []):
         if not quiet.run_cell(text):
-            sys.stderr.write(quiet.out.getvalue())
+            err.write(quiet.out.getvalue())
             return EXIT_USAGE
     session.guards, session.device = quiet.guards, quiet.device
     for path in args.files:
-        session.run_cell(f":load {path}")
+        session.load(path)
     try:
         if interactive:
             return run_interactive(session, history=not args.no_history)
