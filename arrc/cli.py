@@ -161,7 +161,7 @@ def portable_artifact(lowered) -> bytes:
 def emit(lowered, kind: str) -> str | bytes:
     """The lowered function as StableHLO text (with locations), MLIR bytecode or a portable artifact."""
     if kind in ("stablehlo", "guarded"):
-        return lowered.as_text()
+        return lowered.as_text(debug_info=True)
     if kind == "mlirbc":
         return lowered.as_bytecode()
     return portable_artifact(lowered)

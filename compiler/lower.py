@@ -36,8 +36,9 @@ class Lowered:
         self.tuple_result = tuple_result
         self.warnings = warnings
 
-    def as_text(self, debug_info: bool = True) -> str:
-        """StableHLO text; `debug_info` keeps the source locations."""
+    def as_text(self, debug_info: bool = False) -> str:
+        """StableHLO text; `debug_info=True` keeps the source locations (off by default, as JAX's
+        `Lowered.as_text()`: printing them costs as much as a third of the front end on long programs)."""
         with self.context:
             return self.module.operation.get_asm(enable_debug_info=debug_info)
 

@@ -80,7 +80,7 @@ def test_the_mse_loss_of_the_spec():
     assert g.signature == "(w: f64[d], x: f64[b, d], y: f64[b]) -> f64[d]"
     np.testing.assert_allclose(g(w, x, y), jax.grad(lambda w: jnp.mean((x @ w - y) ** 2))(w), rtol=1e-12)
     lowered = g.lower(arrc.spec("f64[3]"), arrc.spec("f64[5, 3]"), arrc.spec("f64[5]"))
-    assert "vjp(dot_general)" in lowered.as_text()          # adjoint ops are named after their forward op
+    assert "vjp(dot_general)" in lowered.as_text(debug_info=True)          # adjoint ops are named after their forward op
 
 
 def test_second_derivatives():

@@ -63,13 +63,13 @@ module {
 
 def test_generated_statements_lower_to_the_same_text():
     mod = arrc.loads(GENERATED)
-    text = mod.main.lower(arrc.spec("f32[64]"), arrc.spec("f32[64]")).as_text()
+    text = mod.main.lower(arrc.spec("f32[64]"), arrc.spec("f32[64]")).as_text(debug_info=True)
     assert text == GENERATED_TEXT
 
 
 def test_module_constant_takes_the_location_of_its_use():
     mod = arrc.loads("const K: f32 = 2.5\n\ndef f(x: f32[n]) -> f32[n]:\n    return x * K\n")
-    text = mod.f.lower(arrc.spec(F32_3)).as_text()
+    text = mod.f.lower(arrc.spec(F32_3)).as_text(debug_info=True)
     [const_line] = [line for line in text.splitlines() if "stablehlo.constant" in line]
     loc = const_line.rsplit("loc(", 1)[1].rstrip(")")
     assert f'{loc} = loc("name"(' in text, text
@@ -78,7 +78,7 @@ def test_module_constant_takes_the_location_of_its_use():
 def test_inlined_ops_carry_call_site_locations():
     mod = arrc.loads("def g(x: f32[n]) -> f32[n]:\n    return exp(x)\n\n"
                      "def f(x: f32[n]) -> f32[n]:\n    return g(x) + 1.0\n")
-    text = mod.f.lower(arrc.spec(F32_3)).as_text()
+    text = mod.f.lower(arrc.spec(F32_3)).as_text(debug_info=True)
     assert 'callsite(' in text and 'loc("g"(' in text and 'loc("exp"(' in text, text
 
 

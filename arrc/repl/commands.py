@@ -150,7 +150,7 @@ def prepared(session: Session, fn, types):
 
 def cmd_mlir(session: Session, arg, arg_source) -> None:
     lowered = prepared(session, *_function_and_types(session, arg, arg_source, ":mlir"))
-    session.write(lowered.as_text())
+    session.write(lowered.as_text(debug_info=True))
 
 
 def cmd_hlo(session: Session, arg, arg_source) -> None:
