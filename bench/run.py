@@ -6,7 +6,9 @@
 
 Prints one table per section and writes everything (all samples) to bench/results/<time>.json and
 bench/results/latest.json. Ratios are arrc / JAX of medians; a target is met when the ratio is at most
-the target. See docs/performance.md for what each figure means and the results of a run.
+the target. Each comparison also times one contender against itself in the same rounds (the run rows'
+`aa` column, JAX's median over its own again; the "again (A/A)" rows): how far that is from 1.000 is the
+noise of this run, the band within which a ratio says nothing. See docs/performance.md for what each figure means and the results of a run.
 """
 from __future__ import annotations
 
@@ -190,12 +192,13 @@ def bench_program(p: P.Program, report: Report, args) -> None:
     with x64(p.x64):
         jf = jax_compiled["last"] if big else jax.jit(p.jax_fn)   # big: reuse the compile above
         dev = [jax.device_put(a) for a in inputs]
-        contenders = {"arrc": lambda: fn(*dev), "jax": lambda: jf(*dev)}
+        contenders = {"arrc": lambda: fn(*dev), "jax": lambda: jf(*dev), "jax again": lambda: jf(*dev)}
         _check_same(p, contenders)
         run = interleaved(contenders, args.budget_s)
     ra, rj = run["arrc"]["median"], run["jax"]["median"]
     report.row("run", program=p.name, arrc=fmt_time(ra), jax=fmt_time(rj), ratio=ra / rj,
-               arrc_min=fmt_time(run["arrc"]["min"]), jax_min=fmt_time(run["jax"]["min"]), _raw=run)
+               aa=run["jax again"]["median"] / rj, arrc_min=fmt_time(run["arrc"]["min"]),
+               jax_min=fmt_time(run["jax"]["min"]), _raw=run)
     report.target(f"run time: {p.name}", ra / rj, TARGET_GRAD if "grad" in p.tags else TARGET_RUN)
 
     if "overhead" in p.tags:
@@ -230,6 +233,7 @@ def bench_overhead(p, fn, jf, inputs, dev, report: Report, args) -> None:
     for kind, xs in (("numpy", inputs), ("device", dev)):
         contenders = {
             "jax.jit": lambda xs=xs: jf(*xs),
+            "jax.jit again (A/A)": lambda xs=xs: jf(*xs),
             "arrc f(x, y)": lambda xs=xs: fn(*xs),
             "arrc Executable": lambda xs=xs: exe(xs),
         }
@@ -270,6 +274,7 @@ def bench_guards(p: P.Program, inputs, report: Report, args) -> None:
 
     contenders = {
         "arrc unguarded": lambda: plain(*dev),
+        "arrc unguarded again (A/A)": lambda: plain(*dev),
         'arrc guards="nan,inf"': lambda: guarded(*dev),
         "jax.jit": lambda: jf(*dev),
         "jax checkify float_checks": lambda: checked(*dev)[1],
