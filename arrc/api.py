@@ -400,6 +400,8 @@ class Function:
             if k in by_name:
                 raise ArgumentError(f"{self.name}() got `{k}` twice")
             by_name[k] = v
+        for name, (_, value, _) in self._sig.defaults.items():
+            by_name.setdefault(name, value)
         missing = [p[0] for p in params if p[0] not in by_name]
         if missing:
             raise ArgumentError(f"{self.name}() is missing argument `{missing[0]}`")

@@ -533,7 +533,7 @@ def check_parameters(fn: arrc.Function, values: dict[str, object]) -> None:
         have = ", ".join(names) or "none"
         raise UsageError(f"`{fn.name}{fn.signature}` has no parameter `{unknown[0]}`{did_you_mean(unknown[0], names)}"
                          f" (parameters: {have})")
-    missing = [(n, t) for n, t, _ in fn._sig.params if n not in values]
+    missing = [(n, t) for n, t, _ in fn._sig.params if n not in values and n not in fn._sig.defaults]
     if missing:
         example = " ".join(example_arg(n, t) for n, t in missing)
         raise UsageError(f"`{fn.name}{fn.signature}` needs --arg {', '.join(n for n, _ in missing)}: "

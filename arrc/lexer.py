@@ -27,6 +27,8 @@ BUILTIN_NAMES = tuple(sorted(n for n in BUILTINS if n[:1].isalpha()))
 ATTRIBUTES = tuple(sorted(n[1:] for n in BUILTINS if n.startswith(".")))
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+_DIGITS = r"[0-9](_?[0-9])*"                  # `1_000_000`, as grammar/arr.lark's DIGITS
+_FLOAT = rf"({_DIGITS}\.({_DIGITS})?|\.{_DIGITS})([eE][+-]?{_DIGITS})?|{_DIGITS}[eE][+-]?{_DIGITS}"
 
 
 class ArrLexer(RegexLexer):
@@ -52,11 +54,14 @@ class ArrLexer(RegexLexer):
             (words(DTYPE_NAMES, suffix=r"\b"), Keyword.Type),
             (r"(\.)(" + _IDENT + ")", bygroups(Punctuation, Name.Attribute)),
             (words(BUILTIN_NAMES, prefix=r"(?<![\w.])", suffix=r"\b"), Name.Builtin),
-            (r"([0-9]+\.[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+", Number.Float),
-            (r"[0-9]+", Number.Integer),
+            (r"0[xX](_?[0-9a-fA-F])+", Number.Hex),
+            (r"0[oO](_?[0-7])+", Number.Oct),
+            (r"0[bB](_?[01])+", Number.Bin),
+            (_FLOAT, Number.Float),
+            (_DIGITS, Number.Integer),
             (r"->", Punctuation),
-            (r"\*\*|//|[-+*/%@&|^~]=?|==|!=|<=|>=|[<>=]", Operator),
-            (r"\.\.\.|[()\[\]{},:.]", Punctuation),
+            (r"\*\*|//|<<=?|>>=?|[-+*/%@&|^~]=?|==|!=|<=|>=|[<>=]", Operator),
+            (r"\.\.\.|[()\[\]{},:;.]", Punctuation),
             (_IDENT, Name),
             (r".", Text),
         ],

@@ -37,6 +37,7 @@ SAFE_DIVISOR = "arrc.safe_divisor"    # a divide/remainder whose divisor is neve
 DIV0 = "arrc.div0"                    # the select that replaces a zero divisor: the div0 guard's site
 WRAPPED_INDEX = "arrc.wrapped_index"  # a negative index wrapped by the size: bounds checks the original
 CLAMPED_INDEX = "arrc.clamped_index"  # an index clamped into range: bounds checks it before the clamp
+IN_BOUNDS = "arrc.in_bounds"          # a dynamic slice/update whose starts are in range by construction
 COUNTED = "arrc.counted"              # on a stablehlo.while: its last carried value counts its iterations
 FORWARD_ID = "arrc.forward_id"        # on a differentiated op: the id its adjoints' `vjp(<op>)#<id>` locations name
 FORWARD_LABEL = "forward:"             # a guard report's label prefix for an operand of that forward op

@@ -228,6 +228,7 @@ class While(Node):
 class Param(Node):
     name: str = ""
     type: TypeExpr = None
+    default: Optional["Expr"] = None    # `eps: f32 = 1e-6`: a compile-time constant (check.py)
 
 
 @dataclass(frozen=True)
@@ -286,8 +287,8 @@ def dump(node, indent: int = 0) -> str:
     head = f"{pad}{type(node).__name__}" + (f" @{s.line}:{s.col}-{s.end_line}:{s.end_col}" if s else "")
     lines = [head]
     for name, value in vars(node).items():
-        if name == "span":
-            continue
+        if name == "span" or (name == "default" and value is None and isinstance(node, Param)):
+            continue                    # (a parameter without a default shows as it did before defaults)
         if isinstance(value, Node) or (isinstance(value, tuple) and value and any(isinstance(v, Node) for v in value)):
             lines.append(f"{pad}  {name}:")
             lines.append(dump(value, indent + 2))

@@ -26,6 +26,7 @@ from .control import ControlFlow
 from .values import POISON, ArrError, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe
 
 NAMED_CONSTANTS = {"nan": float("nan"), "inf": float("inf"), "pi": float(np.pi)}
+NEWAXIS_NAMES = ("None", "newaxis")      # as an index, a new axis of size 1 (NumPy's `None`, `np.newaxis`)
 
 
 def named_constant_binding(name: str, span, what: str = "assign to {}") -> Diagnostic | None:
@@ -47,9 +48,11 @@ class Signature:
     result_spans: list
     tuple_result: bool
     shape_vars: list        # in order of first appearance
+    defaults: dict = field(default_factory=dict)    # parameter name -> (its default's AST, NumPy value, text)
 
     def __str__(self) -> str:
-        params = ", ".join(f"{n}: {t}" for n, t, _ in self.params)
+        params = ", ".join(f"{n}: {t}" + (f" = {self.defaults[n][2]}" if n in self.defaults else "")
+                           for n, t, _ in self.params)
         res = ", ".join(str(t) for t in self.results)
         return f"({params}) -> " + (f"({res})" if self.tuple_result else res)
 
@@ -79,11 +82,14 @@ def dim_of(expr, consts: dict, shape_vars: list | None, file_errors: list) -> Di
         return lhs - rhs
     if expr.op == "*":
         return lhs * rhs
-    out = lhs.floordiv(rhs)
-    if out is None:
-        file_errors.append(ArrError("E0205", f"`{lhs} // {rhs}` is not a whole polynomial", expr.span,
-                                    "cannot divide", help="make the divided dimension a shape variable").diag)
-    return out
+    if rhs == 0:
+        file_errors.append(ArrError("E0205", f"`{lhs} // {rhs}` divides a dimension by zero", expr.span,
+                                    "division by zero", help="divide by a positive literal, `const` or shape "
+                                                             "variable").diag)
+        return None
+    # Floor division, as `//` on integers: a polynomial where it is exact (`2 * n // 2` is n), else an opaque
+    # dimension decided when the shape variables are known (`dm // h` with dm = 64, h = 8 is 8).
+    return Dim.quotient(lhs, rhs)
 
 
 def type_of(texpr: ast.TypeExpr, consts: dict, shape_vars: list | None, errors: list) -> ArrayType | None:
@@ -93,6 +99,8 @@ def type_of(texpr: ast.TypeExpr, consts: dict, shape_vars: list | None, errors: 
         errors.append(ArrError("E0205", f"unknown dtype `{texpr.dtype}`", texpr.span, "not a dtype",
                                help=f"did you mean `{close[0]}`?" if close else
                                "dtypes are " + " ".join(TYPE_NAMES)).diag)
+        for d in texpr.dims or ():           # its shape variables are still bound (no E0206 at the result)
+            dim_of(d, consts, shape_vars, [])
         return None
     dims = []
     for d in texpr.dims or ():
@@ -210,6 +218,8 @@ class FunctionWalk(ControlFlow):
     # -- entry ------------------------------------------------------------------------
     def run(self, param_values: list) -> list | None:
         sig = self.program.signatures[self.fn.name]
+        if not self.is_lowering:
+            self._refuse_unbindable_quotients(sig)
         for var in sig.shape_vars:
             value = Dim.const(self.bindings[var]) if var in self.bindings else Dim.var(var)
             self.env[var] = Val(ArrayType(I32, (), weak=True), None, value)
@@ -224,6 +234,28 @@ class FunctionWalk(ControlFlow):
                                  labels=[Label(self.fn.name_span, f"declared to return {self._declared()}")],
                                  help="end the function with `return <value>`").diag)
         return self.returned
+
+    def _refuse_unbindable_quotients(self, sig: Signature) -> None:
+        """E0206 for shape variables that the parameter types use only inside a `//` (`x: f32[n // 2]`):
+        an argument's length cannot tell n (6 and 7 both halve to 3), so no call could bind them."""
+        bound = {v for _, t, _ in sig.params for d in t.shape for v in d.atoms}
+        for (name, t, span) in sig.params:
+            unbound = sorted(set().union(*(d.variables for d in t.shape)) - bound)
+            if not unbound:
+                continue
+            names = " and ".join(f"`{v}`" for v in unbound)
+            them = "them" if len(unbound) > 1 else "it"
+            dims = " and ".join(f"`{d}`" for d in t.shape if d.variables & set(unbound))
+            self.report(ArrError("E0206", f"shape variable{'s' if len(unbound) > 1 else ''} {names} of `{name}` "
+                                          f"{'are' if len(unbound) > 1 else 'is'} used only inside `//`, which "
+                                          f"cannot bind {them}", span, f"no parameter binds {names}",
+                                 notes=[f"an argument's length is {dims} rounded down, which does not tell "
+                                        + " or ".join(f"`{v}`" for v in unbound)],
+                                 help=f"give {names} as {'dimensions' if len(unbound) > 1 else 'a dimension'} of "
+                                      f"{'their' if len(unbound) > 1 else 'its'} own in a parameter type, or name "
+                                      f"this dimension (e.g. `{name}: {t.dtype}[m]`)"
+                                 ).diag)
+            bound |= set(unbound)
 
     def _error_near_a_return(self) -> bool:
         """Whether an error was reported inside a statement of the body that holds a `return` (a run-time `if`
@@ -331,7 +363,9 @@ class FunctionWalk(ControlFlow):
 
     def stmt_Assign(self, stmt) -> None:
         value = self.eval(stmt.value)
-        if len(stmt.targets) == 1:
+        if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.IndexTarget):
+            self.assign_index(stmt.targets[0], value, stmt.value.span)
+        elif len(stmt.targets) == 1:
             self.assign(stmt.targets[0], value)
         else:
             self._unpack(stmt.targets, value, stmt.value)
@@ -381,8 +415,9 @@ class FunctionWalk(ControlFlow):
     def _is_shape_var(self, name: str) -> bool:
         return name in self.program.signatures[self.fn.name].shape_vars
 
-    def assign_index(self, target: ast.IndexTarget, value) -> None:
-        """`x[...] = value` rebinds the local `x` to an updated copy (callers never see the change)."""
+    def assign_index(self, target: ast.IndexTarget, value, value_span=None) -> None:
+        """`x[...] = value` rebinds the local `x` to an updated copy (callers never see the change);
+        `value_span`: where the value is written, for diagnostics about it."""
         if not isinstance(target.base, ast.Name):
             raise ArrError("E0105", "only a local variable can be updated by index", target.base.span,
                            "not a plain name", help="assign the inner value to a local first")
@@ -394,7 +429,7 @@ class FunctionWalk(ControlFlow):
         from .ops_index import update
         with self.location(target, "update"):
             cx = CallCx(self, target, [target.base.span], {})
-            new = update(cx, current, subs, value)
+            new = update(cx, current, subs, value, value_span)
         self.assign(ast.NameTarget(target.base.span, target.base.id), new)
 
     def stmt_AugAssign(self, stmt) -> None:
@@ -403,7 +438,7 @@ class FunctionWalk(ControlFlow):
             rhs = self.eval(stmt.value)
             with self.location(stmt, stmt.op):
                 value = self.apply_operator(stmt.op, [current, rhs], stmt, [stmt.target.span, stmt.value.span])
-            self.assign_index(stmt.target, value)
+            self.assign_index(stmt.target, value, stmt.value.span)
             return
         current = self.eval(ast.Name(stmt.target.span, stmt.target.name))
         rhs = self.eval(stmt.value)
@@ -587,6 +622,9 @@ class FunctionWalk(ControlFlow):
                 subs.append(("slice", parts, s))
             elif isinstance(s, ast.EllipsisIndex):
                 subs.append(("...", None, s))
+            elif isinstance(s, ast.Name) and s.id in NEWAXIS_NAMES and s.id not in self.env and \
+                    s.id not in self.program.consts:
+                subs.append(("newaxis", None, s))       # `x[None, :]`, `x[:, newaxis]`: a new axis of size 1
             else:
                 subs.append(("index", self.eval(s), s))
         if any(isinstance(v, Poisoned) for _, v, _ in subs) or \
@@ -606,6 +644,8 @@ class FunctionWalk(ControlFlow):
         spans = [a.span for a in e.args]
         kw_spans = {k.name: k.span for k in e.kwargs}
         if isinstance(e.func, ast.Attribute) and (path := self._module_path(e.func)) is not None:
+            if self._unknown_again(".".join(path), e.func.span):
+                return POISON
             raise ArrError("E0101", f"unknown function `{'.'.join(path)}`", e.func.span, "not an arr function",
                            help=function_help(path[-1], self._function_names(), _first_arg(e), qualified=True))
         if isinstance(e.func, ast.Attribute):
@@ -627,16 +667,62 @@ class FunctionWalk(ControlFlow):
                 rule, args, spans = BUILTINS[".astype"], args + [DTypeVal(DTYPES[name])], spans + [e.func.span]
             else:
                 rule = BUILTINS.get(name)
+            if rule is None and name in self.program.functions:
+                return POISON       # a `def` whose signature has an error (reported there): its calls stay silent
             if rule is None or (rule.name.startswith(("__", ".")) and name not in DTYPES):
+                if self._unknown_again(name, e.func.span):
+                    return POISON
                 raise ArrError("E0101", f"unknown function `{name}`", e.func.span, "not defined",
                                help=function_help(name, self._function_names(), _first_arg(e)))
             if name in ("max", "min") and len(args) > 1:
                 _refuse_second_array(name, args[1], e.args[1].span)
         else:
-            raise ArrError("E0210", "only named functions can be called", e.func.span, "not callable")
+            message, label, help = self._not_callable(e.func)
+            raise ArrError("E0210", message, e.func.span, label, help=help)
         if POISON in args or POISON in kwargs.values():
             return POISON
         return self.call_builtin(rule, args, kwargs, e, spans, kw_spans)
+
+    def _not_callable(self, func) -> tuple:
+        """The message, label and help of E0210 for a call of `func`, not a name: what a JAX user meant by a
+        call of a call (`grad(loss)(w)` is arr's only one: LANGUAGE.md section 15)."""
+        inner = func.func if isinstance(func, ast.Call) else None
+        name = inner.id if isinstance(inner, ast.Name) else None
+        example = f"`{name}(f, (x,), " + ("(t,))`" if name == "jvp" else "ct)`")
+        if name in PUSH_PULL:
+            return (f"`{name}` does not return a function", f"`{name}` needs its arguments here",
+                    f"give `{name}` the function and its arguments in one call, as in JAX: {example}")
+        if name in self.program.signatures:
+            return (f"`{name}(...)` returns {_results_of(self.program.signatures[name])}, not a function",
+                    "not callable", "functions are not values in arr; only `grad(f)(...)` and "
+                                    "`value_and_grad(f)(...)` call the result of a call")
+        from .suggest import EQUIVALENTS
+        if name in EQUIVALENTS and EQUIVALENTS[name][1] and name not in BUILTINS:       # `vmap(f)(x)`, `jit(f)(x)`
+            return "only named functions can be called", f"`{name}` is not in arr", EQUIVALENTS[name][1]
+        close = difflib.get_close_matches(name or "", DERIVATIVES, 1, 0.6)
+        if close:
+            return ("only named functions can be called", "not callable",
+                    f"did you mean `{close[0]}`? `{close[0]}(f)(x)` differentiates the module function `f`")
+        return ("only named functions can be called", "not callable",
+                "call a builtin or a module function by its name; only `grad(f)(...)` and `value_and_grad(f)(...)` "
+                "call the result of a call")
+
+    def _unknown_again(self, name: str, span) -> bool:
+        """Whether the unknown function `name` was reported already in this compilation: then this use is
+        counted in a note of that first report instead of being reported again (`roll` called ten times is
+        one error, as one missing name is one fix)."""
+        first = next((d for d in self.reporter.diagnostics if d.code == "E0101" and
+                      d.message == f"unknown function `{name}`"), None)
+        if first is None:
+            return False
+        lines = self.reporter.repeated.setdefault(("E0101", name), [])
+        lines.append(span.line)
+        on = sorted(set(lines))
+        shown = ", ".join(map(str, on[:8])) + (", ..." if len(on) > 8 else "")
+        note = f"`{name}` is called {len(lines)} more time{'s' if len(lines) > 1 else ''} " \
+               f"(line{'s' if len(on) > 1 else ''} {shown}), not reported again"
+        first.notes[:] = [n for n in first.notes if not n.startswith(f"`{name}` is called ")] + [note]
+        return True
 
     def _method_form(self, e, base, args: list, spans: list):
         """`x.sum(axis=1)`, `x.reshape(2, 3)`, `x.flatten()`: NumPy's array methods, as the builtin of that name
@@ -669,6 +755,9 @@ class FunctionWalk(ControlFlow):
         with respect to its arguments `argnums` (an int: one array; a tuple: a tuple), after f's value for
         value_and_grad. Lowered by reverse mode over f's StableHLO (compiler/autodiff.py)."""
         inner, kind = e.func, e.func.func.id
+        if len(inner.args) > 1:
+            raise ArrError("E0103", f"`{kind}` takes the function alone by position", inner.args[1].span,
+                           "give `argnums` by keyword", help=f"write `{kind}(f, argnums=...)`, as in JAX")
         fname, sig = self._differentiated(kind, inner.args[0] if len(inner.args) == 1 else None,
                                           inner.args[0].span if inner.args else inner.span, f"`{kind}(loss)`")
         argnums, single, at = (0,), True, inner.span
@@ -702,6 +791,10 @@ class FunctionWalk(ControlFlow):
         if POISON in args:
             return POISON
         spans = [a.span for a in e.args]
+        left_out = [sig.defaults.get(p) for p, _, _ in sig.params[len(args):]]
+        if left_out and None not in left_out:           # trailing parameters with defaults, as in a call
+            args += [self.eval(d[0]) for d in left_out]
+            spans += [d[0].span for d in left_out]
         if len(args) != n:
             raise ArrError("E0103", f"`{fname}` takes {n} argument(s), {len(args)} given", e.span,
                            "wrong number of arguments", notes=[f"signature: {fname}{sig}"])
@@ -845,6 +938,9 @@ class FunctionWalk(ControlFlow):
         by_name = dict(zip(params, zip(ordered, arg_spans)))
         for kw, value in kwargs.items():
             by_name[kw] = (value, kw_spans[kw])
+        for p in params:
+            if p not in by_name and p in sig.defaults:     # (literals and consts: the caller's walk evaluates them)
+                by_name[p] = (self.eval(sig.defaults[p][0]), sig.defaults[p][0].span)
         missing = [p for p in params if p not in by_name]
         if missing:
             raise ArrError("E0103", f"missing argument `{missing[0]}` in call to `{name}`", node.span,

@@ -446,7 +446,8 @@ class ControlFlow:
             args = body_block.arguments
             if counter is not None:
                 with self.location(stmt, "for"):
-                    self.env[stmt.var] = Val(counter[3], _loop_value(args[0], first, step, counter[3].dtype))
+                    self.env[stmt.var] = Val(counter[3], _loop_value(args[0], first, step, counter[3].dtype),
+                                             range=_counter_range(*counter[:3]))
                 self.loop_counters.append(Val(ArrayType(U64, ()), args[0]))
             elif effectful:
                 self.loop_counters.append(Val(i64, args[0]))
@@ -523,6 +524,18 @@ def _outer_keys(before: dict, carried) -> set:
 
 def _as_u64(x: ir.Value, dt) -> ir.Value:
     return x if dt is U64 else hlo.bitcast_convert(emit.tensor_type((), U64), x)
+
+
+def _counter_range(start: Val, stop: Val, step: Val) -> tuple | None:
+    """(least, greatest) value of a `for` loop's variable where the bounds say (greatest None where only
+    the start and the step's sign are known: `range(n)`), for the index checks that it makes needless."""
+    s, e, t = (v.static_int for v in (start, stop, step))
+    if s is None or t is None or t == 0:
+        return None
+    if e is None:
+        return (s, None) if t > 0 else None
+    values = range(s, e, t)
+    return (min(values[0], values[-1]), max(values[0], values[-1])) if values else None
 
 
 def _loop_value(k: ir.Value, start: ir.Value, step: ir.Value, dt) -> ir.Value:

@@ -48,6 +48,7 @@ CODES: dict[str, str] = {
     "W0003": "a random key is used more than once",
     "W0004": "a loop differentiated by recomputation",
     "W0005": "a float literal too large for its dtype",
+    "W0006": "an integer sum can overflow its accumulator",
     "R0001": "NaN produced at run time",
     "R0002": "infinity produced at run time",
     "R0003": "index out of range at run time",
@@ -193,6 +194,7 @@ class Reporter:
     def __init__(self, werror: bool = False):
         self.diagnostics: list[Diagnostic] = []
         self.werror = werror
+        self.repeated: dict = {}     # (code, what) -> lines of the repeats counted in the first report's note
 
     def add(self, diag: Diagnostic) -> None:
         if diag.severity == "warning" and self.werror:

@@ -42,15 +42,15 @@ class BadLiteral(Exception):
 KEYWORDS = frozenset("def const return pass print assert if elif else for in range while and or not "
                      "true false".split())
 COMPARISONS = frozenset(("==", "!=", "<=", ">=", "<", ">"))
-AUG_OPS = frozenset(("+=", "-=", "*=", "/="))
+AUG_OPS = frozenset(("+=", "-=", "*=", "/=", "<<=", ">>="))
 UNARY = frozenset(("-", "+", "~"))
 TRAILERS = frozenset(("(", "[", ".", "**"))     # what may follow an atom in a factor
 NOT_LEVEL = 3
 COMPARISON_LEVEL = 4
 BINARY = {"or": 1, "and": 2, **dict.fromkeys(COMPARISONS, COMPARISON_LEVEL), "|": 5, "^": 6, "&": 7,
-          "+": 8, "-": 8, "*": 9, "/": 9, "//": 9, "%": 9, "@": 9}
+          "<<": 8, ">>": 8, "+": 9, "-": 9, "*": 10, "/": 10, "//": 10, "%": 10, "@": 10}
 OPEN, CLOSE = frozenset("(["), frozenset(")]")
-OPERATORS = ("** == != <= >= += -= *= /= // -> ... - + * / % @ < > = ( ) [ ] , : . ~ & | ^").split()
+OPERATORS = ("** <<= >>= << >> == != <= >= += -= *= /= // -> ... - + * / % @ < > = ( ) [ ] , : ; . ~ & | ^").split()
 # A token's kind by its text: a keyword or an operator is its own kind; a character that starts a longer token
 # (a newline, a line continuation, a string) is an error alone. Else by its first character (CLASS).
 FIXED = {**{word: word for word in (*KEYWORDS, *OPERATORS)}, **dict.fromkeys(("\r", "\\", '"', "'"), "ERROR")}
@@ -61,19 +61,21 @@ SPECIAL = frozenset(("NUMBER", "STRING", "NL", "COMMENT", "CONTINUATION", "ERROR
 
 # Whitespace, then one token: Lark's terminals, where two can match ordered as Lark's lexer tries them (FLOAT
 # before INT and `.`, `**` before `*`, `==` before `=`, ...), then any other character (an error). FLOAT
-# and INT are one expression here, which matches what FLOAT, or else INT, would (the lexer tells them apart).
+# and INT are one expression here, which matches what FLOAT, or else INT, would (the lexer tells them apart;
+# FLOAT cannot match where a prefixed INT does: `0x`, `0o`, `0b`).
 # (`findall` is three times as fast as `finditer`.)
 _TOKEN = re.compile(r"""
     ([ \t\f]*)
     ( [A-Za-z_][A-Za-z0-9_]*                                              # NAME and keywords
-    | [0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?    # FLOAT and INT
-    | \*\*|[=!<>]=|[-+*/]=|//|->|\.\.\.|[-+*/%@<>=()\[\],:.~&|^]              # operators
+    | 0[xX](?:_?[0-9a-fA-F])+|0[oO](?:_?[0-7])+|0[bB](?:_?[01])+               # INT with a base prefix
+    | {D}(?:\.(?:{D})?)?(?:[eE][+-]?{D})?|\.{D}(?:[eE][+-]?{D})?                  # FLOAT and INT
+    | \*\*|<<=?|>>=?|[=!<>]=|[-+*/]=|//|->|\.\.\.|[-+*/%@<>=()\[\],:;.~&|^]     # operators
     | (?:\r?\n[ \t]*(?:\#[^\n]*)?)+                                         # _NL
     | "[^"\\\n]*(?:\\.[^"\\\n]*)*"|'[^'\\\n]*(?:\\.[^'\\\n]*)*'                  # STRING
     | \#[^\n]*                                                             # COMMENT
     | \\\r?\n                                                              # LINE_CONT
     | .
-    )""", re.VERBOSE)
+    )""".replace("{D}", "[0-9](?:_?[0-9])*"), re.VERBOSE)
 
 MAX_BLOCKS = 30          # nested def/if/for/while bodies
 SHORT = 40               # a statement of at most this many tokens is never too deep
@@ -98,7 +100,8 @@ def tokenize(text: str) -> list[tuple]:
         kind = fixed_kind(value) or class_kind(value[0], "ERROR")
         if kind in SPECIAL:                              # (the most common kinds first)
             if kind == "NUMBER":
-                kind = "INT" if value.isdigit() else "FLOAT"
+                kind = "INT" if value.isdigit() or value[1:2] in _BASES or value.replace("_", "").isdigit() \
+                    else "FLOAT"
             elif kind == "(" or kind == "[":
                 brackets += 1
             elif kind == ")" or kind == "]":
@@ -288,10 +291,17 @@ class _Parser:
             pname = self.expect("NAME")
             self.expect(":")
             ptype = self.type()
-            params.append(make.Param(self.span(pname, ptype.span), pname[1], ptype))
+            default, end = None, ptype.span
+            if self.kind == "=":
+                self.take()
+                default, end = self.expr()
+            params.append(make.Param(self.span(pname, end), pname[1], ptype, default))
             if self.kind != ",":
                 break
             self.take()
+        defaults = [p.default is not None for p in params]
+        if True in defaults and False in defaults[defaults.index(True):]:
+            raise GiveUp("a parameter without a default after one with a default")
         self.expect(")")
         self.expect("->")
         if self.kind == "(":
@@ -371,15 +381,25 @@ class _Parser:
 
     # ---- statements -------------------------------------------------------------------------------------
     def suite(self) -> tuple[tuple, tuple]:
-        """The statements of a block, and the DEDENT that ends it (where the block's span ends)."""
-        self.expect("NL")
+        """The statements of a block, and the DEDENT that ends it (where the block's span ends); or of a
+        one-line suite (`if x: return x`), and the NL that ends it."""
+        if self.kind != "NL":
+            body = self.simple_stmts()
+            return (body if type(body) is tuple else (body,)), self.toks[self.pos - 1]
+        self.take()
         self.expect("INDENT")
         self.blocks += 1
         if self.blocks > MAX_BLOCKS:
             raise GiveUp("blocks nested too deeply")
-        body = [self.stmt()]
-        while self.kind != "DEDENT":
-            body.append(self.stmt())
+        body = []
+        while True:
+            stmt = self.stmt()
+            if type(stmt) is tuple:
+                body += stmt
+            else:
+                body.append(stmt)
+            if self.kind == "DEDENT":
+                break
         self.blocks -= 1
         return tuple(body), self.take()
 
@@ -391,11 +411,26 @@ class _Parser:
             return self.for_stmt()
         if kind == "while":
             return self.while_stmt()
+        return self.simple_stmts()
+
+    def simple_stmts(self):
+        """A line of simple statements: one (a node), or several separated by `;` (a tuple)."""
         first = self.pos
         node = self.simple_stmt()
-        self.expect("NL")
         self.check_depth(node, first)
-        return node
+        if self.kind != ";":
+            self.expect("NL")
+            return node
+        nodes = [node]
+        while self.kind == ";":
+            self.take()
+            if self.kind == "NL":
+                break
+            first = self.pos
+            nodes.append(self.simple_stmt())
+            self.check_depth(nodes[-1], first)
+        self.expect("NL")
+        return nodes[0] if len(nodes) == 1 else tuple(nodes)
 
     def simple_stmt(self) -> ast.Node:
         kind = self.kind
@@ -450,7 +485,7 @@ class _Parser:
     def return_stmt(self) -> ast.Return:
         end = tok = self.take()
         values = []
-        if self.kind != "NL":
+        if self.kind != "NL" and self.kind != ";":
             value, end = self.expr()
             values.append(value)
             while self.kind == ",":
@@ -468,7 +503,7 @@ class _Parser:
         items = [first]
         while self.kind == ",":
             end = self.take()
-            if self.kind == "NL":
+            if self.kind == "NL" or self.kind == ";":
                 break
             item, end = self.expr()
             items.append(item)
@@ -748,10 +783,16 @@ def _target(expr: ast.Node, outer: Span) -> ast.Node:
     raise GiveUp("not an assignment target")
 
 
-def int_value(digits: str) -> int:
-    """An integer literal's value. Past 64 bits the exact value does not matter (E0211, E0215), and
-    Python refuses int() of more than 4300 digits: 41 digits or more read as 2**128."""
-    return int(digits) if len(digits) <= 40 else 2 ** 128
+def int_value(literal: str) -> int:
+    """An integer literal's value (`42`, `1_000`, `0xff`, `0o17`, `0b1010`). Past 64 bits the exact value does
+    not matter (E0211, E0215), and Python refuses int() of more than 4300 digits: 41 digits or more (leading
+    zeros and `_` aside) read as 2**128."""
+    base = _BASES.get(literal[1:2], 10)
+    digits = (literal[2:] if base != 10 else literal).replace("_", "").lstrip("0") or "0"
+    return int(digits, base) if len(digits) <= 40 else 2 ** 128
+
+
+_BASES = dict.fromkeys("xX", 16) | dict.fromkeys("oO", 8) | dict.fromkeys("bB", 2)
 
 
 def string_value(token: str, span: Span) -> str:

@@ -5,6 +5,7 @@ import numpy as np
 
 from . import abi, emit
 from .emit import hlo
+from .diagnostics import Label
 from .optable import OPERATORS, CallCx, _pair_cx, broadcast_shapes, check_literal, concrete, elementwise_type, \
     float_dtype_for, register
 from .types import BOOL, DTYPES, I32, ArrayType, Dim, DType, int_range, promote, shape_str, true_divide_dtype, wrap_int
@@ -45,18 +46,20 @@ def arithmetic(op_name: str, build_float, build_int=None, allow_bool=False):
 
 
 def _affine(op: str, x: Val, y: Val):
-    """Track run-time `i + c` / `i - c` so that slices like `x[i:i + 4]` have a provable length."""
+    """Track run-time `i + c` / `i - c`, `c` a compile-time integer (a literal, const or shape variable:
+    a Dim), so that slices like `x[i:i + 4]` and `x[i:i + m]` have a provable length."""
     def parts(v):
-        return v.affine if v.affine is not None else (v, 0)
-    if op == "+" and y.static_int is not None and x.static_int is None:
+        return v.affine if v.affine is not None else (v, Dim.const(0))
+    cx_, cy = (v.static if isinstance(v.static, Dim) else None for v in (x, y))
+    if op == "+" and cy is not None and cx_ is None:
         base, off = parts(x)
-        return base, off + y.static_int
-    if op == "+" and x.static_int is not None and y.static_int is None:
+        return base, off + cy
+    if op == "+" and cx_ is not None and cy is None:
         base, off = parts(y)
-        return base, off + x.static_int
-    if op == "-" and y.static_int is not None and x.static_int is None:
+        return base, off + cx_
+    if op == "-" and cy is not None and cx_ is None:
         base, off = parts(x)
-        return base, off - y.static_int
+        return base, off - cy
     return None
 
 
@@ -74,8 +77,7 @@ def _fold(op: str, x: Val, y: Val):
     if op == "//":
         if b == 0:
             return None
-        out = a.floordiv(b)
-        return out if out is not None else Dim.var(f"({a} // {b})")
+        return Dim.quotient(a, b)
     if op == "%" and a.is_const and b.is_const and b.value != 0:
         return Dim.const(a.value % b.value)          # Python's and NumPy's sign rule (that of the divisor)
     return None
@@ -252,8 +254,11 @@ def bitwise(op: str, build, bool_only=False):
         dtype, weak, shape = elementwise_type(cx, operands, what)
         if dtype.is_float or (bool_only and not dtype.is_bool):
             kinds = "bool" if bool_only else "bool or integer"
+            wrong = [Label(cx.at(i), f"this is {v.type}") for i, v in enumerate(operands)
+                     if v.type.dtype.is_float or (bool_only and not v.type.dtype.is_bool)]
             cx.error("E0201", f"`{op}` needs {kinds} operands, found {x.type.dtype} and {y.type.dtype}",
-                     f"computed in {dtype}", help="compare first (e.g. `x > 0`) to get bools" if bool_only else
+                     f"computed in {dtype}", labels=wrong if len(wrong) < 2 else [],
+                     help="compare first (e.g. `x > 0`) to get bools" if bool_only else
                      "use `and`/`or` on comparisons, or cast to an integer dtype")
         return cx.value(ArrayType(dtype, shape, weak), lambda: build(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
     return rule
@@ -264,6 +269,33 @@ register("|", params="x, y", table=OPERATORS, display="or")(bitwise("|", hlo.or_
 register("^", params="x, y", table=OPERATORS, display="xor")(bitwise("^", hlo.xor))
 register("and", params="x, y", table=OPERATORS, display="and")(bitwise("and", hlo.and_, bool_only=True))
 register("or", params="x, y", table=OPERATORS, display="or")(bitwise("or", hlo.or_, bool_only=True))
+
+
+def shift(op: str):
+    """`<<` and `>>` (NumPy's left_shift/right_shift): `>>` is arithmetic on signed and logical on unsigned
+    integers; a count >= the bit width, or negative, gives 0 (-1 for `>>` of a negative signed value), as
+    jax.numpy (StableHLO's shifts read the count as unsigned)."""
+    what = f"`{op}`"
+
+    def rule(cx: CallCx, x, y):
+        operands = [x, y]
+        _require_arrays(cx, operands, what)
+        dtype, weak, shape = elementwise_type(cx, operands, what)
+        if not dtype.is_int:
+            wrong = [Label(cx.at(i), f"this is {v.type}") for i, v in enumerate(operands) if not v.type.dtype.is_int]
+            cx.error("E0201", f"{what} needs integer operands, found {x.type.dtype} and {y.type.dtype}",
+                     f"computed in {dtype}", labels=wrong if len(wrong) < 2 else [],
+                     help="cast to an integer dtype first (`i32(x)`); to scale a float by a power of two, "
+                          "multiply by `2.0 ** k`")
+        name = "shift_left" if op == "<<" else "shift_right_logical" if dtype.kind == "uint" else \
+            "shift_right_arithmetic"
+        return cx.value(ArrayType(dtype, shape, weak),
+                        lambda: emit.same_type(f"stablehlo.{name}", cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+    return rule
+
+
+register("<<", params="x, y", table=OPERATORS, display="left_shift")(shift("<<"))
+register(">>", params="x, y", table=OPERATORS, display="right_shift")(shift(">>"))
 
 
 # ---- unary operators ------------------------------------------------------------------------
@@ -548,13 +580,38 @@ def _where(cx: CallCx, condition, x, y):
                     lambda: hlo.select(cx.ir(condition, BOOL, shape), cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
 
 
-@register("clip", params="x, lo, hi", family="Elementwise", doc="elementwise x limited to [lo, hi]")
-def _clip(cx: CallCx, x, lo, hi):
-    _require_arrays(cx, [x, lo, hi], "`clip`")
-    dtype, weak, shape = elementwise_type(cx, [x, lo, hi], "`clip`")
-    return cx.value(ArrayType(dtype, shape, weak),
-                    lambda: hlo.minimum(hlo.maximum(cx.ir(x, dtype, shape), cx.ir(lo, dtype, shape)),
-                                        cx.ir(hi, dtype, shape)))
+@register("clip", params="x, min=None, max=None, a_min=None, a_max=None", family="Elementwise",
+          doc="elementwise x limited to [min, max] (either may be left out; NumPy's a_min/a_max also), as jnp.clip")
+def _clip(cx: CallCx, x, min=None, max=None, a_min=None, a_max=None):
+    """jnp.clip: `minimum(maximum(x, min), max)`; the bounds by position or as NumPy 2's and jax.numpy's
+    `min=`/`max=`, or NumPy 1's `a_min=`/`a_max=` (each bound once, at least one of them)."""
+    if len(cx.arg_spans) > 3:
+        cx.error("E0103", f"`clip` takes at most 3 positional arguments (x, min, max), {len(cx.arg_spans)} given",
+                 "too many arguments", at=3)
+    given = {"min": min, "max": max, "a_min": a_min, "a_max": a_max}
+    for new, old in (("min", "a_min"), ("max", "a_max")):
+        if given[new] is not None and given[old] is not None:
+            cx.error("E0103", f"`clip` got both `{new}` and `{old}`, which name the same bound",
+                     f"the same bound as `{new}`", at=old, help=f"give the bound once: `{new}=`")
+    names = [name for name in ("min", "a_min", "max", "a_max") if given[name] is not None]
+    if not names:
+        cx.error("E0103", "`clip` needs a bound: `min`, `max` or both", "no bound given",
+                 help="e.g. `clip(x, 0.0, 1.0)`, `clip(x, min=0.0)` (NumPy and JAX refuse a clip without one)")
+    lo = min if min is not None else a_min
+    hi = max if max is not None else a_max
+    operands = [x] + [given[name] for name in names]
+    _require_arrays(cx, operands, "`clip`")
+    spans = CallCx(cx.walk, cx.node, [cx.at("x")] + [cx.at(name) for name in names], cx.kw_spans)
+    dtype, weak, shape = elementwise_type(spans, operands, "`clip`")
+
+    def build():
+        value = cx.ir(x, dtype, shape)
+        if lo is not None:
+            value = hlo.maximum(value, cx.ir(lo, dtype, shape))
+        if hi is not None:
+            value = hlo.minimum(value, cx.ir(hi, dtype, shape))
+        return value
+    return cx.value(ArrayType(dtype, shape, weak), build)
 
 
 def _tolerance(cx: CallCx, v, name: str):

@@ -6,14 +6,15 @@ integer array gathers. Updates `x[...] = v` lower to dynamic_update_slice (or sc
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-
-from . import abi, emit
+from . import abi, ast, emit
+from .diagnostics import Label
 from .emit import hlo
 from .optable import CallCx, concrete, register
-from .types import I32, I64, ArrayType, Dim, int_range, promote
-from .values import TupleVal, Val, describe
+from .types import BOOL, I32, I64, ArrayType, Dim, int_range, promote, shape_str
+from .values import ArrError, TupleVal, Val, describe
 
 
 @dataclass
@@ -30,9 +31,10 @@ class _Axis:
     gather: Val | None = None
 
 
-def affine_parts(v: Val) -> tuple[object, int]:
-    """(base, offset) of a run-time integer: `i + 4` is (i, 4), so `x[i:i + 4]` has a static length."""
-    return v.affine if v.affine is not None else (v, 0)
+def affine_parts(v: Val) -> tuple[object, Dim]:
+    """(base, offset) of a run-time integer: `i + 4` is (i, 4) and `i + m` (m a shape variable) is (i, m),
+    so `x[i:i + 4]` and `x[i:i + m]` have a static length."""
+    return v.affine if v.affine is not None else (v, Dim.const(0))
 
 
 def _is_runtime_int(v) -> bool:
@@ -60,7 +62,7 @@ def _normalize(cx: CallCx, i: Dim, size: Dim) -> Dim:
     return i
 
 
-def _slice_axis(cx: CallCx, parts, size: Dim) -> _Axis:
+def _slice_axis(cx: CallCx, parts, size: Dim, site: "_Site | None" = None) -> _Axis:
     for p in parts:
         if p is not None:
             _check_index_value(cx, p, "a slice bound")
@@ -71,7 +73,7 @@ def _slice_axis(cx: CallCx, parts, size: Dim) -> _Axis:
     if step_v == 0:
         cx.error("E0204", "slice step cannot be zero", "zero step")
     if _is_runtime_int(start) or _is_runtime_int(stop):
-        return _dynamic_slice_axis(cx, start, stop, step_v)
+        return _dynamic_slice_axis(cx, start, stop, step_v, size, site)
     start = None if start is None else start.static
     stop = None if stop is None else stop.static
     if size.is_const and all(p is None or p.is_const for p in (start, stop)):
@@ -93,11 +95,12 @@ def _slice_axis(cx: CallCx, parts, size: Dim) -> _Axis:
     return _Axis(hi, _ceil_div(hi - lo_excl, -step_v), step_v)
 
 
-def _dynamic_slice_axis(cx: CallCx, start, stop, step: int) -> _Axis:
+def _dynamic_slice_axis(cx: CallCx, start, stop, step: int, size: Dim, site) -> _Axis:
     def fail():
         cx.error("E0304", "the length of this slice is not known at compile time", "run-time length",
-                 help="write the stop as the start plus a constant (`x[i:i + 4]`), or use "
-                      "`dynamic_slice(x, (i,), (4,))`")
+                 notes=["a static length: the stop is the start plus a literal, `const` or shape variable "
+                        "(`x[i:i + 4]`, `x[i:i + m]`), or `dynamic_slice(x, (i,), (4,))`"],
+                 help=_mask_help(cx, size, step, site) if site is not None else None)
     if start is None or stop is None or step < 0:
         fail()
     if _is_runtime_int(start) and _is_runtime_int(stop):
@@ -108,21 +111,120 @@ def _dynamic_slice_axis(cx: CallCx, start, stop, step: int) -> _Axis:
         length = off_b - off_a
     else:
         fail()
-    if length < 0:
+    if length.is_const and length.value < 0:      # (a symbolic one is decided at specialization, concretely)
         cx.error("E0204", f"slice length {length} is negative", "stop is before start")
-    return _Axis(start, _ceil_div(Dim.const(length), step), step)
+    return _Axis(start, _ceil_div(length, step), step)
+
+
+@dataclass
+class _Site:
+    """Where a slice is, for E0304's help: axis `axis` of a rank-`rank` array, in the subscripts of `outer`
+    (an Index, or the IndexTarget of an indexed assignment: `update`)."""
+    axis: int
+    rank: int
+    outer: object
+    update: bool = False
+
+
+def _mask_help(cx: CallCx, size: Dim, step: int, site: _Site) -> str:
+    """The help of E0304: keep the whole axis and mask what lies outside the run-time bounds (the idiom
+    that keeps shapes static), written with the slice's own bounds and axis."""
+    start, stop = (source_text(cx, getattr(getattr(cx.node, part, None), "span", None)) for part in ("start", "stop"))
+    k = f"arange({size})" + ("" if site.axis == site.rank - 1 else
+                             "[" + ", ".join([":"] + ["None"] * (site.rank - 1 - site.axis)) + "]")
+    conditions = ([f"{k} {'>=' if step > 0 else '<='} {start}"] if start else []) + \
+        ([f"{k} {'<' if step > 0 else '>'} {stop}"] if stop else [])
+    if abs(step) != 1:
+        conditions.append(f"({k} - {start}) % {step} == 0" if start else f"{k} % {step} == 0" if step > 0
+                          else f"({size} - 1 - {k}) % {-step} == 0")
+    mask = " & ".join(f"({c})" for c in conditions) if len(conditions) > 1 else conditions[0]
+    outer = site.outer
+    base = source_text(cx, getattr(getattr(outer, "base", None), "span", None)) or "x"
+    others = [s for s in getattr(outer, "subscripts", ()) if s is not cx.node]
+    full = all(isinstance(s, ast.EllipsisIndex) or isinstance(s, ast.Slice) and s.start is s.stop is s.step is None
+               for s in others)
+    lead = "for a run-time length, keep the shape and mask the rest"
+    value = _assigned_text(cx, outer, base)
+    if site.update or value is not None:
+        if not full or value is None:
+            grouped = mask if len(conditions) > 1 else f"({mask})"
+            return f"{lead}: `{base} = where({grouped} & ..., new, {base})` (a condition for each subscript)"
+        return f"{lead}: `{base} = where({mask}, {value}, {base})`"
+    texts = [":" if s is cx.node else source_text(cx, s.span) for s in getattr(outer, "subscripts", ())]
+    rest = "" if full else "[" + ", ".join(texts) + "]" if None not in texts else None
+    if rest is None:
+        return f"{lead}: `where({mask}, {base}, 0)`, then index it"
+    return f"{lead}: `where({mask}, {base}, 0){rest}`"
+
+
+_ASSIGNED = re.compile(r"\s*(\*\*|//|<<|>>|[-+*/%@&|^])?=(?!=)\s*(.*?)\s*$")
+
+
+def _assigned_text(cx: CallCx, target, base: str) -> str | None:
+    """Where `target` is assigned on its line, the new value of its elements: `value` for `target = value`,
+    `x + 1.0` for `x[i:] += 1.0` (whose read of `x[i:]` comes first); else None."""
+    span = target.span
+    source = cx.walk.program.sources.get(span.file)
+    if source is None:
+        return None
+    m = _ASSIGNED.match(source.line_text(span.end_line)[span.end_col - 1:].split("#")[0])
+    if m is None or not m.group(2) or m.group(2).count("(") != m.group(2).count(")"):
+        return None
+    op, value = m.groups()
+    return value if op is None else f"{base} {op} {value if ' ' not in value else f'({value})'}"
+
+
+def source_text(cx: CallCx, span) -> str | None:
+    """The source text at `span` (on one line), or None."""
+    if span is None or span.line != span.end_line:
+        return None
+    source = cx.walk.program.sources.get(span.file)
+    return source.line_text(span.line)[span.col - 1:span.end_col - 1] if source is not None else None
 
 
 def _ceil_div(a: Dim, k: int) -> Dim:
     if k == 1:
         return a
-    num = a + Dim.const(k - 1)
-    out = num.floordiv(Dim.const(k))
-    return out if out is not None else Dim.var(f"(({num}) // {k})")
+    return Dim.quotient(a + Dim.const(k - 1), Dim.const(k))
 
 
-def resolve(cx: CallCx, x: Val, subscripts) -> list[_Axis]:
-    """One _Axis per dimension of `x` (missing trailing subscripts are full slices)."""
+def split_newaxes(subscripts) -> tuple[list, list[int]]:
+    """The subscripts without `None`/`newaxis`, and where those insert an axis of size 1 in the result: a
+    position among the result's dimensions (NumPy's rule: every subscript adds its dimensions in order, a
+    slice one, an integer none, an integer array its own, `...` the axes it stands for, `None` a new 1)."""
+    rest = [s for s in subscripts if s[0] != "newaxis"]
+    if len(rest) == len(subscripts):
+        return rest, []
+    return rest, [i for i, s in enumerate(subscripts) if s[0] == "newaxis"]
+
+
+def _newaxis_positions(x: Val, subscripts, marks: list[int]) -> list[int]:
+    """The result positions of the `None`s at subscript indices `marks` (see split_newaxes)."""
+    explicit = sum(1 for s in subscripts if s[0] not in ("...", "newaxis"))
+    out, at = [], 0
+    for i, (kind, value, _) in enumerate(subscripts):
+        if i in marks:
+            out.append(at)
+            at += 1
+        elif kind == "slice":
+            at += 1
+        elif kind == "...":
+            at += max(x.type.rank - explicit, 0)
+        elif isinstance(value, Val):
+            at += value.type.rank
+    return out
+
+
+def _with_newaxes(shape: tuple, positions: list[int]) -> tuple:
+    out = list(shape)
+    for p in positions:                    # (increasing: each counts the ones inserted before it)
+        out.insert(p, Dim.const(1))
+    return tuple(out)
+
+
+def resolve(cx: CallCx, x: Val, subscripts, update: bool = False) -> list[_Axis]:
+    """One _Axis per dimension of `x` (missing trailing subscripts are full slices); `update`: they are
+    those of an indexed assignment."""
     rank = x.type.rank
     explicit = [s for s in subscripts if s[0] != "..."]
     if sum(1 for s in subscripts if s[0] == "...") > 1:
@@ -137,10 +239,10 @@ def resolve(cx: CallCx, x: Val, subscripts) -> list[_Axis]:
             expanded.append((kind, value, node))
     expanded += [("slice", [None, None, None], None)] * (rank - len(expanded))
     axes = []
-    for (kind, value, node), size in zip(expanded, x.type.shape):
+    for d, ((kind, value, node), size) in enumerate(zip(expanded, x.type.shape)):
         sub = CallCx(cx.walk, node, cx.arg_spans, cx.kw_spans) if node is not None else cx
         if kind == "slice":
-            axes.append(_slice_axis(sub, value, size))
+            axes.append(_slice_axis(sub, value, size, _Site(d, rank, cx.node, update)))
             continue
         if isinstance(value, Val) and value.type.dtype.is_bool and value.type.rank > 0:
             _check_index_value(cx, value, "an index")          # E0303 at the whole `x[mask]`
@@ -177,13 +279,48 @@ def _out_shape(x: Val, axes: list[_Axis]) -> tuple:
 
 
 def _start_ir(cx: CallCx, a: _Axis, size: int, index_dtype):
-    """A scalar start index; run-time negative indices count from the end, as NumPy."""
+    """A scalar start index; run-time negative indices count from the end, as NumPy (not one that is
+    never negative: a loop counter)."""
     if isinstance(a.start, Dim):
         start = a.start.value
         if a.step < 0:
             start = size - 1 - start       # position in the reversed dimension
         return emit.const(start, index_dtype)
+    least, _ = value_range(a.start)
+    if least is not None and least >= 0:
+        return cx.ir(a.start, index_dtype)
     return _wrap_negative(cx.ir(a.start, index_dtype), size, index_dtype)
+
+
+def value_range(v: Val) -> tuple:
+    """(least, greatest) of a run-time integer where known, else None for either: a loop counter's
+    (control.py `_counter_range`), shifted by a constant offset (`i + 1`, `i - 1`)."""
+    if v.range is not None:
+        return v.range
+    if v.affine is not None:
+        base, offset = v.affine
+        if isinstance(base, Val) and base.range is not None and offset.is_const:
+            least, greatest = base.range
+            return least + offset.value, None if greatest is None else greatest + offset.value
+    return None, None
+
+
+def _in_bounds(axes, sizes) -> bool:
+    """Whether every run-time start is in range by construction (`x[i]` for `i` in `range(len)`): the
+    bounds guard has nothing to check (what a start wrapped from the end means is not assumed)."""
+    for a, size in zip(axes, sizes):
+        if isinstance(a.start, Val):
+            least, greatest = value_range(a.start)
+            span = (a.length.value - 1) * abs(a.step) + 1 if a.length.value else 0
+            if least is None or greatest is None or least < 0 or greatest > size - span:
+                return False
+    return True
+
+
+def _proven(value, axes, sizes):
+    if _in_bounds(axes, sizes):
+        emit.mark(value, abi.IN_BOUNDS)
+    return value
 
 
 def _wrap_negative(indices, size: int, idt, shape=()):
@@ -214,9 +351,15 @@ def index(cx: CallCx, x, subscripts):
     if isinstance(x, TupleVal):
         return _index_tuple(cx, x, subscripts)
     x = cx.array(x, "x")
-    axes = resolve(cx, x, subscripts)
+    plain, marks = split_newaxes(subscripts)
+    axes = resolve(cx, x, plain)
     out_shape = _out_shape(x, axes)
-    return cx.value(ArrayType(x.type.dtype, out_shape), lambda: _lower_index(cx, x, axes, out_shape))
+    if not marks:
+        return cx.value(ArrayType(x.type.dtype, out_shape), lambda: _lower_index(cx, x, axes, out_shape))
+    shape = _with_newaxes(out_shape, _newaxis_positions(x, subscripts, marks))
+    return cx.value(ArrayType(x.type.dtype, shape),
+                    lambda: hlo.reshape(emit.tensor_type(concrete(shape), x.type.dtype),
+                                        _lower_index(cx, x, axes, out_shape)))
 
 
 def _lower_index(cx: CallCx, x: Val, axes: list[_Axis], out_shape):
@@ -233,7 +376,7 @@ def _lower_index(cx: CallCx, x: Val, axes: list[_Axis], out_shape):
     if any(isinstance(a.start, Val) for a in axes):
         idt = _index_dtype(axes, sizes)
         starts = [_start_ir(cx, a, size, idt) for a, size in zip(axes, sizes)]
-        value = hlo.dynamic_slice(value, starts, spans)
+        value = _proven(hlo.dynamic_slice(value, starts, spans), axes, sizes)
         if any(abs(a.step) != 1 for a in axes):
             value = hlo.slice(value, [0] * len(axes), spans, [abs(a.step) for a in axes])
     else:
@@ -275,23 +418,30 @@ def _index_tuple(cx: CallCx, x: TupleVal, subscripts):
 
 
 # ---- indexed updates ------------------------------------------------------------------------
-def update(cx: CallCx, x: Val, subscripts, new) -> Val:
-    """`x[subscripts] = new`, functionally: the result is an updated copy of `x`."""
+def update(cx: CallCx, x: Val, subscripts, new, value_span=None) -> Val:
+    """`x[subscripts] = new`, functionally: the result is an updated copy of `x`. `value_span`: where `new`
+    is written (the right-hand side), which a diagnostic about it points at (else the target)."""
+    target_span = cx.span
+    at_value = value_span or target_span
+    target = [Label(target_span, f"into {x.type}" if isinstance(x, Val) else "the target")] \
+        if value_span is not None else []
     if not isinstance(new, Val):
         cx.error("E0210", f"cannot store {describe(new)} into an array", f"this is {describe(new)}")
-    axes = resolve(cx, x, subscripts)
+    plain, marks = split_newaxes(subscripts)
+    axes = resolve(cx, x, plain, update=True)
     region = _out_shape(x, axes)
+    shown = _with_newaxes(region, _newaxis_positions(x, subscripts, marks)) if marks else region
     dt = x.type.dtype
-    fits = new.type.dtype == dt or (new.type.weak and _weak_fits(new, dt)) or promote([x.type, new.type.strong()])[0] == dt
-    if not fits:
-        cx.error("E0201", f"cannot store {new.type} into {x.type} without losing information",
-                 f"this is {new.type}", help=f"convert it first: `.astype({dt})`")
+    if not _stores_into(new, x):
+        raise ArrError("E0201", f"cannot store {new.type} into {x.type} without losing information", at_value,
+                       f"this is {new.type}", labels=target, help=f"convert it first: `.astype({dt})`")
     from .optable import broadcast_shapes, check_literal
-    check_literal(cx, new, dt, None)
-    shape = broadcast_shapes(cx, ArrayType(dt, region), new.type, "an indexed assignment")
-    if shape != region:
-        cx.error("E0202", f"cannot store {new.type} into a region of shape [{', '.join(map(str, region))}]",
-                 f"this is {new.type}")
+    check_literal(CallCx(cx.walk, cx.node, [at_value], {}), new, dt, 0)
+    value_cx = CallCx(cx.walk, cx.node, [target_span, at_value], cx.kw_spans)
+    shape = broadcast_shapes(value_cx, ArrayType(dt, shown), new.type, "an indexed assignment")
+    if shape != shown:
+        raise ArrError("E0202", f"cannot store {new.type} into a region of shape [{', '.join(map(str, shown))}]",
+                       at_value, f"this is {new.type}", labels=target)
     if any(a.step != 1 for a in axes):
         cx.error("E0204", "indexed assignment supports step-1 slices only", "a strided slice",
                  help="build the strided result with `where` or update element by element in a loop")
@@ -300,23 +450,28 @@ def update(cx: CallCx, x: Val, subscripts, new) -> Val:
         target = cx.ir(x)
         sizes = concrete(x.type.shape)
         gather = next((d for d, a in enumerate(axes) if a.gather is not None), None)
-        values = cx.ir(new, dt, concrete(region))
+        values = cx.ir(new, dt, concrete(shown))
+        if marks:
+            values = hlo.reshape(emit.tensor_type(concrete(region), dt), values)
         if gather is not None:
             return _lower_scatter(cx, target, axes[gather].gather, gather, sizes, values)
         full = tuple(1 if a.dropped else a.length.value for a in axes)
         values = hlo.reshape(emit.tensor_type(full, dt), values)
         idt = _index_dtype(axes, sizes)
         starts = [_start_ir(cx, a, size, idt) for a, size in zip(axes, sizes)]
-        return hlo.dynamic_update_slice(target, values, starts)
+        return _proven(hlo.dynamic_update_slice(target, values, starts), axes, sizes)
     return cx.value(x.type.strong(), build)
 
 
-def _weak_fits(v: Val, dt) -> bool:
+def _stores_into(new: Val, x: Val) -> bool:
+    """Whether `new` can be stored into (or added to) `x` without a lossy conversion."""
     from .optable import weak_literal_fits
-    return weak_literal_fits(v.type, dt)
+    dt = x.type.dtype
+    return new.type.dtype == dt or (new.type.weak and weak_literal_fits(new.type, dt)) or \
+        promote([x.type, new.type.strong()])[0] == dt
 
 
-def _lower_scatter(cx: CallCx, target, idx: Val, axis: int, sizes, values):
+def _lower_scatter(cx: CallCx, target, idx: Val, axis: int, sizes, values, combine=None):
     idt = _holding(idx.type.dtype, sizes[axis])
     ishape = concrete(idx.type.shape)
     indices = _wrap_negative(cx.ir(idx, idt), sizes[axis], idt, ishape)
@@ -330,7 +485,7 @@ def _lower_scatter(cx: CallCx, target, idx: Val, axis: int, sizes, values):
         update_window_dims=list(range(axis)) + list(range(axis + k, rank - 1 + k)),
         inserted_window_dims=[axis], input_batching_dims=[], scatter_indices_batching_dims=[],
         scattered_dims_to_operand_dims=[axis], index_vector_dim=k)
-    return emit.scatter(target, indices, values, dnums)
+    return emit.scatter(target, indices, values, dnums, combine)
 
 
 @register("dynamic_slice", params="x, start, sizes",
@@ -392,3 +547,204 @@ def _dus(cx: CallCx, x, values, start):
         starts = [_builtin_start(cx, a, n, idt) for a, n in zip(axes, sizes)]
         return hlo.dynamic_update_slice(cx.ir(x), cx.ir(values, x.type.dtype), starts)
     return cx.value(x.type.strong(), build)
+
+
+# ---- gathers and scatters by name: take, take_along_axis, add_at, bincount, searchsorted ----------------
+def _integer_array(cx: CallCx, v, name: str) -> Val:
+    v = cx.array(v, name)
+    if not v.type.dtype.is_int:
+        cx.error("E0204", f"`{name}` must be integers, found {v.type}", f"this is {v.type}", at=name,
+                 help="a bool mask selects a number of elements known only at run time: use `where(mask, x, 0)`, "
+                      "or `nonzero(mask, size=N, fill=v)` for at most N indices" if v.type.dtype.is_bool else
+                 "convert with `i32(...)`" if v.type.dtype.is_float else None)
+    return v
+
+
+def _require_broadcast(cx: CallCx, v: Val, name: str, shape: tuple, against: str) -> None:
+    """E0202 unless `v` (the argument `name`) broadcasts to `shape`, which `against` describes."""
+    vs = v.type.shape
+    if len(vs) > len(shape) or any(a != b and a != 1 for a, b in zip(vs[::-1], shape[::-1])):
+        cx.error("E0202", f"`{name}` of shape {shape_str(vs)} does not broadcast to {against}, of shape "
+                          f"{shape_str(shape)}", f"this is {v.type}", at=name,
+                 notes=["shapes broadcast when, aligned from the right, each dimension is equal or 1"])
+
+
+def _one_axis(cx: CallCx, axis, rank: int) -> int:
+    axes = cx.axes(axis, rank)
+    if len(axes) != 1:
+        cx.error("E0204", "`axis` must be one integer here", f"{len(axes)} axes", at="axis")
+    return axes[0]
+
+
+def _nonempty_axis(cx: CallCx, size: Dim, x: Val) -> None:
+    if size.is_const and size.value == 0:
+        cx.error("E0208", "a run-time index into a dimension of size 0", f"this is {x.type}", at="x")
+
+
+def _flat(x: Val) -> tuple:
+    n = Dim.const(1)
+    for d in x.type.shape:
+        n = n * d
+    return (n,)
+
+
+@register("take", params="x, indices, axis=None", family="Indexing",
+          doc="the elements of x at integer indices along axis (of the flattened x by default); x[indices] there")
+def _take(cx: CallCx, x, indices, axis=None):
+    """jnp.take with arr's index rule (that of `x[idx]`): negative indices count from the end, out-of-range
+    ones are clamped and reported by the bounds guard (jnp's default mode fills NaN there instead)."""
+    x = cx.array(x, "x")
+    idx = _integer_array(cx, indices, "indices")
+    shape = _flat(x) if axis is None else x.type.shape
+    ax = 0 if axis is None else _one_axis(cx, axis, x.type.rank)
+    _nonempty_axis(cx, shape[ax], x)
+    out = shape[:ax] + idx.type.shape + shape[ax + 1:]
+
+    def build():
+        value = cx.ir(x)
+        if axis is None:
+            value = hlo.reshape(emit.tensor_type(concrete(shape), x.type.dtype), value)
+        return _lower_gather(cx, value, idx, ax, concrete(shape), x.type.dtype, out)
+    return cx.value(ArrayType(x.type.dtype, out), build)
+
+
+def _paired_shape(cx: CallCx, x: Val, idx: Val, ax: int, what: str) -> tuple:
+    """The shape of take_along_axis's result: idx's along `ax`, x's and idx's broadcast on the others."""
+    if idx.type.rank != x.type.rank:
+        cx.error("E0204", f"`indices` must have the rank of x ({x.type.rank}), found {idx.type}",
+                 f"this is {idx.type}", at="indices", help="add axes of size 1 with `None` (`idx[:, None]`)")
+    out = []
+    for d, (a, b) in enumerate(zip(x.type.shape, idx.type.shape)):
+        if d != ax and a != b and 1 not in (a, b):
+            cx.error("E0202", f"`indices` {idx.type} does not match x {x.type} on axis {d} in {what}",
+                     f"dimension {b} does not match {a}", at="indices",
+                     notes=["on the axes other than `axis`, the sizes must be equal or 1 (they broadcast)"])
+        out.append(b if d == ax or a == 1 else a)
+    return tuple(out)
+
+
+@register("take_along_axis", params="x, indices, axis", family="Indexing",
+          doc="the elements of x at indices along axis, paired by position on the other axes (of argsort, argmax)")
+def _take_along_axis(cx: CallCx, x, indices, axis):
+    x = cx.array(x, "x")
+    idx = _integer_array(cx, indices, "indices")
+    ax = _one_axis(cx, axis, x.type.rank)
+    out = _paired_shape(cx, x, idx, ax, "`take_along_axis`")
+    _nonempty_axis(cx, x.type.shape[ax], x)
+
+    def build():
+        shape, size = concrete(out), x.type.shape[ax].value
+        value = emit.broadcast(cx.ir(x), shape[:ax] + (size,) + shape[ax + 1:])
+        idt = _holding(idx.type.dtype, size)
+        starts = _wrap_negative(emit.broadcast(cx.ir(idx, idt), shape), size, idt, shape)
+        batch = [d for d in range(len(shape)) if d != ax]
+        dnums = hlo.GatherDimensionNumbers.get(
+            offset_dims=[], collapsed_slice_dims=[ax], operand_batching_dims=batch,
+            start_indices_batching_dims=batch, start_index_map=[ax], index_vector_dim=len(shape))
+        return hlo.gather(value, starts, dnums, [1] * len(shape), indices_are_sorted=False)
+    return cx.value(ArrayType(x.type.dtype, out), build)
+
+
+@register("add_at", params="x, indices, values", family="Indexing",
+          doc="x with values added at integer indices along axis 0, repeated indices accumulating (np.add.at)")
+def _add_at(cx: CallCx, x, indices, values):
+    """NumPy's `np.add.at(x, indices, values)` as a function: the updated copy. Unlike `x[idx] += v`
+    (which reads all of x[idx] first, so a repeated index counts once), every update is added. Indices
+    follow `x[idx]` (negative from the end, out of range clamped and reported by the bounds guard)."""
+    from .optable import check_literal
+    x = cx.array(x, "x")
+    idx = _integer_array(cx, indices, "indices")
+    values = cx.array(values, "values")
+    if x.type.rank == 0:
+        cx.error("E0204", "`add_at` needs an array of rank 1 or more", f"this is {x.type}", at="x")
+    _nonempty_axis(cx, x.type.shape[0], x)
+    region = idx.type.shape + x.type.shape[1:]
+    dt = x.type.dtype
+    if not _stores_into(values, x):
+        cx.error("E0201", f"cannot add {values.type} into {x.type} without losing information",
+                 f"this is {values.type}", at="values", help=f"convert it first: `.astype({dt})`")
+    check_literal(cx, values, dt, "values")
+    _require_broadcast(cx, values, "values", region, "x[indices]")
+
+    def build():
+        combine = hlo.or_ if dt.is_bool else hlo.add
+        return _lower_scatter(cx, cx.ir(x), idx, 0, concrete(x.type.shape), cx.ir(values, dt, region), combine)
+    return cx.value(x.type.strong(), build)
+
+
+@register("bincount", params="x, weights=None, length=None", family="Indexing",
+          doc="counts (or summed weights) of each value 0..length-1 in the 1-D integer x, as jnp.bincount")
+def _bincount(cx: CallCx, x, weights=None, length=None):
+    """jnp.bincount(x, weights, length=N): N bins, known at compile time; as jnp's, negative values count
+    in bin 0 and values >= N are dropped. Counts are i32 (arr's 32-bit default; jnp with x64: i64)."""
+    x = _integer_array(cx, x, "x")
+    if x.type.rank != 1:
+        cx.error("E0204", f"`bincount` takes a 1-D array, found {x.type}", f"this is {x.type}", at="x",
+                 help="flatten it first: `reshape(x, (-1,))`")
+    if length is None:
+        cx.error("E0103", "`bincount` needs `length=`, the number of bins", "no `length`",
+                 help="give it as a literal, `const` or shape variable: `bincount(x, length=10)` (the result "
+                      "shape must be known at compile time; values >= length are dropped)")
+    n = cx.static_int(length, "length")
+    if n.is_const and n.value < 0:
+        cx.error("E0204", f"`length` must not be negative, found {n.value}", at="length")
+    dt = I32
+    if weights is not None:
+        weights = cx.array(weights, "weights")
+        if weights.type.dtype.is_bool or not (weights.type.dtype.is_int or weights.type.dtype.is_float):
+            cx.error("E0201", f"`weights` must be numbers, found {weights.type}", f"this is {weights.type}",
+                     at="weights", help="convert bools with `i32(w)`")
+        dt = weights.type.strong().dtype
+        _require_broadcast(cx, weights, "weights", x.type.shape, "x")
+
+    def build():
+        bins, shape = n.value, concrete(x.type.shape)
+        if bins == 0:
+            return emit.const(0, dt, (0,))
+        idt = _holding(x.type.dtype, bins)
+        values = cx.ir(x, idt)
+        inside = emit.compare(values, emit.const(bins, idt, shape), "LT", idt)
+        w = emit.const(1, dt, shape) if weights is None else cx.ir(weights, dt, x.type.shape)
+        w = emit.select(inside, w, emit.const(0, dt, shape))
+        at = hlo.clamp(emit.const(0, idt, shape), values, emit.const(bins - 1, idt, shape))
+        dnums = hlo.ScatterDimensionNumbers.get(
+            update_window_dims=[], inserted_window_dims=[0], input_batching_dims=[],
+            scatter_indices_batching_dims=[], scattered_dims_to_operand_dims=[0], index_vector_dim=1)
+        return emit.scatter(emit.const(0, dt, (bins,)), at, w, dnums, hlo.add)
+    return cx.value(ArrayType(dt, (n,)), build)
+
+
+@register("searchsorted", params='a, v, side="left"', family="Scans and sorting",
+          doc="where the values v would be inserted into the sorted 1-D a to keep it sorted (i32 indices)")
+def _searchsorted(cx: CallCx, a, v, side="left"):
+    """jnp.searchsorted: `side="left"` counts the elements of `a` below each v, `"right"` those not above,
+    in sort order (NaN after every number, -0.0 equal to 0.0), by comparing each v with all of `a` (plain
+    compares and a sum: O(len(a)) per value, no loop)."""
+    from .values import StrVal
+    if isinstance(side, StrVal) or side != "left":
+        if not isinstance(side, StrVal) or side.text not in ("left", "right"):
+            found = f'"{side.text}"' if isinstance(side, StrVal) else describe(side)
+            cx.error("E0204", f'`side` must be "left" or "right", found {found}', "not a side", at="side")
+        side = side.text
+    a, v = cx.array(a, "a"), cx.array(v, "v")
+    if a.type.rank != 1:
+        cx.error("E0204", f"`searchsorted` needs a sorted 1-D `a`, found {a.type}", f"this is {a.type}", at="a")
+    dt, _ = promote([a.type, v.type])
+    rank = v.type.rank
+
+    def build():
+        shape = concrete(v.type.shape) + concrete(a.type.shape)
+        sorted_ = hlo.broadcast_in_dim(emit.tensor_type(shape, dt), cx.ir(a, dt), [rank])
+        values = hlo.broadcast_in_dim(emit.tensor_type(shape, dt), cx.ir(v, dt), list(range(rank)))
+        hit = _sort_less(sorted_, values, dt) if side == "left" else hlo.not_(_sort_less(values, sorted_, dt))
+        return emit.reduce(emit.convert(hit, BOOL, I32), emit.const(0, I32), [rank], hlo.add, I32)
+    return cx.value(ArrayType(I32, v.type.shape), build)
+
+
+def _sort_less(p, q, dt):
+    """p < q in sort order: floats with NaN above everything (as sort and jnp.searchsorted)."""
+    less = emit.compare(p, q, "LT", dt)
+    if not dt.is_float:
+        return less
+    nan_q, nan_p = emit.compare(q, q, "NE", dt), emit.compare(p, p, "NE", dt)
+    return hlo.or_(less, hlo.and_(nan_q, hlo.not_(nan_p)))

@@ -7,8 +7,9 @@ import numpy as np
 from . import emit
 from .emit import hlo
 from .ops_elementwise import isclose_rule
+from .ops_index import source_text
 from .optable import CallCx, concrete, float_dtype_for, register
-from .types import BOOL, DTYPES, I32, I64, ArrayType, Dim
+from .types import BOOL, DTYPES, I32, I64, ArrayType, Dim, int_range
 
 
 def _reduced_shape(shape, axes, keepdims: bool):
@@ -65,20 +66,71 @@ def _wide(dt):
     return DTYPES["f32"] if dt.is_float and dt.bits == 16 else dt
 
 
+def warn_if_sum_can_overflow(cx: CallCx, name: str, x, count: Dim, acc) -> None:
+    """W0006 where `name` (a sum) widens x's narrow integers (or bools) to the 32-bit `acc` and `count`
+    elements at x's extreme would not fit it: `sum` of a u8[20000000] image of 255s is 5.1e9, which u32
+    wraps (NumPy and jax.numpy with x64 sum in 64 bits). Decided where the count is known: at definition
+    for literal shapes (also when specialized, but compiler/lower.py keeps only the definition's warnings)."""
+    dt = x.type.dtype
+    if not count.is_const or acc is dt or not acc.is_int or not (dt.is_int or dt.is_bool):
+        return
+    lo, hi = int_range(dt)
+    acc_lo, acc_hi = int_range(acc)
+    n = count.value
+    if hi * n <= acc_hi and lo * n >= acc_lo:
+        return
+    wide = DTYPES["i64" if acc.kind == "int" else "u64"]
+    extreme = hi * n if hi * n > acc_hi else lo * n
+    cx.warn("W0006", f"`{name}` of {n:,} {dt} elements can overflow its {acc} accumulator", f"accumulates in {acc}",
+            at=0, notes=[f"{n:,} elements of {hi if extreme > 0 else lo} add up to {extreme:,}, beyond {acc}'s "
+                         f"{acc_hi if extreme > 0 else acc_lo:,}: the sum would wrap around",
+                         f"arr sums {dt} in {acc}, as jax.numpy does without x64 (NumPy, and jax.numpy with x64, "
+                         "sum in 64 bits)"],
+            help=f"accumulate in 64 bits: `{name}({source_text(cx, cx.at(0)) or 'x'}, dtype={wide})` (NumPy's "
+                 f"`dtype=`)")
+
+
+def _sum_dtype(cx: CallCx, x, dtype, dtype_rule):
+    """The dtype a sum/prod accumulates and returns: `dtype=` where given (NumPy's), else the rule's."""
+    if dtype is None:
+        return dtype_rule(cx, x.type.dtype)
+    return cx.dtype(dtype, "dtype")
+
+
 def monoid(name: str, combine_for, identity, dtype_rule):
-    """A reduction by one associative combiner; `combine_for(acc_dtype)` returns it, an (a, b) -> value builder."""
-    def rule(cx: CallCx, x, axis=None, keepdims=False):
+    """A reduction by one associative combiner; `combine_for(acc_dtype)` returns it, an (a, b) -> value
+    builder. sum and prod take NumPy's `dtype=` (the dtype they accumulate and return)."""
+    def reduce_rule(cx: CallCx, x, axis, keepdims, dtype):
         x, axes, keepdims = _read(cx, x, axis, keepdims)
         if name in ("max", "min"):
             _require_nonempty(cx, name, x, axes)
-        dt = dtype_rule(cx, x.type.dtype)
+        dt = _sum_dtype(cx, x, dtype, dtype_rule)
         acc = _wide(dt) if name in ("sum", "prod") else dt
+        combine = combine_for(acc)
+        if acc.is_bool and name in ("sum", "prod"):        # `dtype=bool`: any / all, as NumPy's
+            combine = hlo.or_ if name == "sum" else hlo.and_
+        if name == "sum" and dtype is None:
+            warn_if_sum_can_overflow(cx, name, x, _size(x, axes), acc)
 
         def reduced():
-            value = emit.reduce(cx.ir(x, acc), emit.const(identity(acc), acc), axes, combine_for(acc), acc)
+            value = emit.reduce(cx.ir(x, acc), emit.const(identity(acc), acc), axes, combine, acc)
             return emit.convert(value, acc, dt)
         return _finish(cx, x, axes, keepdims, dt, reduced)
+
+    if name in ("sum", "prod"):
+        def rule(cx: CallCx, x, axis=None, keepdims=False, dtype=None):
+            return reduce_rule(cx, x, axis, keepdims, dtype)
+    else:
+        def rule(cx: CallCx, x, axis=None, keepdims=False):
+            return reduce_rule(cx, x, axis, keepdims, None)
     return rule
+
+
+def _size(x, axes) -> Dim:
+    out = Dim.const(1)
+    for a in axes:
+        out = out * x.type.shape[a]
+    return out
 
 
 def _numeric(name):
@@ -118,9 +170,11 @@ def _extreme(direction: str, int_combine):
     return combine_for
 
 
-register("sum", params="x, axis=None, keepdims=False", family="Reductions", doc="sum of the elements over axis")(
+register("sum", params="x, axis=None, keepdims=False, dtype=None", family="Reductions",
+         doc="sum of the elements over axis (in dtype, if given)")(
     monoid("sum", _always(hlo.add), lambda dt: 0, _numeric("sum")))
-register("prod", params="x, axis=None, keepdims=False", family="Reductions", doc="product of the elements over axis")(
+register("prod", params="x, axis=None, keepdims=False, dtype=None", family="Reductions",
+         doc="product of the elements over axis (in dtype, if given)")(
     monoid("prod", _always(hlo.multiply), lambda dt: 1, _numeric("prod")))
 register("max", params="x, axis=None, keepdims=False", family="Reductions", doc="largest element over axis")(
     monoid("max", _extreme("GT", hlo.maximum), emit.scalar_arith_min, _same))
@@ -289,6 +343,11 @@ def _trace(cx: CallCx, x, offset=0, axis1=0, axis2=1, dtype=None):
                  "the same axis", at="axis2")
     dt = _accumulator_dtype(x.type.dtype) if dtype is None else cx.dtype(dtype, "dtype")
     acc = _wide(dt)
+    if dtype is None:
+        shape = x.type.shape
+        diagonal = _diagonal_length(shape[a1], shape[a2], k)
+        warn_if_sum_can_overflow(cx, "trace", x, diagonal * _size(x, [d for d in range(x.type.rank)
+                                                                       if d not in (a1, a2)]), acc)
 
     def reduced():
         value = cx.ir(x, acc)
@@ -301,3 +360,11 @@ def _trace(cx: CallCx, x, offset=0, axis1=0, axis2=1, dtype=None):
                             hlo.or_ if acc.is_bool else hlo.add, acc)
         return emit.convert(total, acc, dt)
     return _finish(cx, x, sorted((a1, a2)), False, dt, reduced)
+
+
+def _diagonal_length(rows: Dim, cols: Dim, k: Dim) -> Dim:
+    """The length of the k-th diagonal of a rows x cols matrix, where all three are known (else symbolic)."""
+    if not (rows.is_const and cols.is_const and k.is_const):
+        return Dim.var("diagonal")
+    r, c, k = rows.value, cols.value, k.value
+    return Dim.const(max(0, min(r, c - k) if k >= 0 else min(r + k, c)))

@@ -37,7 +37,7 @@ def _prod(dims) -> Dim:
 
 def _opaque(d: Dim) -> bool:
     """Whether `d` holds a stand-in for a non-polynomial expression such as `(n // 2)`."""
-    return any(not v.isidentifier() for v in d.variables)
+    return any(not v.isidentifier() for v in d.atoms)
 
 
 def _monomial_quotient(m: tuple, d: tuple) -> tuple | None:
@@ -57,7 +57,7 @@ def exact_div(a: Dim, b: Dim) -> Dim | None:
     """
     if not b.terms:
         return None
-    names = sorted(a.variables | b.variables)
+    names = sorted(a.atoms | b.atoms)
 
     def key(m):
         return len(m), tuple(m.count(v) for v in names)
@@ -362,7 +362,7 @@ def _reshape(cx: CallCx, x, shape) -> Val:
                          "sizes do not divide", at="x",
                          labels=[Label(cx.at("shape"), f"the known dimensions hold {known} elements")])
             # Not decidable as polynomials (e.g. `n` into (-1, 2)): checked when the shape is concrete.
-            inferred = Dim.var(f"({total} // {known})")
+            inferred = Dim.quotient(total, known)
         dims[holes[0]] = inferred
     elif total != known and (total.is_const and known.is_const or not (_opaque(total) or _opaque(known))):
         cx.error("E0202", f"cannot reshape {x.type} ({total} elements) into shape {target} ({known} elements)",
@@ -736,6 +736,9 @@ def _matmul(cx: CallCx, x, y, what: str) -> Val:
     out = batch + (tx.shape[-2:-1] if tx.rank >= 2 else ()) + (ty.shape[-1:] if ty.rank >= 2 else ())
 
     def build():
+        if ty.rank <= 2:    # rows of any batch times one matrix (or vector): one dot_general, as jnp.matmul
+            return _dot_general(cx.ir(x, dtype), cx.ir(y, dtype), concrete(out), dtype, ((), ()),
+                                ([tx.rank - 1], [0]))
         nb = len(batch)
         lhs = emit.broadcast(cx.ir(x, dtype), concrete(batch + core_x))
         rhs = emit.broadcast(cx.ir(y, dtype), concrete(batch + core_y))

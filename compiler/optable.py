@@ -304,7 +304,7 @@ def elementwise_type(cx: CallCx, args: list, what: str) -> tuple[DType, bool, tu
     shape = types[0].shape
     for i, t in enumerate(types[1:], 1):
         if t.shape != shape:
-            shape = broadcast_shapes(_pair_cx(cx, 0 if i == 1 else None, i), ArrayType(types[0].dtype, shape), t,
+            shape = broadcast_shapes(_pair_cx(cx, 0, i), ArrayType(types[0].dtype, shape), t,
                                      what)
     dtype, weak = promote(types)
     for i, a in enumerate(args):

@@ -25,9 +25,10 @@ TOKEN_WORDS = {
     "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'", "COLON": "':'", "COMMA": "','",
     "EQUAL": "'='", "DOT": "'.'", "MINUS": "'-'", "PLUS": "'+'", "TILDE": "'~'", "RARROW": "'->'",
     "COMP_OP": "a comparison", "ADD_OP": "an operator", "MUL_OP": "an operator", "POW": "'**'",
-    "AUG_OP": "'+='", "$END": "the end of the file",
+    "AUG_OP": "'+='", "SHIFT_OP": "an operator", "SEMICOLON": "';'", "$END": "the end of the file",
 }
-EXPRESSION_START = {"NAME", "INT", "FLOAT", "LPAR", "LSQB", "MINUS", "TILDE", "TRUE", "FALSE", "NOT"}
+EXPRESSION_START = {"NAME", "INT", "FLOAT", "STRING", "LPAR", "LSQB", "MINUS", "PLUS", "TILDE", "TRUE", "FALSE",
+                    "NOT"}
 
 
 class ArrIndenter(Indenter):
@@ -83,12 +84,16 @@ def _make_parser() -> Lark:
     return cached_lark(_grammar_text(), options, lambda: Lark(_grammar_text(), **options))
 
 
-class BadTarget(Exception):
-    """An assignment to something that is not a name, an indexed name or a tuple of them (E0001)."""
+_TARGET_HELP = "assign to a name (`y = ...`), an element (`x[i] = ...`) or a tuple of them (`y, (a, b) = ...`)"
 
-    def __init__(self, message: str, span: Span, label: str):
+
+class BadTarget(Exception):
+    """A construct the grammar accepts but the language does not (E0001): an assignment to something that is
+    not a name, an indexed name or a tuple of them; a parameter without a default after one with a default."""
+
+    def __init__(self, message: str, span: Span, label: str, help: str = _TARGET_HELP):
         super().__init__(message)
-        self.span, self.label = span, label
+        self.span, self.label, self.help = span, label, help
 
 
 _NOT_TARGETS = {ast.Call: "a function call", ast.Attribute: "an attribute", ast.IntLit: "a literal",
@@ -106,6 +111,16 @@ def _as_target(expr) -> ast.Node:
         return ast.TupleTarget(expr.span, tuple(_as_target(e) for e in expr.elems))
     what = _NOT_TARGETS.get(type(expr), "an expression")
     raise BadTarget(f"cannot assign to {what}", expr.span, "not a name, an indexed name or a tuple of them")
+
+
+def check_default_order(params) -> None:
+    """Only trailing parameters may have a default (Python's "non-default argument follows default argument")."""
+    first = next((p for p in params if p.default is not None), None)
+    late = first and next((p for p in params[params.index(first):] if p.default is None), None)
+    if late:
+        raise BadTarget(f"parameter `{late.name}` without a default follows parameter `{first.name}` with one",
+                        late.span, "needs a default",
+                        help=f"give `{late.name}` a default too, or move it before `{first.name}`")
 
 
 def _span(file: str, meta) -> Span:
@@ -140,10 +155,12 @@ class _ToAst(Transformer):
                                name_span=_tok_span(self.file, name))
 
     def params(self, meta, ch):
-        return tuple(p for p in ch if p is not None)
+        params = tuple(p for p in ch if p is not None)
+        check_default_order(params)
+        return params
 
     def param(self, meta, ch):
-        return ast.Param(self._s(meta), str(ch[0]), ch[1])
+        return ast.Param(self._s(meta), str(ch[0]), ch[1], ch[2])
 
     def result_types(self, meta, ch):
         types = tuple(c for c in ch if c is not None)
@@ -174,7 +191,11 @@ class _ToAst(Transformer):
 
     # statements
     def suite(self, meta, ch):
-        return tuple(ch)
+        return tuple(s for c in ch for s in (c if type(c) is tuple else (c,)))     # (`a; b` is a tuple)
+
+    def simple_stmts(self, meta, ch):
+        stmts = tuple(c for c in ch if c is not None)
+        return stmts[0] if len(stmts) == 1 else stmts
 
     def assign(self, meta, ch):
         return ast.Assign(self._s(meta), ch[0], ch[1])
@@ -372,8 +393,20 @@ def _syntax_error(err: UnexpectedInput, source: Source) -> Diagnostic:
         if tok.type == "_INDENT":
             msg = "unexpected indentation"
         diag = Diagnostic("E0001", msg, span, _describe_expected(set(err.expected)))
+        prev = err.token_history[-1] if err.token_history else None
+        if prev is not None and prev.type in ("INT", "FLOAT") and tok.type in ("NAME", "INT", "FLOAT") and \
+                prev.end_pos == tok.start_pos:           # `0x`, `1_`, `0b12`, `1__0`: one word to the user
+            whole = Span(file, prev.line, prev.column, tok.end_line, tok.end_column)
+            return Diagnostic("E0001", f"invalid number `{prev}{tok}`", whole, "not a number",
+                              help="digits are grouped by single `_`s between digits (`1_000`); other bases are "
+                                   "`0xff`, `0o17`, `0b1010`; exponents `1e-6`")
         at = _ErrorSite(source, tok, set(err.expected))
         hint = _bracket_hint(diag, at)
+        if hint is None and tok.type in ("IF", "FOR", "WHILE", "DEF") and not at.open and \
+                at.before.rstrip().endswith(":"):        # `if x: for i in range(3): ...`, as Python refuses it
+            return Diagnostic("E0001", f"`{tok}` cannot follow `:` on the same line", span, "a compound statement",
+                              help=f"a one-line suite holds simple statements only; start the `{tok}` on a new "
+                                   f"line, indented")
         if hint is None and str(tok) in fastparse.KEYWORDS and "NAME" in err.expected:
             return Diagnostic("E0001", f"`{tok}` is a keyword and cannot be a name", span, "a keyword",
                               help=f"choose another name, such as `{tok}_`")
@@ -511,7 +544,7 @@ def _python_habit(diag: Diagnostic, at: _ErrorSite) -> Diagnostic | None:
         fixed = re.sub(r"\belse\s+if\b", "elif", line, count=1)
         return dataclasses.replace(diag, span=at.word_span("else").to(diag.span), label="`else if` is spelled `elif`",
                                    help=f"write `{fixed.strip()}`")
-    if first == "def" and (kind in ("RPAR", "COMMA") and "COLON" in at.expected or
+    if first == "def" and (kind in ("RPAR", "COMMA", "EQUAL") and "COLON" in at.expected or
                            kind == "COLON" and "->" not in line and before.rstrip().endswith(")")):
         example = _typed_def(line)
         if kind == "COLON":
@@ -546,7 +579,8 @@ def _typed_def(line: str) -> str:
             part = ""
         else:
             part += ch
-    params = [p.strip() if ":" in p else f"{p.strip()}: f32[n]" for p in params + [part] if p.strip()]
+    params = [p.strip() if ":" in p else "{}: f32 = {}".format(*map(str.strip, p.split("=", 1))) if "=" in p
+              else f"{p.strip()}: f32[n]" for p in params + [part] if p.strip()]
     result = m.group(3) or (params[0].split(":", 1)[1].strip() if params else "f32")
     return f"def {m.group(1)}({', '.join(params)}) -> {result}:"
 
@@ -621,12 +655,17 @@ def parse(source: Source, start: str = "module"):
     (fastparse.py) first; where it gives up, Lark's, the reference grammar that gives the diagnostics."""
     text = _prepare(source, start)
     try:
-        return fastparse.parse(text, source.name, start)
+        node = fastparse.parse(text, source.name, start)
     except (fastparse.GiveUp, RecursionError):
-        pass
+        node = _parse_lark(source, text, start)
     except fastparse.BadLiteral as err:
         raise _bad_literal(err, source) from None
-    return _parse_lark(source, text, start)
+    if type(node) is tuple:             # `a = 1; b = 2` as one statement (start="stmt": a REPL cell)
+        span = node[1].span
+        raise CompileError([Diagnostic("E0001", "one statement at a time here", span, "a second statement",
+                                       help="enter the statements one by one (`;` separates statements in a "
+                                            "file)")], {source.name: source})
+    return node
 
 
 def _bad_literal(err: fastparse.BadLiteral, source: Source) -> CompileError:
@@ -649,7 +688,37 @@ def _prepare(source: Source, start: str) -> str:
     return source.text if source.text.endswith("\n") else source.text + "\n"
 
 
+MAX_SYNTAX_ERRORS = 10
+_TOP_LEVEL = re.compile(r"^(?:def|const)\b", re.MULTILINE)
+
+
 def _parse_lark(source: Source, text: str, start: str):
+    """Lark's parse; after a syntax error in a module, the parse goes on at the next top-level `def` or `const`
+    after the error's line (the text before it blanked, so spans stay the same), as rustc goes on after an
+    item: each error reported is in a different definition, none a consequence of the one before."""
+    try:
+        return _parse_one(source, text, start)
+    except CompileError as err:
+        if start != "module":
+            raise
+        diags = list(err.diagnostics)
+    while len(diags) < MAX_SYNTAX_ERRORS and diags[-1].code == "E0001" and diags[-1].span is not None:
+        lines = text.split("\n")
+        offset = sum(len(line) + 1 for line in lines[:diags[-1].span.end_line])
+        found = _TOP_LEVEL.search(text, offset)
+        if found is None:
+            break
+        blank = re.sub(r"[^\n]", " ", text[:found.start()])
+        rest = Source(source.name, blank + source.text[found.start():])      # (`text` may end with a "\n" more)
+        try:
+            _parse_one(rest, blank + text[found.start():], start)
+            break
+        except CompileError as err:
+            diags += err.diagnostics
+    raise CompileError(diags, {source.name: source})
+
+
+def _parse_one(source: Source, text: str, start: str):
     try:
         tree = _parser().parse(text, start=start)
     except UnexpectedInput as err:
@@ -669,9 +738,7 @@ def _parse_lark(source: Source, text: str, start: str):
             raise _bad_literal(err.orig_exc, source) from None
         if isinstance(err.orig_exc, BadTarget):
             bad = err.orig_exc
-            raise CompileError([Diagnostic("E0001", str(bad), bad.span, bad.label,
-                                           help="assign to a name (`y = ...`), an element (`x[i] = ...`) or a "
-                                                "tuple of them (`y, (a, b) = ...`)")],
+            raise CompileError([Diagnostic("E0001", str(bad), bad.span, bad.label, help=bad.help)],
                                {source.name: source}) from None
         raise err.orig_exc from None
     except RecursionError:

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from . import ast
-from .check import DERIVATIVES, PUSH_PULL, FunctionWalk, Signature, named_constant_binding, reachable, type_of
+from .check import DERIVATIVES, NAMED_CONSTANTS, PUSH_PULL, FunctionWalk, Signature, named_constant_binding, \
+    reachable, type_of
 from .diagnostics import CompileError, Diagnostic, Label, Reporter
 from .parse import parse, text_direction_warnings
 from .span import Source
@@ -246,9 +247,7 @@ def _check_const(program: Program, const: ast.ConstDef, reporter: Reporter) -> N
         return
     if isinstance(value, Poisoned):
         return
-    fits = isinstance(value, Val) and value.type.shape == declared.shape and (
-        value.type.dtype == declared.dtype or (value.type.weak and weak_literal_fits(value.type, declared.dtype)))
-    if not fits:
+    if not _fits(value, declared):
         reporter.add(Diagnostic("E0203", f"constant `{const.name}` has a value of type {describe(value)}, "
                                          f"declared {declared}", const.value.span, f"this is {describe(value)}",
                                 [Label(const.type.span, "declared here")]))
@@ -334,12 +333,73 @@ def _signature(program: Program, fn: ast.FunctionDef, reporter: Reporter) -> Non
                                      texpr.span, "unbound shape variable",
                                      help="a result's dimensions may use only shape variables of the parameters; "
                                           "use a `const` or a literal for a fixed size"))
+    defaults = {p.name: _default(program, p, t, errors) for p, (_, t, _) in zip(fn.params, params)
+                if p.default is not None and len(params) == len(fn.params)}
     for d in errors:
         reporter.add(d)
     if errors or None in results or len(params) != len(fn.params):
         return
     program.signatures[fn.name] = Signature(fn.name, params, results, [r.span for r in fn.results],
-                                            fn.tuple_result, shape_vars)
+                                            fn.tuple_result, shape_vars, defaults)
+
+
+def _default(program: Program, param: ast.Param, declared: ArrayType, errors: list):
+    """A parameter's default (`eps: f32 = 1e-6`): (its AST, its value as NumPy, its text), or None after adding
+    the error to `errors`. It must be a compile-time scalar of the parameter's type: a literal, a named
+    constant (`inf`), a `const` or a host constant, maybe negated."""
+    value = _static_scalar(program, param.default, set())
+    if declared.rank:
+        errors.append(Diagnostic("E0207", f"array parameter `{param.name}` cannot have a default",
+                                 param.default.span, f"`{param.name}` is {declared}",
+                                 help="only scalar parameters have defaults; the caller passes the array"))
+        return None
+    if value is None:
+        errors.append(Diagnostic("E0207", "a default must be a compile-time constant", param.default.span,
+                                 "not a literal, named constant or `const`",
+                                 help="give a literal (`eps: f32 = 1e-6`), a named constant (`inf`) or a scalar "
+                                      "`const`; other values are passed by the caller"))
+        return None
+    walk = FunctionWalk(program, None, Reporter())
+    try:
+        checked = walk.eval(param.default)
+        if not _fits(checked, declared):
+            raise ArrError("E0203", f"the default of `{param.name}` has type {describe(checked)}, declared {declared}",
+                           param.default.span, f"this is {describe(checked)}",
+                           labels=[Label(param.type.span, "declared here")],
+                           help=f"write a default of type {declared.dtype}, or convert it: `{declared.dtype}(...)`")
+        from .optable import CallCx
+        check_literal(CallCx(walk, param, [param.default.span], {}), checked, declared.dtype, 0)
+    except ArrError as err:
+        errors.append(err.diag)
+        return None
+    value = np.asarray(value, declared.dtype.np)
+    text = str(value).lower() if declared.dtype.is_bool else str(value)
+    return param.default, value, text
+
+
+def _static_scalar(program: Program, expr, seen: set):
+    """The Python value of a scalar literal, named constant, host constant or `const` (through consts of such
+    values), maybe negated; None for anything else."""
+    if isinstance(expr, (ast.IntLit, ast.FloatLit, ast.BoolLit)):
+        return expr.value
+    if isinstance(expr, ast.Unary) and expr.op in ("-", "+"):
+        value = _static_scalar(program, expr.operand, seen)
+        return None if value is None or isinstance(value, bool) else -value if expr.op == "-" else value
+    if not isinstance(expr, ast.Name) or expr.id in seen:
+        return None
+    if expr.id in program.externals:
+        host = program.externals[expr.id]
+        return host.item() if host.ndim == 0 else None
+    const = program.consts.get(expr.id)
+    if const is not None:
+        return _static_scalar(program, const.value, seen | {expr.id}) if expr.id in program.const_types else None
+    return NAMED_CONSTANTS.get(expr.id)
+
+
+def _fits(value, declared: ArrayType) -> bool:
+    """Whether a constant's `value` has the `declared` type (a weak literal: one whose dtype can hold it)."""
+    return isinstance(value, Val) and value.type.shape == declared.shape and (
+        value.type.dtype == declared.dtype or (value.type.weak and weak_literal_fits(value.type, declared.dtype)))
 
 
 def _dim_name_span(fn: ast.FunctionDef, var: str):
@@ -416,12 +476,14 @@ def _effectful(program: Program, calls: dict) -> set:
 
 def _check_recursion(calls: dict, reporter: Reporter) -> None:
     """E0104 for each call that closes a cycle, found by one depth-first walk of the call graph (with its
-    own stack: a call chain a thousand functions deep is as deep as Python's recursion limit)."""
-    for event, cycle, span in _depth_first(calls):
-        if event == "cycle":
-            reporter.add(Diagnostic("E0104", f"recursive call: {' -> '.join(cycle)}", span,
-                                    "calls a function that is still running",
-                                    help="arr functions cannot be recursive; use a `for` or `while` loop"))
+    own stack: a call chain a thousand functions deep is as deep as Python's recursion limit). They are
+    reported first: a recursive function's other errors (the early `return` of its base case) go away
+    with the loop that replaces it."""
+    cycles = [Diagnostic("E0104", f"recursive call: {' -> '.join(cycle)}", span,
+                         "calls a function that is still running",
+                         help="arr functions cannot be recursive; use a `for` or `while` loop")
+              for event, cycle, span in _depth_first(calls) if event == "cycle"]
+    reporter.diagnostics[:0] = cycles
 
 
 def expression_value(program: Program, expr: ast.Node, sources: dict):

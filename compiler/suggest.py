@@ -47,6 +47,8 @@ EQUIVALENTS: dict[str, tuple[tuple[str, ...], str]] = {
     "greater": ((), "write `a > b`"), "greater_equal": ((), "write `a >= b`"),
     "logical_and": ((), "write `a & b` (bool arrays)"), "logical_or": ((), "write `a | b` (bool arrays)"),
     "logical_xor": ((), "write `a ^ b` (bool arrays)"), "logical_not": ((), "write `~{x}` (a bool array)"),
+    "left_shift": ((), "write `a << b`"), "right_shift": ((), "write `a >> b`"),
+    "bitwise_left_shift": ((), "write `a << b`"), "bitwise_right_shift": ((), "write `a >> b`"),
     # Python builtins and NumPy idioms
     "len": ((), "arr has no `len`: the length of the first axis is `{x}.shape[0]`"),
     "range": ((), "`range` is only the bound of a `for` loop; an array of 0..n-1 is `arange(n)`"),

@@ -110,6 +110,30 @@ def wrap_int(value: int, dt: DType) -> int:
 
 
 # ---- dimensions ----------------------------------------------------------------
+class QuotientName(str):
+    """The name of an opaque dimension `a // b` that is no polynomial (`dm // h`, `(n + 1) // 2`): a
+    variable of the polynomial that remembers its dividend and divisor, so that substituting its shape
+    variables recomputes it (`(dm // h)` with dm = 64, h = 8 is 8; with the caller's dm = e, h = k it is
+    `(e // k)`). Equal to the plain variable of the same name, which the checker's folding of `a // b`
+    in expressions made before (values and types name the same dimension the same way)."""
+
+    num: "Dim"
+    den: "Dim"
+
+    def __new__(cls, num: "Dim", den: "Dim") -> "QuotientName":
+        self = super().__new__(cls, f"({_operand(num)} // {_operand(den)})")
+        self.num, self.den = num, den
+        return self
+
+    def __reduce__(self):
+        return QuotientName, (self.num, self.den)
+
+
+def _operand(d: "Dim") -> str:
+    text = str(d)
+    return text if d.is_const or (len(d.terms) == 1 and " " not in text) else f"({text})"
+
+
 class Dim:
     """A dimension: an integer polynomial over shape variables, e.g. `2 * n + 1`.
 
@@ -141,6 +165,19 @@ class Dim:
 
     @property
     def variables(self) -> set[str]:
+        """The shape variables `self` depends on (those of an opaque `a // b` included)."""
+        out = set()
+        for m in self.terms:
+            for v in m:
+                if isinstance(v, QuotientName):
+                    out |= v.num.variables | v.den.variables
+                else:
+                    out.add(v)
+        return out
+
+    @property
+    def atoms(self) -> set[str]:
+        """The names in the monomials of `self`: shape variables and opaque stand-ins such as `(dm // h)`."""
         return {v for m in self.terms for v in m}
 
     def __add__(self, other: "Dim") -> "Dim":
@@ -175,12 +212,27 @@ class Dim:
             return Dim.const(1)
         return None
 
+    @staticmethod
+    def quotient(num: "Dim", den: "Dim") -> "Dim":
+        """`num // den`: a polynomial where it is one (exact or constant division), else an opaque
+        dimension (QuotientName) decided once the shape variables are known. A constant divisor 0 gives 0,
+        as integer `//` by zero does in arr."""
+        out = num.floordiv(den)
+        if out is not None:
+            return out
+        if den.is_const and den.value == 0:
+            return Dim.const(0)
+        return Dim({(QuotientName(num, den),): 1})
+
     def subs(self, env: dict) -> "Dim":
-        """Substitute variables by ints or Dims."""
+        """Substitute variables by ints or Dims (an opaque `a // b` is recomputed from its parts)."""
         out = Dim({})
         for m, c in self.terms.items():
             term = Dim.const(c)
             for v in m:
+                if isinstance(v, QuotientName):
+                    term = term * Dim.quotient(v.num.subs(env), v.den.subs(env))
+                    continue
                 value = env.get(v, Dim.var(v))
                 term = term * (value if isinstance(value, Dim) else Dim.const(value))
             out = out + term
@@ -204,8 +256,12 @@ class Dim:
     def __str__(self) -> str:
         if not self.terms:
             return "0"
+        if len(self.terms) == 1 and self.terms.get(m := next(iter(self.terms))) == 1 and len(m) == 1 and \
+                isinstance(m[0], QuotientName):
+            return m[0][1:-1]           # `f32[n // 2]`, as written (the parentheses serve products and sums)
         parts = []
-        for m, c in sorted(self.terms.items(), key=lambda mc: (-len(mc[0]), mc[0])):
+        for m, c in sorted(self.terms.items(),
+                           key=lambda mc: (-len(mc[0]), any(isinstance(v, QuotientName) for v in mc[0]), mc[0])):
             body = " * ".join(m)
             if not m:
                 text = str(abs(c))

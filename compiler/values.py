@@ -26,6 +26,7 @@ class Val:
     ir: Any = None
     static: Any = None
     affine: Any = None     # (base Val, int offset) for run-time integers like `i + 4`
+    range: Any = None      # (least, greatest or None) a run-time integer takes, where known: a loop counter
 
     @property
     def static_int(self) -> int | None:

@@ -8,7 +8,9 @@ Two builds of the same function, both produced here:
   callback target, inside a `stablehlo.if` so the no-fault path never leaves the device);
 - the **origin** build, compiled only after the fast build saw a non-finite result (or always, for
   `--guard-scope all-ops`): every floating-point operation also reports where its result is non-finite
-  while its operands were finite. The host picks the first report in execution order: the origin.
+  while its operands were finite, and (results scope) each element carries the site its non-finite value
+  came from, so the host can keep the reports whose values reached a bad result. The host picks the first
+  of those in execution order: the origin.
 
 Reports carry the operation's location (so arrc's spans and call chains, or a JAX export's Python
 lines), the element index, the operand values there, and the iteration of every enclosing loop (each
@@ -37,6 +39,19 @@ STRUCTURAL = {"stablehlo.while", "stablehlo.if", "stablehlo.case", "func.call",
               "stablehlo.optimization_barrier", "stablehlo.get_tuple_element", "stablehlo.tuple"}
 DESCEND = {"stablehlo.while", "stablehlo.if", "stablehlo.case"}
 INDEXING = {"stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice", "stablehlo.gather", "stablehlo.scatter"}
+# Operations that only move elements: the origin build moves each element's origin with it (`_origin_of`).
+MOVES = {"stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.transpose", "stablehlo.slice",
+         "stablehlo.reverse", "stablehlo.dynamic_slice", "stablehlo.gather", "stablehlo.concatenate",
+         "stablehlo.pad", "stablehlo.dynamic_update_slice"}
+# Operations whose operands and result may have one shape although an element does not depend on the element
+# of its operands at the same index.
+SPATIAL = MOVES | {"stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution", "stablehlo.fft",
+                   "stablehlo.cholesky", "stablehlo.triangular_solve", "stablehlo.sort", "stablehlo.scatter",
+                   "stablehlo.reduce_window", "stablehlo.select_and_scatter", "stablehlo.reduce"}
+# Per-element origins (flow tracking): `site << 32 | flat index of the element in the site's result`; CLEAN for no
+# non-finite value, UNTRACED for one whose origin is lost (it came out of a loop or a branch; the host then falls
+# back to the static def-use flow of `_results_reached`).
+CLEAN, UNTRACED, SITE_SHIFT = 2 ** 63 - 1, -1, 32
 
 
 @dataclass(frozen=True)
@@ -148,6 +163,13 @@ class _Guarder:
         self.reaches = None        # origin build: the results the current top-level operation flows into
         self.forward = None        # forward id -> the operations with it (compiler/autodiff.py), made on demand
         self.places = None
+        # Origin build, results scope: each element's origin (the index of the report site that made it
+        # non-finite) for the values of the entry block; a `flow` report at the return sends the result's.
+        self.flow = options.origins and options.scope == "results" and bool(options.floats)
+        self.top = False
+        self.origins = {}
+        self.arg_sites = {}
+        self.deferred = []         # the entry block's origin reports, made at its return
 
     def _forward_of(self, op):
         """For an adjoint operation (compiler/autodiff.py: a `vjp(<op>)#<id>` location), the forward operation
@@ -194,6 +216,16 @@ class _Guarder:
         already = guarded_kinds(self.fop)
         if _instruments_operations(self.options):
             self._add_loop_counters()
+            # Flow is traced where a `where` can mask a non-finite value (elsewhere the def-use chains say as
+            # much); the arguments' sites come first, as their reports do.
+            self.flow = self.flow and _contains(self.fop.operation, lambda op: op.name == "stablehlo.select"
+                                                and _is_float(op.results[0].type))
+            if self.flow:
+                hidden = self._hidden_args()
+                for i, arg in enumerate(body.arguments):
+                    if i not in hidden and _is_float(arg.type):
+                        self.arg_sites[i] = self.next_callback
+                        self.next_callback += 1
             self._block(body, [], _results_reached(body) if self.options.origins else None)
             if self.options.floats and (self.options.origins or self.options.scope == "all-ops"):
                 self._check_arguments(body)      # after the walk: these checks are not instrumented again
@@ -226,23 +258,19 @@ class _Guarder:
 
     def _has_checks(self, root) -> bool:
         """Whether an operation inside `root` (a loop, or the module) may get a check."""
-        found = []
-
-        def visit(op):
-            if op.operation != root and self._may_check(op.operation):
-                found.append(op)
-                return ir.WalkResult.INTERRUPT
-            return ir.WalkResult.ADVANCE
-        root.walk(visit)
-        return bool(found)
+        return _contains(root, lambda op: op != root and self._may_check(op))
 
     def _block(self, block, loops: list, reaches: list | None = None) -> None:
         for i, op in enumerate(list(block.operations)):
             if reaches is not None:
                 self.reaches = reaches[i]
+            self.top = reaches is not None
             self.position += 1
             position = self.position
             name = op.operation.name
+            if self.flow and self.top and name == "func.return":
+                self._flow_report(op.operation, position)
+                continue
             if name in DESCEND:
                 self._regions(op.operation, loops, position)
                 continue
@@ -281,7 +309,11 @@ class _Guarder:
             # the division that uses the select.
             division = _division_using(op.results[0])
             values = [("dividend", division.operands[0])] if division is not None else []
-            self._report(ip, op, op.operands[0], loops, position, "div0", values + [("divisor", op.operands[2])])
+            # the expression's result: arrc's `select(divisor == 0, 0, quotient)`
+            fixed = [u.owner.operation for u in op.operands[0].uses if u.owner.name == "stablehlo.select"
+                     and u.operand_number == 0 and u.owner.operation != op]
+            ip, bad = self._reaching(ip, op, op.operands[0], fixed[0].results[0] if len(fixed) == 1 else None)
+            self._report(ip, op, bad, loops, position, "div0", values + [("divisor", op.operands[2])])
             return
         if op.name in ("stablehlo.divide", "stablehlo.remainder") and abi.SAFE_DIVISOR not in op.attributes:
             dt = _element_dtype(op.results[0].type)
@@ -289,10 +321,26 @@ class _Guarder:
                 with ip, op.location:
                     divisor = op.operands[1]
                     bad = emit.compare(divisor, emit.const(0, dt, emit.shape_of(divisor)), "EQ", dt)
+                ip, bad = self._reaching(ip, op, bad, op.results[0])
                 self._report(ip, op, bad, loops, position, "div0", [("dividend", op.operands[0])])
+
+    def _reaching(self, ip, op, bad, quotient):
+        """(insertion point, elements to report) for a division by zero at `bad` whose elements become
+        `quotient`: only those that a `where`/`select` does not drop on their way to a result, as the nan guard
+        reports only NaNs that reach one. The test needs the selects' conditions, so it goes at the end of
+        the block; it is `bad` unchanged where no select masks the quotient."""
+        if quotient is None or emit.shape_of(quotient) != emit.shape_of(bad):
+            return ip, bad
+        block = op.block
+        end = ir.InsertionPoint(block.operations[len(block.operations) - 1])
+        with end, op.location:
+            live = _live(quotient, block)
+            return (ip, bad) if live is None else (end, hlo.and_(bad, live))
 
     def _bounds(self, ip, op, loops, position) -> None:
         name = op.name
+        if abi.IN_BOUNDS in op.attributes:
+            return                      # `x[i]` for `i` in `range(len)`: in range by construction
         with ip, op.location:
             if name in ("stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice"):
                 operand = op.operands[0]
@@ -328,32 +376,115 @@ class _Guarder:
 
     def _origin(self, ip, op, loops, position) -> None:
         floats = [r for r in op.results if _is_float(r.type)]
-        if not floats or _only_init_values(op):
-            return
+        if not floats or _constant(op.results[0]) and not _used_structurally(op):
+            return       # a literal's value is reported by the operations that use it (`where(x > 0, x, -inf)`)
         kinds = self.options.floats
         for result in floats:
             shape = emit.shape_of(result)
             operands = [o for o in op.operands if _is_float(o.type)]
+            computed = [o for o in operands if not _constant(o)]    # a literal's non-finite value is this op's
+            elementwise = op.name not in SPATIAL and all(emit.shape_of(o) == shape for o in operands)
             with ip, op.location:
                 bad = _nonfinite(result, kinds)
-                elementwise = all(emit.shape_of(o) == shape for o in operands)
-                for o in operands:
+                if op.name == "stablehlo.select":       # fresh where the chosen branch was finite
+                    finite = [emit.const(True, BOOL, shape) if _constant(o) else hlo.not_(_nonfinite(o, kinds))
+                              for o in op.operands[1:]]
+                    bad = hlo.and_(bad, hlo.select(op.operands[0], *finite))
+                    computed = []
+                for o in computed:
                     if elementwise:
                         bad = hlo.and_(bad, hlo.not_(_nonfinite(o, kinds)))
                     else:
                         clean = hlo.not_(_any(_nonfinite(o, kinds)))
                         bad = hlo.and_(bad, emit.broadcast(clean, shape))
-            values = ([(_label(o), o) for o in operands] if elementwise else []) + [("result", result)]
+            values = ([(_label(o, op), o) for o in operands] if elementwise else []) + [("result", result)]
             forward = self._forward_of(op)
             if forward is not None:                 # an adjoint: the forward operation's operands, same index
-                values[-1:-1] = [(abi.FORWARD_LABEL + _label(o), o) for o in forward.operands
+                values[-1:-1] = [(abi.FORWARD_LABEL + _label(o, forward), o) for o in forward.operands
                                  if _is_float(o.type) and emit.shape_of(o) == shape]
             extra = {abi.REACHES: _i64_array(self.reaches)} if self.reaches is not None else None
-            self._report(ip, op, bad, loops, position, "origin", values, extra=extra)
+            if self.flow and self.top and 0 not in shape:
+                # reported at the return, at the element that reached a result (`_flow_report`)
+                site = self.next_callback
+                self.next_callback += 1
+                self.deferred.append((site, op, bad, position, values, extra))
+                with ip, op.location:
+                    self.origins[result] = self._origin_of(ip, op, result, site, computed, elementwise)
+            else:
+                self._report(ip, op, bad, loops, position, "origin", values, extra=extra)
+
+    # -- per-element flow (origin build, results scope) ----------------------------------------------
+    def _origin_of(self, ip, op, result, site, computed, elementwise) -> ir.Value:
+        """Each element's origin in `result`: the site of the operand's non-finite value it came from (the
+        earliest site where several did), or `site` where this operation made it; CLEAN where it is finite."""
+        shape = emit.shape_of(result)
+        clean = emit.const(CLEAN, I64, shape)
+        if op.name == "stablehlo.select":           # only the chosen branch reaches the result
+            inherited = hlo.select(op.operands[0], self._origins(op.operands[1], ip),
+                                   self._origins(op.operands[2], ip))
+        elif op.name in MOVES:                      # the same movement, applied to the origins
+            moved = [self._origins(o, ip) if _is_float(o.type) else o for o in op.operands]
+            inherited = ir.Operation.create(op.name, results=[emit.tensor_type(shape, I64)], operands=moved,
+                                            attributes=dict(op.attributes.items())).results[0]
+        else:
+            inherited = clean
+            for o in computed:
+                first = self._origins(o, ip)
+                inherited = hlo.minimum(inherited, first if elementwise else emit.broadcast(_least(first), shape))
+        inherited = hlo.select(emit.compare(inherited, clean, "EQ", I64), _keys(site, shape), inherited)
+        return hlo.select(_nonfinite(result, self.options.floats), inherited, clean)
+
+    def _origins(self, value, ip) -> ir.Value:
+        """The origins of `value`'s elements, built at `ip` where they are not known yet: an argument's
+        non-finite elements come from its site, a literal's are CLEAN (its user reports them), and those of
+        a value from inside a loop or branch are UNTRACED."""
+        if value in self.origins:
+            return self.origins[value]
+        shape = emit.shape_of(value)
+        if _constant(value):
+            return emit.const(CLEAN, I64, shape)
+        body = self.fop.regions[0].blocks[0]
+        site = None
+        if isinstance(value, ir.BlockArgument) and value.owner == body and value.arg_number in self.arg_sites:
+            site = self.arg_sites[value.arg_number]
+            ip = ir.InsertionPoint(body.operations[0])     # once, for every use
+        with ip:
+            lost = emit.const(UNTRACED, I64, shape)
+            origins = hlo.select(_nonfinite(value, self.options.floats), lost if site is None else _keys(site, shape),
+                                 emit.const(CLEAN, I64, shape))
+        if site is not None:
+            self.origins[value] = origins
+        return origins
+
+    def _flow_report(self, ret, position) -> None:
+        """At the entry's return: the earliest origin of each float result (runtime/guards.py `_reaching`), and
+        the entry block's origin reports, each at the element that reached a result if one did (else at its
+        first non-finite one)."""
+        ip = ir.InsertionPoint(ret)
+        values = []
+        with ip, ret.location:
+            for i, value in enumerate(ret.operands):
+                if _is_float(value.type) and 0 not in emit.shape_of(value):
+                    values.append((str(i), _least(self._origins(value, ip))))
+            if values:
+                self._report(ip, ret, emit.const(True, BOOL), [], position, "flow", values)
+        for site, op, bad, at, labelled, extra in self.deferred:
+            with ip, op.location:
+                reached = emit.const(CLEAN, I64)
+                for _, key in values:
+                    mine = emit.compare(hlo.shift_right_arithmetic(key, emit.const(SITE_SHIFT, I64)),
+                                        emit.const(site, I64), "EQ", I64)
+                    reached = hlo.minimum(reached, hlo.select(mine, hlo.and_(key, emit.const(2 ** SITE_SHIFT - 1, I64)),
+                                                              emit.const(CLEAN, I64)))
+                first = hlo.select(emit.compare(reached, emit.const(CLEAN, I64), "EQ", I64), _first(bad), reached)
+            self._report(ip, op, bad, [], at, "origin", labelled, extra=extra, site=site, first=first)
+
+    def _hidden_args(self) -> set:
+        from .rewrite import int_attr
+        return {int_attr(self.fop, abi.RUN_ARG)} | _effect_args(self.fop)
 
     def _check_arguments(self, body) -> None:
-        from .rewrite import int_attr
-        hidden = {int_attr(self.fop, abi.RUN_ARG)} | _effect_args(self.fop)
+        hidden = self._hidden_args()
         ip = ir.InsertionPoint(body.operations[0])
         for i, arg in enumerate(body.arguments):
             if i in hidden or not _is_float(arg.type):
@@ -361,16 +492,23 @@ class _Guarder:
             with ip, self.fop.location:
                 bad = _nonfinite(arg, self.options.floats)
             self._report(ip, self.fop, bad, [], -len(body.arguments) + i, "argument", [(_label(arg), arg)],
-                         loc=_value_location(arg, self.fop.location), extra={abi.ARG: _i64_array([i])})
+                         loc=_value_location(arg, self.fop.location), extra={abi.ARG: _i64_array([i])},
+                         site=self.arg_sites.get(i))
 
     # -- one report site ------------------------------------------------------------------------------
-    def _report(self, ip, op, bad, loops, position, kind, values, loc=None, extra=None) -> None:
+    def _report(self, ip, op, bad, loops, position, kind, values, loc=None, extra=None, site=None,
+                first=None) -> int | None:
+        """A report site for the elements `bad` marks, at its first one or at `first` (its callback index `site`
+        if given); returns the index."""
         if 0 in emit.shape_of(bad):
-            return                           # an empty array has no element to report
+            return None                      # an empty array has no element to report
+        if site is None:
+            site = self.next_callback
+            self.next_callback += 1
         loc = loc or op.location
         with ip, loc:
             any_bad = _any(bad)
-            first = _first(bad)
+            first = _first(bad) if first is None else first
             branch = hlo.IfOp([], any_bad)
             with ir.InsertionPoint(branch.true_branch.blocks.append()):
                 operands = [self.run_arg(), first] + [counter for _, counter in loops]
@@ -380,8 +518,7 @@ class _Guarder:
                                         has_side_effect=ir.BoolAttr.get(True),
                                         api_version=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 4),
                                         backend_config=ir.DictAttr.get({"index": ir.IntegerAttr.get(
-                                            ir.IntegerType.get_unsigned(64), self.next_callback)}))
-                self.next_callback += 1
+                                            ir.IntegerType.get_unsigned(64), site)}))
                 attrs = call.operation.attributes
                 attrs[abi.KIND] = ir.StringAttr.get(kind)
                 attrs[abi.ORDER] = _i64_array([p for p, _ in loops] + [position])
@@ -393,6 +530,45 @@ class _Guarder:
                 hlo.return_([])
             with ir.InsertionPoint(branch.false_branch.blocks.append()):
                 hlo.return_([])
+        return site
+
+
+def _live(value: ir.Value, block, depth: int = 8) -> ir.Value | None:
+    """Where the elements of `value` can reach a result of `block` (an i1 mask built at the insertion point):
+    through elementwise operations and the chosen branch of selects in `block`; None where every element
+    may (a use of another kind, or deeper than `depth`)."""
+    shape = emit.shape_of(value)
+    live = None
+    for use in list(value.uses):
+        user = use.owner.operation
+        if depth == 0 or user.block != block or user.name in STRUCTURAL | SPATIAL or len(user.results) != 1 \
+                or emit.shape_of(user.results[0]) != shape:
+            return None
+        after = _live(user.results[0], block, depth - 1)
+        if user.name == "stablehlo.select" and use.operand_number > 0:
+            pred = emit.broadcast(user.operands[0], shape)
+            chosen = emit.const(True, BOOL, shape) if user.operands[1] == user.operands[2] \
+                else pred if use.operand_number == 1 else hlo.not_(pred)
+            term = chosen if after is None else hlo.and_(chosen, after)
+        elif after is None:
+            return None
+        else:
+            term = after
+        live = term if live is None else hlo.or_(live, term)
+    return live
+
+
+def _contains(root, test) -> bool:
+    """Whether `test(op)` holds for an operation inside `root` (or `root` itself)."""
+    found = []
+
+    def visit(op):
+        if test(op.operation):
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+    root.walk(visit)
+    return bool(found)
 
 
 def _enclosing(op):
@@ -432,14 +608,34 @@ def _division_using(divisor: ir.Value, depth: int = 3):
     return None
 
 
-def _only_init_values(op) -> bool:
-    """A constant used only as the initial value of reductions (`-inf` for `max`): not a program value."""
-    if op.name != "stablehlo.constant":
-        return False
-    uses = list(op.results[0].uses)
-    return bool(uses) and all(
-        use.owner.name in ("stablehlo.reduce", "stablehlo.reduce_window")
-        and use.operand_number >= len(use.owner.operands) // 2 for use in uses)
+def _constant(value: ir.Value) -> bool:
+    """Whether `value` is a literal: a constant, or one broadcast, reshaped or converted (arrc's `-inf` in
+    `where(x > 0, x, -inf)`, a reduction's initial value)."""
+    name = getattr(value.owner, "name", "")
+    if name in ("stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.convert"):
+        return _constant(value.owner.operands[0])
+    return name == "stablehlo.constant"
+
+
+def _used_structurally(op) -> bool:
+    """Whether a result of `op` goes where no operation reports it: returned, carried by a loop, called."""
+    return any(use.owner.name in STRUCTURAL for r in op.results for use in r.uses)
+
+
+def _least(x: ir.Value) -> ir.Value:
+    """The least element of an i64 array (a scalar as it is)."""
+    shape = emit.shape_of(x)
+    return emit.reduce(x, emit.const(CLEAN, I64), list(range(len(shape))), hlo.minimum, I64) if shape else x
+
+
+def _keys(site: int, shape) -> ir.Value:
+    """The origin keys of `site`'s elements: `site << 32 | flat index` (module comment at CLEAN)."""
+    base = emit.const(site << SITE_SHIFT, I64, shape)
+    if not shape:
+        return base
+    size = int(np.prod(shape))
+    index = hlo.reshape(emit.tensor_type(shape, I64), hlo.iota(emit.tensor_type((size,), I64), 0))
+    return hlo.or_(base, index)
 
 
 def _results_reached(body) -> list[list[int]]:
@@ -512,14 +708,26 @@ def _single_axis_indexing(op):
     return axis, indices, (sizes[axis] if sizes else 1), emit.shape_of(operand)
 
 
-def _label(value: ir.Value) -> str:
-    """How a report names an operand: its source text position, an argument's name, a literal's value,
-    or the op kind."""
+def _label(value: ir.Value, user=None) -> str:
+    """How a report names an operand of `user`: its source text position, an argument's or a loop-carried
+    variable's name, a literal's value, or the op kind."""
     owner = value.owner
-    if getattr(owner, "name", None) == "stablehlo.constant":
+    name = getattr(owner, "name", None)
+    if name == "stablehlo.constant":
         return "literal"
+    if name in ("stablehlo.broadcast_in_dim", "stablehlo.convert") and user is not None \
+            and owner.location == user.location:
+        return _label(owner.operands[0], owner)     # arrc's implicit broadcast or promotion: the operand's own
+    from ..compiler.locations import call_frames, name_of, span_of
+    if name == "stablehlo.while":                   # a loop's result: the name of the variable it carries
+        carried = name_of(_value_location(owner.regions[1].blocks[0].arguments[value.result_number], None))
+        if carried and carried != "for":
+            return carried
     loc = _value_location(value, None)
-    from ..compiler.locations import name_of, span_of
+    if loc is not None and user is not None:
+        # made inside a call the user's function inlined: the call is the operand in the user's text
+        frames, depth = call_frames(loc), len(call_frames(user.location))
+        loc = frames[len(frames) - depth] if len(frames) > depth else loc
     if loc is not None:
         span = span_of(loc)
         name = name_of(loc)

@@ -13,7 +13,8 @@ from jaxlib.mlir import ir
 from ..compiler import abi
 from ..compiler.builtins import BUILTINS, OPERATORS
 from ..compiler.span import Span
-from ..compiler.locations import name_of, span_of
+from ..compiler.locations import call_frames, name_of, span_of
+from ..passes.guards import SITE_SHIFT, UNTRACED
 from ..passes.rewrite import i64s
 from .reports import BoundsError, DivisionByZero, GuardError, InfError, NaNError
 
@@ -38,13 +39,11 @@ class GuardSite:
     derivative_of: str | None = None    # in a backward pass: the forward operation (compiler/autodiff.py)
 
 
-def _flatten_callsites(loc) -> list:
-    if isinstance(loc, ir.CallSiteLoc):
-        return _flatten_callsites(loc.callee) + _flatten_callsites(loc.caller)
-    return [loc]
-
-
 EFFECTS = abi.EFFECT_KINDS
+# An infinity that reaches a result is reported even when the program means it, as under `jax_debug_infs`;
+# one made from a zero or an infinite literal (not an overflow) may well be meant, so its report says how.
+INF_HELP = ("if this infinity is intended (`log(0.0)` is `-inf`), leave `inf` out of the guards: "
+            "`--guards nan,bounds,div0` (`guards=\"nan,bounds,div0\"`)")
 FORWARD = abi.FORWARD_LABEL
 
 
@@ -68,7 +67,7 @@ def sites(module: ir.Module) -> dict:
         if op.name == "stablehlo.custom_call" and abi.KIND in op.attributes:
             index = ir.IntegerAttr(ir.DictAttr(op.attributes["backend_config"])["index"]).value
             kind = ir.StringAttr(op.attributes[abi.KIND]).value
-            frames = _flatten_callsites(op.location)
+            frames = call_frames(op.location)
             if kind in EFFECTS:
                 out[index] = site_of(op, span_of(frames[0]))
                 return ir.WalkResult.ADVANCE
@@ -119,8 +118,18 @@ def first_event(events: list) -> Event | None:
 
 
 def _reaching(events: list, bad_results: set) -> list:
-    """The origin reports whose operation flows into a result that was not finite, when there are any
-    (a NaN the program masked on the way to another result is not the one to blame)."""
+    """The origin reports whose non-finite values reached a result that was not finite: the sites the
+    origin build traced element by element into those results (its `flow` report), or, where it lost the
+    trace (a value out of a loop or branch), those whose operation flows into such a result by the static
+    def-use chains. A NaN the program masked on its way is not the one to blame."""
+    flows = [e for e in events if e.site.kind == "flow"]
+    events = [e for e in events if e.site.kind != "flow"]
+    keys = {v for e in flows for result, v in zip(e.site.labels, e.values) if int(result) in bad_results}
+    if keys and UNTRACED not in keys:
+        traced = {key >> SITE_SHIFT for key in keys}
+        found = [e for e in events if e.site.index in traced]
+        if found:
+            return found
     flowing = [e for e in events if abi.REACHES not in e.site.attrs
                or bad_results & set(e.site.attrs[abi.REACHES])]
     return flowing or events
@@ -136,15 +145,63 @@ def _fmt(value) -> str:
     return str(value)
 
 
-def _operand_text(label: str, sources: dict) -> str:
+def _operand_text(label: str, sources: dict, at: Span | None = None, written: str | None = None) -> str:
+    """How the report names an operand from its label (passes/guards.py `_label`): a name as it is; a
+    literal, or a value made outside the operation's span `at`, by its text `written` there if it is a name
+    or a literal (`_names_written`); otherwise by its own source text."""
+    if label == "literal" and written is not None:
+        return written
     if not label.startswith("@"):
         return label
     file, line, col, end_line, end_col = label[1:].rsplit(":", 4)
+    if written is not None and at is not None and not (
+            file == at.file and (at.line, at.col) <= (int(line), int(col)) <= (at.end_line, at.end_col)):
+        return written
     src = sources.get(file)
     if src is None or int(line) != int(end_line):
         return f"value at {file}:{line}:{col}"
     text = src.line_text(int(line))[int(col) - 1:int(end_col) - 1]
     return text if text else f"value at {file}:{line}:{col}"
+
+
+def _names_written(span: Span | None, labels: list, sources: dict) -> list:
+    """For an operation written `a / count` (or `-v`, `log(x)`, `where(c, x, -inf)`) whose operands have
+    `labels`: the text of each operand that is written as a name or a literal (None for the others); all
+    None where the operation's text is not that."""
+    count = len(labels)
+    src = sources.get(span.file) if span is not None else None
+    if src is None or span.line != span.end_line:
+        return [None] * count
+    from ..compiler import ast
+    from ..compiler.diagnostics import CompileError
+    from ..compiler.parse import parse
+    from ..compiler.span import Source
+    text = src.line_text(span.line)[span.col - 1:span.end_col - 1]
+    try:
+        node = parse(Source("<operands>", text), start="expr")
+    except (CompileError, ValueError):
+        return [None] * count
+    if isinstance(node, ast.Binary):
+        parts = [node.lhs, node.rhs]
+    elif isinstance(node, ast.Unary):
+        parts = [node.operand]
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "where":
+        parts = list(node.args[1:])             # its condition is no float operand
+    elif isinstance(node, ast.Call) and len(set(labels)) == 1 and len(node.args) == 1 and not node.kwargs:
+        parts = list(node.args) * count         # `log(x)`, `square(x)` (x * x)
+    else:
+        parts = []
+    if len(parts) != count:
+        return [None] * count
+    return [text[p.span.col - 1:p.span.end_col - 1] if _plain(p) else None for p in parts]
+
+
+def _plain(node) -> bool:
+    """A name or a literal, or one negated: an operand whose text says what it is."""
+    from ..compiler import ast
+    if isinstance(node, ast.Unary) and node.op == "-":
+        node = node.operand
+    return isinstance(node, (ast.Name, ast.FloatLit, ast.IntLit))
 
 
 def report(event: Event, entry: str, sources: dict) -> GuardError:
@@ -179,9 +236,9 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
             if forward and not any(k.startswith("%") for k, _ in forward):   # (not MLIR's `%arg0` fragments)
                 # the operands of the forward operation, at the same index
                 label += " (" + ", ".join(f"{k} = {_fmt(v)}" for k, v in forward) + ")"
-            for label_text, v in pairs:
-                if not label_text.startswith(FORWARD):
-                    operands[_operand_text(label_text, sources)] = v
+            own = [(t, v) for t, v in pairs if not t.startswith(FORWARD)]
+            for (label_text, v), written in zip(own, _names_written(site.span, [t for t, _ in own], sources)):
+                operands[_operand_text(label_text, sources, site.span, written)] = v
             if operands:
                 notes.append(f"operands{at}: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in operands.items()))
     elif site.kind == "bounds":
@@ -206,6 +263,9 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
         message = "integer division by zero at run time"
         label = f"this division has a zero divisor{at}"
         notes.append("arr gives 0 here (as NumPy); the div0 guard reports it instead")
+    if site.kind == "origin" and cls is InfError and help is None \
+            and any(v == 0.0 or np.isinf(v) for v in operands.values()):    # `log(0.0)`, `1.0 / 0.0`, `-inf`
+        help = INF_HELP
     iteration = event.counters or None
     if iteration:
         notes.append("in loop iteration " + ", ".join(str(c) for c in iteration)

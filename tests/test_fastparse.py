@@ -164,6 +164,12 @@ EXPRESSIONS = [
     "f(a  # comment\n , b)", "a \\\n + b", "(\n\n a\n\n)", "x[\n0]", "((((((((((a))))))))))",
     "-" * 50 + "a", "not " * 50 + "a", " ** ".join("a" * 30), "+".join(["a"] * 100),
     "f(" * 40 + "a" + ")" * 40, "a" + "[0]" * 60, " if c else ".join("a" * 50),
+    # issue 17: based integer literals, `_` separators, shifts
+    "0xff", "0XFF", "0x_dead_BEEF", "0o17", "0O7_7", "0b1010", "0B_1_0", "0x" + "f" * 40, "0b" + "0" * 60 + "1",
+    "1_000_000", "0_0", "1_0.5_0", "1_0e1_0", "1_0.e-1_0", ".1_5", "0xe5", "0b1 + 1", "0x1.real",
+    "a << b", "a >> b", "a << b << c", "a << b + c", "a + b << c", "a * b >> c", "a & b << c", "a << b & c",
+    "a | b >> c ^ d", "a << b < c", "a < b >> c", "-a << ~b", "a ** b << c", "(a << b) >> c", "a<<-1",
+    "f(a << 1, x=b >> 2)", "x[a >> 1:b << 1]",
 ]
 
 BAD_EXPRESSIONS = [
@@ -171,6 +177,8 @@ BAD_EXPRESSIONS = [
     "a ** ", "a if b", "a if b else", "not", "a[]", "a[1:2:3:4]", "f(a=)", "f((a)=1)", "f(a.b=1)",
     "a..b", "1.T", "a.1", "a + not b", "a == not b", '"unterminated', "a $ b", "a ! b", "a\n", "\n a",
     '"\\x4"', "a if b else c else d", "(a b)", "a ->b",
+    "0x", "0xg", "0b2", "0o8", "1__0", "1_", "_1", "0x_", "1_.5", "1._5", "1e_5", "0b1e5", "0x1.5", "1e1_",
+    "a <<", "a < < b", "a <<< b", "a >>> b", "<< a", "a <<= b", "a; b",
 ]
 
 
@@ -197,12 +205,15 @@ STATEMENTS = [
     "return (x, y)", "return (x)", "pass", "print()", "print(x)", 'print("a", x, sep=1)', "print(x,)",
     "print((x))", "assert x", 'assert x, "m"', "assert (x), (y)", "f(x)", "(f(x))", "x", "-x", "not x",
     "[1, 2]", "(a, b)", "x.T", "x  # trailing comment", "x = \\\n  1", "x = (1 +\n  2)",
+    "x <<= 1", "x >>= y + 1", "x[0] <<= 2", "x = 1; y = 2", "x = 1;", "pass; pass;", "return;", "x = 1, 2;",
+    "x = 1,; y = 2", "x += 1; return x", "print(x); assert x", "x;y", "x = 0x10 >> 2",
 ]
 
 BAD_STATEMENTS = [
     "x = y = 1", "x, y += 1", "(x) = 1", "(x[0]) = 1", "x + 1 = 2", "x.T = 1", "f(x) = 1", "-x = 1",
     "return x,", "assert x,", "print(x) + 1", "x = ", "= 1", "x = 1 2", "x +=", "pass 1", "x[0] = y = 1",
     "if = 3", "const a: i32 = 1", "def g() -> f32:",
+    "x = 1;; y = 2", "; x = 1", ";", "x = 1; if x: pass", "x <<= y = 1", "x, y <<= 1", "(x) >>= 1",
 ]
 
 
@@ -247,6 +258,14 @@ COMPOUND = [
     body("if x:", "    pass", "else:", "    pass", "else:", "    pass"),
     body("elif x:", "    pass"),
     body("while x:", "    pass", "        y = 1"),
+    # one-line suites (issue 17)
+    body("for i in range(4): x += i", "return x"), body("if x > 0: return x", "return -x"),
+    body("while x < 3: x = x + 1; y = x;", "return x"), body("if x: a = 1", "elif y: a = 2", "else: a = 3"),
+    body("if x: pass", "else:", "    pass"), body("if x:", "    pass", "else: pass"),
+    body("while x, bound=3: x <<= 1"), body("for i in range(n): x[i] = i; y = 1"),
+    body("if x: if y: pass"), body("if x: for i in range(3): pass"), body("if x: pass", "    y = 1"),
+    body("if x: ;"), body("if x:pass"), body("if x: return"), body("if x: return;"),
+    body("for i in range(2):  # c", "    pass"), body("if x: pass  # c", "return 1"),
 ]
 
 
@@ -281,6 +300,13 @@ MODULES = [
     "def f() -> i32:\n    print(\"abc)\n    return 1\n", "def f() -> i32:\n    return 1\n  # c\n",
     "def f() -> i32:\n    x = [1,\n2,\n        3]\n    return x\n", "def f() -> i32:\n    return (\n1)\n",
     "def f() -> i32:\n    return 1)\n", "def f() -> i32:\n    return 1]\n",
+    # defaults and one-line definitions (issue 17)
+    "def f(x: f32[n], eps: f32 = 1e-6) -> f32[n]:\n    return x\n",
+    "def f(x: f32 = -1.0, k: i32 = (K), b: bool = true,) -> f32:\n    return x\n",
+    "def f(x: f32 = 1.0, y: f32) -> f32:\n    return x\n", "def f(x: f32, y: f32 = 1, z: i32) -> f32:\n    pass\n",
+    "def f(x: f32 =) -> f32:\n    pass\n", "def f(x = 1.0) -> f32:\n    pass\n",
+    "def f(x: f32 = 0x1 << 2) -> f32:\n    pass\n", "def f() -> i32: return 1\n",
+    "def f() -> i32: x = 1; return x\ndef g() -> i32: return 2\n", "const K: i32 = 0b11; \n",
 ]
 
 

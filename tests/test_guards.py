@@ -552,6 +552,36 @@ def test_loop_iteration_is_named():
     assert (strict.span, strict.index, strict.iteration) == (err.span, err.index, err.iteration)
 
 
+LOOP_INDICES = """\
+def stencil(x: f32[n]) -> f32[n]:
+    y = x
+    for i in range(1, n - 1):
+        y[i] = (x[i - 1] + x[i] + x[i + 1]) / 3.0
+    return y
+
+def shifted(x: f32[n], k: i32) -> f32:
+    s = 0.0
+    for i in range(n):
+        s += x[i + 1] + x[k]
+    return s
+"""
+
+
+def test_indices_in_range_by_construction_have_no_bounds_check():
+    """A loop counter of `range(a, b)` with known bounds, shifted by a constant, that stays in range indexes
+    without a check (issue 18: each was a conditional on every iteration); one that can leave the range,
+    or any other run-time index, keeps its check and its report."""
+    m = arrc.loads(LOOP_INDICES, filename="l.arr", guards="bounds")
+    x = a32(1, 2, 3, 4)
+    text = m.stencil.lower(x, guarded=True).as_text()
+    assert 'arrc.kind = "bounds"' not in text and "dynamic_update_slice" in text
+    np.testing.assert_allclose(m.stencil(x), [1, 2, 3, 4])
+    shifted = m.shifted.lower(x, I32(0), guarded=True).as_text()
+    assert shifted.count('arrc.kind = "bounds"') == 2            # x[i + 1] (i = n - 1 is past it) and x[k]
+    err = fault(m.shifted, x, I32(0), cls=arrc.BoundsError)
+    assert err.span.line == 10 and err.iteration == (3,) and "index 4 is out of range" in str(err)
+
+
 def test_nested_loops_give_a_tuple_outermost_first():
     err = fault(mod("nan").nested, a32(100, 10), cls=arrc.NaNError)
     assert err.iteration == (0, 2)

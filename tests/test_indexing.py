@@ -581,24 +581,49 @@ error[E0304]: the length of this slice is not known at compile time
 2 |     return sum(x[i:j])
   |                  ^^^ run-time length
   |
-  = help: write the stop as the start plus a constant (`x[i:i + 4]`), or use `dynamic_slice(x, (i,), (4,))`
+  = note: a static length: the stop is the start plus a literal, `const` or shape variable (`x[i:i + 4]`, `x[i:i + m]`), or `dynamic_slice(x, (i,), (4,))`
+  = help: for a run-time length, keep the shape and mask the rest: `where((arange(n) >= i) & (arange(n) < j), x, 0)`
 """
 
 
-@pytest.mark.parametrize("expr,col,text", [
-    ("sum(x[i:])", 18, "i:"),
-    ("sum(x[:i])", 18, ":i"),
-    ("sum(x[i:2 * i])", 18, "i:2 * i"),
-    ("sum(x[i:j + 1])", 18, "i:j + 1"),
-    ("sum(x[i:i + 4:-1])", 18, "i:i + 4:-1"),
+@pytest.mark.parametrize("expr,col,text,mask", [
+    ("sum(x[i:])", 18, "i:", "where(arange(n) >= i, x, 0)"),
+    ("sum(x[:i])", 18, ":i", "where(arange(n) < i, x, 0)"),
+    ("sum(x[i:2 * i])", 18, "i:2 * i", "where((arange(n) >= i) & (arange(n) < 2 * i), x, 0)"),
+    ("sum(x[i:j + 1])", 18, "i:j + 1", "where((arange(n) >= i) & (arange(n) < j + 1), x, 0)"),
+    ("sum(x[i:i + 4:-1])", 18, "i:i + 4:-1", "where((arange(n) <= i) & (arange(n) > i + 4), x, 0)"),
+    ("sum(x[i:j:3])", 18, "i:j:3", "where((arange(n) >= i) & (arange(n) < j) & ((arange(n) - i) % 3 == 0), x, 0)"),
 ])
-def test_e0304_variants(expr, col, text):
+def test_e0304_variants(expr, col, text, mask):
     d = first(compile_error(f"""\
 def f(x: f32[n], i: i32, j: i32) -> f32:
     return {expr}
 """), "E0304")
     assert span(d) == (2, col, 2, col + len(text))
-    assert "dynamic_slice(x, (i,), (4,))" in d.help
+    assert any("dynamic_slice(x, (i,), (4,))" in n for n in d.notes)
+    assert f"`{mask}`" in d.help
+
+
+@pytest.mark.parametrize("source, mask", [
+    ("return sum(m[:, i:j])", "where((arange(k) >= i) & (arange(k) < j), m, 0)`"),
+    ("return sum(m[i:, 0])", "where(arange(n)[:, None] >= i, m, 0)[:, 0]`"),
+    ("x[i:] = 0.5\n    return 0.0", "x = where(arange(n) >= i, 0.5, x)`"),
+    ("x[:j] *= 2.0 + x\n    return 0.0", "x = where(arange(n) < j, x * (2.0 + x), x)`"),
+    ("m[:j, 1] = 0.0\n    return 0.0", "m = where((arange(n)[:, None] < j) & ..., new, m)`"),
+])
+def test_e0304_help_writes_the_mask_idiom(source, mask):
+    """E0304's help: keep the shape and mask the run-time range (`where` over `arange` of that axis)."""
+    d = first(compile_error(f"def f(x: f32[n], m: f32[n, k], i: i32, j: i32) -> f32:\n    {source}\n"), "E0304")
+    assert mask in d.help, d.help
+
+
+def test_e0304_mask_idiom_computes_the_slice():
+    """The idiom of the help gives the sum of the run-time slice, as NumPy's."""
+    mod = arrc.loads("def f(x: f64[n], i: i32, j: i32) -> f64:\n"
+                     "    return sum(where((arange(n) >= i) & (arange(n) < j), x, 0))\n")
+    x = np.arange(1.0, 8.0)
+    for i, j in [(0, 7), (2, 5), (3, 3), (5, 2)]:
+        assert float(mod.f(x, i, j)) == float(np.sum(x[i:j]))
 
 
 def test_e0304_in_second_dimension_and_in_update():

@@ -270,7 +270,8 @@ def test_reduction_of_a_scalar(special):
     ("def f(x: f32[n]) -> f32:\n    return sum(x, keepdims=1)\n", "E0204"),
     ("def f(x: f32[n, m], k: i32) -> f32[m]:\n    return sum(x, axis=k)\n", "E0207"),
     ("def f(x: f32[n]) -> f32:\n    return sum(x, axes=0)\n", "E0103"),
-    ("def f(x: f32[n]) -> f32:\n    return sum(x, 0, false, 1)\n", "E0103"),
+    ("def f(x: f32[n]) -> f32:\n    return sum(x, 0, false, f32, 1)\n", "E0103"),
+    ("def f(x: f32[n]) -> f32:\n    return sum(x, 0, false, 1)\n", "E0210"),      # the 4th is `dtype`
     ("def f(x: f32[n]) -> f32:\n    return var(x, ddof=x)\n", "E0204"),
 ])
 def test_reduction_argument_errors(src, code):

@@ -166,6 +166,7 @@ def nonfinite(a) -> bool:
 def values(name: str, size: int, rng):
     """`size` values of dtype `name` from its edge cases and small random ones (no subnormals: XLA:CPU
     flushes them)."""
+    import ml_dtypes
     import numpy as np
     dt = dtype_of(name)
     if dt.is_bool:
@@ -176,9 +177,9 @@ def values(name: str, size: int, rng):
         out = [rng.choice(pool) if rng.random() < 0.3 else rng.randint(max(info.min, -100), min(info.max, 100))
                for _ in range(size)]
         return np.array(out, dt.np)
-    big = float(np.finfo(dt.np).max)
-    pool = [0.0, -0.0, 1.5, -2.25, 1e3, big, -big, float("nan"), float("inf"), float("-inf"),
-            float(np.finfo(dt.np).tiny) * 4]
+    info = ml_dtypes.finfo(dt.np)          # (NumPy's finfo knows bfloat16 only from ml_dtypes 0.7)
+    big = float(info.max)
+    pool = [0.0, -0.0, 1.5, -2.25, 1e3, big, -big, float("nan"), float("inf"), float("-inf"), float(info.tiny) * 4]
     out = [rng.choice(pool) if rng.random() < 0.3 else round(rng.uniform(-100, 100), 2) for _ in range(size)]
     with np.errstate(all="ignore"):
         return np.array(out, np.float64).astype(dt.np)

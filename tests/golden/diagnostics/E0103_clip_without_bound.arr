@@ -1,0 +1,2 @@
+def f(x: f32[n]) -> f32[n]:
+    return x.clip()

@@ -1,0 +1,252 @@
+"""What a guard report names (issue 17): each operand by its own source text (a broadcast scalar, a loop's
+variable, an inlined call), the operation whose values actually reach the bad result (per-element flow in
+the origin build: a NaN that a `where` masks is not blamed), integer divisions by zero under the same
+"reaches a result" rule, and infinities a program returns on purpose (the element index, the help)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import arrc
+from arrc.runtime import guards as runtime_guards
+
+F32, I32 = np.float32, np.int32
+NAN = np.nan
+
+
+def fault(src: str, fn: str, *args, cls=arrc.GuardError, guards="all"):
+    mod = arrc.loads(src, filename="r.arr", guards=guards)
+    with pytest.raises(cls) as info:
+        getattr(mod, fn)(*args)
+    return info.value
+
+
+def run(src: str, fn: str, *args, guards="all"):
+    return getattr(arrc.loads(src, filename="r.arr", guards=guards), fn)(*args)
+
+
+def a32(*v):
+    return np.array(v, F32)
+
+
+def i32s(*v):
+    return np.array(v, I32)
+
+
+# ---- operand labels ---------------------------------------------------------------------------------------------
+def test_broadcast_scalar_divisor_is_named_by_its_own_text():
+    err = fault("def f(x: f32[n], s: f32) -> f32[n]:\n    return x / s\n", "f", a32(1, 2), F32(0), cls=arrc.InfError)
+    assert err.operands == {"x": 1.0, "s": 0.0}
+    assert "operands at index [0]: x = 1.0, s = 0.0" in str(err)
+
+
+def test_scalar_promoted_and_broadcast_operand_keeps_its_name():
+    src = "def f(x: f32[n], k: i32) -> f32[n]:\n    return (x * 0.0) / k\n"
+    err = fault(src, "f", a32(1, 2), I32(0), cls=arrc.NaNError)
+    assert err.operands == {"x * 0.0": 0.0, "k": 0.0}
+
+
+def test_loop_carried_value_inside_the_loop_is_its_variable():
+    src = ("def f(x: f32[n]) -> f32:\n    acc = 0.0\n    for i in range(n):\n"
+           "        acc = acc + x[i] / acc\n    return acc\n")
+    err = fault(src, "f", a32(0, 2, 3), cls=arrc.NaNError)
+    assert err.operands == {"x[i]": 0.0, "acc": 0.0} and err.iteration == (0,)
+
+
+@pytest.mark.parametrize("loop", ["for i in range(n):\n        s = s + x[i]\n",
+                                  "i = 0\n    while i < n:\n        s = s + x[i]\n        i += 1\n"])
+def test_value_out_of_a_loop_is_its_variable_not_for(loop):
+    src = f"def f(x: f32[n]) -> f32:\n    s = 0.0\n    {loop}    return 0.0 / s\n"
+    err = fault(src, "f", a32(0, 0), cls=arrc.NaNError)
+    assert err.operands == {"0.0": 0.0, "s": 0.0}
+    assert "for" not in err.operands
+
+
+def test_operand_from_an_inlined_call_is_the_call_and_a_variable_its_name():
+    err = fault(NANMEAN, "nanmean", a32(NAN, NAN), cls=arrc.NaNError)
+    assert err.operands == {"nansum(x)": 0.0, "count": 0.0}
+
+
+def test_runtime_reads_call_chains_with_the_compilers_helper():
+    assert not hasattr(runtime_guards, "_flatten_callsites")     # compiler/locations.py `call_frames` does it
+
+
+# ---- blame follows the values that reach the bad result ---------------------------------------------------------
+NANMEAN = """\
+def nansum(x: f32[n]) -> f32:
+    mask = ~isnan(x)
+    return sum(where(mask, x, 0))
+
+def nanmean(x: f32[n]) -> f32:
+    valid = ~isnan(x)
+    count = sum(where(valid, 1.0, 0.0))
+    return nansum(x) / count
+"""
+
+
+def test_readme_nanmean_of_all_nan_blames_the_division_not_the_masked_argument():
+    err = fault(NANMEAN, "nanmean", a32(NAN, NAN, NAN), cls=arrc.NaNError)
+    assert str(err) == """\
+error[R0001]: NaN produced at run time
+ --> r.arr:8:12
+  |
+8 |     return nansum(x) / count
+  |            ^^^^^^^^^^^^^^^^^ this division produced NaN
+  |
+  = note: operands: nansum(x) = 0.0, count = 0.0
+  = note: in nanmean
+"""
+    assert err.index == () and err.iteration is None
+
+
+def test_readme_nanmean_values_match_numpy():
+    x = a32(1, NAN, 3)
+    assert run(NANMEAN, "nanmean", x) == pytest.approx(np.nanmean(x))
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(run(NANMEAN, "nanmean", a32(NAN, NAN), guards=None))
+
+
+def test_argument_nan_that_reaches_the_result_is_still_the_argument():
+    src = "def f(x: f32[n]) -> f32:\n    return sum(x) + sum(where(isnan(x), 0.0, x))\n"
+    err = fault(src, "f", a32(1, NAN), cls=arrc.NaNError)
+    assert err.message == "NaN in argument `x`" and err.index == (1,)
+
+
+def test_masked_nan_before_an_unmasked_one_in_the_same_result():
+    # Static flow would blame the argument (first in execution order, and it flows into the result).
+    src = ("def f(x: f32[n]) -> f32:\n    y = where(isnan(x), 0.0, x)\n"
+           "    return sum(y) / sum(y * 0.0)\n")
+    err = fault(src, "f", a32(NAN, 0), cls=arrc.NaNError)
+    assert err.span.line == 3 and err.operands == {"sum(y)": 0.0, "sum(y * 0.0)": 0.0}
+
+
+@pytest.mark.parametrize("moved", ["reshape(y, (2, 2))[0]", "concat((y, y))[3:5]", "transpose(reshape(y, (2, 2)))[0]",
+                                   "broadcast_to(sum(y), (2,))"])
+def test_flow_follows_elements_through_data_movement(moved):
+    # x's NaNs are masked; the division's NaN (0 / 0) moves through `moved` into the result.
+    src = (f"def f(x: f32[4]) -> f32[2]:\n    y = where(isnan(x), 0.0, x) / where(isnan(x), 0.0, x)\n"
+           f"    return {moved}\n")
+    err = fault(src, "f", a32(NAN, 1, NAN, 1), cls=arrc.NaNError)
+    assert err.span.line == 2 and err.span.col == 9, str(err)
+    assert err.operands == {"where(isnan(x), 0.0, x)": 0.0} and err.index == (0,)
+
+
+def test_blamed_at_the_element_that_reached_the_result():
+    # a / b is NaN at [0] and [2]; the `where` drops [0]: the report names [2] and the operands there.
+    src = "def f(a: f32[n], b: f32[n]) -> f32[n]:\n    q = a / b\n    return where(arange(n) != 0, q * 2.0, 1.0)\n"
+    err = fault(src, "f", a32(0, 1, 0, 2), a32(0, 1, 0, 1), cls=arrc.NaNError)
+    assert err.span.line == 2 and err.index == (2,) and err.operands == {"a": 0.0, "b": 0.0}
+
+
+def test_where_choosing_an_infinite_literal_is_blamed_at_the_element_it_chose():
+    # The literal `-inf` is a whole-array constant; its first element is not the one returned.
+    src = "def f(x: f32[n]) -> f32[n]:\n    return where(x > 0.0, x, -inf)\n"
+    err = fault(src, "f", a32(1, 0, 2), cls=arrc.InfError)
+    assert err.index == (1,)
+    assert str(err) == """\
+error[R0002]: infinity produced at run time
+ --> r.arr:2:12
+  |
+2 |     return where(x > 0.0, x, -inf)
+  |            ^^^^^^^^^^^^^^^^^^^^^^^ this `where` produced -inf at index [1]
+  |
+  = note: operands at index [1]: x = 0.0, -inf = -inf
+  = note: in f
+  = help: if this infinity is intended (`log(0.0)` is `-inf`), leave `inf` out of the guards: \
+`--guards nan,bounds,div0` (`guards="nan,bounds,div0"`)
+"""
+
+
+def test_where_masking_log_of_zero_blames_what_it_chose():
+    src = "def f(x: f32[n]) -> f32[n]:\n    return where(x > 0.0, log(x), -inf)\n"
+    err = fault(src, "f", a32(1, 0, 2), cls=arrc.InfError)
+    assert err.index == (1,) and err.span.col == 12      # the `where`, which chose `-inf` over log(0.0)
+
+
+def test_intended_infinity_returned_without_the_inf_guard():
+    src = "def f(x: f32[n]) -> f32[n]:\n    return where(x > 0.0, log(x), -inf)\n"
+    x = a32(1, 0, 2)
+    with np.errstate(divide="ignore"):
+        expect = np.where(x > 0, np.log(x), -np.inf)
+    np.testing.assert_array_equal(run(src, "f", x, guards="nan,bounds,div0"), expect)
+
+
+def test_overflow_gets_no_intended_infinity_help():
+    err = fault("def f(x: f32[n]) -> f32[n]:\n    return exp(x)\n", "f", a32(1, 100), cls=arrc.InfError)
+    assert err.index == (1,) and "help" not in str(err)
+
+
+def test_log_of_zero_in_a_matrix_names_its_element():
+    x = np.array([[1, 2, 3], [4, 0, 5]], F32)
+    err = fault("def f(x: f32[2, 3]) -> f32[2, 3]:\n    return log(x)\n", "f", x, cls=arrc.InfError)
+    assert err.index == (1, 1) and err.operands == {"x": 0.0} and "leave `inf` out" in str(err)
+
+
+def test_nan_masked_inside_a_loop_is_not_blamed():
+    # The loop's result is finite: the division after it made the NaN (0 / 0).
+    src = ("def f(x: f32[n]) -> f32:\n    s = 0.0\n    for i in range(n):\n"
+           "        s = s + where(isnan(x[i]), 0.0, x[i])\n    return s / s\n")
+    err = fault(src, "f", a32(NAN, 0), cls=arrc.NaNError)
+    assert err.span.line == 5 and err.operands == {"s": 0.0}
+
+
+def test_nan_out_of_a_loop_falls_back_to_static_flow():
+    # Out of a loop the origin of a non-finite element is not traced (docs/guards.md, Limits): the static
+    # rule blames the first operation that flows into the result, here the argument the `where` masks,
+    # although the NaN returned is the loop's 0 / 0.
+    src = ("def f(x: f32[n]) -> f32:\n    y = where(isnan(x), 0.0, x)\n    s = 0.0\n    for i in range(n):\n"
+           "        s = s + y[i] / y[i]\n    return s\n")
+    err = fault(src, "f", a32(NAN, 0), cls=arrc.NaNError)
+    assert err.message == "NaN in argument `x`"
+
+
+# ---- integer division by zero: reported where it reaches a result ----------------------------------------------
+X, Y = i32s(7, 8, 9), i32s(1, 0, 2)
+HEAD = "def f(x: i32[n], y: i32[n]) -> i32[n]:\n    return "
+
+
+def np_mod(x, y):
+    return np.where(y == 0, 0, np.mod(x, np.where(y == 0, 1, y)))
+
+
+def np_floordiv(x, y):
+    return np.where(y == 0, 0, np.floor_divide(x, np.where(y == 0, 1, y)))
+
+
+@pytest.mark.parametrize("expr, expect", [
+    ("where(y != 0, x % y, 0)", np.where(Y != 0, np_mod(X, Y), 0)),
+    ("where(y != 0, x // y, 0)", np.where(Y != 0, np_floordiv(X, Y), 0)),
+    ("where(y == 0, 0, x % y)", np.where(Y == 0, 0, np_mod(X, Y))),
+    ("where(y != 0, (x % y) * 2, 0)", np.where(Y != 0, np_mod(X, Y) * 2, 0)),
+    ("where(y != 0, where(x > 7, x // y, 1), 0)", np.where(Y != 0, np.where(X > 7, np_floordiv(X, Y), 1), 0)),
+])
+def test_division_by_zero_masked_by_where_is_not_reported(expr, expect):
+    np.testing.assert_array_equal(run(HEAD + expr + "\n", "f", X, Y), expect)
+
+
+@pytest.mark.parametrize("expr", ["x % y", "where(y != 1, x % y, 0)", "where(y != 0, x % y, x % y)",
+                                  "where(y != 0, x, 0) + x % y"])
+def test_division_by_zero_that_reaches_the_result_is_reported(expr):
+    err = fault(HEAD + expr + "\n", "f", X, Y, cls=arrc.DivisionByZero)
+    assert err.index == (1,) and err.operands == {"dividend": 8, "divisor": 0}
+
+
+def test_division_by_zero_masked_by_where_then_summed():
+    src = "def f(x: i32[n], y: i32[n]) -> i32:\n    r = where(y != 0, x % y, 0)\n    return sum(r)\n"
+    assert run(src, "f", X, Y) == int(np.where(Y != 0, np_mod(X, Y), 0).sum())
+
+
+def test_masked_division_by_zero_in_a_loop():
+    src = ("def f(x: i32[n], y: i32[n]) -> i32:\n    s = 0\n    for i in range(n):\n"
+           "        s += where(y[i] != 0, x[i] % y[i], 0)\n    return s\n")
+    assert run(src, "f", X, Y) == int(np.where(Y != 0, np_mod(X, Y), 0).sum())
+    unmasked = src.replace("where(y[i] != 0, x[i] % y[i], 0)", "x[i] % y[i]")
+    err = fault(unmasked, "f", X, Y, cls=arrc.DivisionByZero)
+    assert err.iteration == (1,) and err.operands == {"dividend": 8, "divisor": 0}
+
+
+def test_masked_division_by_a_zero_scalar():
+    src = "def f(x: i32[n], y: i32) -> i32[n]:\n    return where(y != 0, x % y, 0)\n"
+    np.testing.assert_array_equal(run(src, "f", X, I32(0)), [0, 0, 0])
+    err = fault(src.replace("where(y != 0, x % y, 0)", "x % y"), "f", X, I32(0), cls=arrc.DivisionByZero)
+    assert err.index == (0,)
