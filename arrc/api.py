@@ -19,6 +19,7 @@ from arrc.compiler.program import Program, check_module, check_program
 from arrc.compiler.span import Source
 from arrc.compiler.types import KEY, ArrayType, Dim, dtype_of_numpy, host_keys, key_words, pack_key_words
 from arrc.compiler.values import ArrError, Val
+from arrc.runtime import pjrt          # (cheap: it binds jax on the first executable)
 
 
 @contextmanager
@@ -159,6 +160,9 @@ class Module:
         self.guard_scope = guard_scope
         self.warnings: list[Diagnostic] = list(program.warnings)
         self._functions = {name: Function(self, name) for name in program.signatures}
+        for name, fn in self._functions.items():    # `mod.f` found without __getattr__ (1-2 us a call)
+            if not hasattr(type(self), name) and name not in self.__dict__:
+                self.__dict__[name] = fn
 
     REPR_FUNCTIONS = 12           # functions `repr` lists before "... and N more"
 
@@ -242,6 +246,9 @@ class Function:
         # Keys cross the boundary converted (jax typed keys <-> arr's packed words): not on the C++ fast path.
         self._keys = any(t.dtype.is_key for t in [p for _, p, _ in self._sig.params] + list(self._sig.results))
         self._compiled: dict = {}
+        # Argument keys (`_argument_key`) of calls made before -> their types and program: the Python
+        # path's own dispatch, for the calls jaxlib's cannot run (guards, effects; ~60 us less a call).
+        self._known: dict = {}
         self._lock = threading.Lock()
 
     @property
@@ -332,18 +339,34 @@ class Function:
         executable to run itself next time (positional calls of one without effects or guards)."""
         out, compiled, tuple_result = self._call(args, kwargs)
         fast = None
-        if not kwargs and compiled.run_arg is None and compiled.check is None and not compiled.may_not_end \
+        names = [name for name, _, _ in self._sig.params]
+        # jaxlib passes the positional arguments, then the keyword ones sorted by name: the executable's
+        # parameter order only where the keywords are the last parameters in that order (all given)
+        in_order = names[len(args):] == sorted(kwargs)
+        if in_order and compiled.run_arg is None and compiled.check is None and not compiled.may_not_end \
                 and not self._keys:
-            fast = compiled.executable.fastpath(args, "tuple" if tuple_result else "single")
+            given = list(args) + [kwargs[name] for name in sorted(kwargs)]
+            transferred = [_as_dispatched(a, p) for a, (_, p, _) in zip(given, self._sig.params)]
+            if all(t is not None for t in transferred):
+                fast = compiled.executable.fastpath(transferred, "tuple" if tuple_result else "single")
         return out, fast, False
 
     def _call(self, args, kwargs):
         """The full call: bind and check the arguments, compile if needed, run, raise faults.
         Returns (result, the Compiled that ran, whether the result is a tuple)."""
-        values = self._bind(args, kwargs)
-        types = [_type_of_value(v, p) for v, (_, p, _) in zip(values, self._sig.params)]
-        self._check_types(types, values)
-        compiled, tuple_result = self._build(tuple(types), origins=False)
+        key = _argument_key(args) if not kwargs and not self._keys else None
+        known = self._known.get(key) if key is not None else None
+        values = [_as_dispatched(a, p) for a, (_, p, _) in zip(args, self._sig.params)] if known else None
+        if known is not None and all(v is not None for v in values):   # an earlier call's types: no checks
+            types, compiled, tuple_result = known
+        else:
+            values = self._bind(args, kwargs)
+            types = tuple(_type_of_value(v, p) for v, (_, p, _) in zip(values, self._sig.params))
+            self._check_types(types, values)
+            compiled, tuple_result = self._build(types, origins=False)
+            if key is not None and len(args) == len(self._sig.params) and \
+                    all(_as_dispatched(a, p) is not None for a, (_, p, _) in zip(args, self._sig.params)):
+                self._known[key] = types, compiled, tuple_result     # (one entry per kind of call: few)
         results, state = compiled(values)
         if state is not None:
             self._raise_faults(state, tuple(types), values)
@@ -561,6 +584,32 @@ def _to_keys(value, ptype: ArrayType, pname: str) -> np.ndarray:
         raise ArgumentError(f"argument `{pname}` must be {ptype}: a JAX key (`arrc.key(0)`, `jax.random.key(0)`) "
                             f"or key data, a uint32 array of shape [..., 2] (`jax.random.PRNGKey(0)`)")
     return pack_key_words(data)
+
+
+def _argument_key(args: tuple) -> tuple | None:
+    """What a call's argument types are made of, as jaxlib's dispatcher keys them: each NumPy or jax
+    array's exact dtype and shape, a Python scalar's type (its value is checked by `_as_dispatched`);
+    None for anything else (lists, NumPy scalars, other objects: the full path converts or refuses)."""
+    key = []
+    for a in args:
+        t = type(a)
+        if (t is np.ndarray and a.dtype.isnative) or t is pjrt._ArrayImpl:
+            key.append((t, a.dtype, a.shape))
+        elif t in (bool, int, float):
+            key.append(t)
+        else:
+            return None
+    return tuple(key)
+
+
+def _as_dispatched(value, ptype: ArrayType):
+    """An argument as the C++ dispatcher transfers it (a Python scalar as runtime/pjrt.py
+    `scalar_argument` makes it), or None where that is not what the parameter takes (a Python float for
+    an f64 parameter: the Python path converts it)."""
+    if type(value) not in (bool, int, float):
+        return value
+    leaf = pjrt.scalar_argument(value)
+    return leaf if leaf is not None and ptype.rank == 0 and leaf.dtype == ptype.dtype.np else None
 
 
 def _to_array(value, ptype: ArrayType, pname: str):

@@ -411,3 +411,50 @@ def programs(generated_statements: int = 2000) -> list[Program]:
         Program(f"generated {generated_statements} statements", arr_gen, "main", jax_from_source(py_gen),
                 _generated_input, tags={"generated"}),
     ]
+
+
+# ---- loop-heavy programs (guards in loops, issue 18) ---------------------------------------------------------
+
+LOOPS = """
+def kahan(x: f32[n]) -> f32:
+    s = 0.0
+    c = 0.0
+    for i in range(n):
+        y = x[i] - c
+        t = s + y
+        c = (t - s) - y
+        s = t
+    return s
+
+def ewma(x: f32[n], alpha: f32) -> f32[n]:
+    y = x
+    for i in range(1, n):
+        y[i] = alpha * x[i] + (1.0 - alpha) * y[i - 1]
+    return y
+
+def welford(x: f32[n]) -> f32:
+    mean = 0.0
+    m2 = 0.0
+    for i in range(n):
+        delta = x[i] - mean
+        mean += delta / (i + 1.0)
+        m2 += delta * (x[i] - mean)
+    return m2 / n
+
+def fletcher16(data: u8[n]) -> i32:
+    a = 0
+    b = 0
+    for i in range(n):
+        a = (a + i32(data[i])) % 255
+        b = (b + a) % 255
+    return b * 256 + a
+"""
+
+
+def loop_programs() -> list[tuple[str, str, list]]:
+    """(name, entry, arguments) of the loop-heavy programs in LOOPS, on 4096 elements."""
+    rng = _rng(5)
+    x = rng.standard_normal(4096).astype(np.float32)
+    return [("kahan f32[4096]", "kahan", [x]), ("ewma f32[4096]", "ewma", [x, np.float32(0.1)]),
+            ("welford f32[4096]", "welford", [x]),
+            ("fletcher16 u8[4096]", "fletcher16", [rng.integers(0, 256, 4096).astype(np.uint8)])]

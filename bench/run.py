@@ -36,6 +36,7 @@ from timing import fmt_time, interleaved, repeated  # noqa: E402
 TARGET_RUN = 1.05           # compiled run time, arrc / jax.jit
 TARGET_GRAD = 1.2           # compiled run time of a gradient, arrc's grad / jax.jit(jax.grad(f)) (issue 16)
 TARGET_CALL = 1.5           # call overhead, arrc / jax.jit
+TARGET_LOOP_GUARDS = 1.2    # guards="all" / unguarded on loop-heavy programs (issue 18)
 TARGET_FRONTEND = 1 / 3     # arrc front end / jax.jit(f).lower on the generated program
 TARGET_FE_COMPILE = 0.10    # arrc front end / XLA compile, every program
 TARGET_WARM_RUN = 1.3       # warm `arrc run` / `python -c "import jax"`
@@ -243,6 +244,22 @@ def bench_overhead(p, fn, jf, inputs, dev, report: Report, args) -> None:
             report.row("call overhead", inputs=kind, caller=name, per_call=fmt_time(r["median"]),
                        ratio=r["median"] / base, _raw=r)
         report.target(f"call overhead, {kind} inputs", res["arrc f(x, y)"]["median"] / base, TARGET_CALL)
+    # Python scalars and keywords, on device arrays: what a JAX user passes as a step size or a flag
+    import arrc
+    import jax
+    scaled = arrc.loads("def scaled(x: f32[n], a: f32) -> f32[n]:\n    return x * a\n").scaled
+    jax_scaled = jax.jit(lambda x, a: x * a)
+    x, y = dev
+    for kind, arrc_call, jax_call in (
+            ("python scalar", lambda: scaled(x, 2.5), lambda: jax_scaled(x, 2.5)),
+            ("keyword", lambda: fn(x, y=y), lambda: jf(x, y=y))):
+        res = interleaved({"jax.jit": jax_call, "jax.jit again (A/A)": jax_call, "arrc": arrc_call},
+                          args.budget_s, target_s=0.002, block_each=False)
+        base = res["jax.jit"]["median"]
+        for name, r in res.items():
+            report.row("call overhead", inputs=kind, caller=name, per_call=fmt_time(r["median"]),
+                       ratio=r["median"] / base, _raw=r)
+        report.target(f"call overhead, {kind}", res["arrc"]["median"] / base, TARGET_CALL)
 
 
 # ---- guards (the guards issue's benchmark) -------------------------------------------------------------
@@ -285,6 +302,23 @@ def bench_guards(p: P.Program, inputs, report: Report, args) -> None:
     for name, r in res.items():
         report.row("guards", program=p.name, contender=name, per_call=fmt_time(r["median"]),
                    vs_arrc_unguarded=r["median"] / base, _raw=r)
+
+
+def bench_guards_in_loops(report: Report, args) -> None:
+    """guards="all" against unguarded on loop-heavy programs (an index and a division per iteration)."""
+    import arrc
+    import jax
+    plain, guarded = arrc.loads(P.LOOPS), arrc.loads(P.LOOPS, guards="all")
+    for name, entry, inputs in P.loop_programs():
+        dev = [jax.device_put(a) for a in inputs]
+        contenders = {"unguarded": lambda: plain[entry](*dev), "unguarded again (A/A)": lambda: plain[entry](*dev),
+                      'guards="all"': lambda: guarded[entry](*dev)}
+        res = interleaved(contenders, args.budget_s)
+        base = res["unguarded"]["median"]
+        for contender, r in res.items():
+            report.row("guards in loops", program=name, contender=contender, per_call=fmt_time(r["median"]),
+                       vs_unguarded=r["median"] / base, _raw=r)
+        report.target(f"guards in loops: {name}", res['guards="all"']["median"] / base, TARGET_LOOP_GUARDS)
 
 
 # ---- front-end scaling and breakdown -------------------------------------------------------------------
@@ -449,7 +483,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer rounds; skip JAX at 8000 statements")
     ap.add_argument("--only", help="comma-separated substrings of program names")
-    ap.add_argument("--skip", default="", help="comma-separated sections to skip: programs,scaling,cli")
+    ap.add_argument("--skip", default="", help="comma-separated sections to skip: programs,loops,scaling,cli")
     ap.add_argument("--no-guards", action="store_true", help="skip the guards comparison")
     ap.add_argument("--cli-module", action="store_true", help="run the CLI as `python -m arrc`, not the script")
     ap.add_argument("--out", help="JSON file (default bench/results/<time>.json and latest.json)")
@@ -483,6 +517,8 @@ def _main(args) -> int:
             if only and not any(s in p.name for s in only):
                 continue
             bench_program(p, report, args)
+    if "loops" not in skip and not args.no_guards:
+        bench_guards_in_loops(report, args)
     if "scaling" not in skip:
         bench_scaling(report, args)
     if "cli" not in skip:

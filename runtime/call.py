@@ -56,7 +56,12 @@ class Compiled:
             hidden += [(self.io_arg, 0)] if self.io_arg is not None else []
             for position, value in sorted(hidden):
                 args.insert(position, np.int32(value))
-            out = interruptible(self._run, args, state)
+            # Host callbacks make the execution wait for them, and a `while` may not end: only then on a
+            # helper thread (Ctrl-C); a results check alone runs as an unguarded call does.
+            if self.run_arg is None and not self.may_not_end:
+                out = self._run(args, state)
+            else:
+                out = interruptible(self._run, args, state)
         finally:
             effects.end(run_id)
         return out[: len(out) - self.extra], state

@@ -196,9 +196,10 @@ class Executable:
         returning the results as a `"list"`, a `"tuple"` or the `"single"` result; None where only the
         Python path is right: before a first call, for an executable with host callbacks (print, assert,
         guards: their callers pass a run id and read its state), for an argument that is not a plain
-        NumPy array or a jax array on this device, for a 64-bit NumPy array (the C++ transfer would
-        narrow it to 32 bits unless jax_enable_x64 is on) or for one in the other byte order (it would
-        copy the bytes as they are). The dispatcher's key tells such arrays apart from the ones an entry
+        NumPy array or scalar or a jax array on this device (the caller converts a Python scalar with
+        `scalar_argument`), for a 64-bit NumPy array or scalar (the C++ transfer would narrow it to 32
+        bits unless jax_enable_x64 is on) or for an array in the other byte order (it would copy the
+        bytes as they are). The dispatcher's key tells such arrays apart from the ones an entry
         was made for (see `_numpy_node`), so they never reach that entry."""
         if self._handlers is None or _fastpath_type is None or self.host_callbacks:
             return None
@@ -207,6 +208,9 @@ class Executable:
             if t is np.ndarray:
                 dt = v.dtype
                 if not dt.isnative or (dt.itemsize == 8 and dt.kind in "iuf"):
+                    return None
+            elif t in NUMPY_SCALAR_TYPES:       # (a Python scalar is passed as `scalar_argument` makes it)
+                if v.dtype.itemsize == 8:
                     return None
             elif t is not _ArrayImpl or v.sharding != self.sharding:
                 return None
@@ -259,6 +263,41 @@ def _numpy_array(dtype, children):      # the node's inverse; jaxlib does not ca
     return np.asarray(children[0])
 
 
+_SCALAR_DTYPES = {bool: np.dtype(np.bool_), int: np.dtype(np.int32), float: np.dtype(np.float32)}
+
+
+def scalar_argument(value) -> np.ndarray | None:
+    """A Python bool, int or float as the dispatcher transfers it: a 0-d bool, int32 or float32 array
+    (what a parameter of that dtype takes from it); None for an int outside int32's range."""
+    dtype = _SCALAR_DTYPES[type(value)]
+    if dtype.kind == "i" and not -2 ** 31 <= value < 2 ** 31:
+        return None
+    return np.asarray(value, dtype)
+
+
+def _scalar_node(value):
+    """A Python scalar argument as a node whose leaf is `scalar_argument(value)`: jaxlib would transfer
+    the scalar itself as 32 or 64 bits by jax_enable_x64, and weakly typed. Its key is the scalar's type
+    (an int out of int32's range has no leaf: a key no entry has, so its call takes the Python path,
+    which says why it does not fit). Cost: ~1-2 us a scalar, as `_numpy_node`."""
+    leaf = scalar_argument(value)
+    if leaf is None:
+        return (), "int out of int32's range"
+    return (leaf.view(_NumpyArgument),), type(value)
+
+
+def _scalar(kind, children):            # the node's inverse; jaxlib does not call it for arguments
+    return children[0].item() if children else None
+
+
+def _numpy_scalar_node(value: np.generic):
+    """A NumPy scalar argument as a node keyed by its exact dtype, as `_numpy_node` does for arrays."""
+    return (np.asarray(value).view(_NumpyArgument),), value.dtype
+
+
+NUMPY_SCALAR_TYPES = tuple(np.dtype(c).type for c in "?bhiqBHIQefd")
+
+
 _trees: dict = {}
 
 
@@ -284,6 +323,10 @@ def _bind_jax() -> None:
         registry = _jax.pytree.PyTreeRegistry(enable_none=True, enable_tuple=True, enable_namedtuple=True,
                                               enable_list=True, enable_dict=True)
         registry.register_node(np.ndarray, _numpy_node, _numpy_array)
+        for scalar in _SCALAR_DTYPES:
+            registry.register_node(scalar, _scalar_node, _scalar)
+        for scalar in NUMPY_SCALAR_TYPES:
+            registry.register_node(scalar, _numpy_scalar_node, _scalar)
         _fastpath_type, _registry = pxla.MeshExecutableFastpathData, registry
     except (ImportError, AttributeError, TypeError):
         _fastpath_type = None

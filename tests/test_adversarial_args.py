@@ -103,6 +103,20 @@ BAD = [
      "argument `x`: value out of range for i32"),
     ("python-float-into-i32", "si", 7, 1.5,
      "argument `x` has Python value of kind float64, expected i32"),
+    # Python and NumPy scalars take the dispatcher's fast path too (runtime/pjrt.py `_scalar_node`): an entry
+    # made for one never takes another kind, a 64-bit scalar or an int past int32.
+    ("python-int-out-of-range-after-python-int", "si", 7, 2 ** 40 + 5,
+     "argument `x`: value out of range for i32"),
+    ("python-bool-after-python-int", "si", 7, True,
+     "argument `x` has Python value of kind bool, expected i32"),
+    ("numpy-i64-scalar-after-python-int", "si", 7, np.int64(2 ** 40 + 5),
+     "argument `x` of `si` has type i64, expected i32"),
+    ("numpy-f64-scalar-after-python-float", "s", 0.5, np.float64(1e300),
+     "argument `x` of `s` has type f64, expected f32"),
+    ("numpy-f64-scalar-after-numpy-f32-scalar", "s", np.float32(0.5), np.float64(1e300),
+     "argument `x` of `s` has type f64, expected f32"),
+    ("numpy-f16-scalar-after-numpy-f32-scalar", "s", np.float32(0.5), np.float16(0.5),
+     "argument `x` of `s` has type f16, expected f32"),
 ]
 
 ORDERS = [("good", "bad", "bad"), ("bad", "good", "bad")]
@@ -149,6 +163,29 @@ def test_bad_argument_raises_on_every_call_of_a_printing_function(x64, order, ca
     _run(arrc.loads(PRINTING).f, "f", np.array([0.5, 2.0], np.float32), np.array([0.1, 1e300]),
          "argument `x` of `f` has type f64[2], expected f32[n]", order)
     assert capsys.readouterr().out.count("x [") == order.count("good")
+
+
+@pytest.mark.parametrize("args", [(0.5, 3, True), (np.float32(0.5), np.int32(3), np.bool_(True))],
+                         ids=["python", "numpy"])
+def test_scalar_arguments_run_in_the_dispatcher(x64, args, monkeypatch):
+    """Scalars of the parameters' dtypes (Python's bool/int/float as jax.jit takes them with x64 off, or
+    NumPy's 32-bit ones) do not go through Python after the first call (issue 18: +90-135 us a call)."""
+    fn = arrc.loads("def g(x: f32, b: bool, k: i32) -> f32:\n    return where(b, x * k, x)\n").g
+    full_calls = []
+    call = type(fn)._call
+    monkeypatch.setattr(type(fn), "_call", lambda self, *a: full_calls.append(a) or call(self, *a))
+    for value in (0.5, 2.0, -1.5):
+        x, k, b = type(args[0])(value), args[1], args[2]
+        np.testing.assert_array_equal(np.asarray(fn(x, b, k)), np.float32(value) * 3, strict=True)
+    assert len(full_calls) == 1
+    np.testing.assert_array_equal(np.asarray(fn(2.0, False, 3)), np.float32(2.0), strict=True)
+    assert len(full_calls) == (1 if type(args[0]) is float else 2)     # Python scalars: a key of their own
+    for value in (1.0, 2.0):        # keywords naming the last parameters, in order (jaxlib sorts them by name)
+        np.testing.assert_array_equal(np.asarray(fn(value, b=True, k=3)), np.float32(value) * 3, strict=True)
+    assert len(full_calls) == (2 if type(args[0]) is float else 3)
+    for value in (1.0, 2.0):        # out of that order: the Python path, every time, and the same numbers
+        np.testing.assert_array_equal(np.asarray(fn(k=3, x=value, b=True)), np.float32(value) * 3, strict=True)
+    assert len(full_calls) == (4 if type(args[0]) is float else 5)
 
 
 def test_bad_argument_in_a_later_position(x64):
