@@ -101,6 +101,19 @@ def assert_close(actual, expected, dtype: str | None = None, rtol=None, atol=Non
                                equal_nan=True)
 
 
+def assert_value_and_grad_match_jax(fn, twin, size: int = 6, seeds=(1, 2)) -> None:
+    """arrc.value_and_grad of an arr function of two f64[size] arguments against jax.value_and_grad of
+    its JAX twin, at random points."""
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        x, y = rng.standard_normal(size), rng.standard_normal(size)
+        value, (gx, gy) = arrc.value_and_grad(fn, argnums=(0, 1))(x, y)
+        want_value, (wx, wy) = jax.value_and_grad(twin, argnums=(0, 1))(x, y)
+        np.testing.assert_allclose(value, want_value, rtol=1e-12)
+        np.testing.assert_allclose(gx, wx, rtol=1e-11, atol=1e-13)
+        np.testing.assert_allclose(gy, wy, rtol=1e-11, atol=1e-13)
+
+
 def _short_name(np_dt) -> str:
     for name, dt in DTYPES.items():
         if dt.np == np.dtype(np_dt):
