@@ -188,6 +188,23 @@ def test_scalar_arguments_run_in_the_dispatcher(x64, args, monkeypatch):
     assert len(full_calls) == (4 if type(args[0]) is float else 5)
 
 
+def test_64_bit_numpy_arguments_run_in_the_dispatcher_with_their_64_bits(x64, monkeypatch):
+    """f64/i64 NumPy arrays (NumPy's defaults) are transferred with their 64 bits (runtime/pjrt.py
+    `_put_on_cpu`) and do not go through Python after the first call (an f32 entry never takes them: the
+    cases of BAD above)."""
+    mod = arrc.loads("def f(x: f64[3]) -> f64[3]:\n    return x * 2.0\n\n"
+                     "def i(x: i64[3]) -> i64[3]:\n    return x + 1\n")
+    full_calls = []
+    call = type(mod.f)._call
+    monkeypatch.setattr(type(mod.f), "_call", lambda self, *a: full_calls.append(a) or call(self, *a))
+    for k in range(3):
+        x = np.array([0.1, 1e300, 2.0 ** 53 + k])
+        np.testing.assert_array_equal(np.asarray(mod.f(x)), x * 2.0, strict=True)
+        big = np.array([2 ** 40 + k, -1, 2 ** 62])
+        np.testing.assert_array_equal(np.asarray(mod.i(big)), big + 1, strict=True)
+    assert len(full_calls) == 2
+
+
 def test_bad_argument_in_a_later_position(x64):
     two = arrc.loads(SRC).two
     x = np.array([0.5, 2.0, -3.0], np.float32)
