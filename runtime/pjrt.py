@@ -258,9 +258,12 @@ def _numpy_node(value: np.ndarray):
     (a jax array's key has its exact dtype already). Cost: this Python call for each NumPy argument of
     a call (~1-2 us on a 2-core machine); jax-array arguments still cost nothing."""
     dt = value.dtype
-    if dt.itemsize == 8 and dt.kind in "iuf" and dt.isnative and _cpu_put is not None:
-        return (_cpu_put(value),), dt        # 64 bits kept: see `_cpu_put`
+    if dt in _WIDE and _cpu_put is not None:
+        return (_cpu_put(value),), dt        # 64 bits kept: see `_put_on_cpu`
     return (value.view(_NumpyArgument),), dt
+
+
+_WIDE = {np.dtype(c) for c in "dqQlL"}      # native f64, i64, u64 (a set: the cheapest test, ~0.1 us)
 
 
 def _put_on_cpu(value: np.ndarray):
