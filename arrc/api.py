@@ -354,19 +354,23 @@ class Function:
     def _call(self, args, kwargs):
         """The full call: bind and check the arguments, compile if needed, run, raise faults.
         Returns (result, the Compiled that ran, whether the result is a tuple)."""
-        key = _argument_key(args) if not kwargs and not self._keys else None
+        key = _argument_key(args) if not kwargs and not self._keys and len(args) == len(self._sig.params) \
+            else None
+        dispatched = [_as_dispatched(a, p) for a, (_, p, _) in zip(args, self._sig.params)] if key is not None \
+            else None
+        if key is not None and any(v is None for v in dispatched):
+            key = None              # (a value the parameter does not take as it is: the full path converts)
         known = self._known.get(key) if key is not None else None
-        values = [_as_dispatched(a, p) for a, (_, p, _) in zip(args, self._sig.params)] if known else None
-        if known is not None and all(v is not None for v in values):   # an earlier call's types: no checks
+        if known is not None:       # an earlier call's types: no binding or checking again
             types, compiled, tuple_result = known
+            values = dispatched
         else:
             values = self._bind(args, kwargs)
             types = tuple(_type_of_value(v, p) for v, (_, p, _) in zip(values, self._sig.params))
             self._check_types(types, values)
             compiled, tuple_result = self._build(types, origins=False)
-            if key is not None and len(args) == len(self._sig.params) and \
-                    all(_as_dispatched(a, p) is not None for a, (_, p, _) in zip(args, self._sig.params)):
-                self._known[key] = types, compiled, tuple_result     # (one entry per kind of call: few)
+            if key is not None:
+                self._known[key] = types, compiled, tuple_result
         results, state = compiled(values)
         if state is not None:
             self._raise_faults(state, tuple(types), values)

@@ -8,6 +8,7 @@ from . import emit
 from .emit import hlo
 from .ops_elementwise import isclose_rule
 from .ops_index import source_text
+from .ops_shape import _prod
 from .optable import CallCx, concrete, float_dtype_for, register
 from .types import BOOL, DTYPES, I32, I64, ArrayType, Dim, int_range
 
@@ -110,7 +111,7 @@ def monoid(name: str, combine_for, identity, dtype_rule):
         if acc.is_bool and name in ("sum", "prod"):        # `dtype=bool`: any / all, as NumPy's
             combine = hlo.or_ if name == "sum" else hlo.and_
         if name == "sum" and dtype is None:
-            warn_if_sum_can_overflow(cx, name, x, _size(x, axes), acc)
+            warn_if_sum_can_overflow(cx, name, x, _prod([x.type.shape[a] for a in axes]), acc)
 
         def reduced():
             value = emit.reduce(cx.ir(x, acc), emit.const(identity(acc), acc), axes, combine, acc)
@@ -124,13 +125,6 @@ def monoid(name: str, combine_for, identity, dtype_rule):
         def rule(cx: CallCx, x, axis=None, keepdims=False):
             return reduce_rule(cx, x, axis, keepdims, None)
     return rule
-
-
-def _size(x, axes) -> Dim:
-    out = Dim.const(1)
-    for a in axes:
-        out = out * x.type.shape[a]
-    return out
 
 
 def _numeric(name):
@@ -346,8 +340,8 @@ def _trace(cx: CallCx, x, offset=0, axis1=0, axis2=1, dtype=None):
     if dtype is None:
         shape = x.type.shape
         diagonal = _diagonal_length(shape[a1], shape[a2], k)
-        warn_if_sum_can_overflow(cx, "trace", x, diagonal * _size(x, [d for d in range(x.type.rank)
-                                                                       if d not in (a1, a2)]), acc)
+        others = [x.type.shape[d] for d in range(x.type.rank) if d not in (a1, a2)]
+        warn_if_sum_can_overflow(cx, "trace", x, diagonal * _prod(others), acc)
 
     def reduced():
         value = cx.ir(x, acc)

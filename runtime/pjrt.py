@@ -88,7 +88,6 @@ class Executable:
         self.sharding = SingleDeviceSharding(self.device)
         self.host_callbacks = host_callbacks or []         # kept alive as long as the executable
         self._devices = [self.device]
-        self._avals: dict = {}
         self._handlers = None               # result handlers, made by the first call
         self._out_avals = None
         start = time.perf_counter()
@@ -133,12 +132,7 @@ class Executable:
         machine's order, not as its raw bytes."""
         if not v.dtype.isnative:
             v = v.astype(v.dtype.newbyteorder("="))
-        key = (v.shape, v.dtype)
-        aval = self._avals.get(key)
-        if aval is None:
-            from jax._src.core import ShapedArray
-            aval = self._avals[key] = ShapedArray(v.shape, v.dtype)
-        return _batched_device_put(aval, self.sharding, [v], self._devices, True, False, enable_x64=True)
+        return _transfer(v, self.sharding, self._devices)
 
     def put(self, values: list) -> list:
         """Transfer arguments to this executable's device: NumPy arrays (and scalars) or jax arrays."""
@@ -270,12 +264,17 @@ def _put_on_cpu(value: np.ndarray):
     """A 64-bit NumPy argument as a jax array on the CPU device, transferred with its 64 bits (jaxlib's
     C++ transfer would narrow it to 32 unless jax_enable_x64 is on): the dispatcher then runs an
     executable on that device with it, as with any jax array argument (~3-5 us, as `_put_numpy`)."""
+    return _transfer(value, _cpu_sharding, _cpu_devices)
+
+
+def _transfer(value: np.ndarray, sharding, devices: list):
+    """A native-order NumPy array to a device, zero-copy where possible, 64-bit dtypes kept 64-bit."""
     key = (value.shape, value.dtype)
-    aval = _cpu_avals.get(key)
+    aval = _avals.get(key)
     if aval is None:
         from jax._src.core import ShapedArray
-        aval = _cpu_avals[key] = ShapedArray(value.shape, value.dtype)
-    return _batched_device_put(aval, _cpu_sharding, [value], _cpu_devices, True, False, enable_x64=True)
+        aval = _avals[key] = ShapedArray(value.shape, value.dtype)
+    return _batched_device_put(aval, sharding, [value], devices, True, False, enable_x64=True)
 
 
 def _numpy_array(dtype, children):      # the node's inverse; jaxlib does not call it for arguments
@@ -366,7 +365,7 @@ _registry = None                        # the dispatchers' pytree registry (`_nu
 _cpu_put = None                         # `_put_on_cpu` once jax is bound and has a CPU device
 _cpu_sharding = None
 _cpu_devices: list = []
-_cpu_avals: dict = {}
+_avals: dict = {}                       # (shape, dtype) -> ShapedArray, for `_transfer`
 
 
 def as_numpy(x) -> np.ndarray:
