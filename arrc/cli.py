@@ -831,12 +831,10 @@ def parse_wrt(text: str) -> tuple[int, ...]:
 def strip_annotations(module) -> int:
     """Replace each sharding constraint, reshard, optimization barrier and XLA annotation custom_call (a
     value passed through unchanged on one device) by its operands; returns how many were removed."""
-    from jaxlib.mlir import ir
-
-    from arrc.passes.rewrite import ops_named
+    from arrc.passes.rewrite import attr_text, ops_named
     found = [op for name in IDENTITY_OPS for op in ops_named(module, name)]
     found += [op for op in ops_named(module, "stablehlo.custom_call")
-              if ir.StringAttr(op.attributes["call_target_name"]).value in IDENTITY_CALLS]
+              if attr_text(op.attributes["call_target_name"]) in IDENTITY_CALLS]
     removed = 0
     for op in found:
         if [v.type for v in op.operands] != [r.type for r in op.results]:
@@ -917,9 +915,9 @@ def differentiable_entry(module, wrt: tuple[int, ...], name: str):
     from jaxlib.mlir import ir
 
     from arrc.compiler.autodiff import dtype_of
-    from arrc.passes.rewrite import entry
+    from arrc.passes.rewrite import attr_text, entry
     fop = entry(module)
-    fname = ir.StringAttr(fop.attributes["sym_name"]).value
+    fname = attr_text(fop.attributes["sym_name"])
     block = fop.regions[0].blocks[0]
     args = list(block.arguments)
     odd = _foreign_value(fop)

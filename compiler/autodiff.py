@@ -1088,7 +1088,7 @@ def _strip_effects(op) -> None:
     def visit(inner):
         inner = inner.operation
         if inner.name == "stablehlo.custom_call" and abi.KIND in inner.attributes \
-                and ir.StringAttr(inner.attributes[abi.KIND]).value in abi.EFFECT_KINDS:
+                and emit.attr_text(inner.attributes[abi.KIND]) in abi.EFFECT_KINDS:
             found.append(inner)
         return ir.WalkResult.ADVANCE
     op.walk(visit)

@@ -18,6 +18,7 @@ from jaxlib.mlir._mlir_libs import _jax_mlir_ext
 from jaxlib.mlir.dialects import builtin, chlo, func, stablehlo as hlo  # noqa: F401  (chlo, func, hlo: for rules)
 
 from . import abi
+from .locations import printed_string
 from .types import I32, U64, DType, int_range, wrap_int
 
 
@@ -146,6 +147,14 @@ def inline_block(block: ir.Block, args) -> tuple[list, list]:
         op.operation.detach_from_parent()
         here.insert(op.operation)
     return ops[:-1], list(ops[-1].operands)
+
+
+def attr_text(attr) -> str:
+    """The text of a string or flat symbol-reference attribute, never failing on bytes that are not UTF-8
+    (compiler/locations.py `printed_string`)."""
+    if isinstance(attr, ir.FlatSymbolRefAttr):
+        return printed_string(str(attr)[1:])
+    return ir.StringAttr(attr).value_bytes.decode("utf-8", "replace")
 
 
 def int_attr(op, name: str, default=None):

@@ -1,18 +1,36 @@
 """MLIR locations -> arrc spans (works for arrc's own modules and for StableHLO exported by JAX)."""
 from __future__ import annotations
 
+import re
+
 from jaxlib.mlir import ir
 
 from .span import Span
+
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_ESCAPE = re.compile(rb"\\(\\|[0-9A-Fa-f]{2})")
+
+
+def printed_string(printed: str) -> str:
+    """The first quoted string in MLIR's printed form of an attribute or location (the name of
+    `loc("name"(...))`, the file of `loc("file":1:2)`, the symbol of `@"name"`), its escapes decoded, or
+    all of `printed` where nothing is quoted. Reading text this way never fails: the bindings' `.value`
+    raises, and `.filename` and `.name_str` abort the process (std::terminate), on bytes that are not
+    UTF-8, which a damaged module can hold; those read as U+FFFD here."""
+    quoted = _QUOTED.search(printed)
+    raw = (quoted.group(1) if quoted else printed).encode()
+    return _ESCAPE.sub(lambda m: b"\\" if m.group(1) == b"\\" else bytes.fromhex(m.group(1).decode()),
+                       raw).decode("utf-8", "replace")
 
 
 def span_of(loc) -> Span | None:
     """The first file position inside `loc` (looking through name, call-site and fused locations)."""
     if isinstance(loc, ir.FileLineColLoc):
+        filename = printed_string(str(loc))
         # JAX writes Python's 0-based columns; arrc and MLIR's own files use 1-based ones.
-        shift = 1 if loc.filename.endswith(".py") else 0
+        shift = 1 if filename.endswith(".py") else 0
         start, end = loc.start_col + shift, loc.end_col + shift
-        return Span(loc.filename, loc.start_line, start, loc.end_line, max(end, start + 1))
+        return Span(filename, loc.start_line, start, loc.end_line, max(end, start + 1))
     if isinstance(loc, ir.NameLoc):
         return span_of(loc.child_loc)
     if isinstance(loc, ir.CallSiteLoc):
@@ -34,7 +52,7 @@ def call_frames(loc) -> list:
 
 def name_of(loc) -> str | None:
     if isinstance(loc, ir.NameLoc):
-        return loc.name_str
+        return printed_string(str(loc))
     if isinstance(loc, ir.CallSiteLoc):
         return name_of(loc.callee)
     return None

@@ -31,7 +31,7 @@ from ..compiler import abi, emit
 from ..compiler.effects import CALLBACK_TARGET
 from ..compiler.types import BOOL, DTYPES, F64, I64
 from .base import ModulePass
-from .rewrite import count_iterations, entry, inline_calls, run_argument
+from .rewrite import attr_text, count_iterations, entry, inline_calls, run_argument
 
 KINDS, SCOPES = abi.GUARD_KINDS, abi.GUARD_SCOPES
 STRUCTURAL = {"stablehlo.while", "stablehlo.if", "stablehlo.case", "func.call",
@@ -72,7 +72,7 @@ class GuardOptions:
 
 def guarded_kinds(fop) -> frozenset:
     try:
-        return parse_kinds(ir.StringAttr(fop.attributes[abi.GUARDED]).value)
+        return parse_kinds(attr_text(fop.attributes[abi.GUARDED]))
     except KeyError:
         return frozenset()
 
@@ -806,7 +806,7 @@ def results_check(fop) -> tuple[ir.Module | None, list[int]]:
     from .rewrite import int_attr
     if abi.CHECK_RESULTS not in fop.attributes:
         return None, []
-    kinds = parse_kinds(ir.StringAttr(fop.attributes[abi.CHECK_RESULTS]).value)
+    kinds = parse_kinds(attr_text(fop.attributes[abi.CHECK_RESULTS]))
     results = list(ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value).results)
     own = results[: len(results) - int_attr(fop, abi.EXTRA_RESULTS, 0)]
     checked = [i for i, t in enumerate(own) if _is_float(t) and 0 not in ir.RankedTensorType(t).shape]

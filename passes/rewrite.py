@@ -6,7 +6,7 @@ from jaxlib.mlir import ir, passmanager
 from jaxlib.mlir.dialects import stablehlo as hlo
 
 from ..compiler import abi, emit
-from ..compiler.emit import int_attr, run_argument, set_int_attr  # noqa: F401  (the passes' names for them)
+from ..compiler.emit import attr_text, int_attr, run_argument, set_int_attr  # noqa: F401  (the passes' names for them)
 from ..compiler.types import I64
 
 
@@ -15,7 +15,7 @@ def entry(module: ir.Module):
     publics = [op for op in module.body.operations
                if op.operation.name == "func.func" and _visibility(op) != "private"]
     for op in publics:
-        if ir.StringAttr(op.attributes["sym_name"]).value == "main":
+        if attr_text(op.attributes["sym_name"]) == "main":
             return op
     if len(publics) == 1:
         return publics[0]
@@ -24,7 +24,7 @@ def entry(module: ir.Module):
 
 def _visibility(op) -> str:
     try:
-        return ir.StringAttr(op.attributes["sym_visibility"]).value
+        return attr_text(op.attributes["sym_visibility"])
     except KeyError:
         return "public"
 
@@ -44,7 +44,7 @@ def ops_named(root, name: str) -> list:
 def inline_calls(module: ir.Module) -> int:
     """Inline every `func.call` (also inside loops and branches, which MLIR's inliner leaves alone here),
     then drop the functions nobody calls; returns the number of calls left (0 unless recursive)."""
-    functions = {ir.StringAttr(op.attributes["sym_name"]).value: op for op in module.body.operations
+    functions = {attr_text(op.attributes["sym_name"]): op for op in module.body.operations
                  if op.operation.name == "func.func"}
     for _ in range(10_000):
         calls = ops_named(module, "func.call")
@@ -59,7 +59,7 @@ def inline_calls(module: ir.Module) -> int:
 
 
 def _inline(call, functions: dict) -> None:
-    callee = functions[ir.FlatSymbolRefAttr(call.attributes["callee"]).value]
+    callee = functions[attr_text(ir.FlatSymbolRefAttr(call.attributes["callee"]))]
     with ir.InsertionPoint(call):
         copy = callee.operation.clone()
         _, returned = emit.inline_block(copy.regions[0].blocks[0], list(call.operands))
@@ -112,7 +112,7 @@ def retarget_callbacks(module: ir.Module, platform: str) -> int:
     from ..compiler.effects import CALLBACK_TARGET
     cpu = CALLBACK_TARGET["cpu"]
     calls = [op for op in ops_named(module, "stablehlo.custom_call")
-             if ir.StringAttr(op.attributes["call_target_name"]).value == cpu]
+             if attr_text(op.attributes["call_target_name"]) == cpu]
     if platform == "cpu" or not calls:
         return 0
     if platform not in CALLBACK_TARGET:

@@ -36,7 +36,7 @@ from ..compiler.diagnostics import Diagnostic
 from ..compiler.types import MAX_ARRAY_BYTES
 from .base import ModulePass
 from ..compiler.locations import span_of
-from .rewrite import i64s
+from .rewrite import attr_text, i64s
 
 CALLBACK_TARGETS = ("xla_ffi_python_cpu_callback", "xla_ffi_python_gpu_callback")
 MAX_CALLBACKS = 1 << 16        # callback indices index a list of handlers: a bigger one would only waste memory
@@ -85,7 +85,7 @@ class _Checker:
         self.bodies = {}            # function name -> has a body
         for op in module.body.operations:
             if op.operation.name == "func.func":
-                self.bodies[ir.StringAttr(op.attributes["sym_name"]).value] = len(op.regions[0].blocks) > 0
+                self.bodies[attr_text(op.attributes["sym_name"])] = len(op.regions[0].blocks) > 0
 
     def error(self, op, what: str, problem: str, fn: str | None) -> None:
         where = f" in @{fn}" if fn else ""
@@ -100,7 +100,7 @@ class _Checker:
             if op.name != "func.func":
                 self.error(op, f"`{op.name}`", "only functions and meshes may be at the top of a module", None)
                 continue
-            name = ir.StringAttr(op.attributes["sym_name"]).value
+            name = attr_text(op.attributes["sym_name"])
             if not self.bodies[name]:
                 self.error(op, f"function @{name}", "declared without a body: arrc cannot run code from "
                                                     "outside the module", None)
@@ -138,12 +138,12 @@ class _Checker:
         if name in COLLECTIVES:
             return what, "communicates with other devices, and arrc runs a module on one device"
         if name == "func.call":
-            callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+            callee = attr_text(ir.FlatSymbolRefAttr(op.attributes["callee"]))
             if not self.bodies.get(callee, False):
                 return f"`func.call @{callee}`", "calls a function declared without a body"
             return None
         if name == "stablehlo.custom_call":
-            target = ir.StringAttr(op.attributes["call_target_name"]).value
+            target = attr_text(op.attributes["call_target_name"])
             problem = self._custom_call(op, target)
             return (f"`stablehlo.custom_call @{target}`", problem) if problem else None
         if name.split(".")[0] in DIALECTS or name in FUNC_OPS:

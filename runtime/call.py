@@ -10,7 +10,7 @@ from jaxlib.mlir import ir
 
 from ..compiler import abi
 from ..passes.guards import results_check
-from ..passes.rewrite import entry, int_attr, ops_named, retarget_callbacks
+from ..passes.rewrite import attr_text, entry, int_attr, ops_named, retarget_callbacks
 from . import effects
 from .guards import GuardSite, make_callback, sites
 from .pjrt import Executable
@@ -24,8 +24,8 @@ class Compiled:
             self.io_arg = int_attr(fop, abi.IO_ARG)
             self.extra = int_attr(fop, abi.EXTRA_RESULTS, 0)
             check, self.checked = results_check(fop)
-            self.entry_name = ir.StringAttr(fop.attributes[abi.ENTRY]).value if abi.ENTRY in fop.attributes \
-                else ir.StringAttr(fop.attributes["sym_name"]).value
+            self.entry_name = attr_text(fop.attributes[abi.ENTRY]) if abi.ENTRY in fop.attributes \
+                else attr_text(fop.attributes["sym_name"])
             self.sites = found = sites(module)
             self.may_not_end = may_not_end(module)
             retarget_callbacks(module, platform)

@@ -106,19 +106,19 @@ def site_of(op, span) -> PrintSite | AssertSite | BoundSite:
     `site_attributes`); `span` is its location's."""
     from jaxlib.mlir import ir
 
-    from ..passes.rewrite import i64s
+    from ..passes.rewrite import attr_text, i64s
     attrs = op.attributes
-    if ir.StringAttr(attrs[abi.KIND]).value == "bound":
+    if attr_text(attrs[abi.KIND]) == "bound":
         frames = call_frames(op.location)
         return BoundSite(span, ir.IntegerAttr(attrs[abi.LOOP_BOUND]).value, name_of(frames[0]) or "for",
                          [(name_of(f), span_of(f)) for f in frames[1:]])
-    if ir.StringAttr(attrs[abi.KIND]).value == "print":
+    if attr_text(attrs[abi.KIND]) == "print":
         pieces = [p.value if isinstance(p, ir.StringAttr) else None     # None: a value slot
                   for p in ir.ArrayAttr(attrs[abi.PIECES])]
         return PrintSite(span, pieces)
-    return AssertSite(span, ir.StringAttr(attrs[abi.MESSAGE]).value,
+    return AssertSite(span, attr_text(attrs[abi.MESSAGE]),
                       tuple(i64s(attrs[abi.SHAPE])),
-                      ir.StringAttr(attrs[abi.FUNCTION]).value, 0)
+                      attr_text(attrs[abi.FUNCTION]), 0)
 
 
 def host_callback(site: PrintSite | AssertSite | BoundSite, sources: dict):

@@ -28,7 +28,7 @@ from ..compiler.types import DTYPES
 from ..passes.guards import GuardOptions, GuardPass, guarded_kinds
 from ..passes.lapack_calls import is_lapack_target
 from ..passes.registry import run_passes
-from ..passes.rewrite import entry, int_attr, ops_named
+from ..passes.rewrite import attr_text, entry, int_attr, ops_named
 from . import mlir_reader
 from .guards import FileSources, raise_faults
 
@@ -149,7 +149,7 @@ class ForeignFunction:
             ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
             hidden = {int_attr(fop, abi.RUN_ARG), int_attr(fop, abi.IO_ARG)}
             self.params = [_dtype_shape(t) for i, t in enumerate(ftype.inputs) if i not in hidden]
-            self.name = ir.StringAttr(fop.attributes["sym_name"]).value
+            self.name = attr_text(fop.attributes["sym_name"])
             already = guarded_kinds(fop)
             self.uses_lapack = _uses_lapack(module)
         if self.uses_lapack and platform != "cpu":
@@ -205,7 +205,7 @@ def _xla_errors(what: str):
 
 
 def _uses_lapack(module: ir.Module) -> bool:
-    return any(is_lapack_target(ir.StringAttr(op.attributes["call_target_name"]).value)
+    return any(is_lapack_target(attr_text(op.attributes["call_target_name"]))
                for op in ops_named(module, "stablehlo.custom_call"))
 
 
@@ -213,7 +213,7 @@ def _callbacks_on_cpu(module: ir.Module) -> None:
     """Callbacks written for another platform (`arrc compile --target gpu`) start from the CPU's target:
     runtime/call.py points them at the platform they run on."""
     for op in ops_named(module, "stablehlo.custom_call"):
-        if ir.StringAttr(op.attributes["call_target_name"]).value in CALLBACK_TARGET.values():
+        if attr_text(op.attributes["call_target_name"]) in CALLBACK_TARGET.values():
             op.attributes["call_target_name"] = ir.StringAttr.get(CALLBACK_TARGET["cpu"])
 
 

@@ -15,7 +15,7 @@ from ..compiler.builtins import BUILTINS, OPERATORS
 from ..compiler.span import Span
 from ..compiler.locations import call_frames, name_of, span_of
 from ..passes.guards import SITE_SHIFT, UNTRACED
-from ..passes.rewrite import i64s
+from ..passes.rewrite import attr_text, i64s
 from .reports import BoundsError, DivisionByZero, GuardError, InfError, NaNError
 
 # What a report calls the operation a location names: the op table's `words` of the op with that display
@@ -66,7 +66,7 @@ def sites(module: ir.Module) -> dict:
         op = op.operation
         if op.name == "stablehlo.custom_call" and abi.KIND in op.attributes:
             index = ir.IntegerAttr(ir.DictAttr(op.attributes["backend_config"])["index"]).value
-            kind = ir.StringAttr(op.attributes[abi.KIND]).value
+            kind = attr_text(op.attributes[abi.KIND])
             frames = call_frames(op.location)
             if kind in EFFECTS:
                 out[index] = site_of(op, span_of(frames[0]))
@@ -77,8 +77,8 @@ def sites(module: ir.Module) -> dict:
             out[index] = GuardSite(
                 index=index, kind=kind,
                 order=i64s(op.attributes[abi.ORDER]), shape=tuple(i64s(op.attributes[abi.SHAPE])),
-                labels=[ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes[abi.LABELS])],
-                op=ir.StringAttr(op.attributes[abi.OP]).value, span=span_of(frames[0]), name=name_of(frames[0]),
+                labels=[attr_text(a) for a in ir.ArrayAttr(op.attributes[abi.LABELS])],
+                op=attr_text(op.attributes[abi.OP]), span=span_of(frames[0]), name=name_of(frames[0]),
                 chain=[(name_of(f), span_of(f)) for f in frames[1:]], attrs=extra,
                 derivative_of=_derivative_of(frames[0]))
         return ir.WalkResult.ADVANCE

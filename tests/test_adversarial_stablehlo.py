@@ -20,7 +20,7 @@ import pytest
 
 from arrc.cli import main
 from arrc.compiler.diagnostics import CompileError
-from arrc.passes.guards import KINDS, GuardOptions
+from arrc.passes.guards import KINDS, GuardOptions, guard_module
 from arrc.passes.lapack_calls import TARGETS
 from arrc.passes.verify_foreign import verify_foreign_calls
 from arrc.runtime import foreign
@@ -385,6 +385,29 @@ def test_location_naming_a_fifo_does_not_hang_the_report(tmp_path):
                   "return %0 : tensor<4xf32>")
     code, err = run_cli(tmp_path, text, "--arg", "arg0=[1,2,3,4]", timeout=120)
     assert code == 1 and f"--> {fifo}:1:1" in err
+
+
+def test_strings_that_are_not_utf8_are_read_not_fatal(tmp_path):
+    """A damaged module's strings (a guard site's `arrc.op`, a location's file name) may hold bytes that
+    are not UTF-8: the bindings raise for an attribute's `.value` and abort the process (std::terminate)
+    for a location's `.filename`. Found by the campaign below (case 31 from a checkout at /check)."""
+    import arrc
+    lowered = arrc.loads("def f(x: f32[4]) -> f32[4]:\n    return log(x) / x\n", filename="bad.arr")["f"].lower(arrc.spec(
+        "f32[4]"))
+    guard_module(lowered.module, GuardOptions(frozenset(KINDS), "all", origins=True))
+    data = lowered.as_bytecode()
+    assert data.count(b"stablehlo.log") == 1 and data.count(b"bad.arr") == 2
+    data = data.replace(b"stablehlo.log", b"stablehlo.l\xf0g").replace(b"bad.arr", b"b\xf0d.arr")
+    code, err = run_cli(tmp_path, data, "--arg", "arg0=[1,2,0,4]", name="bad.mlirbc")
+    assert code == 3 and "produced -inf at index [2]" in err and "--> b\ufffdd.arr:2:12" in err, err
+    # in text, as escapes: a symbol (`.value` raised), an op's name and file
+    text = module('''
+        %0 = func.call @"g\\F0"(%arg0) : (tensor<4xf32>) -> tensor<4xf32>
+        %1 = stablehlo.log %0 : tensor<4xf32> loc("q\\F0"("z\\F1.py":5:6))
+        return %1 : tensor<4xf32>''', before='func.func private @"g\\F0"(%a: tensor<4xf32>) -> tensor<4xf32> {\n'
+                  "  return %a : tensor<4xf32>\n}\n")
+    code, err = run_cli(tmp_path, text, "--arg", "arg0=[1,2,0,4]", "--guards", "all")
+    assert code == 3 and "--> z\ufffd.py:5:7" in err and "this `q\ufffd` produced -inf at index [2]" in err, err
 
 
 # ---- arrc's own modules still run -------------------------------------------------------------------

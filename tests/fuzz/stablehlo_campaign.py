@@ -52,7 +52,8 @@ def seed_modules() -> list[tuple[str, bytes]]:
     from arrc.passes.guards import GuardOptions, guard_module
     out = []
     for path, name, shapes, kinds, text in SEEDS:
-        fn = arrc.load(str(ROOT / path))[name]
+        # the relative name keeps the seeds' bytes, and so every case, the same in every checkout
+        fn = arrc.loads((ROOT / path).read_text(), filename=path)[name]
         lowered = fn.lower(*fn.arg_types_for(shapes))
         if kinds:
             guard_module(lowered.module, GuardOptions(frozenset(kinds)))
