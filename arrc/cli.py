@@ -94,8 +94,20 @@ def looks_binary(data: bytes) -> bool:
 
 
 def is_stablehlo(path: str) -> bool:
-    """StableHLO from elsewhere (text or bytecode) rather than arr source."""
-    return Path(path).suffix in (".mlir", ".mlirbc")
+    """StableHLO from elsewhere (text, bytecode, a portable artifact) rather than arr source: by the name's
+    suffix, or for another suffix than .arr (a `jax.export` serialization saved as `f.bin`) by MLIR
+    bytecode in its first MiB."""
+    file = Path(path)
+    if file.suffix in (".mlir", ".mlirbc"):
+        return True
+    if file.suffix == ".arr" or not file.is_file():
+        return False
+    from arrc.runtime.mlir_reader import BYTECODE_MAGIC
+    try:
+        with file.open("rb") as f:
+            return BYTECODE_MAGIC in f.read(2 ** 20)
+    except OSError:
+        return False
 
 
 def entry_function(module: arrc.Module, name: str, path: str, command: str = "run") -> arrc.Function:
@@ -261,8 +273,10 @@ NPY_HEADER_MAX = 1 << 16        # numpy itself refuses headers over 10,000 chara
 
 @dataclass(frozen=True)
 class ArgFile:
-    """`--arg NAME=@PATH`, read once the parameter's type (how many bytes it can take) is known."""
+    """`--arg NAME=@PATH`, read once the parameter's type (how many bytes it can take) is known; `member`:
+    the array of a .npz archive of several (`expand_tree_files`)."""
     path: str
+    member: str | None = None
 
 
 def capacity(t: ArrayType | None) -> int:
@@ -327,13 +341,16 @@ def read_array(stream, size: int, path: str, param: str, t: ArrayType | None) ->
     return array if array.flags.c_contiguous else array.copy(order="C")      # (ascontiguousarray makes 0-d 1-d)
 
 
-def read_npz(file, path: str, param: str, t: ArrayType | None) -> np.ndarray:
-    """The one array of a `.npz` file: its member's declared size and header are checked before any of
-    its data are decompressed, and zipfile stops at the declared size (and checks the CRC there)."""
+def read_npz(file, path: str, param: str, t: ArrayType | None, member: str | None = None) -> np.ndarray:
+    """The one array of a `.npz` file (or its array `member`): its member's declared size and header are
+    checked before any of its data are decompressed, and zipfile stops at the declared size (and checks
+    the CRC there)."""
     try:
         with zipfile.ZipFile(file) as archive:
             members = [m for m in archive.infolist() if not m.is_dir()]
-            if len(members) != 1:
+            if member is not None:
+                members = [m for m in members if npz_key(m.filename) == member]
+            elif len(members) != 1:
                 names = ", ".join(repr(m.filename[:80]) for m in members[:5]) + (", ..." if len(members) > 5 else "")
                 raise UsageError(f"{path} holds {len(members)} arrays{f' ({names})' if members else ''}; "
                                  f"an argument file holds one (save it with numpy.save as a .npy file)")
@@ -348,7 +365,22 @@ def read_npz(file, path: str, param: str, t: ArrayType | None) -> np.ndarray:
         raise UsageError(f"{path} is not a valid .npz file ({reason})") from None
 
 
-def load_array(path: str, param: str = "x", t: ArrayType | None = None) -> np.ndarray:
+def npz_key(filename: str) -> str:
+    """The key `numpy.savez` stored a member under (its file name without `.npy`)."""
+    return filename[:-4] if filename.endswith(".npy") else filename
+
+
+def npz_keys(path: str) -> list[str]:
+    """The keys of the arrays in a .npz archive (a usage error if it is not one)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return [npz_key(m.filename) for m in archive.infolist() if not m.is_dir()]
+    except Exception as err:            # noqa: BLE001  zipfile raises many kinds on a corrupt archive
+        reason = getattr(err, "strerror", None) or (str(err).splitlines() or [type(err).__name__])[0]
+        raise UsageError(f"{path} is not a readable .npz file ({reason})") from None
+
+
+def load_array(path: str, param: str = "x", t: ArrayType | None = None, member: str | None = None) -> np.ndarray:
     """An array from a `.npy` file, or from a `.npz` file holding exactly one array, for the parameter
     `param` of type `t` (None: any type). Anything else (not a regular file, corrupt, truncated, object
     arrays, more data than `t` can hold) is a usage error, raised before the data are read."""
@@ -370,7 +402,7 @@ def load_array(path: str, param: str = "x", t: ArrayType | None = None) -> np.nd
             if magic == NPY_MAGIC:
                 return read_array(file, info.st_size, path, param, t)
             if magic.startswith(b"PK"):
-                return read_npz(file, path, param, t)
+                return read_npz(file, path, param, t, member)
         except OSError as err:
             raise UsageError(f"cannot read {path}: {err.strerror or err}") from None
     what = "it is empty" if not magic else "it does not start like one"
@@ -389,6 +421,51 @@ class Unreadable:
     reason: str
 
 
+# A parameter name as JAX records it in an export: the argument's path in the function's pytree.
+JAX_NAME = re.compile(r"[A-Za-z_]\w*(?:\[(?:'(?:[^'\\]|\\.)*'|\d+)\]|\.\w+)*")
+_PATH_PART = re.compile(r"^([A-Za-z_]\w*)|\['((?:[^'\\]|\\.)*)'\]|\[(\d+)\]|\.(\w+)")
+
+
+def path_parts(name: str) -> tuple[str, ...]:
+    """`params['dense'][0].w` -> ('params', 'dense', '0', 'w')."""
+    return tuple(next(g for g in m.groups() if g is not None) for m in _PATH_PART.finditer(name))
+
+
+def expand_tree_files(values: dict[str, object], names: list[str]) -> dict[str, object]:
+    """`--arg params=@p.npz` where `params` is no parameter but the root of several (`params['b']`,
+    `params['w']`, as JAX names a pytree's leaves): each array of the archive is the parameter its key
+    leads to, the rest of the path written with `/` or `.` between keys (`dense/kernel`, as Flax's
+    `flatten_dict(..., sep="/")` makes them) or as JAX writes it (`['dense']['kernel']`)."""
+    out: dict[str, object] = {}
+    for name, value in values.items():
+        under = {path_parts(n)[1:]: n for n in names if path_parts(n)[:1] == (name,) and n != name}
+        if name in names or not isinstance(value, ArgFile) or not under:
+            out[name] = value
+            continue
+        for key in npz_keys(value.path):
+            parts = path_parts(name + key) if key.startswith(("[", ".")) else tuple(re.split(r"[/.]", key))
+            if parts[:1] == (name,) and key.startswith(("[", ".")):
+                parts = parts[1:]
+            if parts not in under:
+                raise UsageError(f"{value.path}: no parameter {name}[...] for its array {key!r}; "
+                                 f"the parameters under {name} are {', '.join(sorted(under.values()))}")
+            out[under[parts]] = ArgFile(value.path, key)
+    return out
+
+
+def positional_aliases(values: dict[str, object], names: list[str]) -> dict[str, object]:
+    """`arg0`, `arg1`, ... stand for the parameters by position whatever their recorded names (arrc's
+    own modules name theirs as the source does; the positional names worked before the names did)."""
+    out = {}
+    for name, value in values.items():
+        if name not in names and name.startswith("arg") and name[3:].isdigit() and int(name[3:]) < len(names):
+            name = names[int(name[3:])]
+            if name in values or name in out:
+                raise UsageError(f"--arg {name} is given twice (once as arg{names.index(name)})")
+        out[name] = value
+    return out
+
+
 def parse_run_args(items: list[str]) -> dict[str, object]:
     """`["x=@data.npy", "y=[1, 2]", "n=3"]` -> arguments by parameter name (files as `ArgFile`s,
     read by `load_arg_files` once the parameters' types are known; text that is no literal as
@@ -397,7 +474,7 @@ def parse_run_args(items: list[str]) -> dict[str, object]:
     for item in items:
         name, sep, value = item.partition("=")
         name = name.strip()
-        if not sep or not name.isidentifier():
+        if not sep or not (name.isidentifier() or JAX_NAME.fullmatch(name)):
             raise UsageError(f"--arg {item!r}: expected NAME=VALUE, e.g. --arg x='[1, 2, 3]' or --arg x=@x.npy")
         if name in values:
             raise UsageError(f"--arg {name} is given twice")
@@ -416,7 +493,7 @@ def load_arg_files(values: dict[str, object], types: dict[str, ArrayType]) -> di
     bad = next((n for n, v in values.items() if isinstance(v, Unreadable)), None)
     if bad is not None:
         raise UsageError(f"--arg {bad}: {values[bad].reason}")
-    return {name: load_array(v.path, name, types.get(name)) if isinstance(v, ArgFile) else v
+    return {name: load_array(v.path, name, types.get(name), v.member) if isinstance(v, ArgFile) else v
             for name, v in values.items()}
 
 
@@ -658,17 +735,23 @@ def format_times(times: dict[str, float], check: float) -> str:
 
 
 def run_stablehlo(args: argparse.Namespace, kwargs: dict) -> RunResult:
-    """`arrc run in.mlir`: StableHLO from elsewhere, arguments by position (`--arg arg0=...`)."""
+    """`arrc run in.mlir`: StableHLO from elsewhere, arguments by JAX's recorded names or by position
+    (`--arg arg0=...`)."""
     from arrc.runtime.foreign import ForeignFunction
     require_file(args.file, "a StableHLO file (.mlir or .mlirbc)")
     check_device(args.device)
     from arrc.passes.guards import parse_kinds
     fn = ForeignFunction(args.file, parse_kinds(",".join(args.guards or ())), args.guard_scope, args.device)
+    kwargs = expand_tree_files(positional_aliases(kwargs, fn.param_names), fn.param_names)
     unknown = sorted(set(kwargs) - set(fn.param_names))
     missing = [n for n in fn.param_names if n not in kwargs]
     if unknown or missing:
+        root = path_parts(missing[0])[0] if missing else None
+        tree = [n for n in fn.param_names if path_parts(n)[0] == root]
+        hint = (f" (or all {len(tree)} under {root} from one .npz archive: --arg {root}=@FILE.npz)"
+                if not unknown and len(tree) > 1 else "")
         raise UsageError(f"{args.file} takes arguments {', '.join(fn.param_names) or '(none)'}; "
-                         + (f"unknown: {unknown[0]}" if unknown else f"missing: --arg {missing[0]}=..."))
+                         + (f"unknown: {unknown[0]}" if unknown else f"missing: --arg {missing[0]}=...{hint}"))
     types = {name: ArrayType(dt, tuple(Dim.const(d) for d in shape)) for name, (dt, shape) in
              zip(fn.param_names, fn.params)}
     check_literals(kwargs, types)

@@ -136,7 +136,8 @@ def guard_text(data: bytes, name: str, options: GuardOptions) -> str:
 
 
 class ForeignFunction:
-    """The entry of a StableHLO file, callable with NumPy values by position (arg0, arg1, ...)."""
+    """The entry of a StableHLO file, callable with NumPy values by position; `param_names` are JAX's
+    recorded names, or arg0, arg1, ..."""
 
     def __init__(self, path: str, kinds=frozenset(), scope: str = "results", platform: str = "cpu"):
         self.path = path
@@ -148,7 +149,9 @@ class ForeignFunction:
             fop = entry(module)
             ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
             hidden = {int_attr(fop, abi.RUN_ARG), int_attr(fop, abi.IO_ARG)}
-            self.params = [_dtype_shape(t) for i, t in enumerate(ftype.inputs) if i not in hidden]
+            shown = [i for i in range(len(ftype.inputs)) if i not in hidden]
+            self.params = [_dtype_shape(ftype.inputs[i]) for i in shown]
+            self.param_names = _param_names(fop, shown)
             self.name = attr_text(fop.attributes["sym_name"])
             already = guarded_kinds(fop)
             self.uses_lapack = _uses_lapack(module)
@@ -159,10 +162,6 @@ class ForeignFunction:
             self.options = GuardOptions(already, scope)
         self.sources = SafeSources()
         self._builds: dict = {}
-
-    @property
-    def param_names(self) -> list[str]:
-        return [f"arg{i}" for i in range(len(self.params))]
 
     def _build(self, origins: bool):
         if origins not in self._builds:
@@ -202,6 +201,18 @@ def _xla_errors(what: str):
     except JaxRuntimeError as err:
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise CompileError([Diagnostic("E0502", f"{what}: {reason[:500]}", None)]) from None
+
+
+def _param_names(fop, shown: list[int]) -> list[str]:
+    """The parameters' names: JAX's own where it recorded them (the name location of each argument, the
+    argument's path in the function's pytree: `params['w']`, `x`), else `arg0`, `arg1`, ... by position
+    (all of them positional where the names are missing or repeat)."""
+    from ..compiler.locations import name_of
+    block = fop.regions[0].blocks[0]
+    names = [name_of(block.arguments[i].location) for i in shown]
+    if None in names or len(set(names)) != len(names) or any(n.startswith("arg") and n[3:].isdigit() for n in names):
+        return [f"arg{k}" for k in range(len(shown))]
+    return names
 
 
 def _uses_lapack(module: ir.Module) -> bool:

@@ -48,9 +48,11 @@ def make_context() -> ir.Context:
 
 
 def parse(context: ir.Context, data: bytes) -> ir.Module:
-    """StableHLO text, MLIR bytecode or a portable artifact (VHLO, upgraded to StableHLO), verified."""
+    """StableHLO text, MLIR bytecode, a portable artifact (VHLO, upgraded to StableHLO) or a `jax.export`
+    serialization of one, verified."""
     with context:
         try:
+            data = _unwrap_jax_export(data)
             if data[:4] == BYTECODE_MAGIC:
                 module = ir.Module.parse(data)
                 if _is_vhlo(module):
@@ -65,6 +67,23 @@ def parse(context: ir.Context, data: bytes) -> ir.Module:
         except ValueError as err:          # e.g. a portable artifact that does not deserialize
             raise ReadError(str(err).splitlines()[0] if str(err) else "not a StableHLO module") from None
     return module
+
+
+def _unwrap_jax_export(data: bytes) -> bytes:
+    """The module inside a `jax.export` serialization (`Exported.serialize()`: a flatbuffer around a
+    portable artifact, the artifact's bytecode not at the start); anything else as it is."""
+    if data[:4] == BYTECODE_MAGIC or BYTECODE_MAGIC not in data:
+        return data
+    try:
+        from jax import export
+        exported = export.deserialize(bytearray(data))
+    except ImportError as err:
+        raise ReadError(f"this looks like a jax.export serialization, which needs {err.name or 'flatbuffers'} "
+                        "(pip install flatbuffers)") from None
+    except Exception as err:           # noqa: BLE001  (a flatbuffer that does not decode: any error)
+        raise ReadError(f"not MLIR bytecode or text, and not a jax.export serialization "
+                        f"({type(err).__name__}: {str(err)[:200]})") from None
+    return bytes(exported.mlir_module_serialized)
 
 
 def _is_vhlo(module: ir.Module) -> bool:

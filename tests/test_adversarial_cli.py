@@ -488,7 +488,7 @@ def test_stablehlo_run_reads_files_bounded_by_its_parameters(prog, tmp_path, cap
     np.save(tmp_path / "x.npy", np.zeros(5, np.float32))
     assert main(["run", str(mlir), "--arg", f"arg0=@{tmp_path / 'x.npy'}"]) == EXIT_USAGE
     assert capsys.readouterr().err == (f"arrc: error: {tmp_path / 'x.npy'} declares f32[5] (20 bytes), more than "
-                                       f"parameter `arg0: f32[4]` can take (16 bytes)\n")
+                                       f"parameter `x: f32[4]` can take (16 bytes)\n")
 
 
 def test_empty_and_scalar_files(prog, tmp_path, capsys):

@@ -1,0 +1,104 @@
+"""Modules JAX exports, run by `arrc run` (issue 19): `jax.export` serializations (a flatbuffer around a
+portable artifact, saved under any name), and arguments by the names JAX records (a pytree's paths:
+`params['w']`), one by one or a whole pytree from one .npz archive. JAX is the oracle (x64 on)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from arrc.cli import main, path_parts
+from arrc.runtime.foreign import ForeignFunction
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+export = pytest.importorskip("jax.export")
+
+
+@pytest.fixture(autouse=True)
+def _x64():
+    with jax.enable_x64(True):
+        yield
+
+
+def exported(tmp_path, f, *args, name="f.bin"):
+    path = tmp_path / name
+    path.write_bytes(export.export(jax.jit(f))(*args).serialize())
+    return path
+
+
+def layer(params, x):
+    return jnp.tanh(params["w"] @ x + params["b"])
+
+
+PARAMS = {"b": np.array([0.5, -1.0]), "w": np.arange(6.0).reshape(2, 3) / 7}
+X = np.array([1.0, -2.0, 0.25])
+
+
+def test_serialized_export_runs_as_jax_does(tmp_path):
+    a = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])
+    fn = ForeignFunction(str(exported(tmp_path, jnp.linalg.inv, a)))       # LAPACK inside
+    assert fn.param_names == ["a"]
+    np.testing.assert_allclose(np.asarray(fn([a])[0]), jnp.linalg.inv(a), rtol=1e-12)
+
+
+def test_recorded_names_and_a_pytree_from_one_npz(tmp_path, capsys):
+    path = str(exported(tmp_path, layer, PARAMS, X))
+    assert ForeignFunction(path).param_names == ["params['b']", "params['w']", "x"]
+    want = np.asarray(layer(PARAMS, X))
+    np.savez(tmp_path / "p.npz", **PARAMS)
+    np.save(tmp_path / "x.npy", X)
+    out = tmp_path / "r.npz"
+    assert main(["run", path, "--arg", f"params=@{tmp_path / 'p.npz'}", "--arg", f"x=@{tmp_path / 'x.npy'}",
+                 "--out", str(out)]) == 0
+    np.testing.assert_array_equal(np.load(out)["result_0"], want)
+    # one by one, by JAX's names or by position
+    np.save(tmp_path / "w.npy", PARAMS["w"])
+    assert main(["run", path, "--arg", "params['b']=[0.5, -1.0]", "--arg", f"params['w']=@{tmp_path / 'w.npy'}",
+                 "--arg", "x=[1.0, -2.0, 0.25]", "--out", str(out)]) == 0
+    np.testing.assert_array_equal(np.load(out)["result_0"], want)
+    assert main(["run", path, "--arg", "arg0=[0.5, -1.0]", "--arg", f"arg1=@{tmp_path / 'w.npy'}",
+                 "--arg", "x=[1.0, -2.0, 0.25]", "--out", str(out)]) == 0
+    np.testing.assert_array_equal(np.load(out)["result_0"], want)
+    capsys.readouterr()
+    assert main(["run", path, "--arg", "arg2=[0.5, -1.0]", "--arg", "x=[1.0, -2.0, 0.25]"]) == 2
+    assert capsys.readouterr().err == "arrc: error: --arg x is given twice (once as arg2)\n"
+    assert main(["run", path, "--arg", "y=[0.5, -1.0]"]) == 2
+    assert capsys.readouterr().err == (f"arrc: error: {path} takes arguments params['b'], params['w'], x; "
+                                       "unknown: y\n")
+
+
+def test_nested_pytree_keys(tmp_path, capsys):
+    params = {"dense": {"kernel": np.eye(3), "bias": np.ones(3)}, "scale": [np.float64(2.0)]}
+
+    def f(params, x):
+        return params["scale"][0] * (params["dense"]["kernel"] @ x + params["dense"]["bias"])
+    path = str(exported(tmp_path, f, params, X))
+    names = ForeignFunction(path).param_names
+    assert names == ["params['dense']['bias']", "params['dense']['kernel']", "params['scale'][0]", "x"]
+    assert [path_parts(n) for n in names[1:3]] == [("params", "dense", "kernel"), ("params", "scale", "0")]
+    np.savez(tmp_path / "p.npz", **{"dense/kernel": np.eye(3), "dense/bias": np.ones(3), "scale.0": 2.0})
+    out = tmp_path / "r.npz"
+    assert main(["run", path, "--arg", f"params=@{tmp_path / 'p.npz'}", "--arg", "x=[1.0, -2.0, 0.25]",
+                 "--out", str(out)]) == 0
+    np.testing.assert_array_equal(np.load(out)["result_0"], np.asarray(f(params, X)))
+
+
+def test_tree_file_mistakes_say_what_is_expected(tmp_path, capsys):
+    path = str(exported(tmp_path, layer, PARAMS, X))
+    np.savez(tmp_path / "bad.npz", b=PARAMS["b"], kernel=PARAMS["w"])
+    assert main(["run", path, "--arg", f"params=@{tmp_path / 'bad.npz'}", "--arg", "x=[1.0, -2.0, 0.25]"]) == 2
+    assert capsys.readouterr().err == (f"arrc: error: {tmp_path / 'bad.npz'}: no parameter params[...] for its "
+                                       "array 'kernel'; the parameters under params are params['b'], params['w']\n")
+    assert main(["run", path, "--arg", "x=[1.0, -2.0, 0.25]"]) == 2
+    assert capsys.readouterr().err == (
+        f"arrc: error: {path} takes arguments params['b'], params['w'], x; missing: --arg params['b']=... "
+        "(or all 2 under params from one .npz archive: --arg params=@FILE.npz)\n")
+
+
+def test_bytes_that_only_look_like_an_export_are_a_diagnostic(tmp_path, capsys):
+    path = tmp_path / "junk.bin"
+    path.write_bytes(bytes(range(256)) * 3 + b"ML\xefR" + b"\x07" * 40)
+    assert main(["run", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error[E0502]: cannot read {path} as StableHLO: not MLIR bytecode or text, and not "
+                          "a jax.export serialization ("), err
