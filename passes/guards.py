@@ -324,6 +324,16 @@ class _Guarder:
                 ip, bad = self._reaching(ip, op, bad, op.results[0])
                 self._report(ip, op, bad, loops, position, "div0", [("dividend", op.operands[0])])
 
+    @staticmethod
+    def _live_at_end(op, value):
+        """(the block's end, where `value`'s elements reach a result of the block: `_live`), or None where
+        every element may."""
+        block = op.block
+        end = ir.InsertionPoint(block.operations[len(block.operations) - 1])
+        with end, op.location:
+            live = _live(value, block)
+        return None if live is None else (end, live)
+
     def _reaching(self, ip, op, bad, quotient):
         """(insertion point, elements to report) for a division by zero at `bad` whose elements become
         `quotient`: only those that a `where`/`select` does not drop on their way to a result, as the nan guard
@@ -331,11 +341,11 @@ class _Guarder:
         the block; it is `bad` unchanged where no select masks the quotient."""
         if quotient is None or emit.shape_of(quotient) != emit.shape_of(bad):
             return ip, bad
-        block = op.block
-        end = ir.InsertionPoint(block.operations[len(block.operations) - 1])
-        with end, op.location:
-            live = _live(quotient, block)
-            return (ip, bad) if live is None else (end, hlo.and_(bad, live))
+        live = self._live_at_end(op, quotient)
+        if live is None:
+            return ip, bad
+        with live[0], op.location:
+            return live[0], hlo.and_(bad, live[1])
 
     def _bounds(self, ip, op, loops, position) -> None:
         name = op.name
@@ -381,6 +391,11 @@ class _Guarder:
         kinds = self.options.floats
         for result in floats:
             shape = emit.shape_of(result)
+            # In a loop or branch, where no per-element trace runs: only where no `where` of the same block
+            # drops it (`where(i == 2, log(c - 10), c + 1)` in a scan is NaN only at i == 2). Found before
+            # the check below adds uses of `result`.
+            live = self._live_at_end(op, result) if self.options.scope == "results" \
+                and not (self.flow and self.top) else None
             operands = [o for o in op.operands if _is_float(o.type)]
             computed = [o for o in operands if not _constant(o)]    # a literal's non-finite value is this op's
             elementwise = op.name not in SPATIAL and all(emit.shape_of(o) == shape for o in operands)
@@ -411,6 +426,10 @@ class _Guarder:
                 with ip, op.location:
                     self.origins[result] = self._origin_of(ip, op, result, site, computed, elementwise)
             else:
+                if live is not None:
+                    with live[0], op.location:
+                        bad = hlo.and_(bad, live[1])
+                    ip = live[0]
                 self._report(ip, op, bad, loops, position, "origin", values, extra=extra)
 
     # -- per-element flow (origin build, results scope) ----------------------------------------------

@@ -102,3 +102,21 @@ def test_bytes_that_only_look_like_an_export_are_a_diagnostic(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"error[E0502]: cannot read {path} as StableHLO: not MLIR bytecode or text, and not "
                           "a jax.export serialization ("), err
+
+
+def test_nan_in_a_scan_is_blamed_where_a_where_keeps_it(tmp_path, capsys):
+    """`where(i == 2, log(c - 10), c + 1)` in a `lax.scan`: the `log` is NaN at every step, and only step
+    2's reaches the result (the report used to name step 0, a NaN the `where` dropped)."""
+    def body(c, i):
+        c = jnp.where(i == 2, jnp.log(c - 10.0), c + 1.0)
+        return c, c
+
+    def f(x):
+        return jax.lax.scan(body, x, jnp.arange(5))[1]
+    path = tmp_path / "scan.mlir"
+    path.write_text(jax.jit(f).lower(np.float32(1.0)).as_text(debug_info=True))
+    assert main(["run", str(path), "--guards", "nan", "--arg", "x=1"]) == 3
+    err = capsys.readouterr().err
+    notes = [line.strip() for line in err.splitlines() if "= note" in line]
+    assert "this `log` produced NaN" in err and notes[:2] == ["= note: operands: c - 10.0 = -7.0",
+                                                             "= note: in loop iteration 2"], err
