@@ -382,6 +382,10 @@ class _Guarder:
                 extra = {abi.DIMS: _i64_array([dims[axis]]), abi.SIZES: _i64_array([size]),
                          abi.AXIS: _i64_array([axis])}
                 values = [("index", _raw_index(indices))]
+        if name == "stablehlo.gather":
+            # JAX's fill mode (`take`'s default) gathers, then selects its fill where the index was out of
+            # range: only the elements the program keeps are reported
+            ip, bad = self._reaching(ip, op, bad, op.results[0])
         self._report(ip, op, bad, loops, position, "bounds", values, extra=extra)
 
     def _origin(self, ip, op, loops, position) -> None:

@@ -15,7 +15,7 @@ from ..compiler.builtins import BUILTINS, OPERATORS
 from ..compiler.span import Span
 from ..compiler.locations import call_frames, name_of, span_of
 from ..passes.guards import SITE_SHIFT, UNTRACED
-from ..passes.rewrite import attr_text, i64s
+from ..passes.rewrite import attr_text, entry, i64s
 from .reports import BoundsError, DivisionByZero, GuardError, InfError, NaNError
 
 # What a report calls the operation a location names: the op table's `words` of the op with that display
@@ -37,6 +37,7 @@ class GuardSite:
     chain: list                 # [(function name, call span)], innermost first
     attrs: dict = field(default_factory=dict)
     derivative_of: str | None = None    # in a backward pass: the forward operation (compiler/autodiff.py)
+    own: bool = True            # in a module arrc lowered (arr's semantics), not StableHLO from elsewhere
 
 
 EFFECTS = abi.EFFECT_KINDS
@@ -61,6 +62,7 @@ def sites(module: ir.Module) -> dict:
     (runtime/effects.py `site_of`)."""
     from .effects import site_of
     out = {}
+    own = abi.ENTRY in entry(module).attributes
 
     def visit(op):
         op = op.operation
@@ -80,7 +82,7 @@ def sites(module: ir.Module) -> dict:
                 labels=[attr_text(a) for a in ir.ArrayAttr(op.attributes[abi.LABELS])],
                 op=attr_text(op.attributes[abi.OP]), span=span_of(frames[0]), name=name_of(frames[0]),
                 chain=[(name_of(f), span_of(f)) for f in frames[1:]], attrs=extra,
-                derivative_of=_derivative_of(frames[0]))
+                derivative_of=_derivative_of(frames[0]), own=own)
         return ir.WalkResult.ADVANCE
     module.operation.walk(visit)
     return out
@@ -249,20 +251,30 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
             dim, size = dims[0], sizes[0]
             axis = site.attrs[abi.AXIS][0]
         else:
+            lowest = -1 if site.own else 0      # arr wraps one negative index; StableHLO takes none
             axis = next((d for d, (v, n, s) in enumerate(zip(event.values, dims, sizes))
-                         if not -n <= v <= n - s), 0)
+                         if not lowest * n <= v <= n - s), 0)
             raw, dim, size = event.values[axis], dims[axis], sizes[axis]
         operands = {"index": raw, "size": dim}
         message = "index out of range at run time"
-        valid = f"{-dim}..{dim - size}" if size == 1 else f"0..{dim - size} for a slice of {size}"
+        valid = f"{-dim}..{dim - size}" if size == 1 and site.own else \
+            f"0..{dim - size}" + (f" for a slice of {size}" if size != 1 else "")
         label = f"index {raw} is out of range for dimension {axis} of size {dim}{at}"
-        notes.append(f"valid indices are {valid}; the index was clamped into range")
+        if site.own:
+            fate = "the index was clamped into range"
+        elif site.op == "stablehlo.scatter":
+            fate = "StableHLO's scatter drops this update"
+        else:
+            fate = f"StableHLO's {site.op.rpartition('.')[2]} clamps it into range"
+        notes.append(f"valid indices are {valid}; {fate}")
     else:
         cls = DivisionByZero
         operands = {_operand_text(k, sources): v for k, v in zip(site.labels, event.values)}
         message = "integer division by zero at run time"
         label = f"this division has a zero divisor{at}"
-        notes.append("arr gives 0 here (as NumPy); the div0 guard reports it instead")
+        notes.append("arr gives 0 here (as NumPy); the div0 guard reports it instead" if site.own else
+                     "StableHLO leaves the result of an integer division by zero to the backend; "
+                     "the div0 guard reports it instead")
     if site.kind == "origin" and cls is InfError and help is None \
             and any(v == 0.0 or np.isinf(v) for v in operands.values()):    # `log(0.0)`, `1.0 / 0.0`, `-inf`
         help = INF_HELP

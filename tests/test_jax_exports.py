@@ -120,3 +120,40 @@ def test_nan_in_a_scan_is_blamed_where_a_where_keeps_it(tmp_path, capsys):
     notes = [line.strip() for line in err.splitlines() if "= note" in line]
     assert "this `log` produced NaN" in err and notes[:2] == ["= note: operands: c - 10.0 = -7.0",
                                                              "= note: in loop iteration 2"], err
+
+
+def run_guarded(tmp_path, capsys, f, *args, guards="all"):
+    """`arrc run` of `f`'s module (text with JAX's locations) with `guards`: (exit code, stdout, the notes)."""
+    path = tmp_path / "m.mlir"
+    path.write_text(jax.jit(f).lower(*args).as_text(debug_info=True))
+    argv = ["run", str(path), "--guards", guards]
+    for i, a in enumerate(args):
+        argv += ["--arg", f"arg{i}={np.asarray(a).tolist()}"]
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, [line.strip()[len("= note: "):] for line in err.splitlines() if "= note: " in line]
+
+
+def test_foreign_reports_say_what_stablehlo_does(tmp_path, capsys):
+    """arr wraps a negative index, clamps the rest and gives 0 for `x // 0`; a module from JAX has
+    StableHLO's semantics, and its reports say those."""
+    x = np.arange(4.0, dtype=np.float32)
+    code, _, notes = run_guarded(tmp_path, capsys, lambda x, i: x.at[i].set(7.0), x, np.array([1, 9]))
+    assert code == 3 and "valid indices are 0..3; StableHLO's scatter drops this update" in notes, notes
+    code, _, notes = run_guarded(tmp_path, capsys, lambda a, b: a // b, np.array([4, 5], np.int32),
+                                 np.array([2, 0], np.int32))
+    assert code == 3 and notes[1] == ("StableHLO leaves the result of an integer division by zero to the backend; "
+                                      "the div0 guard reports it instead"), notes
+
+
+def test_take_in_fill_mode_is_no_bounds_fault(tmp_path, capsys):
+    """`jnp.take`'s default mode gathers and then puts its fill where the index was out of range."""
+    x = np.arange(4.0, dtype=np.float32)
+    code, out, notes = run_guarded(tmp_path, capsys, lambda x, i: jnp.take(x, i), x, np.array([0, 5]),
+                                   guards="bounds")
+    assert (code, out, notes) == (0, "[ 0. nan]\n", [])
+    # `mode="clip"` is a plain gather that StableHLO clamps, as `x[i]`'s is: the module cannot tell
+    # which clamp was meant, and the guard is there for the other (docs/stablehlo.md)
+    code, out, notes = run_guarded(tmp_path, capsys, lambda x, i: jnp.take(x, i, mode="clip"), x,
+                                   np.array([0, 5]), guards="bounds")
+    assert code == 3 and "valid indices are 0..3; StableHLO's gather clamps it into range" in notes, notes
