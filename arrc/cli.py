@@ -315,6 +315,8 @@ def read_array(stream, size: int, path: str, param: str, t: ArrayType | None) ->
         raise UsageError(f"{path} holds Python objects (dtype {dtype}); an argument file holds a bool or "
                          f"numeric array")
     dt = dtype_of_numpy(dtype.newbyteorder("="))
+    if dt is None and t is not None and t.dtype.name == "bf16" and dtype.kind == "V" and dtype.itemsize == 2:
+        dt, dtype = t.dtype, t.dtype.np       # NumPy saves ml_dtypes' bfloat16 as 2-byte void ("|V2")
     if dt is None:
         raise UsageError(f"{path} holds dtype {dtype}, which is not an arr dtype (bool, i8 ... i64, u8 ... u64, "
                          f"f16, bf16, f32, f64)")
@@ -695,9 +697,14 @@ def _json_float(x) -> float | str:
 
 
 def json_result(a: np.ndarray) -> dict:
-    """`{"dtype": "f32", "shape": [2], "value": [1.0, "nan"]}` (non-finite floats as strings)."""
+    """`{"dtype": "f32", "shape": [2], "value": [1.0, "nan"]}` (non-finite floats as strings); a complex
+    element (a module from elsewhere) as its `[real, imag]`."""
     dt = dtype_of_numpy(a.dtype)
-    if dt is not None and dt.is_float:
+    if np.iscomplexobj(a):
+        parts = np.stack([a.real, a.imag], axis=-1)
+        flat = np.array([_json_float(x) for x in parts.reshape(-1)] + [None], dtype=object)[:-1]
+        value = flat.reshape(parts.shape).tolist()
+    elif dt is not None and dt.is_float:
         wide = a.astype(np.float64 if dt.bits == 64 else np.float32)
         flat = np.array([_json_float(x) for x in wide.reshape(-1)] + [None], dtype=object)[:-1]
         value = flat.reshape(a.shape).tolist()

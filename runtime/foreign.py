@@ -175,7 +175,10 @@ class ForeignFunction:
             if self.uses_lapack:
                 _initialize_lapack()
             with _xla_errors(f"XLA cannot compile {self.path}"):
-                self._builds[origins] = compile_module(module, context, self.sources, [], self.platform)
+                build = compile_module(module, context, self.sources, [], self.platform)
+            for site in build.sites.values():
+                _in_file_named(site, self.path)
+            self._builds[origins] = build
         return self._builds[origins]
 
     def __call__(self, values: list):
@@ -213,6 +216,19 @@ def _param_names(fop, shown: list[int]) -> list[str]:
     if None in names or len(set(names)) != len(names) or any(n.startswith("arg") and n[3:].isdigit() for n in names):
         return [f"arg{k}" for k in range(len(shown))]
     return names
+
+
+def _in_file_named(site, path: str) -> None:
+    """A module read from text has its own lines as locations, in the file MLIR calls "-" (a module
+    without locations of its own): a report names `path` there, and shows its line."""
+    def named(span):
+        return replace(span, file=path) if span is not None and span.file == "-" else span
+    site.span = named(site.span)
+    if hasattr(site, "chain"):
+        site.chain = [(name, named(span)) for name, span in site.chain]
+        # an operand by where it is made (MLIR's position of an op or argument, not an expression to show)
+        site.labels = [f"value at {path}:{':'.join(label[3:].split(':')[:2])}" if label.startswith("@-:") else label
+                       for label in site.labels]
 
 
 def _uses_lapack(module: ir.Module) -> bool:

@@ -1,6 +1,8 @@
-"""Modules JAX exports, run by `arrc run` (issue 19): `jax.export` serializations (a flatbuffer around a
-portable artifact, saved under any name), and arguments by the names JAX records (a pytree's paths:
-`params['w']`), one by one or a whole pytree from one .npz archive. JAX is the oracle (x64 on)."""
+"""Modules JAX exports, run and guarded by `arrc run` (issue 19, docs/stablehlo.md): `jax.export`
+serializations (a flatbuffer around a portable artifact, saved under any name); arguments by the names
+JAX records (a pytree's paths: `params['w']`), one by one or a whole pytree from one .npz archive;
+reports in StableHLO's terms; complex results, bf16 files, modules without locations. JAX is the oracle
+(x64 on)."""
 from __future__ import annotations
 
 import numpy as np
@@ -157,3 +159,35 @@ def test_take_in_fill_mode_is_no_bounds_fault(tmp_path, capsys):
     code, out, notes = run_guarded(tmp_path, capsys, lambda x, i: jnp.take(x, i, mode="clip"), x,
                                    np.array([0, 5]), guards="bounds")
     assert code == 3 and "valid indices are 0..3; StableHLO's gather clamps it into range" in notes, notes
+
+
+def test_complex_results_as_json_and_bf16_from_npy(tmp_path, capsys):
+    path = tmp_path / "fft.mlir"
+    path.write_text(jax.jit(jnp.fft.fft).lower(np.ones(4, np.float32)).as_text())
+    assert main(["run", str(path), "--arg", "arg0=[1, 2, 3, 4]", "--format", "json"]) == 0
+    assert capsys.readouterr().out == ('{"results": [{"dtype": "complex64", "shape": [4], "value": '
+                                       '[[10.0, 0.0], [-2.0, 2.0], [-2.0, 0.0], [-2.0, -2.0]]}]}\n')
+    import ml_dtypes
+    np.save(tmp_path / "b.npy", np.array([1.5, -2.0, 3.0], ml_dtypes.bfloat16))     # stored as "|V2"
+    path = tmp_path / "twice.mlir"
+    path.write_text(jax.jit(lambda b: b * 2).lower(np.ones(3, ml_dtypes.bfloat16)).as_text())
+    out = tmp_path / "r.npz"
+    assert main(["run", str(path), "--arg", f"arg0=@{tmp_path / 'b.npy'}", "--out", str(out)]) == 0
+    got = np.load(out)["result_0"]
+    assert got.tobytes() == np.array([3.0, -4.0, 6.0], ml_dtypes.bfloat16).tobytes()
+
+
+def test_a_module_without_locations_is_reported_at_its_own_lines(tmp_path, capsys):
+    path = tmp_path / "noloc.mlir"
+    path.write_text("func.func public @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n"
+                    "  %0 = stablehlo.log %arg0 : tensor<2xf32>\n"
+                    "  return %0 : tensor<2xf32>\n}\n")
+    assert main(["run", str(path), "--guards", "all", "--arg", "arg0=[1, 0]"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("error[R0002]: infinity produced at run time\n"
+                          f" --> {path}:2:8\n"
+                          "  |\n"
+                          "2 |   %0 = stablehlo.log %arg0 : tensor<2xf32>\n"
+                          "  |        ^ this operation produced -inf at index [1]\n"
+                          "  |\n"
+                          f"  = note: operands at index [1]: value at {path}:1:24 = 0.0\n"), err
