@@ -34,7 +34,7 @@ def span_of(loc) -> Span | None:
     if isinstance(loc, ir.NameLoc):
         return span_of(loc.child_loc)
     if isinstance(loc, ir.CallSiteLoc):
-        return span_of(loc.callee)
+        return span_of(loc.callee) or span_of(loc.caller)
     if isinstance(loc, ir.FusedLoc):
         for inner in loc.locations:
             found = span_of(inner)
@@ -48,6 +48,25 @@ def call_frames(loc) -> list:
     if isinstance(loc, ir.CallSiteLoc):
         return call_frames(loc.callee) + call_frames(loc.caller)
     return [loc]
+
+
+def jax_frames(loc) -> tuple[list, str] | None:
+    """JAX's locations, `"jit(f)/op"(callsite("g"(line in g) at callsite("f"(line in f) at ...)))`, name
+    each frame by the function that holds its line (arrc's name a call site by the function it calls):
+    ([(function, the span it was called from)] innermost first, as arrc's reports take them, up to the
+    jitted function `f`; `f`), or None for other locations."""
+    name = name_of(loc)
+    if not (isinstance(loc, ir.NameLoc) and name.startswith("jit(")):
+        return None
+    jitted = name[len("jit("):].partition(")")[0]
+    named = [(name_of(f), span_of(f)) for f in call_frames(loc.child_loc)]
+    if any(n is None for n, _ in named):
+        return None
+    cut = next((i for i, (n, _) in enumerate(named) if n == jitted or n.endswith("." + jitted)), None)
+    if cut is None:
+        return None
+    named = named[:cut + 1]
+    return [(named[i][0], named[i + 1][1]) for i in range(len(named) - 1)], named[-1][0]
 
 
 def name_of(loc) -> str | None:

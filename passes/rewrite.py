@@ -7,6 +7,7 @@ from jaxlib.mlir.dialects import stablehlo as hlo
 
 from ..compiler import abi, emit
 from ..compiler.emit import attr_text, int_attr, run_argument, set_int_attr  # noqa: F401  (the passes' names for them)
+from ..compiler.locations import span_of
 from ..compiler.types import I64
 
 
@@ -62,7 +63,15 @@ def _inline(call, functions: dict) -> None:
     callee = functions[attr_text(ir.FlatSymbolRefAttr(call.attributes["callee"]))]
     with ir.InsertionPoint(call):
         copy = callee.operation.clone()
-        _, returned = emit.inline_block(copy.regions[0].blocks[0], list(call.operands))
+        moved, returned = emit.inline_block(copy.regions[0].blocks[0], list(call.operands))
+    # an operation without a file position of its own (JAX strips its library's frames: `floor_divide`'s
+    # `rem`) is where the call is
+    def place(op):
+        if span_of(op.location) is None:
+            op.location = call.location
+        return ir.WalkResult.ADVANCE
+    for op in moved:
+        op.operation.walk(place)
     for result, value in zip(call.results, returned):
         result.replace_all_uses_with(value)
     call.erase()

@@ -226,6 +226,7 @@ def _in_file_named(site, path: str) -> None:
     site.span = named(site.span)
     if hasattr(site, "chain"):
         site.chain = [(name, named(span)) for name, span in site.chain]
+    if hasattr(site, "labels"):
         # an operand by where it is made (MLIR's position of an op or argument, not an expression to show)
         site.labels = [f"value at {path}:{':'.join(label[3:].split(':')[:2])}" if label.startswith("@-:") else label
                        for label in site.labels]

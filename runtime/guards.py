@@ -13,7 +13,7 @@ from jaxlib.mlir import ir
 from ..compiler import abi
 from ..compiler.builtins import BUILTINS, OPERATORS
 from ..compiler.span import Span
-from ..compiler.locations import call_frames, name_of, span_of
+from ..compiler.locations import call_frames, jax_frames, name_of, span_of
 from ..passes.guards import SITE_SHIFT, UNTRACED
 from ..passes.rewrite import attr_text, entry, i64s
 from .reports import BoundsError, DivisionByZero, GuardError, InfError, NaNError
@@ -37,6 +37,7 @@ class GuardSite:
     chain: list                 # [(function name, call span)], innermost first
     attrs: dict = field(default_factory=dict)
     derivative_of: str | None = None    # in a backward pass: the forward operation (compiler/autodiff.py)
+    function: str | None = None         # the function the module was made from, where its locations say (JAX's)
     own: bool = True            # in a module arrc lowered (arr's semantics), not StableHLO from elsewhere
 
 
@@ -70,6 +71,7 @@ def sites(module: ir.Module) -> dict:
             index = ir.IntegerAttr(ir.DictAttr(op.attributes["backend_config"])["index"]).value
             kind = attr_text(op.attributes[abi.KIND])
             frames = call_frames(op.location)
+            jax = jax_frames(op.location)
             if kind in EFFECTS:
                 out[index] = site_of(op, span_of(frames[0]))
                 return ir.WalkResult.ADVANCE
@@ -81,8 +83,8 @@ def sites(module: ir.Module) -> dict:
                 order=i64s(op.attributes[abi.ORDER]), shape=tuple(i64s(op.attributes[abi.SHAPE])),
                 labels=[attr_text(a) for a in ir.ArrayAttr(op.attributes[abi.LABELS])],
                 op=attr_text(op.attributes[abi.OP]), span=span_of(frames[0]), name=name_of(frames[0]),
-                chain=[(name_of(f), span_of(f)) for f in frames[1:]], attrs=extra,
-                derivative_of=_derivative_of(frames[0]), own=own)
+                chain=jax[0] if jax else [(name_of(f), span_of(f)) for f in frames[1:]], attrs=extra,
+                derivative_of=_derivative_of(frames[0]), own=own, function=jax[1] if jax else None)
         return ir.WalkResult.ADVANCE
     module.operation.walk(visit)
     return out
@@ -209,6 +211,7 @@ def _plain(node) -> bool:
 def report(event: Event, entry: str, sources: dict) -> GuardError:
     """The exception for one event: class by kind, rendered with the span, index, operands, iteration, chain."""
     site = event.site
+    entry = site.function or entry
     index = tuple(int(i) for i in np.unravel_index(event.first, site.shape)) if site.shape else ()
     at = f" at index {list(index)}" if index else ""
     notes = []

@@ -144,8 +144,8 @@ def test_foreign_reports_say_what_stablehlo_does(tmp_path, capsys):
     assert code == 3 and "valid indices are 0..3; StableHLO's scatter drops this update" in notes, notes
     code, _, notes = run_guarded(tmp_path, capsys, lambda a, b: a // b, np.array([4, 5], np.int32),
                                  np.array([2, 0], np.int32))
-    assert code == 3 and notes[1] == ("StableHLO leaves the result of an integer division by zero to the backend; "
-                                      "the div0 guard reports it instead"), notes
+    assert code == 3 and ("StableHLO leaves the result of an integer division by zero to the backend; "
+                          "the div0 guard reports it instead") in notes, notes
 
 
 def test_take_in_fill_mode_is_no_bounds_fault(tmp_path, capsys):
@@ -191,3 +191,28 @@ def test_a_module_without_locations_is_reported_at_its_own_lines(tmp_path, capsy
                           "  |        ^ this operation produced -inf at index [1]\n"
                           "  |\n"
                           f"  = note: operands at index [1]: value at {path}:1:24 = 0.0\n"), err
+
+
+def normalize(x, eps):              # a library helper: a fault inside it is shown with the user's call
+    return (x - jnp.mean(x)) / jnp.sqrt(jnp.var(x) + eps)
+
+
+def model(x, y):
+    h = normalize(x, 0.0)
+    return h * 2.0, y // (y - 2)
+
+
+def test_a_fault_in_a_helper_names_the_users_call_and_jax_internals_their_call(tmp_path, capsys):
+    """JAX names each frame by the function holding its line; the report says `in normalize, called from
+    model at <the line in model>`. An integer `//` is JAX's `floor_divide`, whose operations JAX leaves
+    without a file: inlined, they are where the call is (they had no position at all)."""
+    import inspect
+    first = inspect.getsourcelines(model)[1]
+    x, y = np.ones(4, np.float32), np.array([1, 3, 4], np.int32)
+    code, _, notes = run_guarded(tmp_path, capsys, model, x, y)
+    assert code == 3 and notes[-1] == f"in normalize, called from model at {__file__}:{first + 1}:9", notes
+    path = tmp_path / "model.mlir"
+    path.write_text(jax.jit(model).lower(x, y).as_text(debug_info=True))
+    assert main(["run", str(path), "--guards", "div0", "--arg", "x=[1, 2, 3, 4]", "--arg", "y=[0, 2, 3]"]) == 3
+    err = capsys.readouterr().err
+    assert f" --> {__file__}:{first + 2}:21\n" in err and err.endswith("  = note: in model\n"), err
