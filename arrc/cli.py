@@ -243,15 +243,20 @@ _WORDS = {"nan": float("nan"), "inf": float("inf"), "true": True, "false": False
 
 
 def parse_literal(text: str):
-    """A number, `true`/`false`, `nan`/`inf`, or a nested list of them (Python literal syntax)."""
+    """A number, `true`/`false`, `nan`/`inf`, or a nested list of them (Python literal syntax; a complex
+    number, `1+2j`, for a module from elsewhere)."""
     def convert(node):
-        if isinstance(node, ast.Constant) and type(node.value) in (int, float, bool):
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float, bool, complex):
             return node.value
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            real, imag = convert(node.left), convert(node.right)
+            if type(real) in (int, float) and type(imag) is complex:
+                return real + imag if isinstance(node.op, ast.Add) else real - imag
         if isinstance(node, ast.Name) and node.id in _WORDS:
             return _WORDS[node.id]
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             value = convert(node.operand)
-            if type(value) in (int, float):
+            if type(value) in (int, float, complex):
                 return -value if isinstance(node.op, ast.USub) else value
         if isinstance(node, (ast.List, ast.Tuple)):
             return [convert(e) for e in node.elts]
@@ -317,6 +322,8 @@ def read_array(stream, size: int, path: str, param: str, t: ArrayType | None) ->
     dt = dtype_of_numpy(dtype.newbyteorder("="))
     if dt is None and t is not None and t.dtype.name == "bf16" and dtype.kind == "V" and dtype.itemsize == 2:
         dt, dtype = t.dtype, t.dtype.np       # NumPy saves ml_dtypes' bfloat16 as 2-byte void ("|V2")
+    if dt is None and t is not None and t.dtype.np == dtype.newbyteorder("="):
+        dt = t.dtype                          # complex, for a module from elsewhere
     if dt is None:
         raise UsageError(f"{path} holds dtype {dtype}, which is not an arr dtype (bool, i8 ... i64, u8 ... u64, "
                          f"f16, bf16, f32, f64)")
@@ -543,6 +550,8 @@ def takes(t: ArrayType) -> str:
         return "true or false"
     if t.dtype.is_int:
         return "integers" if t.rank else "an integer"
+    if t.dtype.kind == "complex":
+        return "complex numbers (1+2j)" if t.rank else "a complex number (1+2j)"
     return "numbers" if t.rank else "a number"
 
 
@@ -572,7 +581,9 @@ def wrong_leaf(value, t: ArrayType):
             return x
         if t.dtype.is_int and not (isinstance(x, int) and not isinstance(x, bool)):
             return x
-        if t.dtype.is_float and isinstance(x, bool):
+        if t.dtype.is_float and (isinstance(x, bool) or isinstance(x, complex)):
+            return x
+        if t.dtype.kind == "complex" and isinstance(x, bool):
             return x
     return None
 

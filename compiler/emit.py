@@ -69,6 +69,8 @@ def _make_ir_dtype(dt: DType) -> ir.Type:
         return ir.IntegerType.get_signless(dt.bits)
     if dt.kind in ("uint", "key"):      # a key: its two u32 words in one u64 (compiler/types.py KEY)
         return ir.IntegerType.get_unsigned(dt.bits)
+    if dt.kind == "complex":
+        return ir.ComplexType.get(ir.F32Type.get() if dt.bits == 64 else ir.F64Type.get())
     return {"f16": ir.F16Type, "bf16": ir.BF16Type, "f32": ir.F32Type, "f64": ir.F64Type}[dt.name].get()
 
 

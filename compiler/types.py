@@ -59,6 +59,11 @@ _BY_NUMPY = {d.np: d for d in DTYPES.values()}
 # (no arithmetic, no casts, no NumPy dtype of their own).
 KEY = DType("key", "key", 64, np.dtype(np.uint64))
 TYPE_NAMES: dict[str, DType] = {**DTYPES, KEY.name: KEY}     # the element types a type may name
+# Complex numbers are no arr type: they exist for StableHLO from elsewhere (`arrc run` of a JAX export
+# taking or returning complex64/complex128), which arrc runs, guards and prints.
+COMPLEX_DTYPES: dict[str, DType] = {d.name: d for d in [
+    DType("complex64", "complex", 64, np.dtype(np.complex64)),
+    DType("complex128", "complex", 128, np.dtype(np.complex128))]}
 
 
 def pack_key_words(data: np.ndarray) -> np.ndarray:

@@ -103,6 +103,8 @@ def _element_dtype(t: ir.Type):
 
 
 def _nonfinite(x: ir.Value, kinds: frozenset) -> ir.Value:
+    if isinstance(ir.RankedTensorType(x.type).element_type, ir.ComplexType):     # a module from elsewhere
+        return hlo.or_(_nonfinite(hlo.real(x), kinds), _nonfinite(hlo.imag(x), kinds))
     dt = _element_dtype(x.type)
     if kinds >= {"nan", "inf"}:
         return hlo.not_(hlo.is_finite(x))
@@ -301,10 +303,9 @@ class _Guarder:
             self._origin(ip, op, loops, position)
 
     def _div0(self, ip, op, loops, position) -> None:
-        divisor = op.operands[2] if abi.DIV0 in op.attributes else op.operands[1] if len(op.operands) > 1 else None
-        if divisor is not None and _never_zero(divisor):
-            return                      # `v // 2`: a literal divisor has nothing to report
         if abi.DIV0 in op.attributes:
+            if _never_zero(op.operands[2]):
+                return                  # `v // 2`: a literal divisor has nothing to report
             # arrc's `select(divisor == 0, 1, divisor)`: the test is operand 0; the dividend is operand 0 of
             # the division that uses the select.
             division = _division_using(op.results[0])
@@ -317,7 +318,7 @@ class _Guarder:
             return
         if op.name in ("stablehlo.divide", "stablehlo.remainder") and abi.SAFE_DIVISOR not in op.attributes:
             dt = _element_dtype(op.results[0].type)
-            if dt is not None and dt.is_int:
+            if dt is not None and dt.is_int and not _never_zero(op.operands[1]):
                 with ip, op.location:
                     divisor = op.operands[1]
                     bad = emit.compare(divisor, emit.const(0, dt, emit.shape_of(divisor)), "EQ", dt)
@@ -606,6 +607,10 @@ def _is_float(t: ir.Type) -> bool:
     return isinstance(t, ir.RankedTensorType) and (_element_dtype(t) or DTYPES["i32"]).is_float
 
 
+def _is_complex(t: ir.Type) -> bool:
+    return isinstance(t, ir.RankedTensorType) and isinstance(t.element_type, ir.ComplexType)
+
+
 def _never_zero(value: ir.Value) -> bool:
     """Whether `value` is a constant (or a broadcast of one) with no zero element."""
     owner = value.owner
@@ -832,7 +837,7 @@ def results_check(fop) -> tuple[ir.Module | None, list[int]]:
     kinds = parse_kinds(attr_text(fop.attributes[abi.CHECK_RESULTS]))
     results = list(ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value).results)
     own = results[: len(results) - int_attr(fop, abi.EXTRA_RESULTS, 0)]
-    checked = [i for i, t in enumerate(own) if _is_float(t) and 0 not in ir.RankedTensorType(t).shape]
+    checked = [i for i, t in enumerate(own) if (_is_float(t) or _is_complex(t)) and 0 not in ir.RankedTensorType(t).shape]
     if not checked:
         return None, []
     with ir.Location.unknown():

@@ -168,10 +168,12 @@ def _helper() -> _Helper:
 
 
 def _not_finite(results) -> set:
-    """The indices of the float results (bf16 too) holding a NaN or an infinity; one transfer each."""
+    """The indices of the float results (bf16 and complex too) holding a NaN or an infinity; one transfer
+    each."""
     bad = set()
     for i, r in enumerate(results):
         host = np.asarray(r)
-        if host.dtype.kind not in "biu" and not np.isfinite(host.astype(np.float64)).all():
+        if host.dtype.kind not in "biu" and not np.isfinite(host if host.dtype.kind == "c" else
+                                                            host.astype(np.float64)).all():
             bad.add(i)
     return bad

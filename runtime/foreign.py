@@ -24,7 +24,7 @@ from ..compiler import abi, emit
 from ..compiler.diagnostics import CompileError, Diagnostic
 from ..compiler.effects import CALLBACK_TARGET
 from ..compiler.span import Span
-from ..compiler.types import DTYPES
+from ..compiler.types import COMPLEX_DTYPES, DTYPES
 from ..passes.guards import GuardOptions, GuardPass, guarded_kinds
 from ..passes.lapack_calls import is_lapack_target
 from ..passes.registry import run_passes
@@ -254,7 +254,7 @@ def _initialize_lapack() -> None:
 
 def _dtype_shape(t: ir.Type):
     if isinstance(t, ir.RankedTensorType):
-        for dt in DTYPES.values():
+        for dt in (*DTYPES.values(), *COMPLEX_DTYPES.values()):
             if emit.ir_dtype(dt) == t.element_type:
                 return dt, tuple(t.shape)
     raise CompileError([Diagnostic("E0502", f"unsupported parameter type {t}", None)])

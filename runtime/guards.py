@@ -306,12 +306,16 @@ def raise_faults(state, scope: str, origin_run, entry: str, sources: dict) -> No
         return
     events = list(state.events)
     if state.fault and scope == "results":
-        events = _reaching(origin_run().events, state.bad_results)
+        origins = origin_run()          # None: nothing in the origin build reports (complex operations)
+        events = _reaching(origins.events, state.bad_results) if origins is not None else []
     event = first_event(events)
     if event is not None:
         raise report(event, entry, sources)
+    which = sorted(getattr(state, "bad_results", None) or ())
     raise NaNError(f"a result of `{entry}` is not finite", None,
-                   notes=["the origin build found no operation that produced it"], sources=sources)
+                   notes=(["not finite: " + ", ".join(f"results[{i}]" for i in which)] if which else [])
+                   + ["the origin build found no operation that produced it (complex operations are checked "
+                      "only in the results)"], sources=sources)
 
 
 class FileSources(dict):

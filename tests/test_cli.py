@@ -411,7 +411,8 @@ def test_parse_literal():
     assert parse_literal("true") is True
     assert parse_literal("[[1, 2], [3, -inf]]") == [[1, 2], [3, float("-inf")]]
     assert np.isnan(parse_literal("nan"))
-    for bad in ["'text'", "1 + 2", "x", "[1, None]", "1j"]:
+    assert parse_literal("[1j, 1-2j, -0.5+3j]") == [1j, 1 - 2j, -0.5 + 3j]     # for a module from elsewhere
+    for bad in ["'text'", "1 + 2", "x", "[1, None]", "1j + 2", "1j + 2j"]:
         with pytest.raises(ValueError):
             parse_literal(bad)
 

@@ -5,6 +5,8 @@ reports in StableHLO's terms; complex results, bf16 files, modules without locat
 (x64 on)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -216,3 +218,33 @@ def test_a_fault_in_a_helper_names_the_users_call_and_jax_internals_their_call(t
     assert main(["run", str(path), "--guards", "div0", "--arg", "x=[1, 2, 3, 4]", "--arg", "y=[0, 2, 3]"]) == 3
     err = capsys.readouterr().err
     assert f" --> {__file__}:{first + 2}:21\n" in err and err.endswith("  = note: in model\n"), err
+
+
+def test_complex_parameters_from_literals_and_files_and_their_results_guarded(tmp_path, capsys):
+    path = tmp_path / "clog.mlir"
+    path.write_text(jax.jit(lambda z: jnp.log(z) * 2).lower(np.ones(3, np.complex64)).as_text(debug_info=True))
+    z = np.array([1 + 1j, 1, 2], np.complex64)
+    np.save(tmp_path / "z.npy", z)
+    out = tmp_path / "r.npz"
+    for arg in ("z=[1+1j, 1, 2]", f"z=@{tmp_path / 'z.npy'}"):
+        assert main(["run", str(path), "--guards", "all", "--arg", arg, "--out", str(out)]) == 0
+        np.testing.assert_array_equal(np.load(out)["result_0"], np.asarray(jnp.log(z) * 2))
+    capsys.readouterr()
+    assert main(["run", str(path), "--guards", "all", "--arg", "z=[1+1j, 0, 2]"]) == 3     # log(0) = -inf
+    assert capsys.readouterr().err == (
+        "error[R0001]: a result of `main` is not finite\n  |\n  = note: not finite: results[0]\n"
+        "  = note: the origin build found no operation that produced it (complex operations are checked only "
+        "in the results)\n")
+    assert main(["run", str(path), "--arg", "z=[true, 0, 2]"]) == 2
+    assert "`z: complex64[3]` takes complex numbers (1+2j), not true" in capsys.readouterr().err
+
+
+def test_a_complex_division_by_a_literal_is_guarded():
+    """The div0 guard read every op's second operand as a possible divisor: a complex constant crashed it."""
+    from arrc.passes.guards import KINDS
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "cdiv.mlir"
+        path.write_text(jax.jit(lambda z: z / 2 + 1).lower(np.ones(3, np.complex128)).as_text())
+        got = ForeignFunction(str(path), KINDS)([np.array([2j, 4, 6 + 2j])])[0]
+    np.testing.assert_array_equal(np.asarray(got), [1 + 1j, 3, 4 + 1j])
