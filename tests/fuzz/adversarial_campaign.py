@@ -592,8 +592,8 @@ def run_cli(seed: int, index: int, log, workdir: Path) -> dict:
                 data, mutation = _mutate_file(data, rng, as_npz)
                 how += f", {mutation}"
             else:
-                # (NumPy writes bf16 as the void type |V2: such a file holds no bf16 array for arrc)
-                must_accept = (base.dtype == dtype_of(name).np != dtype_of("bf16").np and array.ndim == RANK[kind]
+                # (NumPy writes bf16 as the void type |V2, which arrc reads as bf16 for a bf16 parameter)
+                must_accept = (base.dtype == dtype_of(name).np and array.ndim == RANK[kind]
                                and (entry != "fixed" or array.shape == (4,)))
             path.write_bytes(data)
         log(f"{entry} ({name} {kind}) file {path.name}: {how}")
@@ -618,6 +618,8 @@ def run_cli(seed: int, index: int, log, workdir: Path) -> dict:
             raise Wrong(f"{special} was accepted: {out[:200]}")
         a = _numpy_load(path)
         a = np.asarray(a, a.dtype.newbyteorder("="))
+        if name == "bf16" and a.dtype == np.dtype("V2"):
+            a = a.view(dtype_of("bf16").np)
         if a.dtype == bool:
             a = a.view(np.uint8) != 0
         if a.dtype != dtype_of(name).np or a.ndim != RANK[kind] or (entry == "fixed" and a.shape != (4,)):
