@@ -169,7 +169,9 @@ class _Checker:
         """A host callback arrc registered, described by its attributes: else the problem."""
         attrs = op.attributes
         if abi.KIND not in attrs:
-            return "a host callback arrc did not register (no `arrc.kind` describes its site)"
+            return ("a host callback arrc did not register (no `arrc.kind` describes its site): one JAX made "
+                    "(`jax.debug.print`, `io_callback`, `pure_callback`) calls a Python function that exists "
+                    "only in the process that exported the module; export the function without it")
         kind = _string(attrs[abi.KIND])
         if kind not in SITES:
             return f"unknown callback site kind {attrs[abi.KIND]}"

@@ -95,7 +95,10 @@ def test_jax_callback_has_no_handler_here(tmp_path):
     d = one(tmp_path, module("""
         stablehlo.custom_call @xla_ffi_python_cpu_callback(%arg0) {backend_config = "", has_side_effect = true, mhlo.backend_config = {index = 0 : ui64}, mhlo.sharding = "{maximal device=0}", operand_layouts = [dense<0> : tensor<1xindex>], result_layouts = []} : (tensor<4xf32>) -> ()
         return %arg0 : tensor<4xf32>"""))
-    assert "did not register" in d.message
+    assert d.message.endswith("a host callback arrc did not register (no `arrc.kind` describes its site): one "
+                              "JAX made (`jax.debug.print`, `io_callback`, `pure_callback`) calls a Python function "
+                              "that exists only in the process that exported the module; export the function "
+                              "without it"), d.message
 
 
 def test_huge_callback_index_is_refused_without_allocating(tmp_path):
