@@ -764,8 +764,8 @@ def run_stablehlo(args: argparse.Namespace, kwargs: dict) -> RunResult:
     unknown = sorted(set(kwargs) - set(fn.param_names))
     missing = [n for n in fn.param_names if n not in kwargs]
     if unknown or missing:
-        root = path_parts(missing[0])[0] if missing else None
-        tree = [n for n in fn.param_names if path_parts(n)[0] == root]
+        root = (path_parts(missing[0]) or (missing[0],))[0] if missing else None
+        tree = [n for n in fn.param_names if path_parts(n)[:1] == (root,)]
         hint = (f" (or all {len(tree)} under {root} from one .npz archive: --arg {root}=@FILE.npz)"
                 if not unknown and len(tree) > 1 else "")
         raise UsageError(f"{args.file} takes arguments {', '.join(fn.param_names) or '(none)'}; "

@@ -103,7 +103,7 @@ def _element_dtype(t: ir.Type):
 
 
 def _nonfinite(x: ir.Value, kinds: frozenset) -> ir.Value:
-    if isinstance(ir.RankedTensorType(x.type).element_type, ir.ComplexType):     # a module from elsewhere
+    if _is_complex(x.type):         # a module from elsewhere
         return hlo.or_(_nonfinite(hlo.real(x), kinds), _nonfinite(hlo.imag(x), kinds))
     dt = _element_dtype(x.type)
     if kinds >= {"nan", "inf"}:
