@@ -446,15 +446,14 @@ def expand_tree_files(values: dict[str, object], names: list[str]) -> dict[str, 
     leads to, the rest of the path written with `/` or `.` between keys (`dense/kernel`, as Flax's
     `flatten_dict(..., sep="/")` makes them) or as JAX writes it (`['dense']['kernel']`)."""
     out: dict[str, object] = {}
+    paths = {n: path_parts(n) for n in names}
     for name, value in values.items():
-        under = {path_parts(n)[1:]: n for n in names if path_parts(n)[:1] == (name,) and n != name}
+        under = {parts[1:]: n for n, parts in paths.items() if parts[:1] == (name,) and n != name}
         if name in names or not isinstance(value, ArgFile) or not under:
             out[name] = value
             continue
         for key in npz_keys(value.path):
-            parts = path_parts(name + key) if key.startswith(("[", ".")) else tuple(re.split(r"[/.]", key))
-            if parts[:1] == (name,) and key.startswith(("[", ".")):
-                parts = parts[1:]
+            parts = path_parts(name + key)[1:] if key.startswith(("[", ".")) else tuple(re.split(r"[/.]", key))
             if parts not in under:
                 raise UsageError(f"{value.path}: no parameter {name}[...] for its array {key!r}; "
                                  f"the parameters under {name} are {', '.join(sorted(under.values()))}")
