@@ -249,6 +249,8 @@ class Function:
         # Argument keys (`_argument_key`) of calls made before -> their types and program: the Python
         # path's own dispatch, for the calls jaxlib's cannot run (guards, effects; ~60 us less a call).
         self._known: dict = {}
+        # The types of a fast call's results -> the results check of the program that returns them.
+        self._checks: dict = {}
         self._lock = threading.Lock()
 
     @property
@@ -324,10 +326,45 @@ class Function:
             raise ArgumentError(message + _dtype_hint(self._sig.params, types, values)) from None
 
     def _first_call(self, *args, **kwargs):
-        """Make the C++ dispatcher (it needs jax, so not before the first call), then call through it."""
+        """Make the C++ dispatcher (it needs jax, so not before the first call), then call through it; a
+        function whose results are checked for NaN/Inf gets a second one for the check (`_checking`)."""
         from arrc.runtime.pjrt import dispatcher
-        self._entry = dispatcher(self.name, self._dispatch_miss) or self._call_plain
+        main = dispatcher(self.name, self._dispatch_miss)
+        if main is not None and self._checks_results:
+            main = self._checking(main, dispatcher(self.name, self._check_miss))
+        self._entry = main or self._call_plain
         return self._entry(*args, **kwargs)
+
+    @property
+    def _checks_results(self) -> bool:
+        """Whether its fast build checks the results for NaN/Inf (passes/guards.py `results_check`)."""
+        return bool(self.module.guard_kinds & {"nan", "inf"}) and self.module.guard_scope == "results" \
+            and any(t.dtype.is_float for t in self._sig.results) and not self._keys
+
+    def _checking(self, main, check):
+        """A call through `main` (the dispatcher), then the results filter (runtime/call.py
+        `Compiled.results_filter`) on the results through `check`, a dispatcher of its own, both without a
+        Python frame of arrc's on a hit. Its flag is read before returning: the call stays synchronous,
+        and a fault raises from the call that made it, as an `arrc.GuardError`. Where the filter does not
+        prove the results finite, the full call runs the function again, checks each element and raises
+        the report if there is a fault (a function is pure: running it twice repeats nothing)."""
+        full = self._call
+
+        def call(*args, **kwargs):
+            out = main(*args, **kwargs)
+            if np.asarray(check(out)):
+                return full(args, kwargs)[0]
+            return out
+        return call
+
+    def _check_miss(self, out):
+        """The check dispatcher's miss: the results filter of the program that returned `out`, run, and
+        handed to the dispatcher (results with these types come from that program: `_dispatch_miss`)."""
+        leaves = list(out) if isinstance(out, tuple) else [out]
+        check = self._checks.get(_result_key(leaves))
+        if check is None:           # (a program with nothing to check: only empty float results)
+            return np.False_, None, False
+        return check(leaves)[0], check.fastpath(leaves, "single"), False
 
     _entry = _first_call                # per instance, the first call replaces it
 
@@ -338,12 +375,15 @@ class Function:
         """The dispatcher has not seen these argument types: make the full call, and hand it the
         executable to run itself next time (positional calls of one without effects or guards)."""
         out, compiled, tuple_result = self._call(args, kwargs)
+        if compiled.check is not None and self._checks_results:
+            self._checks[_result_key(list(out) if tuple_result else [out])] = compiled.results_filter
         fast = None
         names = [name for name, _, _ in self._sig.params]
         # jaxlib passes the positional arguments, then the keyword ones sorted by name: the executable's
         # parameter order only where the keywords are the last parameters in that order (all given)
         in_order = names[len(args):] == sorted(kwargs)
-        if in_order and compiled.run_arg is None and compiled.check is None and not compiled.may_not_end \
+        if in_order and compiled.run_arg is None and (compiled.check is None or self._checks_results) \
+                and not compiled.may_not_end \
                 and not self._keys:
             given = list(args) + [kwargs[name] for name in sorted(kwargs)]
             transferred = [_as_dispatched(a, p) for a, (_, p, _) in zip(given, self._sig.params)]
@@ -588,6 +628,10 @@ def _to_keys(value, ptype: ArrayType, pname: str) -> np.ndarray:
         raise ArgumentError(f"argument `{pname}` must be {ptype}: a JAX key (`arrc.key(0)`, `jax.random.key(0)`) "
                             f"or key data, a uint32 array of shape [..., 2] (`jax.random.PRNGKey(0)`)")
     return pack_key_words(data)
+
+
+def _result_key(results: list) -> tuple:
+    return tuple((r.shape, r.dtype) for r in results)
 
 
 def _argument_key(args: tuple) -> tuple | None:

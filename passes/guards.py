@@ -29,7 +29,7 @@ from jaxlib.mlir.dialects import stablehlo as hlo
 
 from ..compiler import abi, emit
 from ..compiler.effects import CALLBACK_TARGET
-from ..compiler.types import BOOL, DTYPES, F64, I64
+from ..compiler.types import BOOL, DTYPES, F32, F64, I64
 from .base import ModulePass
 from .rewrite import attr_text, count_iterations, entry, inline_calls, run_argument
 
@@ -118,6 +118,52 @@ def _any(mask: ir.Value) -> ir.Value:
     if not shape:
         return mask
     return emit.reduce(mask, emit.const(False, BOOL), list(range(len(shape))), hlo.or_, BOOL)
+
+
+# XLA:CPU runs an executable whose cost analysis counts fewer than 1,000 flops on the calling thread and any
+# other on a worker thread: a hand-off measured at 5-90 us on a 2-core machine, several times the sum of a
+# few thousand elements. A `while` loop's cost counts one iteration, so on CPU a result of up to
+# SUMMED_IN_A_LOOP elements is summed CHUNK at a time in a loop (at 4,096 elements after a loop program: a
+# 38 us call with its check 48 us so, 134 us with one reduction). Past that the reduction's own time
+# dominates, and one reduction is the fastest (XLA:CPU vectorizes a reduction of a parameter).
+CHUNK, SUMMED_IN_A_LOOP = 512, 1 << 16
+
+
+def _sum_not_finite(x: ir.Value, platform: str) -> ir.Value:
+    """Whether the sum of `x`'s elements is not finite (one i1): it is wherever an element is (an addition
+    propagates NaN and infinity in any order; a vectorized `max` does not propagate NaN), and otherwise
+    only where the sum overflows. A reduction of the result itself, not fused with an elementwise test,
+    is XLA:CPU's fastest (4M f32 elements in 0.21 ms, against 1.2 ms for `any(!is_finite(x))`). f16 and
+    bf16 are summed in f32, where they cannot overflow. Complex values: the exact test."""
+    if _is_complex(x.type):
+        return _any(_nonfinite(x, frozenset({"nan", "inf"})))
+    dt = _element_dtype(x.type)
+    if dt.bits < 32:
+        x, dt = emit.cast(x, dt, F32), F32
+    shape = emit.shape_of(x)
+    size = int(np.prod(shape)) if shape else 1
+    if platform == "cpu" and CHUNK < size <= SUMMED_IN_A_LOOP:
+        total = _sum_in_chunks(_flat(x), size, dt)
+    else:
+        total = emit.reduce(x, emit.const(0.0, dt), list(range(len(shape))), hlo.add, dt) if shape else x
+    return hlo.not_(hlo.is_finite(total))
+
+
+def _sum_in_chunks(flat: ir.Value, size: int, dt) -> ir.Value:
+    """The sum of a vector, CHUNK elements an iteration of a `while` (the last chunk's start is clamped
+    into range, so it sums some elements twice: a sum that only says whether they are finite)."""
+    index, scalar = emit.tensor_type((), I64), emit.tensor_type((), dt)
+    loop = hlo.WhileOp([index, scalar], [emit.const(0, I64), emit.const(0.0, dt)])
+    cond = loop.cond.blocks.append(index, scalar)
+    with ir.InsertionPoint(cond):
+        hlo.return_([emit.compare(cond.arguments[0], emit.const(-(-size // CHUNK), I64), "LT", I64)])
+    body = loop.body.blocks.append(index, scalar)
+    with ir.InsertionPoint(body):
+        i, total = body.arguments
+        chunk = hlo.dynamic_slice(flat, [hlo.multiply(i, emit.const(CHUNK, I64))], [CHUNK])
+        total = hlo.add(total, emit.reduce(chunk, emit.const(0.0, dt), [0], hlo.add, dt))
+        hlo.return_([hlo.add(i, emit.const(1, I64)), total])
+    return loop.results[1]
 
 
 def _flat(x: ir.Value) -> ir.Value:
@@ -828,9 +874,21 @@ def _instruments_operations(options: GuardOptions) -> bool:
 
 
 def results_check(fop) -> tuple[ir.Module | None, list[int]]:
-    """For a main with `arrc.check_results`: a module whose main takes main's own float results and
-    returns one i1, whether any holds a value of the checked kinds (NaN, infinity), and the indices of the
-    results it takes; (None, []) when there is nothing to check. Built in main's (active) context."""
+    """For a main with `arrc.check_results`: a module whose main takes main's own results (all of them, so
+    a caller passes them as they come) and returns one i1, whether a float result holds a value of the
+    checked kinds (NaN, infinity), and the indices of the results it reads; (None, []) when there is
+    nothing to check. Built in main's (active) context."""
+    return _results_module(fop, lambda value, kinds: _any(_nonfinite(value, kinds)))
+
+
+def results_filter(fop, platform: str) -> ir.Module | None:
+    """`results_check`'s module made cheaper: false only where every float result is finite, through the
+    sum of each (`_sum_not_finite`); true also where a finite result's sum overflows. A guarded call runs
+    it after each call; where it is true the full call checks the elements (`results_check`)."""
+    return _results_module(fop, lambda value, kinds: _sum_not_finite(value, platform))[0]
+
+
+def _results_module(fop, test) -> tuple[ir.Module | None, list[int]]:
     from .rewrite import int_attr
     if abi.CHECK_RESULTS not in fop.attributes:
         return None, []
@@ -843,11 +901,11 @@ def results_check(fop) -> tuple[ir.Module | None, list[int]]:
     with ir.Location.unknown():
         module = ir.Module.create()
         with ir.InsertionPoint(module.body):
-            check = func.FuncOp("main", ir.FunctionType.get([own[i] for i in checked], [emit.tensor_type((), BOOL)]))
+            check = func.FuncOp("main", ir.FunctionType.get(own, [emit.tensor_type((), BOOL)]))
         with ir.InsertionPoint(check.add_entry_block()):
             flag = emit.const(False, BOOL)
-            for value in check.arguments:
-                flag = hlo.or_(flag, _any(_nonfinite(value, kinds)))
+            for i in checked:
+                flag = hlo.or_(flag, test(check.arguments[i], kinds))
             func.ReturnOp([flag])
     return module, checked
 

@@ -9,7 +9,7 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from ..compiler import abi
-from ..passes.guards import results_check
+from ..passes.guards import results_check, results_filter
 from ..passes.rewrite import attr_text, entry, int_attr, ops_named, retarget_callbacks
 from . import effects
 from .guards import GuardSite, make_callback, sites
@@ -24,6 +24,7 @@ class Compiled:
             self.io_arg = int_attr(fop, abi.IO_ARG)
             self.extra = int_attr(fop, abi.EXTRA_RESULTS, 0)
             check, self.checked = results_check(fop)
+            self._filter_module = results_filter(fop, platform)
             self.entry_name = attr_text(fop.attributes[abi.ENTRY]) if abi.ENTRY in fop.attributes \
                 else attr_text(fop.attributes["sym_name"])
             self.sites = found = sites(module)
@@ -44,6 +45,15 @@ class Compiled:
         self.executable = interruptible(Executable, module, platform, callbacks)
         # The results check (passes/guards.py `results_check`): a second executable on the result buffers.
         self.check = interruptible(Executable, check, platform) if check is not None else None
+        self._filter, self.platform = None, platform
+
+    @property
+    def results_filter(self) -> Executable | None:
+        """The cheaper results check the API's fast path runs (passes/guards.py `results_filter`): false
+        where every float result is finite. Compiled at its first use."""
+        if self._filter is None and self._filter_module is not None:
+            self._filter = interruptible(Executable, self._filter_module, self.platform)
+        return self._filter
 
     def __call__(self, values: list, quiet: bool = False):
         """Run; returns (results, RunState or None when the module has no effects and no guards)."""
@@ -69,9 +79,9 @@ class Compiled:
     def _run(self, args: list, state) -> list:
         out = self.executable(args)
         if self.check is not None:
-            state.fault = bool(np.asarray(self.check([out[i] for i in self.checked])[0]))
+            state.fault = bool(np.asarray(self.check(out[: len(out) - self.extra])[0]))
             if state.fault:
-                state.bad_results = _not_finite(out[: len(out) - self.extra])
+                state.bad_results = _not_finite(out, self.checked)
         for r in out:
             r.block_until_ready()
         return out
@@ -167,13 +177,12 @@ def _helper() -> _Helper:
         return _helpers[0]
 
 
-def _not_finite(results) -> set:
-    """The indices of the float results (bf16 and complex too) holding a NaN or an infinity; one transfer
-    each."""
+def _not_finite(results, checked: list) -> set:
+    """The indices among `checked` (float results, bf16 and complex too) of the results holding a NaN or an
+    infinity; one transfer each."""
     bad = set()
-    for i, r in enumerate(results):
-        host = np.asarray(r)
-        if host.dtype.kind not in "biu" and not np.isfinite(host if host.dtype.kind == "c" else
-                                                            host.astype(np.float64)).all():
+    for i in checked:
+        host = np.asarray(results[i])
+        if not np.isfinite(host if host.dtype.kind == "c" else host.astype(np.float64)).all():
             bad.add(i)
     return bad

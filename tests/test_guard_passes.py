@@ -10,7 +10,7 @@ from conftest import filecheck
 from jaxlib.mlir import ir
 
 from arrc.compiler import emit
-from arrc.passes.guards import KINDS, GuardOptions, guard_module, parse_kinds, results_check
+from arrc.passes.guards import KINDS, GuardOptions, guard_module, parse_kinds, results_check, results_filter
 from arrc.passes.registry import PASSES, run_passes
 from arrc.passes.rewrite import entry
 from arrc.runtime.guards import sites
@@ -240,6 +240,50 @@ def test_results_check_inf_only_compares_abs_with_inf():
         CHECK: stablehlo.compare EQ, [[A]]
     """)
     assert "is_finite" not in text
+
+
+def results_filter_text(text: str, platform: str) -> str:
+    _, module, ctx, _ = guarded(text, "nan")
+    with ctx:
+        check = results_filter(entry(module), platform)
+        check.operation.verify()
+        return check.operation.get_asm(enable_debug_info=False)
+
+
+def test_results_filter_sums_each_float_result_and_tests_the_sum():
+    """The fast path's check (passes/guards.py `results_filter`): one sum, then is_finite of the sum."""
+    filecheck(results_filter_text(DIV_F32, "cpu"), f"""
+        CHECK: func.func @main({V.format("R")}: tensor<4xf32>) -> tensor<i1>
+        CHECK: stablehlo.reduce([[R]]
+        CHECK-SAME: applies stablehlo.add
+        CHECK: {V.format("F")} = stablehlo.is_finite
+        CHECK: stablehlo.not [[F]]
+        CHECK: return
+    """)
+
+
+def test_results_filter_sums_a_mid_sized_result_in_a_loop_on_cpu_only():
+    """On CPU a result of a few thousand elements is summed 512 at a time in a `while` (its cost counts one
+    iteration, so XLA:CPU runs the check on the calling thread); other platforms sum it at once."""
+    big = DIV_F32.replace("4xf32", "4096xf32")
+    filecheck(results_filter_text(big, "cpu"), """
+        CHECK: stablehlo.while
+        CHECK: stablehlo.dynamic_slice
+        CHECK-SAME: sizes = [512]
+        CHECK: stablehlo.reduce
+        CHECK-SAME: applies stablehlo.add
+    """)
+    assert "stablehlo.while" not in results_filter_text(big, "cuda")
+    assert "stablehlo.while" not in results_filter_text(DIV_F32.replace("4xf32", "100000xf32"), "cpu")
+
+
+def test_results_filter_sums_half_precision_in_f32():
+    text = results_filter_text(DIV_F32.replace("xf32", "xf16"), "cpu")
+    filecheck(text, """
+        CHECK: stablehlo.convert
+        CHECK-SAME: (tensor<4xf16>) -> tensor<4xf32>
+        CHECK: stablehlo.reduce
+    """)
 
 
 def test_integer_results_get_no_result_check():

@@ -705,6 +705,86 @@ def test_results_scope_compiles_the_unguarded_computation(name, args):
         assert optimized_hlo(mod("all")[name], args) == plain
 
 
+# ---- the guarded call path: the dispatcher, then the results check (arrc/api.py `_checking`) -------------------
+CHECKED = """
+def ratio(x: f32[n], y: f32[n]) -> f32[n]:
+    return log(x) / y
+
+def pair(x: f32[n]) -> (f32[n], i32):
+    return sqrt(x), 3
+"""
+
+
+def test_guarded_calls_run_in_the_dispatcher_and_never_lose_or_repeat_a_fault(monkeypatch):
+    """No-fault guarded calls (nan/inf on the results, no host callbacks) take jaxlib's C++ dispatcher for
+    the function and for its results check: after the first call of each argument type no full call runs.
+    Faulting calls among them raise every time, once each, from the call that made the NaN; the clean
+    calls between them return the unguarded values."""
+    plain, guarded = arrc.loads(CHECKED), arrc.loads(CHECKED, guards="nan,inf")
+    full_calls = []
+    call = arrc.Function._call
+    monkeypatch.setattr(arrc.Function, "_call", lambda self, *a: full_calls.append(a) or call(self, *a))
+    good = {n: (jnp.asarray(np.linspace(1, 2, n, dtype=F32)), jnp.asarray(np.full(n, 3, F32))) for n in (4, 7)}
+    bad = jnp.asarray(a32(1, -1, 2, 3))
+    for n in (4, 7):
+        for m in (plain, guarded):
+            m.ratio(*good[n]), m.pair(good[n][0])
+    warmed = len(full_calls)
+    reported = []
+    for i in range(12):
+        n = (4, 7)[i % 2]
+        assert np.array_equal(guarded.ratio(*good[n]), plain.ratio(*good[n]))
+        y, k = guarded.pair(good[n][0])
+        assert np.array_equal(y, plain.pair(good[n][0])[0]) and int(k) == 3
+        if i % 3 == 0:
+            with pytest.raises(arrc.NaNError) as info:
+                guarded.ratio(bad, good[4][1])
+            reported.append(str(info.value))
+            with pytest.raises(arrc.NaNError):
+                guarded.pair(bad)
+    assert len(reported) == 4 and all(r == reported[0] for r in reported)
+    assert reported[0].count("error[R0001]") == 1 and "this `log` produced NaN at index [1]" in reported[0]
+    # the full calls after warming up are the faulting ones only (each runs the function again to report)
+    assert len(full_calls) - warmed == 8
+
+
+def test_guarded_call_with_an_infinity_raises_from_the_call_as_inf_error():
+    guarded = arrc.loads(CHECKED, guards="nan,inf")
+    x = jnp.asarray(a32(1, 2))
+    guarded.ratio(x, x)
+    err = fault(guarded.ratio, x, jnp.asarray(a32(1, 0)), cls=arrc.InfError)
+    assert err.index == (1,)
+    assert np.array_equal(guarded.ratio(x, x), np.log(a32(1, 2)) / a32(1, 2))
+
+
+_FLOATS = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64}
+
+
+@pytest.mark.parametrize("dtype", list(_FLOATS))
+def test_results_check_finds_every_nonfinite_element_and_no_overflowing_sum(dtype):
+    """The fast path's results filter sums each result, and the elements are tested only where the sum is
+    not finite (passes/guards.py `results_filter`, `results_check`): a NaN or infinity anywhere (first, middle, last element; sizes
+    that XLA reduces with vector code) is found for each kind, and finite values whose sum overflows are
+    no fault."""
+    src = f"def f(x: {dtype}[n]) -> {dtype}[n]:\n    return x\n"
+    mods = {kinds: arrc.loads(src, guards=kinds) for kinds in ("nan", "inf", "nan,inf")}
+    big = float(ml_dtypes.finfo(_FLOATS[dtype]).max) / 2
+    for n in (7, 4097, 100_003):       # one reduction; a loop of chunks, the last one clamped; one reduction
+        clean = np.linspace(-3, 3, n).astype(_FLOATS[dtype])
+        for m in mods.values():
+            assert np.array_equal(np.asarray(m.f(clean)), clean)
+            assert np.array_equal(np.asarray(m.f(np.full(n, big, _FLOATS[dtype]))), np.full(n, big, _FLOATS[dtype]))
+        for at in (0, n // 2, n - 1):
+            for value, cls in ((np.nan, arrc.NaNError), (np.inf, arrc.InfError), (-np.inf, arrc.InfError)):
+                x = clean.copy()
+                x[at] = value
+                for kinds, m in mods.items():
+                    if ("nan" if cls is arrc.NaNError else "inf") in kinds:
+                        assert fault(m.f, x, cls=cls).index == (at,), (kinds, n, at, value)
+                    else:
+                        m.f(x)
+
+
 # ---- effects -------------------------------------------------------------------------------------------------
 def test_print_is_not_repeated_by_the_origin_run(capfd):
     err = fault(mod("nan").noisy, a32(1, -1), cls=arrc.NaNError)
