@@ -361,6 +361,23 @@ def generated(statements: int, salt: int = 0, seed: int = 0) -> tuple[str, str]:
     return "\n".join(arr) + "\n", "\n".join(py) + "\n"
 
 
+def jax_generated_loop(statements: int, salt: int = 0, seed: int = 0) -> Callable:
+    """`generated`'s function as a JAX user writes a long computation: a Python loop over the statements'
+    functions and constants (the same operations in the same order; every op traced from one line)."""
+    import jax.numpy as jnp
+    rnd = random.Random(seed)
+    fns = [jnp.sin, jnp.cos, jnp.tanh, jnp.exp]
+    consts = [0.0] + [round(rnd.uniform(0.1, 0.9), 3) for _ in range(1, statements)]
+    scale = 1.0 + salt * 1e-6
+
+    def main(x, y):
+        t = x * scale + y
+        for i in range(1, statements):
+            t = fns[i % 4](t) * x + y - consts[i]
+        return t
+    return main
+
+
 def jax_from_source(py_source: str) -> Callable:
     import jax.numpy as jnp
     namespace = {"jnp": jnp}

@@ -38,6 +38,7 @@ TARGET_GRAD = 1.2           # compiled run time of a gradient, arrc's grad / jax
 TARGET_CALL = 1.5           # call overhead, arrc / jax.jit
 TARGET_LOOP_GUARDS = 1.2    # guards="all" / unguarded on loop-heavy programs (issue 18)
 TARGET_FRONTEND = 1 / 3     # arrc front end / jax.jit(f).lower on the generated program
+TARGET_FRONTEND_LOOP = 0.30  # the same against JAX written as a loop (issue 18)
 TARGET_FE_COMPILE = 0.10    # arrc front end / XLA compile, every program
 TARGET_WARM_RUN = 1.3       # warm `arrc run` / `python -c "import jax"`
 
@@ -348,6 +349,26 @@ def bench_scaling(report: Report, args) -> None:
     report.row("front-end scaling", statements="8000/500 per-statement", arrc=f"x{per[-1] / per[0]:.2f}",
                arrc_us_per_statement=None, jax_lower="", jax_us_per_statement=None, ratio=None)
     bench_breakdown(report, 2000)
+    bench_frontend_against_loops(report, args)
+
+
+def bench_frontend_against_loops(report: Report, args) -> None:
+    """arrc's front end against `jax.jit(f).lower` of the generated program written as a JAX user writes
+    a long computation, a loop (`P.jax_generated_loop`): JAX's cost per traced op is then linear."""
+    import arrc
+    import jax
+    spec = arrc.spec("f32[64]")
+    avals = [jax.ShapeDtypeStruct((64,), np.float32)] * 2
+    for n in [600, 2000, 5000]:
+        print(f"\n-- front end against JAX as a loop, {n} statements", flush=True)
+        fns = {"arrc": lambda r, n=n: arrc_frontend(P.generated(n, salt=r + 1)[0], "main", [spec, spec])[0],
+               "jax (loop)": lambda r, n=n: jax_lower(P.jax_generated_loop(n, salt=r + 1), avals, False)[0],
+               "jax (loop) again": lambda r, n=n: jax_lower(P.jax_generated_loop(n, salt=r + 101), avals, False)[0]}
+        res = repeated(fns, 2 if n > 2000 else 3)
+        a, j = res["arrc"]["median"], res["jax (loop)"]["median"]
+        report.row("front end against JAX as a loop", statements=n, arrc=fmt_time(a), jax_lower=fmt_time(j),
+                   ratio=a / j, aa=res["jax (loop) again"]["median"] / j, _raw=res)
+        report.target(f"front end / jax lower (loop), {n} statements", a / j, TARGET_FRONTEND_LOOP)
 
 
 def bench_breakdown(report: Report, n: int) -> None:

@@ -264,8 +264,12 @@ def walk(node: Node):
     while stack:
         current = stack.pop()
         yield current
-        children = [child for value in vars(current).values()
-                    for child in (value if isinstance(value, tuple) else (value,)) if isinstance(child, Node)]
+        children = []
+        for value in vars(current).values():
+            if type(value) is tuple:
+                children.extend(child for child in value if isinstance(child, Node))
+            elif isinstance(value, Node):
+                children.append(value)
         stack.extend(reversed(children))
 
 

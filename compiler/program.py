@@ -41,6 +41,8 @@ class Program:
         """Whether `node` takes a derivative through a loop with a `bound=` and a run-time trip count: the
         derivative reports a run past the bound (R0006) by a host callback, so `node`'s function takes the
         run id of effects (compiler/autodiff.py `_while_vjp`)."""
+        if not any(self.bounded_loops.values()):
+            return False                # (the common case, without walking `node`)
         targets = {n.args[0].id for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                    and n.func.id in DERIVATIVES + PUSH_PULL and n.args and isinstance(n.args[0], ast.Name)}
         return any(self.bounded_loops.get(f) for t in targets for f in reachable(self, t))
