@@ -322,6 +322,32 @@ def bench_guards(p: P.Program, inputs, report: Report, args) -> None:
                    vs_arrc_unguarded=r["median"] / base, _raw=r)
 
 
+TARGET_GUARDS = 1.1         # guarded no-fault call / unguarded, at every size (issue 18)
+GUARD_SIZES = [10 ** k for k in range(3, 8)]
+
+
+def bench_guards_by_size(report: Report, args) -> None:
+    """guards="nan,inf" against unguarded at 1e3-1e7 elements, on a compute-bound chain (the 20 ops of
+    `chain20`) and a memory-bound one (`x * y + x`), device inputs, each call blocked on."""
+    import arrc
+    import jax
+    mem = "def mem(x: f32[n], y: f32[n]) -> f32[n]:\n    return x * y + x\n"
+    for label, source, entry, arity in (("compute-bound chain20", P.CHAIN, "chain", 1),
+                                        ("memory-bound x * y + x", mem, "mem", 2)):
+        plain, guarded = arrc.loads(source)[entry], arrc.loads(source, guards="nan,inf")[entry]
+        for n in GUARD_SIZES:
+            r = P._rng(6)
+            dev = [jax.device_put((r.random(n, dtype=np.float32) * 0.9)) for _ in range(arity)]
+            res = interleaved({"unguarded": lambda: plain(*dev), "unguarded again (A/A)": lambda: plain(*dev),
+                               'guards="nan,inf"': lambda: guarded(*dev)}, args.budget_s)
+            base = res["unguarded"]["median"]
+            report.row("guards by size", program=label, elements=n, unguarded=fmt_time(base),
+                       aa=res["unguarded again (A/A)"]["median"] / base,
+                       guarded=res['guards="nan,inf"']["median"] / base, _raw=res)
+            report.target(f"guards: {label}, {n} elements", res['guards="nan,inf"']["median"] / base,
+                          TARGET_GUARDS)
+
+
 def bench_guards_in_loops(report: Report, args) -> None:
     """guards="all" against unguarded on loop-heavy programs (an index and a division per iteration)."""
     import arrc
@@ -557,6 +583,7 @@ def _main(args) -> int:
             bench_program(p, report, args)
     if "loops" not in skip and not args.no_guards:
         bench_guards_in_loops(report, args)
+        bench_guards_by_size(report, args)
     if "scaling" not in skip:
         bench_scaling(report, args)
     if "cli" not in skip:
