@@ -479,7 +479,8 @@ class FunctionWalk(ControlFlow):
                                f"this is {found}", labels=[Label(dspan, "declared here")],
                                help=_result_help(value, declared))
             from .builtins import check_literal
-            check_literal(CallCx(self, node, [node.span], {}), value, declared.dtype, 0)   # `return 256` as u8
+            check_literal(CallCx(self, node, [node.span], {}), value, declared.dtype, 0,    # `return 256` as u8
+                          literals_only=True)
             out.append(Val(declared, self.materialize(value, declared.dtype) if self.is_lowering else None))
         self.returned = out
 

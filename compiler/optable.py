@@ -272,8 +272,9 @@ def broadcast_shapes(cx: CallCx, a: ArrayType, b: ArrayType, what: str) -> tuple
     return tuple(out[::-1])
 
 
-def check_literal(cx: CallCx, v: Val, dtype: DType, at) -> None:
-    """A weak literal must be representable in the dtype it takes (JAX raises OverflowError too)."""
+def check_literal(cx: CallCx, v: Val, dtype: DType, at, literals_only: bool = False) -> None:
+    """A weak literal must be representable in the dtype it takes (JAX raises OverflowError too).
+    `literals_only`: no operand gave that dtype (`return 2 ** 40` as i32), so none can be cast."""
     if not (v.type.weak and v.static is not None):
         return
     if dtype.is_int or dtype.is_bool:
@@ -285,8 +286,10 @@ def check_literal(cx: CallCx, v: Val, dtype: DType, at) -> None:
         if value is not None:
             lo, hi = int_range(dtype)
             if not lo <= value <= hi:
+                help = _wide_literal_help(cx, value, at) if literals_only else \
+                    "cast the other operand, e.g. `.astype(i64)`"
                 cx.error("E0211", f"literal {value} is out of range for {dtype} ({lo}..{hi})",
-                         f"does not fit in {dtype}", at=at, help="cast the other operand, e.g. `.astype(i64)`")
+                         f"does not fit in {dtype}", at=at, help=help)
     elif dtype.is_float and isinstance(v.static, (float, int)) and np.isfinite(float(v.static)):
         import ml_dtypes
         biggest = float(ml_dtypes.finfo(dtype.np).max)
@@ -296,6 +299,21 @@ def check_literal(cx: CallCx, v: Val, dtype: DType, at) -> None:
             cx.warn("W0005", f"literal {v.static!r} is too large for {dtype} and becomes {'-' if v.static < 0 else ''}inf",
                     f"inf in {dtype}", at=at, help=f"the largest {dtype} is {biggest:.6g}; compute in a wider dtype "
                                                    f"(`.astype(f64)` on the other operand) or write `inf` if meant")
+
+
+def _wide_literal_help(cx: CallCx, value: int, at) -> str:
+    """E0211's help where literals alone make the value: one of them written in a 64-bit dtype."""
+    from .ast import Binary
+    from .ops_index import source_text
+    from .types import DTYPES
+    wide = "i64" if int_range(DTYPES["i64"])[0] <= value <= int_range(DTYPES["i64"])[1] else "u64"
+    node = cx.node
+    if isinstance(node, Binary) and source_text(cx, node.lhs.span) and source_text(cx, node.rhs.span):
+        written = f"{wide}({source_text(cx, node.lhs.span)}) {node.op} {source_text(cx, node.rhs.span)}"
+    else:
+        written = f"{wide}({source_text(cx, cx.at(at)) or '...'})"
+    return f"only literals make this value, so there is no operand to cast: write `{written}` to compute it " \
+           f"in {wide} (and use it where {wide} is expected)"
 
 
 def elementwise_type(cx: CallCx, args: list, what: str) -> tuple[DType, bool, tuple]:
@@ -308,7 +326,7 @@ def elementwise_type(cx: CallCx, args: list, what: str) -> tuple[DType, bool, tu
                                      what)
     dtype, weak = promote(types)
     for i, a in enumerate(args):
-        check_literal(cx, a, dtype, i)
+        check_literal(cx, a, dtype, i, literals_only=weak)
     lossy = lossy_promotion(types, dtype)
     if lossy is not None:
         others = " and ".join(str(t.dtype) for t in types)

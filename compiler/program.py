@@ -256,7 +256,7 @@ def _check_const(program: Program, const: ast.ConstDef, reporter: Reporter) -> N
         return
     try:
         from .optable import CallCx
-        check_literal(CallCx(walk, const, [const.value.span], {}), value, declared.dtype, 0)
+        check_literal(CallCx(walk, const, [const.value.span], {}), value, declared.dtype, 0, literals_only=True)
     except ArrError as err:
         reporter.add(err.diag)
         return
@@ -370,7 +370,7 @@ def _default(program: Program, param: ast.Param, declared: ArrayType, errors: li
                            labels=[Label(param.type.span, "declared here")],
                            help=f"write a default of type {declared.dtype}, or convert it: `{declared.dtype}(...)`")
         from .optable import CallCx
-        check_literal(CallCx(walk, param, [param.default.span], {}), checked, declared.dtype, 0)
+        check_literal(CallCx(walk, param, [param.default.span], {}), checked, declared.dtype, 0, literals_only=True)
     except ArrError as err:
         errors.append(err.diag)
         return None

@@ -674,3 +674,37 @@ def test_guard_reports_name_the_cell_once(session):
     assert "operands: sum(x) = 1.0, x[1] - 0.0 = 0.0" in out, out
     assert "note: in f, called from <cell 5>:1:5" in out
     assert "in the cell" not in out and "value at" not in out and "the cell at" not in out
+
+
+W0005_HELP = ("  = help: the largest f32 is 3.40282e+38; compute in a wider dtype (`.astype(f64)` on the other "
+              "operand) or write `inf` if meant\n")
+
+
+def test_expression_and_binding_cells_show_their_warnings():
+    """Every kind of cell shows its own warnings, on stderr when piped, as a `def` cell does; the same text
+    in a later cell warns there again."""
+    out, err = io.StringIO(), io.StringIO()
+    script = "1e40\nz = 1e40\ny = 1e40\ni64(3) + f32(1.0)\n"
+    code = repl.main([], stdin=io.StringIO(script), stdout=out, stderr=err)
+    assert out.getvalue() == "f32 = inf\nf32 = 4.0\n" and code == 0
+    assert err.getvalue() == (
+        "warning[W0005]: literal 1e+40 is too large for f32 and becomes inf\n"
+        " --> <cell 1>:1:1\n  |\n1 | 1e40\n  | ^^^^ inf in f32\n  |\n" + W0005_HELP +
+        "warning[W0005]: literal 1e+40 is too large for f32 and becomes inf\n"
+        " --> <cell 2>:1:5\n  |\n1 | z = 1e40\n  |     ^^^^ inf in f32\n  |\n" + W0005_HELP +
+        "warning[W0005]: literal 1e+40 is too large for f32 and becomes inf\n"
+        " --> <cell 3>:1:5\n  |\n1 | y = 1e40\n  |     ^^^^ inf in f32\n  |\n" + W0005_HELP +
+        "warning[W0001]: implicit promotion of i64 and f32 to f32 may lose precision\n"
+        " --> <cell 4>:1:1\n  |\n1 | i64(3) + f32(1.0)\n  | ^^^^^^^^^^^^^^^^^ computed in f32\n  |\n"
+        "  = help: convert explicitly, e.g. `.astype(f32)`, to show it is intended\n")
+
+
+def test_warnings_are_shown_once_with_their_cell(session):
+    """A block cell and an augmented assignment warn; a cell that uses a function defined earlier does not
+    repeat that function's warning, shown when it was defined."""
+    out = run_cells(session, "def g() -> f32:\n    return 1e40\n", "g() + 1.0", "x = g()", "if true:\n    print(g())\n",
+                    "x += 1e40", "for i in range(2):\n    x = x + 1e40\n")
+    assert out.count("warning[W0005]") == 3, out
+    assert [line for line in out.splitlines() if line.startswith(" --> ")] == \
+        [" --> <cell 1>:2:12", " --> <cell 5>:1:6", " --> <cell 6>:2:13"]
+    assert "f32 = inf\ninf\n" in out

@@ -61,6 +61,17 @@ def static_value(mod, tree, source: Source, failure: CellError) -> None:
         raise StaticValue("dtype", name, failure)
 
 
+def expression_warnings(fn) -> list[Diagnostic]:
+    """The warnings of the function `Module.expression` made (which raises its errors and keeps no
+    warnings): its body checked again, as `check_module` checks every function."""
+    from arrc.compiler.check import FunctionWalk
+    from arrc.compiler.diagnostics import Reporter
+    program = fn.module._program
+    reporter = Reporter()
+    FunctionWalk(program, program.functions[fn.name], reporter).run([])
+    return [d for d in reporter.diagnostics if d.severity == "warning"]
+
+
 def host_value(value):
     """A result kept by the session: a NumPy array, or JAX typed keys as the API returns them."""
     return value if host_keys(value) is not None else np.asarray(value)
@@ -113,6 +124,14 @@ class Session:
 
     def render(self, diags: list[Diagnostic]) -> str:
         return render_all(diags, self.sources)
+
+    def warn(self, diags: list[Diagnostic], source: Source) -> bool:
+        """Show the warnings among `diags` that point into `source`: those of items from earlier cells (a
+        module has all its items' warnings) were shown with their cell. Whether there were any."""
+        warnings = [d for d in diags if d.severity == "warning" and d.span is not None and d.span.file == source.name]
+        if warnings:
+            self.write_diagnostics(self.render(warnings))
+        return bool(warnings)
 
     def error(self, diag: Diagnostic) -> CellError:
         return CellError(self.render([diag]))
@@ -296,9 +315,7 @@ class Session:
         items = [it for it in self.items.values() if it.name not in new_names] + new
         bindings = {n: b for n, b in self.bindings.items() if n not in new_names}
         mod = self.module(new_names, items, bindings, cache=False)
-        warnings = [d for d in mod.warnings if d.span is not None and d.span.file == source.name]
-        if warnings:
-            self.write_diagnostics(self.render(warnings))
+        self.warn(mod.warnings, source)
         for name in new_names:
             if name in self.bindings:
                 del self.bindings[name]
@@ -373,7 +390,9 @@ class Session:
 
     def expression(self, tree, source: Source, cache: bool = True):
         """The arr function of no arguments computing the expression `tree` (parsed from `source`), and its
-        key in the cache of expressions (`evaluate` keeps it there once it has run)."""
+        key in the cache of expressions (`evaluate` keeps it there once it has run). Its warnings are shown
+        when it compiles; the key is None for one that warns: it is not kept, so that a later cell of the
+        same text warns in its own cell."""
         mod = self.module(names_used(tree) & (set(self.items) | set(self.bindings)), cache=cache)
         key = (mod._repl_key, span_text(source, tree.span))
         fn = self._exprs.get(key) if cache else None
@@ -385,6 +404,8 @@ class Session:
                 if [d.code for d in err.diagnostics] == ["E0210"]:
                     static_value(mod, tree, source, failure)
                 raise failure from None
+            if self.warn(expression_warnings(fn), source):
+                key = None
         return fn, key
 
     def evaluate(self, tree, source: Source) -> tuple[list, bool]:
@@ -393,6 +414,8 @@ class Session:
         so a report can never name the cell it was first compiled for."""
         fn, key = self.expression(tree, source)
         result = self.call(fn)
+        if key is None:
+            return result
         self._exprs[key] = fn
         self._exprs.move_to_end(key)
         while len(self._exprs) > MAX_EXPRESSIONS:
@@ -440,6 +463,7 @@ class Session:
                      f"parameter for it"))
         item = Item(CELL_FN, "cell", fn, source, deps, self.next_serial())
         mod = self.module({CELL_FN}, list(self.items.values()) + [item], cache=False, exclude=set(carried))
+        self.warn(mod.warnings, source)
         values, _ = self.call(mod[CELL_FN], [self.bindings[n].value for n in carried])
         if carried:
             self.bind(dict(zip(carried, values)))
