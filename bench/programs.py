@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -324,6 +325,42 @@ def _power_input():
     return [a, v / np.linalg.norm(v), np.array(100, np.int32)]
 
 
+# ---- k-means (examples/kmeans.arr) ----------------------------------------------------------------------
+
+KMEANS = (Path(__file__).resolve().parent.parent / "examples" / "kmeans.arr").read_text()
+
+
+def jax_kmeans(x, init, iters):
+    """examples/kmeans.arr as a JAX user writes it: a fori_loop over the iterations, a Python loop over
+    the (static) clusters, `where` for the run-time `if`."""
+    import jax
+    import jax.numpy as jnp
+
+    def sq_distances(c):
+        diff = jnp.expand_dims(x, 1) - jnp.expand_dims(c, 0)
+        return jnp.sum(diff * diff, axis=2)
+
+    def update(c):
+        labels = jnp.argmin(sq_distances(c), axis=1)
+        new = c
+        for j in range(c.shape[0]):
+            member = jnp.expand_dims(labels == j, 1)
+            count = jnp.sum(jnp.where(member, 1.0, 0.0))
+            row = jnp.sum(jnp.where(member, x, 0.0), axis=0) / count
+            new = new.at[j, :].set(jnp.where(count > 0.0, row, new[j, :]))
+        return new
+    c = jax.lax.fori_loop(0, iters, lambda it, c: update(c), x[init])
+    distances = sq_distances(c)
+    return c, jnp.argmin(distances, axis=1).astype(jnp.int32), jnp.sum(jnp.min(distances, axis=1))
+
+
+def _kmeans_input():
+    r = _rng(8)
+    centers = r.standard_normal((3, 2)).astype(np.float32) * 5
+    x = (centers[r.integers(0, 3, 2000)] + r.standard_normal((2000, 2)).astype(np.float32)).astype(np.float32)
+    return [x, r.choice(2000, 3, replace=False).astype(np.int32), np.array(10, np.int32)]
+
+
 # ---- tiny x + y (call overhead) ----------------------------------------------------------------------
 
 ADD = """
@@ -423,6 +460,8 @@ def programs(generated_statements: int = 2000) -> list[Program]:
                       "JAX: lax.fori_loop(0, 20, ...) (a scan)"),
         Program("uniform f32[4M]", UNIFORM, "draw", jax_uniform, lambda: [np.array([0, 42], np.uint32)],
                 specs=["key"], notes="Threefry-2x32 bits; the key as its u32 words (jax.random.PRNGKey) on both sides"),
+        Program("kmeans f32[2000,2] k=3 x10", KMEANS, "kmeans", jax_kmeans, _kmeans_input,
+                notes="examples/kmeans.arr; JAX: fori_loop over iterations, Python loop over clusters"),
         Program("add f32[4]", ADD, "add", jax_add,
                 lambda: [np.arange(4, dtype=np.float32), np.ones(4, np.float32)], tags={"overhead"}),
         Program(f"generated {generated_statements} statements", arr_gen, "main", jax_from_source(py_gen),

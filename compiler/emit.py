@@ -340,6 +340,28 @@ def reduce(x: ir.Value, init: ir.Value, dims, body, dt: DType) -> ir.Value:
     return op.result
 
 
+def arg_reduce(x: ir.Value, index: ir.Value, dims, dt: DType, index_dt: DType, direction: str) -> ir.Value:
+    """The index of the first largest (`direction` "GT") or smallest ("LT") element of `x` over `dims`, as
+    JAX's `lax.argmax`/`argmin` lower it: a reduce over (value, `index`) pairs where the left pair wins
+    when its value is better or NaN, its index also on equal values with the smaller index. (A body
+    with more operations, e.g. one that also orders two NaNs, made XLA:CPU split the fusion across
+    threads: k-means 1.4-1.8x of JAX at 1,000-2,000 points.)"""
+    out_shape = [d for i, d in enumerate(shape_of(x)) if i not in dims]
+    init = scalar_arith_min(dt) if direction == "GT" else scalar_arith_max(dt)
+    op = hlo.ReduceOp([tensor_type(out_shape, dt), tensor_type(out_shape, index_dt)], [x, index],
+                      [const(init, dt), const(0, index_dt)], list(dims))
+    sv, si = tensor_type((), dt), tensor_type((), index_dt)
+    block = op.body.blocks.append(sv, si, sv, si)
+    with ir.InsertionPoint(block):
+        av, ai, bv, bi = block.arguments
+        pick_a = compare(av, bv, direction, dt)
+        if dt.is_float:
+            pick_a = hlo.or_(pick_a, compare(av, av, "NE", dt))         # NaN wins
+        first = hlo.and_(compare(av, bv, "EQ", dt), compare(ai, bi, "LT", index_dt))
+        hlo.return_([select(pick_a, av, bv), select(hlo.or_(pick_a, first), ai, bi)])
+    return op.results[1]
+
+
 def scatter(target: ir.Value, indices: ir.Value, updates: ir.Value, dnums, combine=None) -> ir.Value:
     """`target` with `updates` scattered at `indices` (`dnums`: ScatterDimensionNumbers): each update
     stored, or with `combine` (an hlo op builder, e.g. hlo.add) combined with what is there."""

@@ -273,33 +273,9 @@ def arg_reduce(direction: str):
             else:
                 red_axes = axes
             index = hlo.iota(emit.tensor_type(in_shape, I32), red_axes[0])
-            return _arg_reduce_ir(value, index, red_axes, dt, direction)
+            return emit.arg_reduce(value, index, red_axes, dt, I32, direction)
         return _finish(cx, x, axes, keepdims, I32, reduced)
     return rule
-
-
-def _arg_reduce_ir(value, index, axes, dt, direction):
-    from jaxlib.mlir import ir
-    in_shape = emit.shape_of(value)
-    out_shape = [d for i, d in enumerate(in_shape) if i not in axes]
-    init_v = emit.const(emit.scalar_arith_min(dt) if direction == "GT" else emit.scalar_arith_max(dt), dt)
-    init_i = emit.const(0, I32)
-    op = hlo.ReduceOp([emit.tensor_type(out_shape, dt), emit.tensor_type(out_shape, I32)], [value, index],
-                      [init_v, init_i], axes)
-    sv, si = emit.tensor_type((), dt), emit.tensor_type((), I32)
-    block = op.body.blocks.append(sv, si, sv, si)
-    with ir.InsertionPoint(block):
-        av, ai, bv, bi = block.arguments
-        better = emit.compare(av, bv, direction, dt)
-        if dt.is_float:
-            better = hlo.or_(better, emit.compare(av, av, "NE", dt))     # NaN wins
-        equal = emit.compare(av, bv, "EQ", dt)
-        if dt.is_float:
-            equal = hlo.or_(equal, hlo.and_(emit.compare(av, av, "NE", dt), emit.compare(bv, bv, "NE", dt)))
-        first = emit.compare(ai, bi, "LT", I32)
-        take_a = hlo.or_(hlo.and_(better, hlo.not_(equal)), hlo.and_(equal, first))
-        hlo.return_([hlo.select(take_a, av, bv), hlo.select(take_a, ai, bi)])
-    return op.results[1]
 
 
 register("argmax", params="x, axis=None, keepdims=False",

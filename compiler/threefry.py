@@ -329,24 +329,10 @@ def categorical(key, logits: ir.Value, axis: int = -1, shape=None, dt: DType = I
 
 
 def _argmax(x: ir.Value, axis: int, dt: DType) -> ir.Value:
-    """`jnp.argmax(x, axis)` for a float `x` as JAX lowers it (`lax.argmax`): a variadic reduce over
-    (value, iota index) from (-inf, 0); the left pair wins when its value is greater or NaN, its index
-    also on equal values with the smaller index."""
-    fdt = _float_dtype(x)
-    shape = emit.shape_of(x)
-    out_shape = shape[:axis] + shape[axis + 1:]
-    index = emit.op("stablehlo.iota", emit.tensor_type(shape, dt), [],
+    """`jnp.argmax(x, axis)` for a float `x` as JAX lowers it (`lax.argmax`), indices of dtype `dt`."""
+    index = emit.op("stablehlo.iota", emit.tensor_type(emit.shape_of(x), dt), [],
                     {"iota_dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), axis)})
-    op = hlo.ReduceOp([emit.tensor_type(out_shape, fdt), emit.tensor_type(out_shape, dt)], [x, index],
-                      [_c(-np.inf, fdt, ()), _c(0, dt, ())], [axis])
-    sv, si = emit.tensor_type((), fdt), emit.tensor_type((), dt)
-    block = op.body.blocks.append(sv, si, sv, si)
-    with ir.InsertionPoint(block):
-        av, ai, bv, bi = block.arguments
-        pick_a = hlo.or_(emit.compare(av, bv, "GT", fdt), emit.compare(av, av, "NE", fdt))
-        first = hlo.and_(emit.compare(av, bv, "EQ", fdt), emit.compare(ai, bi, "LT", dt))
-        hlo.return_([emit.select(pick_a, av, bv), emit.select(hlo.or_(pick_a, first), ai, bi)])
-    return op.results[1]
+    return emit.arg_reduce(x, index, [axis], _float_dtype(x), dt, "GT")
 
 
 def truncated_normal(key, lower, upper, shape=None, dt: DType = F64) -> ir.Value:
