@@ -10,12 +10,12 @@ Cotangents of a value used several times are added. Every adjoint operation is b
 `Location.name("vjp(<op>)", childLoc=<the forward op's location>)`, so a guard that finds a NaN in the
 backward pass blames the forward operation's span.
 
-This step differentiates elementwise math, broadcasts, reshapes, transposes, reductions (sum, prod, max,
-min), dot_general, slices, concatenation, gathers, scatters and dynamic slices and updates, sorts,
-cumulative sums, selects, casts, `if` (each branch is computed again in the backward `if`) and loops
-(unrolled first when the trip count is known and small; otherwise differentiated by recomputation,
-`_while_vjp`). Other reduce_windows (cumprod, cummax) and host callbacks (print, assert) are refused
-with a diagnostic (E0216) until the next steps.
+It differentiates elementwise math, broadcasts, reshapes, transposes, reductions, dot_general, slices,
+concatenation, gathers, scatters, dynamic slices and updates, sorts, cumulative sums, products and
+extremes (reduce_windows), selects, casts, `if` (each branch computed again in the backward `if`) and
+loops (unrolled when the trip count is known and small, taped as JAX's scan when it is known or bounded
+by `bound=`, otherwise recomputed: `_while_vjp`); host callbacks of print and assert run in the forward
+pass only. docs/autodiff.md lists the rules and their conventions.
 """
 from __future__ import annotations
 

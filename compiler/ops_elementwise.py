@@ -537,10 +537,16 @@ register("round",
          doc="elementwise rounding to the nearest integer, half to even (as NumPy)")(
     unary_same(lambda x, dt: hlo.round_nearest_even(x)))
 register("trunc", family="Elementwise", doc="elementwise rounding toward zero")(unary_same(_trunc))
+def _relu(x, dt: DType):
+    """max(x, 0) for floats written as `x <= 0 ? 0 : x`: the same values (NaN stays NaN), and the
+    derivative of `jax.nn.relu` (0 at 0, which its custom_jvp defines; `maximum` splits the tie: 0.5)."""
+    zero = _zero(x, dt)
+    return emit.select(emit.compare(x, zero, "LE", dt), zero, x)
+
+
 register("relu",
          family="Elementwise",
-         doc="elementwise max(x, 0)")(
-    unary_same(lambda x, dt: hlo.maximum(x, _zero(x, dt)), lambda x, dt: hlo.maximum(x, _zero(x, dt))))
+         doc="elementwise max(x, 0)")(unary_same(_relu, lambda x, dt: hlo.maximum(x, _zero(x, dt))))
 
 
 def predicate(build_float, int_value: bool):

@@ -863,3 +863,17 @@ def test_vjp_of_an_array_valued_function():
         v(x, w, np.ones(3))
     with pytest.raises(TypeError, match="vjp needs a function with float results"):
         arrc.vjp(arrc.loads("def k(x: f64) -> i32:\n    return x.astype(i32)\n").k)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_relu_values_and_derivative_are_jax_nn_relus_at_zero_and_infinities(dtype):
+    """relu's derivative at 0 is 0, as jax.nn.relu's custom_jvp defines (`maximum(x, 0)` would split the
+    tie: 0.5); its values are max(x, 0) (NaN stays NaN, -0.0 gives 0.0); at +-inf as JAX's."""
+    np_dt = np.float32 if dtype == "f32" else np.float64
+    mod = arrc.loads(f"def f(x: {dtype}[n]) -> {dtype}:\n    return sum(relu(x) * 3.0)\n"
+                     f"def r(x: {dtype}[n]) -> {dtype}[n]:\n    return relu(x)\n")
+    x = np.array([0.0, -0.0, 1.5, -2.0, np.inf, -np.inf], np_dt)
+    assert np.array_equal(arrc.grad(mod.f)(x), jax.grad(lambda x: jnp.sum(jax.nn.relu(x) * 3.0))(x))
+    with_nan = np.append(x, np.nan).astype(np_dt)
+    got, want = np.asarray(mod.r(with_nan)), np.asarray(jax.nn.relu(with_nan))
+    assert np.array_equal(got, want, equal_nan=True) and not np.signbit(got[:-1]).any()
