@@ -777,7 +777,8 @@ class FunctionWalk(ControlFlow):
         for i in argnums:
             if not -n <= i < n:
                 raise ArrError("E0204", f"argnums {i} is out of range: `{fname}` has {n} parameter(s)", at,
-                               "out of range", notes=[f"signature: {fname}{sig}"])
+                               "out of range", notes=[f"signature: {fname}{sig}"],
+                               help=f"argnums count from 0, as in JAX: 0..{n - 1}, or -{n}..-1 from the end")
         wrt = tuple(i % n for i in argnums)
         result = sig.results[0]
         if sig.tuple_result or result.rank or not result.dtype.is_float:
