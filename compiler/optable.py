@@ -296,9 +296,10 @@ def check_literal(cx: CallCx, v: Val, dtype: DType, at, literals_only: bool = Fa
         with np.errstate(over="ignore"):
             rounds_to_inf = bool(np.isinf(np.asarray(float(v.static)).astype(dtype.np)))
         if rounds_to_inf:
+            wider = f"write `f64({v.static!r})` where f64 is declared," if literals_only else \
+                "compute in a wider dtype (`.astype(f64)` on the other operand)"
             cx.warn("W0005", f"literal {v.static!r} is too large for {dtype} and becomes {'-' if v.static < 0 else ''}inf",
-                    f"inf in {dtype}", at=at, help=f"the largest {dtype} is {biggest:.6g}; compute in a wider dtype "
-                                                   f"(`.astype(f64)` on the other operand) or write `inf` if meant")
+                    f"inf in {dtype}", at=at, help=f"the largest {dtype} is {biggest:.6g}; {wider} or write `inf` if meant")
 
 
 def _wide_literal_help(cx: CallCx, value: int, at) -> str:

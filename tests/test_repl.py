@@ -676,8 +676,7 @@ def test_guard_reports_name_the_cell_once(session):
     assert "in the cell" not in out and "value at" not in out and "the cell at" not in out
 
 
-W0005_HELP = ("  = help: the largest f32 is 3.40282e+38; compute in a wider dtype (`.astype(f64)` on the other "
-              "operand) or write `inf` if meant\n")
+W0005_HELP = "  = help: the largest f32 is 3.40282e+38; write `f64(1e+40)` where f64 is declared, or write `inf` if meant\n"
 
 
 def test_expression_and_binding_cells_show_their_warnings():

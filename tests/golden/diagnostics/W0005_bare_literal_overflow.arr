@@ -1,0 +1,2 @@
+def f() -> f32:
+    return 1e40
