@@ -249,7 +249,7 @@ class Function:
         # Argument keys (`_argument_key`) of calls made before -> their types and program: the Python
         # path's own dispatch, for the calls jaxlib's cannot run (guards, effects; ~60 us less a call).
         self._known: dict = {}
-        # The types of a fast call's results -> the results check of the program that returns them.
+        # The types of a fast call's results -> the results filter of the program that returns them.
         self._checks: dict = {}
         self._lock = threading.Lock()
 
