@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from . import abi, ast, emit
 from .diagnostics import Label
 from .emit import hlo
-from .optable import CallCx, concrete, register
+from .optable import CallCx, concrete, register, source_text
 from .types import BOOL, I32, I64, ArrayType, Dim, int_range, promote, shape_str
 from .values import ArrError, TupleVal, Val, describe
 
@@ -172,14 +172,6 @@ def _assigned_text(cx: CallCx, target, base: str) -> str | None:
         return None
     op, value = m.groups()
     return value if op is None else f"{base} {op} {value if ' ' not in value else f'({value})'}"
-
-
-def source_text(cx: CallCx, span) -> str | None:
-    """The source text at `span` (on one line), or None."""
-    if span is None or span.line != span.end_line:
-        return None
-    source = cx.walk.program.sources.get(span.file)
-    return source.line_text(span.line)[span.col - 1:span.end_col - 1] if source is not None else None
 
 
 def _ceil_div(a: Dim, k: int) -> Dim:

@@ -7,9 +7,8 @@ import numpy as np
 from . import emit
 from .emit import hlo
 from .ops_elementwise import isclose_rule
-from .ops_index import source_text
 from .ops_shape import _prod
-from .optable import CallCx, concrete, float_dtype_for, register
+from .optable import CallCx, concrete, float_dtype_for, register, source_text
 from .types import BOOL, DTYPES, I32, I64, ArrayType, Dim, int_range
 
 

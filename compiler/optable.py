@@ -302,10 +302,17 @@ def check_literal(cx: CallCx, v: Val, dtype: DType, at, literals_only: bool = Fa
                     f"inf in {dtype}", at=at, help=f"the largest {dtype} is {biggest:.6g}; {wider} or write `inf` if meant")
 
 
+def source_text(cx: CallCx, span) -> str | None:
+    """The source text at `span` (on one line), or None."""
+    if span is None or span.line != span.end_line:
+        return None
+    source = cx.walk.program.sources.get(span.file)
+    return source.line_text(span.line)[span.col - 1:span.end_col - 1] if source is not None else None
+
+
 def _wide_literal_help(cx: CallCx, value: int, at) -> str:
     """E0211's help where literals alone make the value: one of them written in a 64-bit dtype."""
     from .ast import Binary
-    from .ops_index import source_text
     from .types import DTYPES
     wide = "i64" if int_range(DTYPES["i64"])[0] <= value <= int_range(DTYPES["i64"])[1] else "u64"
     node = cx.node
