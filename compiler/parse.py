@@ -702,12 +702,19 @@ def _parse_lark(source: Source, text: str, start: str):
         if start != "module":
             raise
         diags = list(err.diagnostics)
+    resumed = 0                         # where the last parse began
     while len(diags) < MAX_SYNTAX_ERRORS and diags[-1].code == "E0001" and diags[-1].span is not None:
+        span = diags[-1].span
         lines = text.split("\n")
-        offset = sum(len(line) + 1 for line in lines[:diags[-1].span.end_line])
+        line_start = sum(len(line) + 1 for line in lines[:span.line - 1])
+        # An error at a top-level `def` itself (`unexpected 'def'`: the definition before it is unfinished,
+        # e.g. a bracket left open) is not that definition's: the parse goes on there.
+        at_definition = span.col == 1 and line_start > resumed and _TOP_LEVEL.match(text, line_start)
+        offset = line_start if at_definition else sum(len(line) + 1 for line in lines[:span.end_line])
         found = _TOP_LEVEL.search(text, offset)
         if found is None:
             break
+        resumed = found.start()
         blank = re.sub(r"[^\n]", " ", text[:found.start()])
         rest = Source(source.name, blank + source.text[found.start():])      # (`text` may end with a "\n" more)
         try:

@@ -1,0 +1,4 @@
+def f(x: f32[n]) -> f32:
+    return sum(x
+def g(x: f32[n]) -> f32:
+    return x +
