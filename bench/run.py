@@ -251,16 +251,8 @@ def bench_overhead(p, fn, jf, inputs, dev, report: Report, args) -> None:
     scaled = arrc.loads("def scaled(x: f32[n], a: f32) -> f32[n]:\n    return x * a\n").scaled
     jax_scaled = jax.jit(lambda x, a: x * a)
     x, y = dev
-    for kind, arrc_call, jax_call in (
-            ("python scalar", lambda: scaled(x, 2.5), lambda: jax_scaled(x, 2.5)),
-            ("keyword", lambda: fn(x, y=y), lambda: jf(x, y=y))):
-        res = interleaved({"jax.jit": jax_call, "jax.jit again (A/A)": jax_call, "arrc": arrc_call},
-                          args.budget_s, target_s=0.002, block_each=False)
-        base = res["jax.jit"]["median"]
-        for name, r in res.items():
-            report.row("call overhead", inputs=kind, caller=name, per_call=fmt_time(r["median"]),
-                       ratio=r["median"] / base, _raw=r)
-        report.target(f"call overhead, {kind}", res["arrc"]["median"] / base, TARGET_CALL)
+    _overhead_against_jax(report, args, "python scalar", lambda: scaled(x, 2.5), lambda: jax_scaled(x, 2.5))
+    _overhead_against_jax(report, args, "keyword", lambda: fn(x, y=y), lambda: jf(x, y=y))
     # NumPy's default 64-bit arrays (JAX with x64 on), and the f64 power iteration with a Python int step count
     add64 = arrc.loads("def add64(x: f64[n], y: f64[n]) -> f64[n]:\n    return x + y\n").add64
     power = arrc.loads(P.POWER).power_iteration
@@ -268,16 +260,20 @@ def bench_overhead(p, fn, jf, inputs, dev, report: Report, args) -> None:
     x64s = [np.arange(4, dtype=np.float64), np.ones(4, np.float64)]
     with x64(True):
         jax_add64, jax_power = jax.jit(lambda x, y: x + y), jax.jit(P.jax_power)
-        for kind, arrc_call, jax_call in (
-                ("f64 numpy", lambda: add64(*x64s), lambda: jax_add64(*x64s)),
-                ("f64 power iteration, steps a Python int", lambda: power(a, v, 10), lambda: jax_power(a, v, 10))):
-            res = interleaved({"jax.jit": jax_call, "jax.jit again (A/A)": jax_call, "arrc": arrc_call},
-                              args.budget_s, target_s=0.002, block_each=False)
-            base = res["jax.jit"]["median"]
-            for name, r in res.items():
-                report.row("call overhead", inputs=kind, caller=name, per_call=fmt_time(r["median"]),
-                           ratio=r["median"] / base, _raw=r)
-            report.target(f"call overhead, {kind}", res["arrc"]["median"] / base, TARGET_CALL)
+        _overhead_against_jax(report, args, "f64 numpy", lambda: add64(*x64s), lambda: jax_add64(*x64s))
+        _overhead_against_jax(report, args, "f64 power iteration, steps a Python int", lambda: power(a, v, 10),
+                              lambda: jax_power(a, v, 10))
+
+
+def _overhead_against_jax(report: Report, args, kind: str, arrc_call, jax_call) -> None:
+    """One call-overhead row: back-to-back calls of arrc and of jax.jit (and JAX again, the A/A row)."""
+    res = interleaved({"jax.jit": jax_call, "jax.jit again (A/A)": jax_call, "arrc": arrc_call},
+                      args.budget_s, target_s=0.002, block_each=False)
+    base = res["jax.jit"]["median"]
+    for name, r in res.items():
+        report.row("call overhead", inputs=kind, caller=name, per_call=fmt_time(r["median"]),
+                   ratio=r["median"] / base, _raw=r)
+    report.target(f"call overhead, {kind}", res["arrc"]["median"] / base, TARGET_CALL)
 
 
 # ---- guards (the guards issue's benchmark) -------------------------------------------------------------
