@@ -330,8 +330,7 @@ def categorical(key, logits: ir.Value, axis: int = -1, shape=None, dt: DType = I
 
 def _argmax(x: ir.Value, axis: int, dt: DType) -> ir.Value:
     """`jnp.argmax(x, axis)` for a float `x` as JAX lowers it (`lax.argmax`), indices of dtype `dt`."""
-    index = emit.op("stablehlo.iota", emit.tensor_type(emit.shape_of(x), dt), [],
-                    {"iota_dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), axis)})
+    index = hlo.iota(emit.tensor_type(emit.shape_of(x), dt), axis)
     return emit.arg_reduce(x, index, [axis], _float_dtype(x), dt, "GT")
 
 

@@ -143,15 +143,16 @@ def _sum_not_finite(x: ir.Value, platform: str) -> ir.Value:
     shape = emit.shape_of(x)
     size = int(np.prod(shape)) if shape else 1
     if platform == "cpu" and CHUNK < size <= SUMMED_IN_A_LOOP:
-        total = _sum_in_chunks(_flat(x), size, dt)
+        total = _sum_in_chunks(_flat(x), dt)
     else:
         total = emit.reduce(x, emit.const(0.0, dt), list(range(len(shape))), hlo.add, dt) if shape else x
     return hlo.not_(hlo.is_finite(total))
 
 
-def _sum_in_chunks(flat: ir.Value, size: int, dt) -> ir.Value:
+def _sum_in_chunks(flat: ir.Value, dt) -> ir.Value:
     """The sum of a vector, CHUNK elements an iteration of a `while` (the last chunk's start is clamped
     into range, so it sums some elements twice: a sum that only says whether they are finite)."""
+    size = emit.shape_of(flat)[0]
     index, scalar = emit.tensor_type((), I64), emit.tensor_type((), dt)
     loop = hlo.WhileOp([index, scalar], [emit.const(0, I64), emit.const(0.0, dt)])
     cond = loop.cond.blocks.append(index, scalar)
