@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 
 from .diagnostics import Label
-from .types import ArrayType, Dim, DType, int_range, lossy_promotion, promote, too_large, true_divide_dtype
+from .types import DTYPES, ArrayType, Dim, DType, int_range, lossy_promotion, promote, too_large, true_divide_dtype
 from .values import ArrError, DTypeVal, TupleVal, Val, describe
 
 
@@ -312,9 +312,9 @@ def source_text(cx: CallCx, span) -> str | None:
 
 def _wide_literal_help(cx: CallCx, value: int, at) -> str:
     """E0211's help where literals alone make the value: one of them written in a 64-bit dtype."""
-    from .ast import Binary
-    from .types import DTYPES
-    wide = "i64" if int_range(DTYPES["i64"])[0] <= value <= int_range(DTYPES["i64"])[1] else "u64"
+    from .ast import Binary             # (the module's `ast` is Python's)
+    lo, hi = int_range(DTYPES["i64"])
+    wide = "i64" if lo <= value <= hi else "u64"
     node = cx.node
     if isinstance(node, Binary) and source_text(cx, node.lhs.span) and source_text(cx, node.rhs.span):
         written = f"{wide}({source_text(cx, node.lhs.span)}) {node.op} {source_text(cx, node.rhs.span)}"
