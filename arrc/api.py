@@ -330,6 +330,8 @@ class Function:
         function whose results are checked for NaN/Inf gets a second one for the check (`_checking`)."""
         from arrc.runtime.pjrt import dispatcher
         main = dispatcher(self.name, self._dispatch_miss)
+        if main is not None and self._returns_past:
+            main = self._reading_past(main)
         if main is not None and self._checks_results:
             main = self._checking(main, dispatcher(self.name, self._check_miss))
         self._entry = main or self._call_plain
@@ -340,6 +342,26 @@ class Function:
         """Whether its fast build checks the results for NaN/Inf (passes/guards.py `results_check`)."""
         return bool(self.module.guard_kinds & {"nan", "inf"}) and self.module.guard_scope == "results" \
             and any(t.dtype.is_float for t in self._sig.results) and not self._keys
+
+    @property
+    def _returns_past(self) -> bool:
+        """Whether its module returns the first run of a loop past its bound in a derivative, as a last
+        result (compiler/effects.py PAST; a function with effects reports it by a callback instead)."""
+        program = self.module._program
+        return self.name in program.checks_bounds and self.name not in program.effectful
+
+    def _reading_past(self, main):
+        """A call through `main` (the dispatcher), which returns the results and the PAST value last
+        (`_dispatch_miss` too); where a loop ran past its bound, the full call runs again and raises
+        its report (R0006)."""
+        full, tuple_result = self._call, self._sig.tuple_result
+
+        def call(*args, **kwargs):
+            *out, past = main(*args, **kwargs)
+            if np.asarray(past)[1]:
+                return full(args, kwargs)[0]
+            return tuple(out) if tuple_result else out[0]
+        return call
 
     def _checking(self, main, check):
         """A call through `main` (the dispatcher), then the results filter (runtime/call.py
@@ -388,7 +410,10 @@ class Function:
             given = list(args) + [kwargs[name] for name in sorted(kwargs)]
             transferred = [_as_dispatched(a, p) for a, (_, p, _) in zip(given, self._sig.params)]
             if all(t is not None for t in transferred):
-                fast = compiled.executable.fastpath(transferred, "tuple" if tuple_result else "single")
+                fast = compiled.executable.fastpath(transferred, "list" if self._returns_past else
+                                                    "tuple" if tuple_result else "single")
+        if self._returns_past:          # as the executable returns them: `_call` checked the PAST value
+            return (list(out) if tuple_result else [out]) + [_NO_PAST], fast, False
         return out, fast, False
 
     def _call(self, args, kwargs):
@@ -628,6 +653,9 @@ def _to_keys(value, ptype: ArrayType, pname: str) -> np.ndarray:
         raise ArgumentError(f"argument `{pname}` must be {ptype}: a JAX key (`arrc.key(0)`, `jax.random.key(0)`) "
                             f"or key data, a uint32 array of shape [..., 2] (`jax.random.PRNGKey(0)`)")
     return pack_key_words(data)
+
+
+_NO_PAST = np.zeros(2, np.int64)      # compiler/effects.py PAST: no loop ran past its bound
 
 
 def _result_key(results: list) -> tuple:

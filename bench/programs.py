@@ -231,6 +231,49 @@ def jax_rayleigh_grad(a, v):
     return jax.grad(rayleigh)(a)
 
 
+POWER_GRAD_BOUNDED = """
+def rayleigh(a: f64[n, n], v: f64[n], steps: i64) -> f64:
+    for i in range(steps, bound=20):
+        v = a @ v
+        v = v / sqrt(sum(v * v))
+    return v @ a @ v
+
+def rayleigh_grad(a: f64[n, n], v: f64[n], steps: i64) -> f64[n, n]:
+    return grad(rayleigh)(a, v, steps)
+"""
+
+
+def jax_rayleigh_grad_static(a, v, steps):
+    return jax_rayleigh_grad(a, v)      # `steps` (20) unused: jax.grad needs the loop's length static
+
+
+def _power_grad_bounded_input():
+    return _power_grad_input() + [np.int64(20)]
+
+
+SMALL_LOOP_GRAD = """
+def steps(x: f64[k], n: i64) -> f64:
+    y = x
+    for i in range(n, bound=20):
+        y = sin(y) * 0.9 + 0.1 * x
+    return sum(y)
+
+def steps_grad(x: f64[k], n: i64) -> f64[k]:
+    return grad(steps)(x, n)
+"""
+
+
+def jax_small_loop_grad(x, n):
+    import jax
+    import jax.numpy as jnp
+
+    def steps(x):
+        def body(y, _):
+            return jnp.sin(y) * 0.9 + 0.1 * x, None
+        return jnp.sum(jax.lax.scan(body, x, None, length=20)[0])     # `n` (20) unused, as above
+    return jax.grad(steps)(x)
+
+
 def _power_grad_input():
     r = _rng(8)
     a = r.standard_normal((64, 64))
@@ -456,8 +499,14 @@ def programs(generated_statements: int = 2000) -> list[Program]:
                 notes="dense, layer norm (scale and shift), relu, dense; cross-entropy; six parameters", tags={"grad"}),
         Program("grad of power iteration f64[64,64] x20", POWER_GRAD, "rayleigh_grad", jax_rayleigh_grad,
                 _power_grad_input, x64=True, tags={"grad"},
-                notes="Rayleigh quotient after 20 steps, w.r.t. the matrix; arr unrolls the static `for`, "
+                notes="Rayleigh quotient after 20 steps, w.r.t. the matrix; arr tapes the static `for`, "
                       "JAX: lax.fori_loop(0, 20, ...) (a scan)"),
+        Program("grad of power iteration f64[64,64], run-time steps=20, bound=20", POWER_GRAD_BOUNDED,
+                "rayleigh_grad", jax_rayleigh_grad_static, _power_grad_bounded_input, x64=True, tags={"tape"},
+                notes="the tape of `bound=`, the trip count an argument; JAX: the same loop of static length"),
+        Program("grad of a 20-step loop f64[16], run-time steps, bound=20", SMALL_LOOP_GRAD, "steps_grad",
+                jax_small_loop_grad, lambda: [_rng(9).standard_normal(16), np.int64(20)], x64=True, tags={"tape"},
+                notes="a small loop, where the call's overhead shows; JAX: lax.scan of length 20"),
         Program("uniform f32[4M]", UNIFORM, "draw", jax_uniform, lambda: [np.array([0, 42], np.uint32)],
                 specs=["key"], notes="Threefry-2x32 bits; the key as its u32 words (jax.random.PRNGKey) on both sides"),
         Program("kmeans f32[2000,2] k=3 x10", KMEANS, "kmeans", jax_kmeans, _kmeans_input,

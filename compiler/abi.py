@@ -13,6 +13,7 @@ ENTRY = "arrc.entry"                  # the arr function a module was lowered fr
 RUN_ARG = "arrc.run_arg"              # index of the i32 run-id argument (host callbacks find their call)
 IO_ARG = "arrc.io_arg"                # index of the i32 argument that orders print/assert effects
 EXTRA_RESULTS = "arrc.extra_results"  # number of trailing results that are not the function's own
+BOUND_RESULT = "arrc.bound_result"    # index of the extra i64[2] result [loop site, iterations]: a run past a bound
 GUARDED = "arrc.guards"               # the guard kinds a module is already instrumented for
 CHECK_RESULTS = "arrc.check_results"  # results checked for nan/inf by the second executable (passes/guards.py)
 
@@ -42,4 +43,5 @@ COUNTED = "arrc.counted"              # on a stablehlo.while: its last carried v
 FORWARD_ID = "arrc.forward_id"        # on a differentiated op: the id its adjoints' `vjp(<op>)#<id>` locations name
 FORWARD_LABEL = "forward:"             # a guard report's label prefix for an operand of that forward op
 LOOP_BOUND = "arrc.loop_bound"        # on a loop's stablehlo.while: its `bound=N` (docs/autodiff.md), the size of a tape
+BOUND_SITE = "arrc.bound_site"        # on a loop's stablehlo.while whose derivative checks its bound: its site number
 TRIP_COUNT = "arrc.trip_count"        # on a `for` loop's stablehlo.while: its trip count, -1 if unknown

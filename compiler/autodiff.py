@@ -19,6 +19,7 @@ pass only. docs/autodiff.md lists the rules and their conventions.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 from typing import Callable
 
@@ -612,13 +613,12 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
     respect to the arguments `wrt`: of its one result (a float scalar), or with `seeded`, of the sum of each
     result's product with a cotangent that `fn` takes as a new argument after its own, one per result
     (`jax.vjp`; an integer result's cotangent is ignored, as JAX's float0). Returns diagnostics (E0216 for
-    an operation this step cannot differentiate). A loop with a `bound=` and a run-time trip count reports
-    a run past its bound with a host callback: `fn` then takes a run id (added after its arguments where it
-    has none), and the callback is numbered after `sites` (compiler/effects.py `number_new_sites`)."""
+    an operation this step cannot differentiate). A loop with a `bound=` and a run-time trip count checks
+    it: `fn` then returns the first run past a bound (compiler/effects.py PAST) as an extra result before
+    its io token (abi.BOUND_RESULT), the loop numbered after `sites` (the module's, or where None those
+    its module holds: `effects.sites_in`)."""
     block = fn.regions[0].blocks[0]
     unroll_counted_loops(block)
-    if _checks_a_bound(fn):
-        emit.run_argument(fn)
     _number_from(fn)
     ops = list(block.operations)
     ret = ops[-1]
@@ -631,14 +631,28 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
         for r, seed in zip(results, given):
             if _is_float(r):
                 seeds[r] = hlo.add(seeds[r], seed) if r in seeds else seed
-        cts = sweep(ops[:-1], seeds)
+        _building.append(_Bounds(effects.sites_in(fn.operation.parent) if sites is None else sites))
+        try:
+            cts = sweep(ops[:-1], seeds)
+        finally:
+            pasts = _building.pop().regions[0]
         if isinstance(cts, Diagnostic):
             return [cts]
         grads = [cts.get(block.arguments[i]) or _zeros(block.arguments[i]) for i in wrt]
-        func.ReturnOp((results if keep_value else []) + grads + extras)
+        held = emit.int_attr(fn, abi.BOUND_RESULT)
+        past = ret.operands[held] if held is not None else None
+        if pasts:
+            merged = _merged(([past] if past is not None else []) + pasts)
+            extras = [merged if v == past else v for v in extras] if past is not None else [merged] + extras
+            past = merged
+        outs = (results if keep_value else []) + grads + extras
+        func.ReturnOp(outs)
     ret.erase()
     erase_dead([o for o in ops[:-1] if o.operation.name == "stablehlo.while"])     # loops replaced by tapes
-    types = [v.type for v in (results if keep_value else []) + grads + extras]
+    if past is not None:
+        emit.set_int_attr(fn, abi.BOUND_RESULT, outs.index(past))
+        emit.set_int_attr(fn, abi.EXTRA_RESULTS, len(extras))
+    types = [v.type for v in outs]
     inputs = [a.type for a in block.arguments]
     fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, types))
     if "res_attrs" in fn.attributes:                # one per result before (a JAX export's)
@@ -646,30 +660,61 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
     if "arg_attrs" in fn.attributes:                # the cotangent arguments have none
         attrs = list(ir.ArrayAttr(fn.attributes["arg_attrs"]))
         fn.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs + [ir.DictAttr.get({})] * (len(inputs) - len(attrs)))
-    effects.number_new_sites(fn, sites)
     return []
 
 
-def _checks_a_bound(fn) -> bool:
-    """Whether `fn` has a loop with a `bound=` and a run-time trip count (its derivative checks the bound)."""
+class _Bounds:
+    """The checks of loop bounds in the derivative being built: the sites of its module (a loop's number
+    is its index there) and, per region being swept (the function's block, then the body of a backward
+    loop or a branch inside it), the PAST values of its loops (compiler/effects.py), to be returned."""
+
+    def __init__(self, sites: list):
+        self.sites, self.regions = sites, [[]]
+
+
+_building: list = []          # the _Bounds of the derivative being built
+
+
+@contextlib.contextmanager
+def _region_pasts():
+    """Collect the PAST values of a region swept inside another (a list; `_merged` makes one of them)."""
+    found: list = []
+    _building[-1].regions.append(found)
+    try:
+        yield found
+    finally:
+        _building[-1].regions.pop()
+
+
+def _merged(pasts: list) -> ir.Value:
+    """One PAST value of several (in program order: the first run past a bound wins), or none."""
+    if not pasts:
+        return effects.no_past()
+    out = pasts[0]
+    for p in pasts[1:]:
+        out = effects.first_past(out, p)
+    return out
+
+
+def _checks_a_bound(op) -> bool:
+    """Whether a loop in the regions of `op` has a `bound=` and a run-time trip count (its derivative
+    checks the bound: a region that sweeps it returns a PAST value)."""
     found = []
 
-    def visit(op):
-        op = op.operation
-        if op.name == "stablehlo.while" and abi.LOOP_BOUND in op.attributes \
-                and emit.int_attr(op, abi.TRIP_COUNT, -1) < 0:
-            found.append(op)
+    def visit(inner):
+        inner = inner.operation
+        if inner.name == "stablehlo.while" and abi.LOOP_BOUND in inner.attributes \
+                and emit.int_attr(inner, abi.TRIP_COUNT, -1) < 0:
+            found.append(inner)
             return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
-    fn.operation.walk(visit)
-    return bool(found)
-
-
-def _function_of(op):
-    parent = op.operation.parent
-    while parent.name != "func.func":
-        parent = parent.parent
-    return parent.opview
+    for region in op.operation.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                inner.operation.walk(visit)
+                if found:
+                    return True
+    return False
 
 
 def jvp(fn, wrt: tuple, sites: list | None = None) -> list:
@@ -684,8 +729,6 @@ def jvp(fn, wrt: tuple, sites: list | None = None) -> list:
     work before XLA removes what the results do not use (J^T c, the sweep from y, cotangents of x).
     Returns diagnostics (E0216, as value_and_grad)."""
     block = fn.regions[0].blocks[0]
-    if _checks_a_bound(fn):
-        emit.run_argument(fn)                        # before the tangents, as in value_and_grad
     extra = max(emit.int_attr(fn, abi.EXTRA_RESULTS, -1), 0)
     n, m, k = len(block.arguments), len(list(block.operations)[-1].operands) - extra, len(wrt)
     diags = value_and_grad(fn, wrt, keep_value=True, seeded=True, sites=sites)      # (x, c) -> (y, J^T c)
@@ -695,8 +738,10 @@ def jvp(fn, wrt: tuple, sites: list | None = None) -> list:
     if diags:                                                    # (x, c, s, t) -> (y, J^T c, J t)
         return diags
     ret = list(block.operations)[-1]
-    outs = list(ret.operands)
-    outs = outs[:m] + outs[m + k:]                   # (y, J t, io...)
+    before = list(ret.operands)
+    outs = before[:m] + before[m + k:]               # (y, J t, the past result, io...)
+    if abi.BOUND_RESULT in fn.attributes:
+        emit.set_int_attr(fn, abi.BOUND_RESULT, outs.index(before[emit.int_attr(fn, abi.BOUND_RESULT)]))
     with ir.InsertionPoint(ret), ret.location:
         func.ReturnOp(outs)
     ret.erase()
@@ -800,8 +845,8 @@ def _while_vjp(op, cts):
     """Any loop not unrolled. The backward loop runs j = T-1 down to 0 and in each step sweeps one iteration
     of the body at the state of iteration j. That state comes from a tape where the trip count T is known
     at compile time or bounded by the source (`bound=N`, abi.LOOP_BOUND): the forward loop is replaced by
-    one that records it (T forward iterations in all; a run past the bound is reported, R0006, and its
-    derivative is not computed: zeros). Otherwise by recomputation: a forward run counts T, and each step runs the body j times
+    one that records it (T forward iterations in all; a run past the bound is returned as a PAST value,
+    R0006, and its derivative is zeros). Otherwise by recomputation: a forward run counts T, and each step runs the body j times
     from the initial values (T * (T + 3) / 2 forward iterations). The values the body captures accumulate
     their cotangents across steps."""
     inits = list(op.operands)
@@ -811,6 +856,8 @@ def _while_vjp(op, cts):
     seeds = [cts[i] if cts[i] is not None else _zeros(op.results[i]) for i in floats]
     known = emit.int_attr(op, abi.TRIP_COUNT, -1)
     bound = known if known >= 0 else emit.int_attr(op, abi.LOOP_BOUND, -1)
+    if known < 0 and bound > 0:
+        effects.number_loop(op, _building[-1].sites, bound)
     recording = _record(op, bound)
 
     def recomputed(j):
@@ -825,21 +872,13 @@ def _while_vjp(op, cts):
     else:
         count = recording.results[len(inits)]          # the iterations it ran
         fits = emit.compare(count, emit.const(bound, u64, ()), "LE", u64)
-        past = hlo.IfOp([], fits)          # apart from `within`: a jvp's second sweep leaves that one unused
-        with ir.InsertionPoint(past.true_branch.blocks.append()):
-            hlo.return_([])
-        with ir.InsertionPoint(past.false_branch.blocks.append()), op.location:
-            effects.report_past_bound(emit.run_argument(_function_of(op)), count, bound)
-            hlo.return_([])
-        within = hlo.IfOp([v.type for v in seeds + [_zeros(v) for v in captured]], fits)
-        with ir.InsertionPoint(within.false_branch.blocks.append()):
-            hlo.return_([_zeros(v) for v in [inits[i] for i in floats] + captured])
-        with ir.InsertionPoint(within.true_branch.blocks.append()):
-            found = _backward(op, floats, captured, seeds, count, taped, recording)
-            if isinstance(found, Diagnostic):
-                return found
-            hlo.return_(found)
-        results = list(within.results)
+        _building[-1].regions[-1].append(effects.past_bound(emit.int_attr(op, abi.BOUND_SITE), count, fits))
+        # Past the bound the backward loop reads the whole tape only and its results are zeros: without
+        # a conditional (XLA:CPU runs one as a separate step, ~5 us on a small loop), never returned.
+        within = emit.select(fits, count, emit.const(bound, u64, ()))
+        results = _backward(op, floats, captured, seeds, within, taped, recording)
+        if not isinstance(results, Diagnostic):
+            results = [emit.select(fits, r, _zeros(r)) for r in results]
     if isinstance(results, Diagnostic):
         return results
     out: dict = {}
@@ -854,11 +893,13 @@ def _backward(op, floats: list, captured: list, seeds: list, count: ir.Value, st
     initial values and of `captured`; or a Diagnostic. With `recording` (the state from its tapes), the
     residuals are taped too (`_tape_residuals`)."""
     u64 = DTYPES["u64"]
-    start = [emit.const(0, u64, ())] + list(seeds) + [_zeros(v) for v in captured]
+    nested = _checks_a_bound(op)                # a loop with a bound in the body: the backward loop carries PAST
+    start = [emit.const(0, u64, ())] + list(seeds) + [_zeros(v) for v in captured] \
+        + ([effects.no_past()] if nested else [])
     backward, body = _counter_loop(start, count)
     with ir.InsertionPoint(body):
         step, carried_cts, sums = body.arguments[0], body.arguments[1:1 + len(floats)], \
-            body.arguments[1 + len(floats):]
+            body.arguments[1 + len(floats):1 + len(floats) + len(captured)]
         j = _bin("stablehlo.subtract", _bin("stablehlo.subtract", count, emit.const(1, u64, ())), step)
         state = state_at(j)
         ops, returned = _recompute(op, 1, state)
@@ -866,15 +907,19 @@ def _backward(op, floats: list, captured: list, seeds: list, count: ir.Value, st
         for i, ct in zip(floats, carried_cts):
             key = returned[i]
             seeded[key] = ct if key not in seeded else hlo.add(seeded[key], ct)
-        found = sweep(ops, seeded)
+        with _region_pasts() as pasts:
+            found = sweep(ops, seeded)
         if isinstance(found, Diagnostic):
             return found
         hlo.return_([hlo.add(step, emit.const(1, u64, ()))]
                     + [found.get(state[i]) or _zeros(state[i]) for i in floats]
-                    + [hlo.add(acc, found[v]) if v in found else acc for acc, v in zip(sums, captured)])
+                    + [hlo.add(acc, found[v]) if v in found else acc for acc, v in zip(sums, captured)]
+                    + ([_merged([body.arguments[-1]] + pasts)] if nested else []))
     if recording is not None:
         _tape_residuals(op, recording, ops, j)
-    return list(backward.results[1:])
+    if nested:
+        _building[-1].regions[-1].append(backward.results[-1])
+    return list(backward.results[1:1 + len(floats) + len(captured)])
 
 
 def _tape_residuals(loop, recording, ops: list, j: ir.Value) -> None:
@@ -949,7 +994,7 @@ def _record(loop, count: int, residuals: list = ()):
         start = carried + [emit.const(0, u64, ())] + \
             [emit.const(0, dtype_of(v), (count,) + _shape(v)) for v in carried + residual_values]
         recording = hlo.WhileOp([v.type for v in start], start)
-        _copy_trip_count(loop, recording)
+        _copy_loop_facts(loop, recording)
         cond = recording.cond.blocks.append(*[v.type for v in start])
         with ir.InsertionPoint(cond):
             hlo.return_(_recompute(loop, 0, list(cond.arguments[:n]), effects=True)[1])
@@ -973,10 +1018,12 @@ def _tapes(recording, n: int) -> tuple:
     return results[n + 1:2 * n + 1], results[2 * n + 1:]
 
 
-def _copy_trip_count(loop, other) -> None:
-    """`other` runs as often as `loop`: the same trip-count mark (none for a `while`: it may not end)."""
-    if abi.TRIP_COUNT in loop.attributes:
-        other.attributes[abi.TRIP_COUNT] = loop.attributes[abi.TRIP_COUNT]
+def _copy_loop_facts(loop, other) -> None:
+    """`other` runs as often as `loop`: the same trip-count mark (none for a `while`: it may not end), bound
+    and site number where its bound is checked."""
+    for name in (abi.TRIP_COUNT, abi.LOOP_BOUND, abi.BOUND_SITE):
+        if name in loop.attributes:
+            other.attributes[name] = loop.attributes[name]
 
 
 def _read_tapes(tapes: list, j: ir.Value) -> list:
@@ -1019,7 +1066,7 @@ def _count_iterations(loop, state: list) -> ir.Value:
     u64 = DTYPES["u64"]
     start = [emit.const(0, u64, ())] + list(state)
     counting = hlo.WhileOp([v.type for v in start], start)
-    _copy_trip_count(loop, counting)
+    _copy_loop_facts(loop, counting)
     cond = counting.cond.blocks.append(*[v.type for v in start])
     with ir.InsertionPoint(cond):
         hlo.return_(_recompute(loop, 0, list(cond.arguments[1:]))[1])
@@ -1058,14 +1105,18 @@ def _captured(op) -> list:
 @_rule("stablehlo.if")
 def _if_vjp(op, cts):
     captured = _captured(op)
-    backward = hlo.IfOp([v.type for v in captured], op.operands[0])
+    nested = _checks_a_bound(op)                # a loop with a bound in a branch: the backward `if` returns PAST
+    backward = hlo.IfOp([v.type for v in captured] + ([effects.past_type()] if nested else []), op.operands[0])
     for index, region in enumerate((backward.true_branch, backward.false_branch)):
         with ir.InsertionPoint(region.blocks.append()):
-            ops, returned = _recompute(op, index)
-            branch_cts = sweep(ops, {v: ct for v, ct in zip(returned, cts) if ct is not None})
+            with _region_pasts() as pasts:
+                ops, returned = _recompute(op, index)
+                branch_cts = sweep(ops, {v: ct for v, ct in zip(returned, cts) if ct is not None})
             if isinstance(branch_cts, Diagnostic):
                 return branch_cts
-            hlo.return_([branch_cts.get(v) or _zeros(v) for v in captured])
+            hlo.return_([branch_cts.get(v) or _zeros(v) for v in captured] + ([_merged(pasts)] if nested else []))
+    if nested:
+        _building[-1].regions[-1].append(backward.results[-1])
     return dict(zip(captured, backward.results))
 
 

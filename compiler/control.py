@@ -13,6 +13,7 @@ from jaxlib.mlir import ir
 
 from . import abi, ast, emit
 from .diagnostics import Label
+from .effects import PAST
 from .emit import hlo
 from .optable import weak_literal_fits
 from .span import Span
@@ -43,7 +44,7 @@ def assigned_names(stmts) -> list[str]:
             elif isinstance(s, (ast.For, ast.While)):
                 visit(s.body)
     visit(stmts)
-    return [n for n in out if n is not None] + [IO]
+    return [n for n in out if n is not None] + [IO, PAST]
 
 
 def _base_name(target) -> str | None:
@@ -400,7 +401,9 @@ class ControlFlow:
             hidden_types = [ArrayType(U64, ())]
             hidden_inits = [emit.const(0, U64)]
         effectful = IO in before
-        cond_in_body = counter is None and effectful and self._has_effects(stmt.cond)
+        # (a derivative that checks a loop's bound updates PAST: its condition is evaluated in the body too)
+        cond_in_body = counter is None and (effectful or isinstance(before.get(PAST), Val)) \
+            and self._has_effects(stmt.cond)
         if counter is None and effectful:
             hidden_types.append(i64)
             hidden_inits.append(emit.const(0, I64))
@@ -456,16 +459,15 @@ class ControlFlow:
                 self.loop_counters.pop()
             values = self._yield_values([self.env[n] for n in names], [types[n] for n in names])
             with self.location(stmt.body[-1], "yield"):
+                hidden = []
                 if counter is not None:
                     hidden = [hlo.add(args[0], emit.const(1, U64))]
                 elif effectful:
                     hidden = [hlo.add(args[0], emit.const(1, I64))]
-                    if cond_in_body:
-                        again = self.eval(stmt.cond)
-                        hidden.append(self.materialize(again))
-                        values = self._yield_values([self.env[n] for n in names], [types[n] for n in names])
-                else:
-                    hidden = []
+                if cond_in_body:
+                    again = self.eval(stmt.cond)
+                    hidden.append(self.materialize(again))
+                    values = self._yield_values([self.env[n] for n in names], [types[n] for n in names])
                 hlo.return_(hidden + values)
         after_spans = dict(self.spans)
         self.env = dict(before)

@@ -5,8 +5,11 @@ Each effect site becomes a `stablehlo.custom_call @xla_ffi_python_cpu_callback` 
 result is the next `$io`. The data dependency on `$io` keeps every effect in program order, including
 inside loops and branches and across calls; `has_side_effect` keeps XLA from removing it.
 An `assert` computes its verdict on the device and calls back only when it fails.
-A derivative through a loop with a `bound=` adds a third kind, "bound": a run past the bound is reported
-(R0006) from the backward pass (compiler/autodiff.py `_while_vjp`).
+A derivative through a loop with a `bound=` checks it (compiler/autodiff.py `_while_vjp`): the first run
+past a bound is a value [loop site, iterations] (`PAST`, iterations 0 for none) that the function returns
+(abi.BOUND_RESULT, read after the call: no host callback, so such calls keep the C++ fast path); in a
+function with effects it is reported at once, by a third kind of callback, "bound" (R0006), so that the
+prints after it do not run, as after a failed assert.
 Every site describes itself with attributes on its custom_call (`arrc.kind` = "print", "assert" or
 "bound", and what the host needs to render it), as guard sites do, so a module written by `arrc compile` runs under
 `arrc run` with the same effects: the runtime (runtime/effects.py) reads the sites back from the module.
@@ -21,11 +24,13 @@ from . import abi, emit
 from .emit import hlo
 from .locations import span_of
 from .span import Span
-from .types import BOOL, I32, I64, ArrayType
+from .types import BOOL, I32, I64, ArrayType, Dim
 from .values import StrVal, Val
 
 CALLBACK_TARGET = {"cpu": "xla_ffi_python_cpu_callback", "gpu": "xla_ffi_python_gpu_callback"}
 RUN = "$run"
+PAST = "$past"      # the hidden variable of a run past a loop's bound: i64[2] [loop site, iterations]
+PAST_TYPE = ArrayType(I64, (Dim.const(2),))
 
 
 @dataclass
@@ -46,10 +51,16 @@ class AssertSite:
 
 @dataclass
 class BoundSite:
+    """A loop with a `bound=` whose derivative checks it: described by attributes of its (recording)
+    `stablehlo.while` (`arrc.bound_site`, its number among the module's sites, and `arrc.loop_bound`)."""
     span: Span
     bound: int
     loop: str = "for"                           # or "while"
     chain: list = field(default_factory=list)   # [(name, call span)] around the loop, innermost first
+
+
+class BoundReport:
+    """The host callback that reports a run past a bound in a function with effects (kind "bound")."""
 
 
 def site_attributes(site) -> dict:
@@ -58,9 +69,8 @@ def site_attributes(site) -> dict:
         # A value slot is the empty array: text pieces are strings.
         pieces = [ir.StringAttr.get(p) if isinstance(p, str) else ir.ArrayAttr.get([]) for p in site.pieces]
         return {abi.KIND: ir.StringAttr.get("print"), abi.PIECES: ir.ArrayAttr.get(pieces)}
-    if isinstance(site, BoundSite):
-        return {abi.KIND: ir.StringAttr.get("bound"),
-                abi.LOOP_BOUND: ir.IntegerAttr.get(ir.IntegerType.get_signless(64), site.bound)}
+    if isinstance(site, BoundReport):
+        return {abi.KIND: ir.StringAttr.get("bound")}
     return {abi.KIND: ir.StringAttr.get("assert"), abi.MESSAGE: ir.StringAttr.get(site.message),
             abi.SHAPE: ir.DenseI64ArrayAttr.get([int(d) for d in site.shape]),
             abi.FUNCTION: ir.StringAttr.get(site.in_function)}
@@ -88,31 +98,66 @@ def _number(op, sites: list, site) -> None:
         {"index": ir.IntegerAttr.get(ir.IntegerType.get_unsigned(64), len(sites) - 1)})
 
 
-def report_past_bound(run: ir.Value, count: ir.Value, bound: int) -> None:
-    """At the insertion point, inside the branch taken when the loop at the current location ran `count`
-    (u64) iterations, more than its `bound`: the call reports it (R0006). Its callback index is given by
-    `number_new_sites` once the derivative is built (the rules that call this have no list of sites)."""
-    count = hlo.convert(emit.tensor_type((), I64), count)
-    _callback_op(BoundSite(span_of(ir.Location.current), bound), [run, emit.const(0, I32), count])
-
-
-def number_new_sites(fn, sites: list | None) -> None:
-    """Number the callbacks that `report_past_bound` added to func `fn`, after `sites` (the callback sites
-    of the module being lowered, extended), or where `sites` is None after every callback of its module."""
-    new, used = [], [-1]
+def sites_in(root) -> list:
+    """A list to number new sites after those of the module (or func) `root`: its callbacks' and its
+    bounded loops' (`number_loop`), placeholders, one per number used."""
+    used = [-1]
 
     def visit(op):
         op = op.operation
-        if op.name == "stablehlo.custom_call" and abi.KIND in op.attributes:
-            if "backend_config" in op.attributes:
-                used.append(ir.IntegerAttr(ir.DictAttr(op.attributes["backend_config"])["index"]).value)
-            else:
-                new.append(op)
+        if op.name == "stablehlo.custom_call" and abi.KIND in op.attributes and "backend_config" in op.attributes:
+            used.append(ir.IntegerAttr(ir.DictAttr(op.attributes["backend_config"])["index"]).value)
+        elif abi.BOUND_SITE in op.attributes:
+            used.append(emit.int_attr(op, abi.BOUND_SITE))
         return ir.WalkResult.ADVANCE
-    (fn.operation.parent if sites is None else fn.operation).walk(visit)
-    sites = [None] * (max(used) + 1) if sites is None else sites
-    for op in new:
-        _number(op, sites, BoundSite(span_of(op.location), ir.IntegerAttr(op.attributes[abi.LOOP_BOUND]).value))
+    root.operation.walk(visit)
+    return [None] * (max(used) + 1)
+
+
+def number_loop(loop, sites: list, bound: int) -> int:
+    """The site number of a loop whose derivative checks its `bound` (abi.BOUND_SITE: the number it has,
+    or the next one of `sites`)."""
+    if abi.BOUND_SITE not in loop.attributes:
+        sites.append(BoundSite(span_of(loop.location), bound))
+        emit.set_int_attr(loop, abi.BOUND_SITE, len(sites) - 1)
+    return emit.int_attr(loop, abi.BOUND_SITE)
+
+
+def past_bound(site: int, count: ir.Value, fits: ir.Value) -> ir.Value:
+    """The PAST value of a loop numbered `site` that ran `count` (u64) iterations: [site, count], or zeros
+    where it `fits` its bound."""
+    i64_2 = emit.tensor_type((2,), I64)
+    ran = hlo.concatenate([emit.const(site, I64, (1,)), hlo.reshape(emit.tensor_type((1,), I64),
+                                                                     hlo.convert(emit.tensor_type((), I64), count))], 0)
+    return hlo.select(fits, emit.const(0, I64, (2,)), ran) if i64_2 else ran
+
+
+def past_type() -> ir.Type:
+    return emit.tensor_type((2,), I64)
+
+
+def no_past() -> ir.Value:
+    return emit.const(0, I64, (2,))
+
+
+def first_past(earlier: ir.Value, later: ir.Value) -> ir.Value:
+    """The first of two PAST values that records a run past a bound (`earlier` where both do)."""
+    ran = hlo.slice(earlier, [1], [2], [1])
+    none = emit.compare(hlo.reshape(emit.tensor_type((), I64), ran), emit.const(0, I64), "EQ", I64)
+    return hlo.select(none, later, earlier)
+
+
+def report_past(sites: list, run: ir.Value, io: ir.Value, past: ir.Value) -> ir.Value:
+    """At the insertion point of a function with effects: report `past` (R0006) if it records a run past a
+    bound, by a host callback that orders it among the effects; the next io value."""
+    ran = hlo.reshape(emit.tensor_type((), I64), hlo.slice(past, [1], [2], [1]))
+    none = emit.compare(ran, emit.const(0, I64), "EQ", I64)
+    op = hlo.IfOp([io.type], none)
+    with ir.InsertionPoint(op.true_branch.blocks.append()):
+        hlo.return_([io])
+    with ir.InsertionPoint(op.false_branch.blocks.append()):
+        hlo.return_([_callback(sites, BoundReport(), [run, io, past])])
+    return op.results[0]
 
 
 def lower_print(walk, sites: list, stmt, values: list) -> None:

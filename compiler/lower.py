@@ -102,6 +102,11 @@ class ModuleLowering:
         out_types = [emit.tensor_type(t.concrete_shape, t.dtype) for t in results]
         arg_locs = [ir.Location.name(pname, childLoc=self._file_loc(span)) for pname, _, span in sig.params]
         effectful = name in self.program.effectful
+        # A function that checks a loop's bound in a derivative returns the first run past one (PAST); one
+        # with effects reports it at once instead (`derivative`).
+        checks = name in self.program.checks_bounds and not effectful
+        if checks:
+            out_types = out_types + [effects.past_type()]
         if effectful:
             io_type = emit.tensor_type((), I32)
             in_types, out_types = [io_type, io_type] + in_types, out_types + [io_type]
@@ -116,6 +121,9 @@ class ModuleLowering:
                 fop.attributes[abi.RUN_ARG] = ir.IntegerAttr.get(i64, 0)
                 fop.attributes[abi.IO_ARG] = ir.IntegerAttr.get(i64, 1)
                 fop.attributes[abi.EXTRA_RESULTS] = ir.IntegerAttr.get(i64, 1)
+            if checks:
+                emit.set_int_attr(fop, abi.EXTRA_RESULTS, 1)
+                emit.set_int_attr(fop, abi.BOUND_RESULT, len(out_types) - 1)
             block = fop.body.blocks.append(*in_types, arg_locs=arg_locs)
         walk = FunctionWalk(self.program, fn_ast, self.reporter, FunctionLowering(self), bindings)
         self.active, self.entry_calls = [name], walk.calls
@@ -125,10 +133,14 @@ class ModuleLowering:
             walk.env[IO] = Val(ArrayType(I32, ()), args[1])
             args = args[2:]
         with ir.InsertionPoint(block):
+            if checks:
+                walk.env[effects.PAST] = Val(effects.PAST_TYPE, effects.no_past())
             returned = walk.run([Val(t, arg) for t, arg in zip(arg_types, args)])
             self._raise_if_failed(returned)
             with self.location(fn_ast.body[-1].span, "return"):
                 outs = [r.ir for r in returned]
+                if checks:
+                    outs.append(walk.materialize(walk.env[effects.PAST]))
                 if effectful:
                     outs.append(walk.materialize(walk.env[IO]))
                 func.ReturnOp(outs)
@@ -181,15 +193,28 @@ class FunctionLowering:
         if diags:
             raise CompileError(diags, program.sources)
         args = hidden + list(args)
-        if not hidden and abi.RUN_ARG in fn.attributes:      # it reports a run past a loop's bound (R0006)
-            if self.m.at_definition:
-                raise NotAtDefinition("a derivative that checks a loop's bound")
-            args.insert(emit.int_attr(fn, abi.RUN_ARG), walk.materialize(walk.env[effects.RUN]))
+        past_at = emit.int_attr(fn, abi.BOUND_RESULT)
         results = emit.inline_block(fn.regions[0].blocks[0], args)[1]
         fn.operation.erase()
+        past = results.pop(past_at) if past_at is not None else None
         if hidden:
             walk.env[IO] = Val(ArrayType(I32, ()), results.pop())
+        if past is not None:
+            self._past(walk, past)
         return results
+
+    def _past(self, walk, past: ir.Value) -> None:
+        """A derivative's PAST value: reported now in a function with effects (after the prints before it,
+        before those after it), else the first of the function's (returned by its entry)."""
+        if effects.RUN in walk.env:
+            io = effects.report_past(self.m.effect_sites, walk.materialize(walk.env[effects.RUN]),
+                                     walk.materialize(walk.env[IO]), past)
+            walk.env[IO] = Val(ArrayType(I32, ()), io)
+        elif isinstance(walk.env.get(effects.PAST), Val):
+            walk.env[effects.PAST] = Val(effects.PAST_TYPE,
+                                         effects.first_past(walk.materialize(walk.env[effects.PAST]), past))
+        else:
+            raise NotAtDefinition("a derivative that checks a loop's bound")
 
     def call(self, walk, name: str, args: list, param_types: list, span) -> list:
         """Inline a call: walk the callee's body with the arguments' values and concrete types."""
@@ -212,7 +237,7 @@ class FunctionLowering:
                 help="call fewer functions inside one another")], program.sources)
         callee = FunctionWalk(program, program.functions[name], self.m.reporter, self, bindings)
         callee.loop_counters = list(walk.loop_counters)
-        for hidden in (effects.RUN, IO):
+        for hidden in (effects.RUN, IO, effects.PAST):
             if hidden in walk.env:
                 callee.env[hidden] = walk.env[hidden]
         # The callee is walked on top of its caller's frames (~12 per call): give them back, so that an
@@ -228,8 +253,9 @@ class FunctionLowering:
             self.m.call_sites.pop()
             _add_to_recursion_limit(-frames)
         self.m._raise_if_failed(returned)
-        if IO in callee.env:
-            walk.env[IO] = callee.env[IO]
+        for hidden in (IO, effects.PAST):
+            if hidden in callee.env:
+                walk.env[hidden] = callee.env[hidden]
         return [r.ir for r in returned]
 
     def print(self, walk, stmt, values) -> None:

@@ -27,6 +27,7 @@ class Program:
     signatures: dict = field(default_factory=dict)     # name -> Signature
     warnings: list = field(default_factory=list)
     effectful: set = field(default_factory=set)         # functions that print/assert, directly or by a call
+    checks_bounds: set = field(default_factory=set)     # functions that check a loop's bound (`checks_a_bound`), or call one
     externals: dict = field(default_factory=dict)       # name -> NumPy value given by the host (REPL bindings)
     lowered: dict = field(default_factory=dict)         # name -> Lowered made at definition, until taken
     runtime_loops: dict = field(default_factory=dict)   # name -> {span: "for"/"while"}: no bound, no static count
@@ -35,12 +36,13 @@ class Program:
 
     def has_effect_call(self, expr) -> bool:
         """Whether `expr` calls a function that prints or asserts, or differentiates through a bounded loop."""
-        return any(name in self.effectful for name in ast.called_names(expr)) or self.checks_a_bound(expr)
+        return any(name in self.effectful or name in self.checks_bounds for name in ast.called_names(expr)) \
+            or self.checks_a_bound(expr)
 
     def checks_a_bound(self, node) -> bool:
         """Whether `node` takes a derivative through a loop with a `bound=` and a run-time trip count: the
-        derivative reports a run past the bound (R0006) by a host callback, so `node`'s function takes the
-        run id of effects (compiler/autodiff.py `_while_vjp`)."""
+        derivative returns a run past the bound (R0006; compiler/autodiff.py `_while_vjp`), which `node`'s
+        function returns in turn, or in a function with effects reports at once (compiler/effects.py)."""
         if not any(self.bounded_loops.values()):
             return False                # (the common case, without walking `node`)
         targets = {n.args[0].id for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
@@ -114,7 +116,10 @@ def check_module(module: ast.Module, sources: dict, werror: bool = False, consta
                                     help="split long expressions into several assignments"))
         calls[fn.name] = walk.calls
     _check_recursion(calls, reporter)
-    program.effectful = _effectful(program, calls)
+    program.effectful = _closure({name for name, fn in program.functions.items() if _has_effect_statement(fn.body)},
+                                 calls)
+    program.checks_bounds = _closure({name for name, fn in program.functions.items() if program.checks_a_bound(fn)},
+                                     calls)
     _warn_unbounded_loops(program, reporter)
     if reporter.errors:
         raise CompileError(reporter.diagnostics, program.sources)
@@ -463,9 +468,8 @@ def unbounded_loop_warnings(program: Program, kind: str, name: str, at=None, war
     return out
 
 
-def _effectful(program: Program, calls: dict) -> set:
-    out = {name for name, fn in program.functions.items()
-           if _has_effect_statement(fn.body) or program.checks_a_bound(fn)}
+def _closure(out: set, calls: dict) -> set:
+    """`out` with every function that calls one of them, directly or not."""
     changed = True
     while changed:
         changed = False
@@ -525,6 +529,9 @@ def expression_function(program: Program, expr: ast.Node, source: Source, name: 
                          name_span=expr.span, label=label)
     program.functions[name] = fn
     program.signatures[name] = Signature(name, [], results, [expr.span] * len(results), fn.tuple_result, [])
-    if program.has_effect_call(expr):
+    called = ast.called_names(expr)
+    if any(f in program.effectful for f in called):
         program.effectful.add(name)
+    if program.checks_a_bound(expr) or any(f in program.checks_bounds for f in called):
+        program.checks_bounds.add(name)
     return name

@@ -39,6 +39,7 @@ from ..compiler.locations import span_of
 from .rewrite import attr_text, i64s
 
 CALLBACK_TARGETS = ("xla_ffi_python_cpu_callback", "xla_ffi_python_gpu_callback")
+PAST_TEXT = "tensor<2xi64>"     # compiler/effects.py PAST: a derivative's run past a loop's bound
 MAX_CALLBACKS = 1 << 16        # callback indices index a list of handlers: a bigger one would only waste memory
 XLA_ANNOTATIONS = ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "annotate_device_placement")
 HOST_TRANSFERS = ("stablehlo.infeed", "stablehlo.outfeed", "stablehlo.send", "stablehlo.recv")
@@ -53,7 +54,7 @@ GUARD_ATTRS = {abi.ORDER: "i64s", abi.SHAPE: "i64s", abi.LABELS: "strings", abi.
 SITES = {
     "print": ({abi.PIECES: "pieces"}, ["tensor<i32>"]),
     "assert": ({abi.MESSAGE: "string", abi.SHAPE: "i64s", abi.FUNCTION: "string"}, ["tensor<i32>"]),
-    "bound": ({abi.LOOP_BOUND: "int"}, ["tensor<i32>"]),
+    "bound": ({}, ["tensor<i32>"]),
     **{kind: (GUARD_ATTRS, []) for kind in ("origin", "argument", "bounds", "div0")},
 }
 OPTIONAL_I64S = (abi.DIMS, abi.SIZES, abi.AXIS, abi.ARG, abi.REACHES)
@@ -108,8 +109,21 @@ class _Checker:
             self._function(op, name)
 
     def _function(self, fop, fn: str) -> None:
+        if abi.BOUND_RESULT in fop.attributes:
+            results = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value).results
+            at = fop.attributes[abi.BOUND_RESULT]
+            if not _has_form(at, "int") or not 0 <= ir.IntegerAttr(at).value < len(results) \
+                    or str(results[ir.IntegerAttr(at).value]) != PAST_TEXT:
+                self.error(fop, f"`{abi.BOUND_RESULT}` of @{fn}", f"it must be the index of a {PAST_TEXT} result",
+                           fn)
+
         def visit(op):
             op = op.operation
+            if op.name == "stablehlo.while" and abi.BOUND_SITE in op.attributes and not all(
+                    key in op.attributes and _has_form(op.attributes[key], "int")
+                    for key in (abi.BOUND_SITE, abi.LOOP_BOUND)):
+                self.error(op, f"`{abi.BOUND_SITE}` on a loop", f"it needs `{abi.LOOP_BOUND}` too, both integers",
+                           fn)
             if op.name != "func.func":       # only `fop` itself: functions nest in nothing but modules
                 problem = self._op(op)
                 if problem:
@@ -211,8 +225,9 @@ def _operands_problem(kind: str, attrs, types: list) -> str | None:
     scalars = types[2:] if kind in abi.EFFECT_KINDS else types[1:]
     if kind == "assert" and len(types) < 3:
         return "an `assert` callback takes the index of the first failing element"
-    if kind == "bound" and len(types) != 3:
-        return "a `bound` callback takes the iterations the loop ran"
+    if kind == "bound":
+        return None if len(types) == 3 and str(types[2]) == PAST_TEXT else \
+            f"a `bound` callback takes the [loop, iterations] of a run past a bound, a {PAST_TEXT}"
     if any(t.rank != 0 for t in scalars):
         return f"a `{kind}` callback takes scalars after its run id"
     if kind not in abi.EFFECT_KINDS and not _guard_operands(attrs, len(types)):

@@ -9,6 +9,7 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from ..compiler import abi
+from ..compiler.effects import BoundSite
 from ..passes.guards import results_check, results_filter
 from ..passes.rewrite import attr_text, entry, int_attr, ops_named, retarget_callbacks
 from . import effects
@@ -23,6 +24,7 @@ class Compiled:
             self.run_arg = int_attr(fop, abi.RUN_ARG)
             self.io_arg = int_attr(fop, abi.IO_ARG)
             self.extra = int_attr(fop, abi.EXTRA_RESULTS, 0)
+            self.bound_result = int_attr(fop, abi.BOUND_RESULT)
             check, self.checked = results_check(fop)
             self._filter_module = results_filter(fop, platform)
             self.entry_name = attr_text(fop.attributes[abi.ENTRY]) if abi.ENTRY in fop.attributes \
@@ -33,10 +35,12 @@ class Compiled:
         # Callbacks by index, each made from the site its custom_call describes: only what arrc registered
         # for this module can be called. An index whose callback was removed as dead code (a derivative's
         # unused branch) is never called: `_no_site` fills its place.
-        callbacks = [_no_site] * (max(found) + 1 if found else 0)
-        for index, site in found.items():
+        self.loops = {index: site for index, site in found.items() if isinstance(site, BoundSite)}
+        called = {index: site for index, site in found.items() if not isinstance(site, BoundSite)}
+        callbacks = [_no_site] * (max(called) + 1 if called else 0)
+        for index, site in called.items():
             callbacks[index] = make_callback(site, effects.runs()) if isinstance(site, GuardSite) \
-                else effects.host_callback(site, sources)
+                else effects.host_callback(site, sources, self.loops)
         self.sources = sources
         # Compiled through `interruptible` (on a helper thread where this is the main thread): jaxlib's
         # `compile_and_load` raises KeyboardInterrupt at Ctrl-C while XLA goes on compiling on its own
@@ -56,9 +60,15 @@ class Compiled:
         return self._filter
 
     def __call__(self, values: list, quiet: bool = False):
-        """Run; returns (results, RunState or None when the module has no effects and no guards)."""
+        """Run; returns (results, RunState or None when the module has no effects and no guards and its
+        derivatives' loops kept their bounds)."""
         if self.run_arg is None and self.check is None:
-            return (interruptible(self.executable, values) if self.may_not_end else self.executable(values)), None
+            out = interruptible(self.executable, values) if self.may_not_end else self.executable(values)
+            state = None
+            if self.bound_result is not None:
+                state = effects.RunState(quiet)
+                state.failure = self.past_bound(out)
+            return out[: len(out) - self.extra], state
         run_id, state = effects.begin(quiet)
         try:
             args = list(values)
@@ -74,7 +84,16 @@ class Compiled:
                 out = interruptible(self._run, args, state)
         finally:
             effects.end(run_id)
+        if state.failure is None:
+            state.failure = self.past_bound(out)
         return out[: len(out) - self.extra], state
+
+    def past_bound(self, out: list):
+        """The R0006 report of a call that returned `out` where a loop in a derivative ran past its bound
+        (its PAST result, abi.BOUND_RESULT), or None."""
+        if self.bound_result is None:
+            return None
+        return effects.past_bound_error(self.loops, out[self.bound_result], self.sources)
 
     def _run(self, args: list, state) -> list:
         out = self.executable(args)

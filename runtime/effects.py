@@ -9,7 +9,7 @@ import threading
 import numpy as np
 
 from ..compiler import abi
-from ..compiler.effects import AssertSite, BoundSite, PrintSite
+from ..compiler.effects import AssertSite, BoundReport, BoundSite, PrintSite
 from ..compiler.locations import call_frames, name_of, span_of
 from .reports import AssertionFailed, LoopBoundExceeded
 
@@ -82,26 +82,46 @@ def _assert_callback(site: AssertSite, sources: dict):
     return callback
 
 
-def _bound_callback(site: BoundSite, sources: dict):
-    def callback(run_id, io, count):
+def past_bound_error(loops: dict, past, sources: dict) -> LoopBoundExceeded | None:
+    """The R0006 report of a PAST value (compiler/effects.py: [loop site, iterations], 0 iterations for
+    none) given the module's bounded loops by site number (`sites`), or None."""
+    site, ran = (int(v) for v in np.asarray(past))
+    if ran == 0:
+        return None
+    loop = loops.get(site)
+    if loop is None:                # (a module from elsewhere whose number names no loop it describes)
+        return LoopBoundExceeded(f"a loop ran {ran} iterations, more than its bound", None,
+                                 notes=[f"loop site {site}, which the module does not describe"], sources=sources)
+    frames = [f"in the backward pass of {name} at {span}" if "(" in name else f"in {name}, called at {span}"
+              for name, span in loop.chain]
+    if not any("(" in name for name, _ in loop.chain):       # differentiated from Python
+        frames.insert(0, "in the backward pass")
+    return LoopBoundExceeded(
+        f"this `{loop.loop}` loop ran {ran} iterations, more than its bound of {loop.bound}", loop.span,
+        f"ran {ran} times; its derivative keeps a tape of {loop.bound}", notes=[", ".join(frames)],
+        sources=sources,
+        help=f"raise the bound to at least {ran} (`bound=` is the most iterations the loop runs), or "
+             f"remove it: the derivative is then computed by recomputation (exact, slower)")
+
+
+def _report_callback(loops: dict, sources: dict):
+    def callback(run_id, io, past):
         state = _runs.get(int(run_id))
         if state is not None and state.failure is None:
-            ran, word = int(count), site.loop
-            frames = [f"in the backward pass of {name} at {span}" if "(" in name else f"in {name}, called at {span}"
-                      for name, span in site.chain]
-            if not any("(" in name for name, _ in site.chain):       # differentiated from Python
-                frames.insert(0, "in the backward pass")
-            notes = [", ".join(frames)]
-            state.failure = LoopBoundExceeded(
-                f"this `{word}` loop ran {ran} iterations, more than its bound of {site.bound}", site.span,
-                f"ran {ran} times; its derivative keeps a tape of {site.bound}", notes=notes, sources=sources,
-                help=f"raise the bound to at least {ran} (`bound=` is the most iterations the loop runs), or "
-                     f"remove it: the derivative is then computed by recomputation (exact, slower)")
+            state.failure = past_bound_error(loops, past, sources)
         return (np.int32(io + 1),)
     return callback
 
 
-def site_of(op, span) -> PrintSite | AssertSite | BoundSite:
+def loop_site(op) -> BoundSite:
+    """The site of a loop whose bound a derivative checks (abi.BOUND_SITE), from its attributes and location."""
+    from jaxlib.mlir import ir
+    frames = call_frames(op.location)
+    return BoundSite(span_of(frames[0]), ir.IntegerAttr(op.attributes[abi.LOOP_BOUND]).value,
+                     name_of(frames[0]) or "for", [(name_of(f), span_of(f)) for f in frames[1:]])
+
+
+def site_of(op, span) -> PrintSite | AssertSite | BoundReport:
     """The site a print/assert/bound custom_call describes with its attributes (compiler/effects.py
     `site_attributes`); `span` is its location's."""
     from jaxlib.mlir import ir
@@ -109,9 +129,7 @@ def site_of(op, span) -> PrintSite | AssertSite | BoundSite:
     from ..passes.rewrite import attr_text, i64s
     attrs = op.attributes
     if attr_text(attrs[abi.KIND]) == "bound":
-        frames = call_frames(op.location)
-        return BoundSite(span, ir.IntegerAttr(attrs[abi.LOOP_BOUND]).value, name_of(frames[0]) or "for",
-                         [(name_of(f), span_of(f)) for f in frames[1:]])
+        return BoundReport()
     if attr_text(attrs[abi.KIND]) == "print":
         pieces = [p.value if isinstance(p, ir.StringAttr) else None     # None: a value slot
                   for p in ir.ArrayAttr(attrs[abi.PIECES])]
@@ -121,8 +139,11 @@ def site_of(op, span) -> PrintSite | AssertSite | BoundSite:
                       attr_text(attrs[abi.FUNCTION]), 0)
 
 
-def host_callback(site: PrintSite | AssertSite | BoundSite, sources: dict):
-    make = {PrintSite: _print_callback, AssertSite: _assert_callback, BoundSite: _bound_callback}[type(site)]
+def host_callback(site: PrintSite | AssertSite | BoundReport, sources: dict, loops: dict):
+    """The callback of an effect's site; `loops`: the module's bounded loops by site number."""
+    if isinstance(site, BoundReport):
+        return _report_callback(loops, sources)
+    make = {PrintSite: _print_callback, AssertSite: _assert_callback}[type(site)]
     return make(site, sources)
 
 

@@ -59,14 +59,18 @@ def _derivative_of(loc) -> str | None:
 
 def sites(module: ir.Module) -> dict:
     """Every host-callback site of the module by callback index, read from the attributes of its
-    custom_calls: a GuardSite for a guard report, a PrintSite or AssertSite for an effect
-    (runtime/effects.py `site_of`)."""
-    from .effects import site_of
+    custom_calls: a GuardSite for a guard report, a PrintSite, AssertSite or BoundReport for an effect
+    (runtime/effects.py `site_of`); and the BoundSite of each loop whose bound a derivative checks, by its
+    site number (not a callback: its PAST value is a result, compiler/effects.py)."""
+    from .effects import loop_site, site_of
     out = {}
     own = abi.ENTRY in entry(module).attributes
 
     def visit(op):
         op = op.operation
+        if op.name == "stablehlo.while" and abi.BOUND_SITE in op.attributes:
+            out[ir.IntegerAttr(op.attributes[abi.BOUND_SITE]).value] = loop_site(op)
+            return ir.WalkResult.ADVANCE
         if op.name == "stablehlo.custom_call" and abi.KIND in op.attributes:
             index = ir.IntegerAttr(ir.DictAttr(op.attributes["backend_config"])["index"]).value
             kind = attr_text(op.attributes[abi.KIND])

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import arrc
 from arrc.cli import main
 from arrc.compiler.diagnostics import CompileError
 from arrc.passes.guards import KINDS, GuardOptions, guard_module
@@ -129,6 +130,22 @@ def test_duplicate_callback_index(tmp_path):
 ])
 def test_malformed_registered_site(tmp_path, site, problem):
     assert problem in one(tmp_path, with_run_arg(site)).message
+
+
+BOUNDED = ("def steps(x: f64, n: i32) -> f64:\n    for i in range(n, bound=4):\n        x = sin(x) * 1.1\n"
+           "    return x\n\ndef main(n: i32) -> f64:\n    return grad(steps)(0.5, n)\n")
+
+
+def test_a_derivatives_run_past_a_bound_is_read_only_as_the_module_describes_it(tmp_path):
+    """The PAST result (compiler/effects.py) and its loop's attributes are checked before anything runs;
+    a site number that names no loop is still a report, not a crash."""
+    text = arrc.loads(BOUNDED).main.lower(arrc.spec("i32")).as_text()
+    assert "arrc.bound_result = 1" in text and "arrc.bound_site = 0 : i64, arrc.loop_bound = 4 : i64" in text
+    assert "must be the index of a tensor<2xi64> result" in one(
+        tmp_path, text.replace("arrc.bound_result = 1", "arrc.bound_result = 0")).message
+    assert "it needs `arrc.loop_bound` too" in one(tmp_path, text.replace("arrc.loop_bound = 4 : i64, ", "")).message
+    code, err = run_cli(tmp_path, text.replace("arrc.bound_site = 0", "arrc.bound_site = 7"), "--arg", "arg0=6")
+    assert code == 3 and err.startswith("error[R0006]: a loop ran 6 iterations, more than its bound"), err
 
 
 def test_print_site_with_a_missing_value(tmp_path):

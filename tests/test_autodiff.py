@@ -647,6 +647,84 @@ derivative is then computed by recomputation (exact, slower)
     PAST_BOUND.outer(0.5, 5)                                        # the function itself: nothing to check
 
 
+NESTED_BOUND = arrc.loads("""
+def inner(y: f64, n: i32) -> f64:
+    for i in range(n, bound=3):
+        y = sin(y) * 1.1
+    return y
+
+def looped(x: f64, n: i32) -> f64:
+    y = x
+    for k in range(12):
+        y = inner(y, n) + 0.01
+    return y
+
+def branched(x: f64, n: i32) -> f64:
+    y = x
+    if x > 0.0:
+        y = inner(x, n) * 2.0
+    else:
+        y = x * 3.0
+    return y
+
+def g_looped(x: f64, n: i32) -> f64:
+    return grad(looped)(x, n)
+
+def g_branched(x: f64, n: i32) -> f64:
+    return grad(branched)(x, n)
+
+def pair(x: f64, n: i32) -> (f64, f64):
+    return grad(inner)(x, n), x
+
+def counted(x: f64, n: i32) -> i32:
+    k = 0
+    while grad(inner)(x, n) > -5.0 and k < 4:
+        k = k + 1
+    return k
+""", filename="nested.arr")
+
+
+def test_a_bound_is_checked_inside_loops_branches_and_conditions_without_a_host_callback():
+    """Without effects, the check is a result of the call (compiler/effects.py PAST), not a host callback:
+    the call keeps the C++ fast path. A loop with a bound inside a taped loop, inside a branch, in a tuple
+    result and in a `while` condition: exact within the bound, R0006 past it, on every call (the fast
+    path's too), and nothing for a branch that did not run."""
+    def looped(x, n):
+        for _ in range(12):
+            x = _inner(x, n) + 0.01
+        return x
+    m = NESTED_BOUND
+    for name in ("g_looped", "g_branched", "pair", "counted"):
+        text = getattr(m, name).lower(arrc.spec("f64"), arrc.spec("i32")).as_text()
+        assert "custom_call" not in text and "arrc.bound_result" in text
+    for n in (0, 2, 3):
+        for _ in range(3):                  # the full call, then the fast path
+            np.testing.assert_allclose(m.g_looped(0.5, n), jax.grad(looped)(0.5, n), rtol=1e-12)
+            np.testing.assert_allclose(m.g_branched(0.5, n), 2 * jax.grad(_inner)(0.5, n), rtol=1e-12)
+            np.testing.assert_allclose(m.pair(0.5, n)[0], jax.grad(_inner)(0.5, n), rtol=1e-12)
+            assert m.counted(0.5, n) == 4
+    assert m.g_branched(-0.5, 4) == 3.0
+    notes = {"g_looped": "in inner, called at nested.arr:10:13, in the backward pass of grad(looped) at nested.arr:22:12",
+             "g_branched": "in inner, called at nested.arr:16:13, in the backward pass of grad(branched) at "
+                           "nested.arr:25:12",
+             "pair": "in the backward pass of grad(inner) at nested.arr:28:12",
+             "counted": "in the backward pass of grad(inner) at nested.arr:32:11"}
+    for name, note in notes.items():
+        for _ in range(3):
+            with pytest.raises(arrc.LoopBoundExceeded) as info:
+                getattr(m, name)(0.5, 4)
+            lines = str(info.value).splitlines()
+            assert lines[:2] == ["error[R0006]: this `for` loop ran 4 iterations, more than its bound of 3",
+                                 " --> nested.arr:3:5"] and f"  = note: {note}" in lines
+    np.testing.assert_allclose(arrc.grad(m.g_looped)(0.5, 2), jax.grad(jax.grad(looped))(0.5, 2), rtol=1e-12)
+    with pytest.raises(arrc.LoopBoundExceeded):
+        arrc.grad(m.g_looped)(0.5, 4)
+    guarded = arrc.loads(m.sources["nested.arr"].text, guards="nan,inf")      # with the results check
+    np.testing.assert_allclose(guarded.pair(0.5, 2)[0], jax.grad(_inner)(0.5, 2), rtol=1e-12)
+    with pytest.raises(arrc.LoopBoundExceeded):
+        guarded.pair(0.5, 4)
+
+
 def test_a_run_past_a_bound_exits_3_from_the_cli_and_from_a_compiled_module(tmp_path):
     import subprocess
     import sys
