@@ -20,7 +20,7 @@ from . import ast, emit
 from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, refuse_keys, weak_literal_fits
 from .diagnostics import CompileError, Diagnostic, Label, Reporter
 from .span import Span
-from .suggest import MODULES, function_help, qualified_value_help, value_help
+from .suggest import MODULES, closest, function_help, qualified_value_help, value_help
 from .types import DTYPES, I32, TYPE_NAMES, ArrayType, Dim, too_large
 from .control import ControlFlow
 from .values import POISON, ArrError, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe
@@ -612,7 +612,9 @@ class FunctionWalk(ControlFlow):
         return [node.id] + path
 
     def _function_names(self) -> list[str]:
-        return [n for n in BUILTINS if n[0].isalpha()] + list(self.program.signatures)
+        """The names a call may mean, the module's own first (a tie in `closest` goes to them: a misspelt
+        `los` is the module's `loss` rather than `log`)."""
+        return list(self.program.signatures) + [n for n in BUILTINS if n[0].isalpha()]
 
     def _subscripts(self, subscripts):
         """Evaluated subscripts as (kind, value, node); None if one of them is poisoned."""
@@ -895,9 +897,11 @@ class FunctionWalk(ControlFlow):
     def _differentiated(self, kind: str, node, at, example: str):
         """The module function named by `node` (its name and signature): E0210 for anything else."""
         if not isinstance(node, ast.Name) or node.id not in self.program.signatures:
+            close = closest(node.id, self.program.signatures) if isinstance(node, ast.Name) else None
             raise ArrError("E0210", f"`{kind}` takes a module function by name, e.g. {example}",
                            at if node is None else node.span, "not a module function",
-                           help="functions are not values in arr: give the name of one defined with `def`")
+                           help=f"did you mean `{close}`?" if close is not None else
+                           "functions are not values in arr: give the name of one defined with `def`")
         self.program.derivative_sites.add((kind, node.id, node.span))
         return node.id, self.program.signatures[node.id]
 
