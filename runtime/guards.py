@@ -24,6 +24,29 @@ _OP_WORDS = {op.display: op.words for table in (OPERATORS, BUILTINS) for op in t
 _OP_WORDS.update({"index": "indexing", "update": "indexed update"})
 
 
+# Where the derivative of an operation is infinite or NaN at finite operands (arr's names; the operands of
+# the forward operation at the element): a backward fault there is what a `where` that drops the element
+# still computes. At other operands the `where` help would mislead.
+_SINGULAR = {
+    "log": lambda x: x <= 0, "log2": lambda x: x <= 0, "log10": lambda x: x <= 0, "log1p": lambda x: x <= -1,
+    "sqrt": lambda x: x <= 0, "rsqrt": lambda x: x <= 0, "asin": lambda x: abs(x) >= 1,
+    "acos": lambda x: abs(x) >= 1, "divide": lambda x, y: y == 0, "power": lambda x, y: x <= 0,
+    "pow": lambda x, y: x <= 0,
+}
+
+
+def _may_be_singular(op: str, operands: list) -> bool:
+    """Whether a backward fault at the derivative of `op` may come from a singular point: yes where the
+    forward operands are unknown or `op` is not one of `_SINGULAR`'s."""
+    test = _SINGULAR.get(op)
+    if test is None or not operands or len(operands) != test.__code__.co_argcount:
+        return True
+    try:
+        return bool(test(*operands))
+    except TypeError:               # (complex operands)
+        return True
+
+
 @dataclass
 class GuardSite:
     index: int
@@ -149,7 +172,9 @@ def _fmt(value) -> str:
             return "nan"
         if np.isinf(value):
             return "inf" if value > 0 else "-inf"
-        return str(np.float32(value)) if float(np.float32(value)) == value else repr(value)
+        with np.errstate(over="ignore"):        # (a value past f32's range is shown as it is)
+            short = np.float32(value)
+        return str(short) if float(short) == value else repr(value)
     return str(value)
 
 
@@ -233,15 +258,16 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
             short = (site.name or "").rsplit("/", 1)[-1]      # JAX names ops like "jit(f)/log"
             word = _OP_WORDS.get(short) or (f"`{short}`" if short else "operation")
             label = f"this {word} produced {what}{at}"
+            pairs = list(zip(site.labels[:-1], event.values[:-1]))
+            forward = [(_operand_text(t[len(FORWARD):], sources), v) for t, v in pairs if t.startswith(FORWARD)]
             if site.derivative_of is not None:
                 message = message.replace("at run time", "in the backward pass")
                 label = f"the derivative of `{site.derivative_of}` produced {what}{at}"
                 op = site.derivative_of
-                help = (f"if this `{op}` is under a `where` that drops these elements, its derivative is still "
-                        f"computed for them (and 0 * {what} is NaN, as in jax.grad): give `{op}` safe inputs with "
-                        f"a second `where`, e.g. `where(x > 0.0, {op}(where(x > 0.0, x, 1.0)), 0.0)`")
-            pairs = list(zip(site.labels[:-1], event.values[:-1]))
-            forward = [(_operand_text(t[len(FORWARD):], sources), v) for t, v in pairs if t.startswith(FORWARD)]
+                if _may_be_singular(op, [v for _, v in forward]):
+                    help = (f"if this `{op}` is under a `where` that drops these elements, its derivative is still "
+                            f"computed for them (and 0 * {what} is NaN, as in jax.grad): give `{op}` safe inputs "
+                            f"with a second `where`, e.g. `where(x > 0.0, {op}(where(x > 0.0, x, 1.0)), 0.0)`")
             if forward and not any(k.startswith("%") for k, _ in forward):   # (not MLIR's `%arg0` fragments)
                 # the operands of the forward operation, at the same index
                 label += " (" + ", ".join(f"{k} = {_fmt(v)}" for k, v in forward) + ")"

@@ -844,6 +844,27 @@ def test_the_backward_pass_report_names_the_derivative_and_teaches_the_fix():
 
 
 
+def test_the_where_help_is_given_only_where_the_derivative_may_be_singular():
+    """An overflow in the backward pass at a regular point (sqrt at 1e-300, times 1e308) is not the masked
+    `where` case: the report says what happened, without that help."""
+    mod = arrc.loads("def h(x: f64[3]) -> f64:\n    return sum(sqrt(x) * 1e308)\n", filename="big.arr",
+                     guards="nan,inf")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # (a value past f32's range is shown without a NumPy warning)
+        with pytest.raises(arrc.InfError) as err:
+            arrc.grad(mod.h)(np.array([1.0, 1e-300, 4.0]))
+    assert str(err.value) == """\
+error[R0002]: infinity produced in the backward pass
+ --> big.arr:2:16
+  |
+2 |     return sum(sqrt(x) * 1e308)
+  |                ^^^^^^^ the derivative of `sqrt` produced inf at index [1] (x = 1e-300)
+  |
+  = note: operands at index [1]: sqrt(x) * 1e308 = 1e+308, sqrt(x) = 5e+149
+  = note: in the backward pass, in grad(h)
+"""
+
+
 CHAINED_REPORT = """\
 error[R0002]: infinity produced in the backward pass
  --> chain.arr:2:24
