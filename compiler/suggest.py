@@ -85,8 +85,7 @@ EQUIVALENTS: dict[str, tuple[tuple[str, ...], str]] = {
         ("int16", "i16"), ("int32", "i32"), ("int64", "i64"), ("uint8", "u8"), ("uint16", "u16"),
         ("uint32", "u32"), ("uint64", "u64"), ("bool_", "bool")]},
     "norm": (("norm",), "write `sqrt(sum({x} * {x}))` for the 2-norm"),
-    **{name: (("convolve",), f"`{name}` (convolution) is not in arr yet") for name in
-       ("conv", "convolve", "conv_general_dilated", "correlate", "fftconvolve")},
+    **{name: (("conv",), "") for name in ("convolve", "conv_general_dilated", "correlate", "fftconvolve")},
     **{name: ((), f"`{name}` (Fourier transform) is not in arr yet") for name in
        ("fft", "ifft", "rfft", "irfft", "fft2", "fftn")},
     # everyday NumPy names arr is adding: found once registered, else "not in arr yet" (not a misspelling:

@@ -91,7 +91,8 @@ def test_guard_words_unchanged():
     assert guards._OP_WORDS == {
         "add": "addition", "subtract": "subtraction", "multiply": "multiplication", "divide": "division",
         "power": "power", "matmul": "matrix product", "floor_divide": "floor division", "remainder": "remainder",
-        "negate": "negation", "index": "indexing", "update": "indexed update", "dynamic_slice": "dynamic_slice"}
+        "negate": "negation", "index": "indexing", "update": "indexed update", "dynamic_slice": "dynamic_slice",
+        "conv": "convolution"}
 
 
 def test_docs_builtin_list_is_generated(update_goldens):

@@ -1,0 +1,153 @@
+"""Convolution (LANGUAGE.md section 13): `conv`, as `jax.lax.conv_general_dilated`.
+
+Shapes follow XLA's (and JAX's) rules, computed in the checker, symbolically where the sizes are shape
+variables: per spatial dimension, the input dilated by `lhs_dilation` and padded, the window dilated by
+`rhs_dilation`, then `(padded - window) // stride + 1` positions. "SAME" pads as JAX does (output size
+`ceil(size / stride)`, the total padding split low-first) and "VALID" not at all. `layout` names the
+dimensions of the input, the kernel and the output as JAX's dimension-number strings do: N and C (batch
+and feature) for the input and output, O and I (output and input feature) for the kernel, the same
+spatial letters in each (the kernel's order is the spatial order); by default N, C (O, I) then the
+spatial dimensions in order, JAX's default.
+"""
+from __future__ import annotations
+
+import numpy as np
+from jaxlib.mlir import ir
+
+from . import emit
+from .diagnostics import Label
+from .emit import hlo
+from .ops_shape import _promoted
+from .optable import CallCx, concrete, register
+from .types import ArrayType, Dim
+from .values import StrVal, TupleVal, Val, describe
+
+ONE = Dim.const(1)
+
+
+def _layout(cx: CallCx, layout, rank: int) -> tuple:
+    """(input, kernel, output) dimension numbers: each the positions of (batch or out-feature, feature or
+    in-feature, spatial dimensions in the kernel's spatial order)."""
+    if layout is None:
+        spatial = "".join("DHWXYZUV"[-(rank - 2):]) if rank > 2 else ""
+        specs = ("NC" + spatial, "OI" + spatial, "NC" + spatial)
+    elif isinstance(layout, TupleVal) and len(layout.items) == 3 and all(isinstance(s, StrVal) for s in layout.items):
+        specs = tuple(s.text for s in layout.items)
+    else:
+        cx.error("E0204", f"`layout` must be three strings such as (\"NCHW\", \"OIHW\", \"NCHW\"), found "
+                          f"{describe(layout)}", "not three strings", at="layout")
+    kernel_spatial = [c for c in specs[1] if c not in "OI"]
+    for spec, pair, what in zip(specs, ("NC", "OI", "NC"), ("input", "kernel", "output")):
+        spatial = [c for c in spec if c not in pair]
+        if len(spec) != rank or any(spec.count(c) != 1 for c in pair) or len(set(spec)) != len(spec) \
+                or sorted(spatial) != sorted(kernel_spatial):
+            cx.error("E0204", f"the {what} layout \"{spec}\" does not describe an array of rank {rank}",
+                     f"needs {pair[0]} and {pair[1]} once and the spatial letters of \"{specs[1]}\"", at="layout",
+                     help="e.g. layout=(\"NHWC\", \"HWIO\", \"NHWC\") for channels-last 2-D images")
+    return tuple((spec.index(pair[0]), spec.index(pair[1]), [spec.index(c) for c in kernel_spatial])
+                 for spec, pair in zip(specs, ("NC", "OI", "NC")))
+
+
+def _per_dimension(cx: CallCx, v, name: str, n: int) -> list[int]:
+    """An int for every spatial dimension, or one per spatial dimension; each at least 1."""
+    values = [cx.const_int(v, name)] if not isinstance(v, TupleVal) else [cx.const_int(i, name) for i in v.items]
+    if len(values) == 1:
+        values *= n
+    if len(values) != n:
+        cx.error("E0204", f"`{name}` gives {len(values)} values for {n} spatial dimension(s)",
+                 f"{len(values)} values", at=name)
+    if any(x < 1 for x in values):
+        cx.error("E0204", f"`{name}` must be at least 1, found {min(values)}", "not positive", at=name)
+    return values
+
+
+def _explicit_padding(cx: CallCx, padding, n: int) -> list[tuple[int, int]]:
+    """[(lo, hi), ...] given as a list literal or a tuple of pairs (negative values crop, as in XLA)."""
+    pairs = None
+    if isinstance(padding, Val) and isinstance(padding.static, np.ndarray) and padding.type.dtype.is_int \
+            and padding.static.shape == (n, 2):
+        pairs = [tuple(int(x) for x in row) for row in padding.static]
+    elif isinstance(padding, TupleVal) and all(isinstance(p, TupleVal) and len(p.items) == 2 for p in padding.items):
+        pairs = [(cx.const_int(p.items[0], "padding"), cx.const_int(p.items[1], "padding")) for p in padding.items]
+    if pairs is None or len(pairs) != n:
+        cx.error("E0204", f"`padding` must be \"VALID\", \"SAME\" or one (low, high) pair per spatial dimension "
+                          f"({n} here), found {describe(padding)}", "not a padding", at="padding",
+                 help="e.g. padding=[(1, 1), (1, 1)] for a 2-D convolution")
+    return pairs
+
+
+@register("conv", params='x, w, strides=1, padding="VALID", lhs_dilation=1, rhs_dilation=1, groups=1, layout=None',
+          family="Linear algebra", doc="N-d convolution, as jax.lax.conv_general_dilated", words="convolution")
+def _conv(cx: CallCx, x, w, strides, padding, lhs_dilation, rhs_dilation, groups, layout) -> Val:
+    x, w = cx.array(x, "x"), cx.array(w, "w")
+    padding = StrVal(padding) if isinstance(padding, str) else padding      # (the default)
+    tx, tw = x.type, w.type
+    labels = [Label(cx.at("x"), f"the input is {tx}"), Label(cx.at("w"), f"the kernel is {tw}")]
+    if tx.rank < 3 or tw.rank != tx.rank:
+        cx.error("E0202", f"`conv` needs an input and a kernel of the same rank, 3 to 5 (1 to 3 spatial "
+                          f"dimensions), found {tx} and {tw}", "", labels=labels)
+    dtype, weak = _promoted(cx, [x, w], "`conv`")
+    if dtype.is_bool:
+        cx.error("E0201", "`conv` is not defined on bool", "bool operands", help="convert with `.astype(i32)`")
+    n = tx.rank - 2
+    (xb, xf, xs), (wo, wi, ws), (ob, of, os) = _layout(cx, layout, tx.rank)
+    strides = _per_dimension(cx, strides, "strides", n)
+    lhs_dilation = _per_dimension(cx, lhs_dilation, "lhs_dilation", n)
+    rhs_dilation = _per_dimension(cx, rhs_dilation, "rhs_dilation", n)
+    groups = cx.const_int(groups, "groups") if not isinstance(groups, int) else groups
+    features, in_features, out_features = tx.shape[xf], tw.shape[wi], tw.shape[wo]
+    if groups < 1:
+        cx.error("E0204", f"`groups` must be at least 1, found {groups}", "not positive", at="groups")
+    if features != in_features * Dim.const(groups):
+        grouped = f" times {groups} groups" if groups > 1 else ""
+        cx.error("E0202", f"`conv`: the input has {features} features, the kernel takes {in_features}{grouped}",
+                 f"{features} vs {in_features}{grouped}", labels=labels,
+                 notes=["the kernel's I dimension is the input's features divided by `groups`"])
+    if groups > 1 and out_features.floordiv(Dim.const(groups)) is None:
+        cx.error("E0202", f"`conv`: the kernel's {out_features} output features do not split into {groups} groups",
+                 f"{out_features} output features", at="w")
+    sizes = [tx.shape[d] for d in xs]
+    windows = [(tw.shape[d] - ONE) * Dim.const(r) + ONE for d, r in zip(ws, rhs_dilation)]
+    dilated = [(s - ONE) * Dim.const(r) + ONE for s, r in zip(sizes, lhs_dilation)]
+    if isinstance(padding, StrVal) and padding.text in ("VALID", "SAME"):
+        if padding.text == "VALID":
+            pads = [(Dim.const(0), Dim.const(0))] * n
+            out = [Dim.quotient(d - k, Dim.const(s)) + ONE for d, k, s in zip(dilated, windows, strides)]
+        else:       # JAX's padtype_to_pads on the undilated input
+            out = [Dim.quotient(size + Dim.const(s - 1), Dim.const(s)) for size, s in zip(sizes, strides)]
+            pads = None
+    elif isinstance(padding, StrVal):
+        cx.error("E0204", f"`padding` must be \"VALID\" or \"SAME\", found \"{padding.text}\"", "unknown padding",
+                 at="padding")
+    else:
+        pads = [(Dim.const(lo), Dim.const(hi)) for lo, hi in _explicit_padding(cx, padding, n)]
+        out = [Dim.quotient(d + lo + hi - k, Dim.const(s)) + ONE for d, (lo, hi), k, s in
+               zip(dilated, pads, windows, strides)]
+    for i, (o, d) in enumerate(zip(out, xs)):
+        if o.is_const and o.value < 1:
+            cx.error("E0202", f"`conv` leaves spatial dimension {i} empty: the window ({windows[i]} after dilation) "
+                              f"is larger than the padded input ({tx.shape[d]} before padding)",
+                     "an empty output", labels=labels, help="pad more, or use a smaller kernel or dilation")
+    shape = [None] * tx.rank
+    shape[ob], shape[of] = tx.shape[xb], out_features
+    for d, o in zip(os, out):
+        shape[d] = o
+    shape = tuple(shape)
+
+    def build():
+        if pads is None:            # SAME: the total padding (out - 1) * stride + window - size, low half first
+            totals = [max((o.value - 1) * s + k.value - size.value, 0)
+                      for o, s, k, size in zip(out, strides, windows, sizes)]
+            low = [t // 2 for t in totals]
+            padding_ = [(lo, t - lo) for lo, t in zip(low, totals)]
+        else:
+            padding_ = [(lo.value, hi.value) for lo, hi in pads]
+        numbers = hlo.ConvDimensionNumbers.get(
+            input_batch_dimension=xb, input_feature_dimension=xf, input_spatial_dimensions=xs,
+            kernel_input_feature_dimension=wi, kernel_output_feature_dimension=wo, kernel_spatial_dimensions=ws,
+            output_batch_dimension=ob, output_feature_dimension=of, output_spatial_dimensions=os)
+        pad_attr = ir.DenseIntElementsAttr.get(np.asarray(padding_, np.int64).reshape(n, 2))
+        return hlo.convolution(emit.tensor_type(concrete(shape), dtype), cx.ir(x, dtype), cx.ir(w, dtype),
+                               numbers, groups, 1, window_strides=strides, padding=pad_attr,
+                               lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation)
+    return cx.value(ArrayType(dtype, shape, weak), build)

@@ -1,0 +1,117 @@
+"""`conv` (LANGUAGE.md section 13) against `jax.lax.conv_general_dilated` (x64 on) over a generated grid of
+spatial ranks, strides, paddings, dilations, groups, layouts and dtypes; its shape rules (symbolic too)
+and diagnostics."""
+from __future__ import annotations
+
+import itertools
+import zlib
+
+import jax
+import ml_dtypes
+import numpy as np
+import pytest
+from jax import lax
+
+import arrc
+
+jax.config.update("jax_enable_x64", True)
+
+LAYOUTS = {1: [None, ("NWC", "WIO", "NWC")], 2: [None, ("NHWC", "HWIO", "NHWC"), ("NCHW", "HWIO", "NHWC")],
+           3: [None, ("NDHWC", "DHWIO", "NDHWC")]}
+DTYPES = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "i32": np.int32}
+TOLERANCE = {"f64": 1e-12, "f32": 1e-5, "f16": 1e-2, "bf16": 5e-2, "i32": 0}
+
+
+def _cases():
+    """A fixed, varied slice of the grid (every dimension of it covered; the seed fixes the draw)."""
+    rng = np.random.default_rng(13)
+    paddings = ["VALID", "SAME", "explicit"]
+    for n, layout_index, padding, dtype in itertools.product((1, 2, 3), range(3), paddings, DTYPES):
+        layouts = LAYOUTS[n]
+        if layout_index >= len(layouts) or (n == 3 and dtype in ("f16", "bf16")):
+            continue
+        strides = tuple(int(s) for s in rng.integers(1, 3, n))
+        lhs = tuple(int(s) for s in rng.integers(1, 3, n)) if padding == "explicit" else (1,) * n
+        rhs = tuple(int(s) for s in rng.integers(1, 3, n))
+        groups = int(rng.choice([1, 2]))
+        pads = [tuple(int(p) for p in rng.integers(-1, 3, 2)) for _ in range(n)] if padding == "explicit" else padding
+        yield n, layouts[layout_index], strides, pads, lhs, rhs, groups, dtype
+
+
+def _operands(n, layout, groups, dtype, rng):
+    spec_x, spec_w, _ = layout or ("NC" + "DHW"[-n:], "OI" + "DHW"[-n:], None)
+    spatial = {c: int(s) for c, s in zip("DHW"[-n:], rng.integers(5, 9, n))}
+    window = {c: int(s) for c, s in zip("DHW"[-n:], rng.integers(1, 4, n))}
+    sizes_x = {"N": 2, "C": 2 * groups, **spatial}
+    sizes_w = {"O": 2 * groups, "I": 2, **window}
+    x = rng.standard_normal([sizes_x[c] for c in spec_x]) * 2
+    w = rng.standard_normal([sizes_w[c] for c in spec_w]) * 2
+    if dtype == "i32":
+        x, w = np.round(x), np.round(w)
+    return x.astype(DTYPES[dtype]), w.astype(DTYPES[dtype])
+
+
+def _arr_args(strides, padding, lhs, rhs, groups, layout) -> str:
+    pad = f'"{padding}"' if isinstance(padding, str) else "[" + ", ".join(f"({a}, {b})" for a, b in padding) + "]"
+    text = f"strides={strides}, padding={pad}, lhs_dilation={lhs}, rhs_dilation={rhs}, groups={groups}"
+    if layout is not None:
+        text += ", layout=(" + ", ".join(f'"{s}"' for s in layout) + ")"
+    return text.replace(",)", ")")
+
+
+@pytest.mark.parametrize("case", list(_cases()), ids=lambda c: "-".join(map(str, c)).replace(" ", ""))
+def test_conv_matches_lax_conv_general_dilated(case):
+    n, layout, strides, padding, lhs, rhs, groups, dtype = case
+    rng = np.random.default_rng(zlib.crc32(repr(case).encode()))
+    x, w = _operands(n, layout, groups, dtype, rng)
+    want = lax.conv_general_dilated(x, w, strides, padding, lhs, rhs, dimension_numbers=layout,
+                                    feature_group_count=groups)
+    src = (f"def f(x: {dtype}{list(x.shape)}, w: {dtype}{list(w.shape)}) -> {dtype}{list(want.shape)}:\n"
+           f"    return conv(x, w, {_arr_args(strides, padding, lhs, rhs, groups, layout)})\n")
+    got = arrc.loads(src).f(x, w)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64),
+                               rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype] * 10)
+
+
+def test_conv_shapes_are_symbolic_where_the_sizes_are_shape_variables():
+    mod = arrc.loads("""
+def same(x: f64[b, c, h, w], k: f64[o, c, kh, kw]) -> f64[b, o, (h + 1) // 2, w]:
+    return conv(x, k, strides=(2, 1), padding="SAME")
+
+def valid(x: f64[b, c, h, w], k: f64[o, c, kh, kw]) -> f64[b, o, h - kh + 1, w - kw + 1]:
+    return conv(x, k)
+
+def grouped(x: f32[n, 6, t], k: f32[4, 3, 3]) -> f32[n, 4, t - 2]:
+    return conv(x, k, groups=2)
+""")
+    rng = np.random.default_rng(0)
+    x, k = rng.standard_normal((2, 3, 7, 6)), rng.standard_normal((4, 3, 3, 2))
+    np.testing.assert_allclose(mod.same(x, k), lax.conv_general_dilated(x, k, (2, 1), "SAME"), rtol=1e-12)
+    np.testing.assert_allclose(mod.valid(x, k), lax.conv_general_dilated(x, k, (1, 1), "VALID"), rtol=1e-12)
+    x, k = rng.standard_normal((3, 6, 10)).astype(np.float32), rng.standard_normal((4, 3, 3)).astype(np.float32)
+    np.testing.assert_allclose(mod.grouped(x, k), lax.conv_general_dilated(x, k, (1,), "VALID", feature_group_count=2),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("call, code, message", [
+    ("conv(x, k)", "E0202", "`conv`: the input has 3 features, the kernel takes 2"),
+    ("conv(x, q, groups=2)", "E0202", "`conv`: the input has 3 features, the kernel takes 1 times 2 groups"),
+    ("conv(x, v)", "E0202", "`conv` needs an input and a kernel of the same rank"),
+    ("conv(x, e, padding=[(0, 0), (-3, 0)])", "E0202", "`conv` leaves spatial dimension 1 empty"),
+    ("conv(x, g, padding=\"FULL\")", "E0204", "`padding` must be \"VALID\" or \"SAME\", found \"FULL\""),
+    ("conv(x, g, padding=[(1, 1)])", "E0204", "`padding` must be \"VALID\", \"SAME\" or one (low, high) pair per spatial dimension (2 here), "
+     "found i32[1, 2]"),
+    ("conv(x, g, strides=(1, 2, 3))", "E0204", "`strides` gives 3 values for 2 spatial dimension(s)"),
+    ("conv(x, g, rhs_dilation=0)", "E0204", "`rhs_dilation` must be at least 1, found 0"),
+    ("conv(x, g, layout=(\"NHWC\", \"OIHW\", \"NCHQ\"))", "E0204", "the output layout \"NCHQ\" does not describe"),
+    ("conv(x, g, layout=\"NHWC\")", "E0204", "`layout` must be three strings"),
+    ("conv(b, b)", "E0201", "`conv` is not defined on bool"),
+])
+def test_conv_diagnostics(call, code, message):
+    src = (f"def f(x: f32[1, 3, 5, 5], k: f32[4, 2, 3, 3], q: f32[4, 1, 3, 3], v: f32[4, 3, 3], e: f32[4, 3, 1, 3],"
+           f" g: f32[4, 3, 3, 3], b: bool[1, 1, 2, 2]) -> f32[1]:\n    y = {call}\n    return zeros(1)\n")
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads(src)
+    diag = info.value.diagnostics[0]
+    assert diag.code == code and diag.message.startswith(message), diag.message
