@@ -419,6 +419,86 @@ def _dot_general_vjp(op, cts):
             _dot_transpose_lhs(g, y, x, contract[::-1], batch[::-1], swap_ans=True)]
 
 
+def _conv_attrs(op) -> dict:
+    """A convolution's window: strides, padding pairs and dilations (XLA's defaults where absent)."""
+    n = len(_shape(op.operands[0])) - 2
+    ints = {name: _attr_ints(op, name) if name in op.attributes else [1] * n
+            for name in ("window_strides", "lhs_dilation", "rhs_dilation")}
+    padding = np.asarray(ir.DenseIntElementsAttr(op.attributes["padding"])).reshape(n, 2).tolist() \
+        if "padding" in op.attributes else [[0, 0]] * n
+    return {**ints, "padding": [tuple(p) for p in padding]}
+
+
+def _convolution(out_type, lhs, rhs, specs, strides, padding, lhs_dilation, rhs_dilation, features=1, batches=1):
+    """A stablehlo.convolution; `specs`: (input, kernel, output) as (batch or out-feature dim, feature or
+    in-feature dim, spatial dims), JAX's ConvDimensionNumbers."""
+    (ib, if_, isp), (ko, ki, ksp), (ob, of, osp) = specs
+    numbers = hlo.ConvDimensionNumbers.get(
+        input_batch_dimension=ib, input_feature_dimension=if_, input_spatial_dimensions=list(isp),
+        kernel_input_feature_dimension=ki, kernel_output_feature_dimension=ko, kernel_spatial_dimensions=list(ksp),
+        output_batch_dimension=ob, output_feature_dimension=of, output_spatial_dimensions=list(osp))
+    pads = ir.DenseIntElementsAttr.get(np.asarray(padding, np.int64).reshape(len(isp), 2))
+    return hlo.convolution(out_type, lhs, rhs, numbers, features, batches, window_strides=list(strides),
+                           padding=pads, lhs_dilation=list(lhs_dilation), rhs_dilation=list(rhs_dilation))
+
+
+def _dilate(sizes, dilation) -> list:
+    return [0 if d == 0 else 1 + r * (d - 1) for d, r in zip(sizes, dilation)]
+
+
+@_rule("stablehlo.convolution")
+def _convolution_vjp(op, cts):
+    """JAX's `_conv_general_dilated_transpose_lhs` and `_rhs` (jax/_src/lax/convolution.py): the input's
+    cotangent is the cotangent convolved with the kernel reversed in space (the roles of strides and
+    input dilation swapped, groups moved into the kernel's input features), the kernel's the input
+    convolved with the cotangent (the feature groups become batch groups)."""
+    lhs, rhs = op.operands
+    g = cts[0]
+    d = hlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
+    groups = ir.IntegerAttr(op.attributes["feature_group_count"]).value
+    reversal = "window_reversal" in op.attributes and any(ir.DenseBoolArrayAttr(op.attributes["window_reversal"]))
+    if ir.IntegerAttr(op.attributes["batch_group_count"]).value != 1 or reversal:
+        return None                 # (not what arr or JAX's conv emits: E0216)
+    a = _conv_attrs(op)
+    lhs_spec = (d.input_batch_dimension, d.input_feature_dimension, list(d.input_spatial_dimensions))
+    rhs_spec = (d.kernel_output_feature_dimension, d.kernel_input_feature_dimension, list(d.kernel_spatial_dimensions))
+    out_spec = (d.output_batch_dimension, d.output_feature_dimension, list(d.output_spatial_dimensions))
+    lhs_shape, rhs_shape, g_shape = _shape(lhs), _shape(rhs), _shape(g)
+    in_sizes = [lhs_shape[i] for i in lhs_spec[2]]
+    windows = [rhs_shape[i] for i in rhs_spec[2]]
+    out_sizes = [g_shape[i] for i in out_spec[2]]
+    lhs_dilated, rhs_dilated = _dilate(in_sizes, a["lhs_dilation"]), _dilate(windows, a["rhs_dilation"])
+    out_dilated = _dilate(out_sizes, a["window_strides"])
+    dt = dtype_of(g)
+    # the input's cotangent
+    kernel = rhs
+    if groups > 1:          # out-features (G, O/G) -> the G into the in-features, major
+        o, i = rhs_spec[0], rhs_spec[1]
+        split = list(rhs_shape)
+        split[o:o + 1] = [groups, rhs_shape[o] // groups]
+        kernel = hlo.reshape(emit.tensor_type(tuple(split), dt), kernel)
+        perm = [k for k in range(len(split)) if k != o]
+        perm.insert(i, o)
+        merged = [split[k] for k in range(len(split)) if k != o]
+        merged[i] *= groups
+        kernel = hlo.reshape(emit.tensor_type(tuple(merged), dt), hlo.transpose(kernel, perm))
+    before = [k - lo - 1 for k, (lo, _) in zip(rhs_dilated, a["padding"])]
+    after = [ld + k - 1 - od - b for ld, k, od, b in zip(lhs_dilated, rhs_dilated, out_dilated, before)]
+    reversed_kernel = hlo.reverse(kernel, rhs_spec[2])
+    lhs_ct = _convolution(lhs.type, g, reversed_kernel, (out_spec, (rhs_spec[1], rhs_spec[0], rhs_spec[2]), lhs_spec),
+                          a["lhs_dilation"], list(zip(before, after)), a["window_strides"], a["rhs_dilation"],
+                          features=groups)
+    # the kernel's cotangent
+    lows = [lo for lo, _ in a["padding"]]
+    highs = [od - ld + (k - lo - 1) for od, ld, k, lo in zip(out_dilated, lhs_dilated, rhs_dilated, lows)]
+    rhs_ct = _convolution(rhs.type, lhs, g, ((lhs_spec[1], lhs_spec[0], lhs_spec[2]),
+                                             (out_spec[1], out_spec[0], out_spec[2]),
+                                             (rhs_spec[1], rhs_spec[0], rhs_spec[2])),
+                          a["rhs_dilation"], list(zip(lows, highs)), a["lhs_dilation"], a["window_strides"],
+                          batches=groups)
+    return [lhs_ct, rhs_ct]
+
+
 @_rule("stablehlo.slice")
 def _slice_vjp(op, cts):
     (x,) = op.operands

@@ -115,3 +115,37 @@ def test_conv_diagnostics(call, code, message):
         arrc.loads(src)
     diag = info.value.diagnostics[0]
     assert diag.code == code and diag.message.startswith(message), diag.message
+
+
+GRAD_CASES = [   # (n, layout, strides, padding, lhs_dilation, rhs_dilation, groups)
+    (2, None, (1, 1), "VALID", (1, 1), (1, 1), 1),
+    (2, None, (2, 1), "SAME", (1, 1), (1, 2), 1),
+    (2, ("NHWC", "HWIO", "NHWC"), (2, 2), [(1, 2), (0, 1)], (1, 1), (2, 1), 2),
+    (1, None, (2,), [(2, -1)], (2,), (1,), 2),
+    (3, ("NDHWC", "DHWIO", "NDHWC"), (1, 2, 1), "SAME", (1, 1, 1), (1, 1, 2), 1),
+    (2, ("NCHW", "HWIO", "NHWC"), (1, 2), [(0, 0), (1, 1)], (2, 1), (1, 1), 3),
+]
+
+
+@pytest.mark.parametrize("case", GRAD_CASES, ids=lambda c: "-".join(map(str, c)).replace(" ", ""))
+def test_the_gradient_of_conv_is_jaxs(case):
+    """grad with respect to the input and the kernel, against jax.grad (x64): strides, SAME and explicit
+    (negative too) padding, both dilations, feature groups, channels-last and mixed layouts, 1-3 spatial
+    dimensions."""
+    n, layout, strides, padding, lhs, rhs, groups = case
+    rng = np.random.default_rng(zlib.crc32(repr(case).encode()))
+    x, w = _operands(n, layout, groups, "f64", rng)
+
+    def loss(x, w, c):
+        y = lax.conv_general_dilated(x, w, strides, padding, lhs, rhs, dimension_numbers=layout,
+                                     feature_group_count=groups)
+        return (y * c).sum()
+    shape = lax.conv_general_dilated(x, w, strides, padding, lhs, rhs, dimension_numbers=layout,
+                                     feature_group_count=groups).shape
+    c = rng.standard_normal(shape)
+    src = (f"def loss(x: f64{list(x.shape)}, w: f64{list(w.shape)}, c: f64{list(shape)}) -> f64:\n"
+           f"    return sum(conv(x, w, {_arr_args(strides, padding, lhs, rhs, groups, layout)}) * c)\n")
+    got = arrc.grad(arrc.loads(src).loss, argnums=(0, 1))(x, w, c)
+    want = jax.grad(loss, argnums=(0, 1))(x, w, c)
+    for g, e in zip(got, want):
+        np.testing.assert_allclose(g, e, rtol=1e-11, atol=1e-11)
