@@ -42,6 +42,7 @@ CODES: dict[str, str] = {
     "E0501": "StableHLO module has a dynamic shape",
     "E0502": "invalid StableHLO module",
     "E0503": "StableHLO module uses something arrc cannot run safely",
+    "E0504": "the target backend cannot run this operation on this dtype",
     "E0601": "internal compiler error",
     "W0001": "lossy implicit promotion",
     "W0002": "text-direction control character in source",

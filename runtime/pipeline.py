@@ -12,6 +12,7 @@ from ..compiler.diagnostics import CompileError
 from ..passes.base import ModulePass
 from ..passes.guards import GuardOptions, GuardPass
 from ..passes.registry import PASSES, run_passes
+from ..passes.verify_backend import VerifyBackend
 from ..passes.verify_foreign import VerifyForeignCalls
 from ..passes.verify_static_shapes import VerifyStaticShapes
 
@@ -50,9 +51,11 @@ def apply_passes(module, context, passes: list, sources) -> None:
 
 
 def compile_module(module, context, sources, passes: list, platform: str = "cpu"):
-    """`module` through `passes`, then compiled for `platform` (runtime/call.py `Compiled`)."""
+    """`module` through `passes` and the check of what the device's PJRT platform can run
+    (passes/verify_backend.py), then compiled for `platform` (runtime/call.py `Compiled`)."""
     from .call import Compiled
-    apply_passes(module, context, passes, sources)
+    from .pjrt import backend
+    apply_passes(module, context, list(passes) + [VerifyBackend(backend(platform).platform)], sources)
     return Compiled(module, context, sources, platform=platform)
 
 

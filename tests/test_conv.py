@@ -149,3 +149,31 @@ def test_the_gradient_of_conv_is_jaxs(case):
     want = jax.grad(loss, argnums=(0, 1))(x, w, c)
     for g, e in zip(got, want):
         np.testing.assert_allclose(g, e, rtol=1e-11, atol=1e-11)
+
+
+def test_a_dtype_the_backend_cannot_convolve_is_a_compile_error_at_the_call(monkeypatch):
+    """passes/verify_backend.py, tested on this CPU with a fake entry for `cpu` (on ROCm an f64
+    convolution would abort the process); the same function in f32 runs."""
+    from arrc.passes import verify_backend
+    monkeypatch.setitem(verify_backend.UNSUPPORTED, "cpu", {"stablehlo.convolution": {"f64"}})
+    src = ("def blur(x: f64[1, 1, 6, 6], k: f64[1, 1, 3, 3]) -> f64[1, 1, 4, 4]:\n    return conv(x, k)\n\n"
+           "def cast(x: f64[1, 1, 6, 6], k: f64[1, 1, 3, 3]) -> f64[1, 1, 4, 4]:\n"
+           "    return conv(x.astype(f32), k.astype(f32)).astype(f64)\n")
+    mod = arrc.loads(src, filename="blur.arr")
+    x, k = np.ones((1, 1, 6, 6)), np.ones((1, 1, 3, 3))
+    with pytest.raises(arrc.CompileError) as info:
+        mod.blur(x, k)
+    assert str(info.value) == """\
+error[E0504]: the cpu backend cannot run an f64 convolution
+ --> blur.arr:2:12
+  |
+2 |     return conv(x, k)
+  |            ^^^^^^^^^^ an f64 convolution
+  |
+  = note: cpu has no convolution kernels for f64
+  = help: cast the operands (`.astype(f32)`) or run it on another device (`device="cpu"`)
+"""
+    np.testing.assert_allclose(mod.cast(x, k), np.full((1, 1, 4, 4), 9.0))
+    from arrc.passes.verify_backend import VerifyBackend
+    assert [d.code for d in VerifyBackend("tpu").apply(mod.blur.lower(x, k).module)] == ["E0504"]
+    assert VerifyBackend("cuda").apply(mod.blur.lower(x, k).module) == []
