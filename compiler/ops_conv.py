@@ -1,4 +1,4 @@
-"""Convolution (LANGUAGE.md section 13): `conv`, as `jax.lax.conv_general_dilated`.
+"""Convolution (LANGUAGE.md section 13): `conv`, as `jax.lax.conv_general_dilated`, and `conv_transpose`.
 
 Shapes follow XLA's (and JAX's) rules, computed in the checker, symbolically where the sizes are shape
 variables: per spatial dimension, the input dilated by `lhs_dilation` and padded, the window dilated by
@@ -79,53 +79,117 @@ def _explicit_padding(cx: CallCx, padding, n: int) -> list[tuple[int, int]]:
 @register("conv", params='x, w, strides=1, padding="VALID", lhs_dilation=1, rhs_dilation=1, groups=1, layout=None',
           family="Linear algebra", doc="N-d convolution, as jax.lax.conv_general_dilated", words="convolution")
 def _conv(cx: CallCx, x, w, strides, padding, lhs_dilation, rhs_dilation, groups, layout) -> Val:
+    x, w = _operands(cx, x, w, "`conv`")
+    n = x.type.rank - 2
+    groups = cx.const_int(groups, "groups") if not isinstance(groups, int) else groups
+    return _convolve(cx, x, w, _layout(cx, layout, x.type.rank), _per_dimension(cx, strides, "strides", n),
+                     _padding(cx, padding, n), _per_dimension(cx, lhs_dilation, "lhs_dilation", n),
+                     _per_dimension(cx, rhs_dilation, "rhs_dilation", n), groups)
+
+
+@register("conv_transpose",
+          params='x, w, strides=1, padding="VALID", rhs_dilation=1, layout=None, transpose_kernel=False',
+          family="Linear algebra", doc="transposed (fractionally strided) convolution, as jax.lax.conv_transpose",
+          words="convolution")
+def _conv_transpose(cx: CallCx, x, w, strides, padding, rhs_dilation, layout, transpose_kernel) -> Val:
+    """JAX's `conv_transpose`: a convolution of stride 1 over the input dilated by `strides`, padded so
+    that "SAME" and "VALID" invert the forward convolution's shapes (explicit pairs are used as they are,
+    as JAX does by default); channels-last by default; `transpose_kernel` flips the kernel in space and
+    swaps its O and I dimensions (Keras' Conv2DTranspose)."""
+    x, w = _operands(cx, x, w, "`conv_transpose`")
+    rank, n = x.type.rank, x.type.rank - 2
+    if layout is None:
+        spatial = "HWD"[:n]
+        layout = TupleVal([StrVal(s) for s in ("N" + spatial + "C", spatial + "IO", "N" + spatial + "C")])
+    specs = _layout(cx, layout, rank)
+    strides = _per_dimension(cx, strides, "strides", n)
+    rhs_dilation = _per_dimension(cx, rhs_dilation, "rhs_dilation", n)
+    if cx.bool_flag(transpose_kernel, "transpose_kernel"):
+        o, i, spatial_dims = specs[1]
+        shape = list(w.type.shape)
+        shape[o], shape[i] = shape[i], shape[o]
+        perm = list(range(rank))
+        perm[o], perm[i] = perm[i], perm[o]
+        kernel = w
+        w = cx.value(ArrayType(w.type.dtype, tuple(shape), w.type.weak),
+                     lambda: hlo.transpose(hlo.reverse(cx.ir(kernel), spatial_dims), perm))
+    padding = _padding(cx, padding, n)
+    if isinstance(padding, str):
+        windows = [(w.type.shape[d] - ONE) * Dim.const(r) + ONE for d, r in zip(specs[1][2], rhs_dilation)]
+        if not all(k.is_const for k in windows):
+            cx.error("E0204", "`conv_transpose` with \"SAME\" or \"VALID\" padding needs the kernel's size known",
+                     "a symbolic kernel size", at="w", help="give its size, or explicit padding pairs")
+        padding = [_transpose_padding(k.value, s, padding) for k, s in zip(windows, strides)]
+    return _convolve(cx, x, w, specs, [1] * n, padding, strides, rhs_dilation, 1, "`conv_transpose`")
+
+
+def _transpose_padding(k: int, s: int, padding: str) -> tuple[int, int]:
+    """JAX's `_conv_transpose_padding` for a dilated window `k` and stride `s`."""
+    if padding == "SAME":
+        total = k + s - 2
+        low = k - 1 if s > k - 1 else -(-total // 2)
+    else:
+        total, low = k + s - 2 + max(k - s, 0), k - 1
+    return low, total - low
+
+
+def _operands(cx: CallCx, x, w, what: str) -> tuple[Val, Val]:
     x, w = cx.array(x, "x"), cx.array(w, "w")
+    if x.type.rank < 3 or w.type.rank != x.type.rank:
+        cx.error("E0202", f"{what} needs an input and a kernel of the same rank, 3 to 5 (1 to 3 spatial "
+                          f"dimensions), found {x.type} and {w.type}", "",
+                 labels=[Label(cx.at("x"), f"the input is {x.type}"), Label(cx.at("w"), f"the kernel is {w.type}")])
+    return x, w
+
+
+def _padding(cx: CallCx, padding, n: int):
+    """"VALID", "SAME" or [(lo, hi), ...] as ints."""
     padding = StrVal(padding) if isinstance(padding, str) else padding      # (the default)
+    if isinstance(padding, StrVal):
+        if padding.text not in ("VALID", "SAME"):
+            cx.error("E0204", f"`padding` must be \"VALID\" or \"SAME\", found \"{padding.text}\"",
+                     "unknown padding", at="padding")
+        return padding.text
+    return _explicit_padding(cx, padding, n)
+
+
+def _convolve(cx: CallCx, x: Val, w: Val, specs, strides: list, padding, lhs_dilation: list, rhs_dilation: list,
+              groups: int, what: str = "`conv`") -> Val:
+    """The convolution of `x` by `w`: `specs` from `_layout`, `padding` "VALID", "SAME" or (lo, hi) pairs."""
     tx, tw = x.type, w.type
     labels = [Label(cx.at("x"), f"the input is {tx}"), Label(cx.at("w"), f"the kernel is {tw}")]
-    if tx.rank < 3 or tw.rank != tx.rank:
-        cx.error("E0202", f"`conv` needs an input and a kernel of the same rank, 3 to 5 (1 to 3 spatial "
-                          f"dimensions), found {tx} and {tw}", "", labels=labels)
-    dtype, weak = _promoted(cx, [x, w], "`conv`")
+    dtype, weak = _promoted(cx, [x, w], what)
     if dtype.is_bool:
-        cx.error("E0201", "`conv` is not defined on bool", "bool operands", help="convert with `.astype(i32)`")
+        cx.error("E0201", f"{what} is not defined on bool", "bool operands", help="convert with `.astype(i32)`")
     n = tx.rank - 2
-    (xb, xf, xs), (wo, wi, ws), (ob, of, os) = _layout(cx, layout, tx.rank)
-    strides = _per_dimension(cx, strides, "strides", n)
-    lhs_dilation = _per_dimension(cx, lhs_dilation, "lhs_dilation", n)
-    rhs_dilation = _per_dimension(cx, rhs_dilation, "rhs_dilation", n)
-    groups = cx.const_int(groups, "groups") if not isinstance(groups, int) else groups
+    (xb, xf, xs), (wo, wi, ws), (ob, of, os) = specs
     features, in_features, out_features = tx.shape[xf], tw.shape[wi], tw.shape[wo]
     if groups < 1:
         cx.error("E0204", f"`groups` must be at least 1, found {groups}", "not positive", at="groups")
     if features != in_features * Dim.const(groups):
         grouped = f" times {groups} groups" if groups > 1 else ""
-        cx.error("E0202", f"`conv`: the input has {features} features, the kernel takes {in_features}{grouped}",
+        cx.error("E0202", f"{what}: the input has {features} features, the kernel takes {in_features}{grouped}",
                  f"{features} vs {in_features}{grouped}", labels=labels,
                  notes=["the kernel's I dimension is the input's features divided by `groups`"])
     if groups > 1 and out_features.floordiv(Dim.const(groups)) is None:
-        cx.error("E0202", f"`conv`: the kernel's {out_features} output features do not split into {groups} groups",
+        cx.error("E0202", f"{what}: the kernel's {out_features} output features do not split into {groups} groups",
                  f"{out_features} output features", at="w")
     sizes = [tx.shape[d] for d in xs]
     windows = [(tw.shape[d] - ONE) * Dim.const(r) + ONE for d, r in zip(ws, rhs_dilation)]
     dilated = [(s - ONE) * Dim.const(r) + ONE for s, r in zip(sizes, lhs_dilation)]
-    if isinstance(padding, StrVal) and padding.text in ("VALID", "SAME"):
-        if padding.text == "VALID":
-            pads = [(Dim.const(0), Dim.const(0))] * n
-            out = [Dim.quotient(d - k, Dim.const(s)) + ONE for d, k, s in zip(dilated, windows, strides)]
-        else:       # JAX's padtype_to_pads on the undilated input
-            out = [Dim.quotient(size + Dim.const(s - 1), Dim.const(s)) for size, s in zip(sizes, strides)]
-            pads = None
-    elif isinstance(padding, StrVal):
-        cx.error("E0204", f"`padding` must be \"VALID\" or \"SAME\", found \"{padding.text}\"", "unknown padding",
-                 at="padding")
+    if padding == "VALID":
+        pads = [(Dim.const(0), Dim.const(0))] * n
+        out = [Dim.quotient(d - k, Dim.const(s)) + ONE for d, k, s in zip(dilated, windows, strides)]
+    elif padding == "SAME":     # JAX's padtype_to_pads on the undilated input
+        out = [Dim.quotient(size + Dim.const(s - 1), Dim.const(s)) for size, s in zip(sizes, strides)]
+        pads = None
     else:
-        pads = [(Dim.const(lo), Dim.const(hi)) for lo, hi in _explicit_padding(cx, padding, n)]
+        pads = [(Dim.const(lo), Dim.const(hi)) for lo, hi in padding]
         out = [Dim.quotient(d + lo + hi - k, Dim.const(s)) + ONE for d, (lo, hi), k, s in
                zip(dilated, pads, windows, strides)]
     for i, (o, d) in enumerate(zip(out, xs)):
         if o.is_const and o.value < 1:
-            cx.error("E0202", f"`conv` leaves spatial dimension {i} empty: the window ({windows[i]} after dilation) "
+            cx.error("E0202", f"{what} leaves spatial dimension {i} empty: the window ({windows[i]} after dilation) "
                               f"is larger than the padded input ({tx.shape[d]} before padding)",
                      "an empty output", labels=labels, help="pad more, or use a smaller kernel or dilation")
     shape = [None] * tx.rank

@@ -177,3 +177,43 @@ error[E0504]: the cpu backend cannot run an f64 convolution
     from arrc.passes.verify_backend import VerifyBackend
     assert [d.code for d in VerifyBackend("tpu").apply(mod.blur.lower(x, k).module)] == ["E0504"]
     assert VerifyBackend("cuda").apply(mod.blur.lower(x, k).module) == []
+
+
+TRANSPOSE_CASES = [   # (n, layout, strides, padding, rhs_dilation, transpose_kernel)
+    (2, None, (2, 2), "SAME", (1, 1), False),
+    (2, None, (2, 1), "VALID", (1, 2), True),
+    (1, None, (3,), "SAME", (1,), True),
+    (2, ("NCHW", "OIHW", "NCHW"), (2, 2), [(1, 2), (0, 1)], (1, 1), False),
+    (3, None, (1, 2, 2), "VALID", (1, 1, 1), False),
+]
+
+
+@pytest.mark.parametrize("case", TRANSPOSE_CASES, ids=lambda c: "-".join(map(str, c)).replace(" ", ""))
+def test_conv_transpose_matches_lax_and_its_gradient_jaxs(case):
+    n, layout, strides, padding, rhs, flip = case
+    rng = np.random.default_rng(zlib.crc32(repr(case).encode()))
+    spatial = "HWD"[:n]
+    spec_x, spec_w, _ = layout or ("N" + spatial + "C", spatial + "IO", None)
+    sizes = {"N": 2, "C": 3, "I": 3, "O": 4, **dict(zip(spatial, rng.integers(3, 6, n).tolist()))}
+    kernel = {**sizes, **dict(zip(spatial, rng.integers(1, 4, n).tolist()))}
+    if flip:
+        kernel["I"], kernel["O"] = 4, 3
+    x = rng.standard_normal([sizes[c] for c in spec_x])
+    w = rng.standard_normal([kernel[c] for c in spec_w])
+    want = lax.conv_transpose(x, w, strides, padding, rhs, dimension_numbers=layout, transpose_kernel=flip)
+    pad = f'"{padding}"' if isinstance(padding, str) else "[" + ", ".join(f"({a}, {b})" for a, b in padding) + "]"
+    args = f"strides={strides}, padding={pad}, rhs_dilation={rhs}, transpose_kernel={'true' if flip else 'false'}"
+    if layout is not None:
+        args += ", layout=(" + ", ".join(f'"{s}"' for s in layout) + ")"
+    args = args.replace(",)", ")")
+    src = (f"def f(x: f64{list(x.shape)}, w: f64{list(w.shape)}) -> f64{list(want.shape)}:\n"
+           f"    return conv_transpose(x, w, {args})\n\n"
+           f"def loss(x: f64{list(x.shape)}, w: f64{list(w.shape)}) -> f64:\n    return sum(sin(f(x, w)))\n")
+    mod = arrc.loads(src)
+    np.testing.assert_allclose(mod.f(x, w), want, rtol=1e-12, atol=1e-12)
+
+    def loss(x, w):
+        return jax.numpy.sum(jax.numpy.sin(lax.conv_transpose(x, w, strides, padding, rhs, dimension_numbers=layout,
+                                                              transpose_kernel=flip)))
+    for got, expected in zip(arrc.grad(mod.loss, argnums=(0, 1))(x, w), jax.grad(loss, argnums=(0, 1))(x, w)):
+        np.testing.assert_allclose(got, expected, rtol=1e-11, atol=1e-11)

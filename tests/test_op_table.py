@@ -92,7 +92,7 @@ def test_guard_words_unchanged():
         "add": "addition", "subtract": "subtraction", "multiply": "multiplication", "divide": "division",
         "power": "power", "matmul": "matrix product", "floor_divide": "floor division", "remainder": "remainder",
         "negate": "negation", "index": "indexing", "update": "indexed update", "dynamic_slice": "dynamic_slice",
-        "conv": "convolution"}
+        "conv": "convolution", "conv_transpose": "convolution"}
 
 
 def test_docs_builtin_list_is_generated(update_goldens):
