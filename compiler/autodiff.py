@@ -429,19 +429,6 @@ def _conv_attrs(op) -> dict:
     return {**ints, "padding": [tuple(p) for p in padding]}
 
 
-def _convolution(out_type, lhs, rhs, specs, strides, padding, lhs_dilation, rhs_dilation, features=1, batches=1):
-    """A stablehlo.convolution; `specs`: (input, kernel, output) as (batch or out-feature dim, feature or
-    in-feature dim, spatial dims), JAX's ConvDimensionNumbers."""
-    (ib, if_, isp), (ko, ki, ksp), (ob, of, osp) = specs
-    numbers = hlo.ConvDimensionNumbers.get(
-        input_batch_dimension=ib, input_feature_dimension=if_, input_spatial_dimensions=list(isp),
-        kernel_input_feature_dimension=ki, kernel_output_feature_dimension=ko, kernel_spatial_dimensions=list(ksp),
-        output_batch_dimension=ob, output_feature_dimension=of, output_spatial_dimensions=list(osp))
-    pads = ir.DenseIntElementsAttr.get(np.asarray(padding, np.int64).reshape(len(isp), 2))
-    return hlo.convolution(out_type, lhs, rhs, numbers, features, batches, window_strides=list(strides),
-                           padding=pads, lhs_dilation=list(lhs_dilation), rhs_dilation=list(rhs_dilation))
-
-
 def _dilate(sizes, dilation) -> list:
     return [0 if d == 0 else 1 + r * (d - 1) for d, r in zip(sizes, dilation)]
 
@@ -485,17 +472,18 @@ def _convolution_vjp(op, cts):
     before = [k - lo - 1 for k, (lo, _) in zip(rhs_dilated, a["padding"])]
     after = [ld + k - 1 - od - b for ld, k, od, b in zip(lhs_dilated, rhs_dilated, out_dilated, before)]
     reversed_kernel = hlo.reverse(kernel, rhs_spec[2])
-    lhs_ct = _convolution(lhs.type, g, reversed_kernel, (out_spec, (rhs_spec[1], rhs_spec[0], rhs_spec[2]), lhs_spec),
-                          a["lhs_dilation"], list(zip(before, after)), a["window_strides"], a["rhs_dilation"],
-                          features=groups)
+    lhs_ct = emit.convolution(lhs.type, g, reversed_kernel,
+                              (out_spec, (rhs_spec[1], rhs_spec[0], rhs_spec[2]), lhs_spec),
+                              a["lhs_dilation"], list(zip(before, after)), a["window_strides"], a["rhs_dilation"],
+                              features=groups)
     # the kernel's cotangent
     lows = [lo for lo, _ in a["padding"]]
     highs = [od - ld + (k - lo - 1) for od, ld, k, lo in zip(out_dilated, lhs_dilated, rhs_dilated, lows)]
-    rhs_ct = _convolution(rhs.type, lhs, g, ((lhs_spec[1], lhs_spec[0], lhs_spec[2]),
-                                             (out_spec[1], out_spec[0], out_spec[2]),
-                                             (rhs_spec[1], rhs_spec[0], rhs_spec[2])),
-                          a["rhs_dilation"], list(zip(lows, highs)), a["lhs_dilation"], a["window_strides"],
-                          batches=groups)
+    rhs_ct = emit.convolution(rhs.type, lhs, g, ((lhs_spec[1], lhs_spec[0], lhs_spec[2]),
+                                                 (out_spec[1], out_spec[0], out_spec[2]),
+                                                 (rhs_spec[1], rhs_spec[0], rhs_spec[2])),
+                              a["rhs_dilation"], list(zip(lows, highs)), a["lhs_dilation"], a["window_strides"],
+                              batches=groups)
     return [lhs_ct, rhs_ct]
 
 

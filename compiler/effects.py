@@ -124,35 +124,35 @@ def number_loop(loop, sites: list, bound: int) -> int:
 
 
 def past_bound(site: int, count: ir.Value, fits: ir.Value) -> ir.Value:
-    """The PAST value of a loop numbered `site` that ran `count` (u64) iterations: [site, count], or zeros
+    """The PAST value of a loop numbered `site` that ran `count` (u64) iterations: [site, count], or none
     where it `fits` its bound."""
-    i64_2 = emit.tensor_type((2,), I64)
-    ran = hlo.concatenate([emit.const(site, I64, (1,)), hlo.reshape(emit.tensor_type((1,), I64),
-                                                                     hlo.convert(emit.tensor_type((), I64), count))], 0)
-    return hlo.select(fits, emit.const(0, I64, (2,)), ran) if i64_2 else ran
+    ran = hlo.reshape(emit.tensor_type((1,), I64), hlo.convert(emit.tensor_type((), I64), count))
+    return hlo.select(fits, no_past(), hlo.concatenate([emit.const(site, I64, (1,)), ran], 0))
 
 
 def past_type() -> ir.Type:
-    return emit.tensor_type((2,), I64)
+    return emit.tensor_type(PAST_TYPE.concrete_shape, I64)
 
 
 def no_past() -> ir.Value:
-    return emit.const(0, I64, (2,))
+    return emit.const(0, I64, PAST_TYPE.concrete_shape)
+
+
+def _records_none(past: ir.Value) -> ir.Value:
+    """Whether a PAST value records no run past a bound (its iterations are 0)."""
+    ran = hlo.reshape(emit.tensor_type((), I64), hlo.slice(past, [1], [2], [1]))
+    return emit.compare(ran, emit.const(0, I64), "EQ", I64)
 
 
 def first_past(earlier: ir.Value, later: ir.Value) -> ir.Value:
     """The first of two PAST values that records a run past a bound (`earlier` where both do)."""
-    ran = hlo.slice(earlier, [1], [2], [1])
-    none = emit.compare(hlo.reshape(emit.tensor_type((), I64), ran), emit.const(0, I64), "EQ", I64)
-    return hlo.select(none, later, earlier)
+    return hlo.select(_records_none(earlier), later, earlier)
 
 
 def report_past(sites: list, run: ir.Value, io: ir.Value, past: ir.Value) -> ir.Value:
     """At the insertion point of a function with effects: report `past` (R0006) if it records a run past a
     bound, by a host callback that orders it among the effects; the next io value."""
-    ran = hlo.reshape(emit.tensor_type((), I64), hlo.slice(past, [1], [2], [1]))
-    none = emit.compare(ran, emit.const(0, I64), "EQ", I64)
-    op = hlo.IfOp([io.type], none)
+    op = hlo.IfOp([io.type], _records_none(past))
     with ir.InsertionPoint(op.true_branch.blocks.append()):
         hlo.return_([io])
     with ir.InsertionPoint(op.false_branch.blocks.append()):

@@ -394,3 +394,16 @@ def _direction(op: str) -> str:
 
 def compare_op(a, b, op: str, dt: DType):
     return compare(a, b, _direction(op), dt)
+
+
+def convolution(out_type, lhs, rhs, specs, strides, padding, lhs_dilation, rhs_dilation, features=1, batches=1):
+    """A stablehlo.convolution; `specs`: (input, kernel, output) as (batch or out-feature dim, feature or
+    in-feature dim, spatial dims), JAX's ConvDimensionNumbers."""
+    (ib, if_, isp), (ko, ki, ksp), (ob, of, osp) = specs
+    numbers = hlo.ConvDimensionNumbers.get(
+        input_batch_dimension=ib, input_feature_dimension=if_, input_spatial_dimensions=list(isp),
+        kernel_input_feature_dimension=ki, kernel_output_feature_dimension=ko, kernel_spatial_dimensions=list(ksp),
+        output_batch_dimension=ob, output_feature_dimension=of, output_spatial_dimensions=list(osp))
+    pads = ir.DenseIntElementsAttr.get(np.asarray(padding, np.int64).reshape(len(isp), 2))
+    return hlo.convolution(out_type, lhs, rhs, numbers, features, batches, window_strides=list(strides),
+                           padding=pads, lhs_dilation=list(lhs_dilation), rhs_dilation=list(rhs_dilation))

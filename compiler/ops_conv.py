@@ -12,7 +12,6 @@ spatial dimensions in order, JAX's default.
 from __future__ import annotations
 
 import numpy as np
-from jaxlib.mlir import ir
 
 from . import emit
 from .diagnostics import Label
@@ -206,12 +205,6 @@ def _convolve(cx: CallCx, x: Val, w: Val, specs, strides: list, padding, lhs_dil
             padding_ = [(lo, t - lo) for lo, t in zip(low, totals)]
         else:
             padding_ = [(lo.value, hi.value) for lo, hi in pads]
-        numbers = hlo.ConvDimensionNumbers.get(
-            input_batch_dimension=xb, input_feature_dimension=xf, input_spatial_dimensions=xs,
-            kernel_input_feature_dimension=wi, kernel_output_feature_dimension=wo, kernel_spatial_dimensions=ws,
-            output_batch_dimension=ob, output_feature_dimension=of, output_spatial_dimensions=os)
-        pad_attr = ir.DenseIntElementsAttr.get(np.asarray(padding_, np.int64).reshape(n, 2))
-        return hlo.convolution(emit.tensor_type(concrete(shape), dtype), cx.ir(x, dtype), cx.ir(w, dtype),
-                               numbers, groups, 1, window_strides=strides, padding=pad_attr,
-                               lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation)
+        return emit.convolution(emit.tensor_type(concrete(shape), dtype), cx.ir(x, dtype), cx.ir(w, dtype),
+                                specs, strides, padding_, lhs_dilation, rhs_dilation, features=groups)
     return cx.value(ArrayType(dtype, shape, weak), build)

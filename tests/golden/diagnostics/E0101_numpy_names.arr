@@ -8,7 +8,7 @@ def c(m: f32[n, n]) -> f32[n]:
     return svd(m)
 
 def d(x: f32[n], k: f32[3]) -> f32[n]:
-    return conv(x, k)
+    return convolve(x, k)
 
 def e(x: f32[n]) -> f32[n]:
     return scan(x)
