@@ -404,6 +404,30 @@ def _kmeans_input():
     return [x, r.choice(2000, 3, replace=False).astype(np.int32), np.array(10, np.int32)]
 
 
+# ---- convolution (issue 20) -----------------------------------------------------------------------------
+
+CONV = """
+def block(x: f32[b, h, w, 32], k1: f32[3, 3, 32, 64], k2: f32[3, 3, 64, 64]) -> f32[b, (h + 1) // 2, (w + 1) // 2, 64]:
+    y = relu(conv(x, k1, padding="SAME", layout=("NHWC", "HWIO", "NHWC")))
+    return relu(conv(y, k2, strides=2, padding="SAME", layout=("NHWC", "HWIO", "NHWC")))
+"""
+
+
+def jax_conv_block(x, k1, k2):
+    import jax
+    from jax import lax
+    dn = ("NHWC", "HWIO", "NHWC")
+    y = jax.nn.relu(lax.conv_general_dilated(x, k1, (1, 1), "SAME", dimension_numbers=dn))
+    return jax.nn.relu(lax.conv_general_dilated(y, k2, (2, 2), "SAME", dimension_numbers=dn))
+
+
+def _conv_input():
+    r = _rng(12)
+    return [r.standard_normal((16, 32, 32, 32), dtype=np.float32),
+            r.standard_normal((3, 3, 32, 64), dtype=np.float32) * 0.1,
+            r.standard_normal((3, 3, 64, 64), dtype=np.float32) * 0.1]
+
+
 # ---- tiny x + y (call overhead) ----------------------------------------------------------------------
 
 ADD = """
@@ -511,6 +535,8 @@ def programs(generated_statements: int = 2000) -> list[Program]:
                 specs=["key"], notes="Threefry-2x32 bits; the key as its u32 words (jax.random.PRNGKey) on both sides"),
         Program("kmeans f32[2000,2] k=3 x10", KMEANS, "kmeans", jax_kmeans, _kmeans_input,
                 notes="examples/kmeans.arr; JAX: fori_loop over iterations, Python loop over clusters"),
+        Program("conv block f32[16,32,32,32] 3x3x64 x2", CONV, "block", jax_conv_block, _conv_input,
+                notes="two 3x3 convolutions (the second strided) with relu, channels-last; JAX: lax.conv_general_dilated"),
         Program("add f32[4]", ADD, "add", jax_add,
                 lambda: [np.arange(4, dtype=np.float32), np.ones(4, np.float32)], tags={"overhead"}),
         Program(f"generated {generated_statements} statements", arr_gen, "main", jax_from_source(py_gen),
