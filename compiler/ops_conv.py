@@ -176,10 +176,15 @@ def _convolve(cx: CallCx, x: Val, w: Val, specs, strides: list, padding, lhs_dil
     sizes = [tx.shape[d] for d in xs]
     windows = [(tw.shape[d] - ONE) * Dim.const(r) + ONE for d, r in zip(ws, rhs_dilation)]
     dilated = [(s - ONE) * Dim.const(r) + ONE for s, r in zip(sizes, lhs_dilation)]
+    if isinstance(padding, str) and any(r != 1 for r in lhs_dilation):
+        cx.error("E0204", f"{what} with \"{padding}\" padding cannot dilate the input (`lhs_dilation`), as in JAX",
+                 f"\"{padding}\" with lhs_dilation", at="padding",
+                 help="give explicit (low, high) padding pairs, or use `conv_transpose` for a fractionally strided "
+                      "convolution")
     if padding == "VALID":
         pads = [(Dim.const(0), Dim.const(0))] * n
         out = [Dim.quotient(d - k, Dim.const(s)) + ONE for d, k, s in zip(dilated, windows, strides)]
-    elif padding == "SAME":     # JAX's padtype_to_pads on the undilated input
+    elif padding == "SAME":     # JAX's padtype_to_pads: ceil(size / stride) positions
         out = [Dim.quotient(size + Dim.const(s - 1), Dim.const(s)) for size, s in zip(sizes, strides)]
         pads = None
     else:

@@ -107,6 +107,8 @@ def grouped(x: f32[n, 6, t], k: f32[4, 3, 3]) -> f32[n, 4, t - 2]:
     ("conv(x, g, layout=(\"NHWC\", \"OIHW\", \"NCHQ\"))", "E0204", "the output layout \"NCHQ\" does not describe"),
     ("conv(x, g, layout=\"NHWC\")", "E0204", "`layout` must be three strings"),
     ("conv(b, b)", "E0201", "`conv` is not defined on bool"),
+    ("conv(x, g, padding=\"SAME\", lhs_dilation=2)", "E0204",
+     "`conv` with \"SAME\" padding cannot dilate the input (`lhs_dilation`), as in JAX"),
 ])
 def test_conv_diagnostics(call, code, message):
     src = (f"def f(x: f32[1, 3, 5, 5], k: f32[4, 2, 3, 3], q: f32[4, 1, 3, 3], v: f32[4, 3, 3], e: f32[4, 3, 1, 3],"
