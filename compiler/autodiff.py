@@ -1071,9 +1071,10 @@ def _record(loop, count: int, residuals: list = ()):
             state, k, tapes = list(body.arguments[:n]), body.arguments[n], body.arguments[n + 1:]
             ops, returned = _recompute(loop, 1, state, effects=True)          # the forward loop itself
             values = state + [ops[i].results[r] for i, r in residuals]
-            written = [emit.op("stablehlo.dynamic_update_slice", t.type, [
+            # in range, except past a bound, where the call reports R0006 instead of its results: not guarded
+            written = [emit.mark(emit.op("stablehlo.dynamic_update_slice", t.type, [
                 t, emit.op("stablehlo.reshape", emit.tensor_type((1,) + _shape(v), dtype_of(v)), [v]),
-                *([k] + [emit.const(0, u64, ())] * len(_shape(v)))]) for t, v in zip(tapes, values)]
+                *([k] + [emit.const(0, u64, ())] * len(_shape(v)))]), abi.IN_BOUNDS) for t, v in zip(tapes, values)]
             hlo.return_(returned + [hlo.add(k, emit.const(1, u64, ()))] + written)
     for old, new in zip(loop.results, recording.results[:n]):
         old.replace_all_uses_with(new)
@@ -1099,9 +1100,9 @@ def _read_tapes(tapes: list, j: ir.Value) -> list:
     state = []
     for t in tapes:
         shape, dt = _shape(t)[1:], dtype_of(t)
-        row = emit.op("stablehlo.dynamic_slice", emit.tensor_type((1,) + shape, dt),
-                      [t, j] + [emit.const(0, DTYPES["u64"], ())] * len(shape),
-                      {"slice_sizes": ir.DenseI64ArrayAttr.get([1] + list(shape))})
+        row = emit.mark(emit.op("stablehlo.dynamic_slice", emit.tensor_type((1,) + shape, dt),
+                                [t, j] + [emit.const(0, DTYPES["u64"], ())] * len(shape),
+                                {"slice_sizes": ir.DenseI64ArrayAttr.get([1] + list(shape))}), abi.IN_BOUNDS)
         state.append(emit.op("stablehlo.reshape", emit.tensor_type(shape, dt), [row]))
     return state
 
