@@ -43,6 +43,14 @@ TARGET_FRONTEND_LOOP = 0.30  # the same against JAX written as a loop (issue 18)
 TARGET_FE_COMPILE = 0.10    # arrc front end / XLA compile, every program
 TARGET_WARM_RUN = 1.3       # warm `arrc run` / `python -c "import jax"`
 
+DEVICE = "cpu"              # --device: where both sides run (JAX's default device is set to it)
+
+
+def load(source: str, **options):
+    """`arrc.loads` on the benchmark's device."""
+    import arrc
+    return arrc.loads(source, device=DEVICE, **options)
+
 
 class Report:
     def __init__(self):
@@ -119,9 +127,8 @@ class x64:
 
 def arrc_frontend(source: str, entry: str, arg_specs: list) -> tuple[float, object]:
     """Seconds for parse + check + lower + StableHLO text of a fresh source text, and the Lowered."""
-    import arrc
     start = time.perf_counter()
-    mod = arrc.loads(source)
+    mod = load(source)
     lowered = mod[entry].lower(*arg_specs)
     lowered.as_text()
     return time.perf_counter() - start, lowered
@@ -170,14 +177,14 @@ def bench_program(p: P.Program, report: Report, args) -> None:
 
     fe_a, fe_j = fe["arrc"]["median"], fe["jax"]["median"]
     comp = repeated({
-        "arrc": lambda r: Executable(lowered.module, cache=False).compile_s,
+        "arrc": lambda r: Executable(lowered.module, DEVICE, cache=False).compile_s,
         "jax": jax_compile,
     }, rounds_compile)
-    fn = arrc.loads(p.source)[p.entry]
+    fn = load(p.source)[p.entry]
     fn.compile(*specs)                              # compiles into the suite's cache directory
     loads = []
     for _ in range(1 if big else 3):                # a fresh module: front end, then the cache
-        exe = _executable(arrc.loads(p.source)[p.entry], specs)
+        exe = _executable(load(p.source)[p.entry], specs)
         assert exe.cache_hit
         loads.append(exe.compile_s)
     cache_load = statistics.median(loads)
@@ -248,16 +255,15 @@ def bench_overhead(p, fn, jf, inputs, dev, report: Report, args) -> None:
                        ratio=r["median"] / base, _raw=r)
         report.target(f"call overhead, {kind} inputs", res["arrc f(x, y)"]["median"] / base, TARGET_CALL)
     # Python scalars and keywords, on device arrays: what a JAX user passes as a step size or a flag
-    import arrc
     import jax
-    scaled = arrc.loads("def scaled(x: f32[n], a: f32) -> f32[n]:\n    return x * a\n").scaled
+    scaled = load("def scaled(x: f32[n], a: f32) -> f32[n]:\n    return x * a\n").scaled
     jax_scaled = jax.jit(lambda x, a: x * a)
     x, y = dev
     _overhead_against_jax(report, args, "python scalar", lambda: scaled(x, 2.5), lambda: jax_scaled(x, 2.5))
     _overhead_against_jax(report, args, "keyword", lambda: fn(x, y=y), lambda: jf(x, y=y))
     # NumPy's default 64-bit arrays (JAX with x64 on), and the f64 power iteration with a Python int step count
-    add64 = arrc.loads("def add64(x: f64[n], y: f64[n]) -> f64[n]:\n    return x + y\n").add64
-    power = arrc.loads(P.POWER).power_iteration
+    add64 = load("def add64(x: f64[n], y: f64[n]) -> f64[n]:\n    return x + y\n").add64
+    power = load(P.POWER).power_iteration
     a, v, _ = P._power_input()
     x64s = [np.arange(4, dtype=np.float64), np.ones(4, np.float64)]
     with x64(True):
@@ -282,10 +288,9 @@ def _overhead_against_jax(report: Report, args, kind: str, arrc_call, jax_call) 
 
 def bench_guards(p: P.Program, inputs, report: Report, args) -> None:
     """arrc guards="nan,inf" vs unguarded vs jax checkify vs jax_debug_nans on the 20-op program."""
-    import arrc
     import jax
     try:
-        guarded = arrc.loads(p.source, guards="nan,inf")[p.entry]
+        guarded = load(p.source, guards="nan,inf")[p.entry]
         guarded(*inputs)
     except Exception as err:       # guards not available in this arrc
         print(f"   guards benchmark skipped: arrc.loads(src, guards='nan,inf') failed "
@@ -293,7 +298,7 @@ def bench_guards(p: P.Program, inputs, report: Report, args) -> None:
         report.row("guards", program=p.name, contender="skipped", per_call=str(err)[:60])
         return
     from jax.experimental import checkify
-    plain = arrc.loads(p.source)[p.entry]
+    plain = load(p.source)[p.entry]
     dev = [jax.device_put(a) for a in inputs]
     jf = jax.jit(p.jax_fn)
     checked = jax.jit(checkify.checkify(p.jax_fn, errors=checkify.float_checks))
@@ -327,12 +332,11 @@ GUARD_SIZES = [10 ** k for k in range(3, 8)]
 def bench_guards_by_size(report: Report, args) -> None:
     """guards="nan,inf" against unguarded at 1e3-1e7 elements, on a compute-bound chain (the 20 ops of
     `chain20`) and a memory-bound one (`x * y + x`), device inputs, each call blocked on."""
-    import arrc
     import jax
     mem = "def mem(x: f32[n], y: f32[n]) -> f32[n]:\n    return x * y + x\n"
     for label, source, entry, arity in (("compute-bound chain20", P.CHAIN, "chain", 1),
                                         ("memory-bound x * y + x", mem, "mem", 2)):
-        plain, guarded = arrc.loads(source)[entry], arrc.loads(source, guards="nan,inf")[entry]
+        plain, guarded = load(source)[entry], load(source, guards="nan,inf")[entry]
         for n in GUARD_SIZES:
             r = P._rng(6)
             dev = [jax.device_put((r.random(n, dtype=np.float32) * 0.9)) for _ in range(arity)]
@@ -348,9 +352,8 @@ def bench_guards_by_size(report: Report, args) -> None:
 
 def bench_guards_in_loops(report: Report, args) -> None:
     """guards="all" against unguarded on loop-heavy programs (an index and a division per iteration)."""
-    import arrc
     import jax
-    plain, guarded = arrc.loads(P.LOOPS), arrc.loads(P.LOOPS, guards="all")
+    plain, guarded = load(P.LOOPS), load(P.LOOPS, guards="all")
     for name, entry, inputs in P.loop_programs():
         dev = [jax.device_put(a) for a in inputs]
         contenders = {"unguarded": lambda: plain[entry](*dev), "unguarded again (A/A)": lambda: plain[entry](*dev),
@@ -548,6 +551,7 @@ def main(argv=None) -> int:
     ap.add_argument("--skip", default="", help="comma-separated sections to skip: programs,loops,scaling,cli")
     ap.add_argument("--no-guards", action="store_true", help="skip the guards comparison")
     ap.add_argument("--cli-module", action="store_true", help="run the CLI as `python -m arrc`, not the script")
+    ap.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="where arrc and JAX run")
     ap.add_argument("--out", help="JSON file (default bench/results/<time>.json and latest.json)")
     args = ap.parse_args(argv)
     args.budget_s = 0.6 if args.quick else 2.0     # seconds of samples per contender per program
@@ -570,8 +574,12 @@ def _main(args) -> int:
     import jax
     import jaxlib
     import arrc
+    global DEVICE
+    DEVICE = args.device
+    jax.config.update("jax_default_device", jax.devices(DEVICE)[0])
     print(f"arrc {arrc.__version__}, jax {jax.__version__}, jaxlib {jaxlib.__version__}, "
-          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores", flush=True)
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"on {jax.devices(DEVICE)[0].device_kind}", flush=True)
     report = Report()
     if "programs" not in skip:
         only = [s.strip() for s in args.only.split(",")] if args.only else None
@@ -591,7 +599,7 @@ def _main(args) -> int:
         report.print_section(section)
     report.print_targets()
     out = {"started": started, "seconds": time.time() - started, "quick": args.quick,
-           "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+           "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "device": DEVICE,
                        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None},
            "versions": {"arrc": arrc.__version__, "jax": jax.__version__, "jaxlib": jaxlib.__version__},
            "sections": report.sections, "targets": report.targets}
