@@ -99,14 +99,18 @@ def _number(op, sites: list, site) -> None:
 
 
 def sites_in(root) -> list:
-    """A list to number new sites after those of the module (or func) `root`: its callbacks' and its
-    bounded loops' (`number_loop`), placeholders, one per number used."""
+    """A list to number new sites after those of the module (or func) `root`: its callbacks' (any custom
+    call with an index: a foreign module's too) and its bounded loops' (`number_loop`), placeholders, one
+    per number used."""
     used = [-1]
 
     def visit(op):
         op = op.operation
-        if op.name == "stablehlo.custom_call" and abi.KIND in op.attributes and "backend_config" in op.attributes:
-            used.append(ir.IntegerAttr(ir.DictAttr(op.attributes["backend_config"])["index"]).value)
+        if op.name == "stablehlo.custom_call" and "backend_config" in op.attributes:
+            try:
+                used.append(ir.IntegerAttr(ir.DictAttr(op.attributes["backend_config"])["index"]).value)
+            except (ValueError, KeyError, TypeError):
+                pass                    # another kind of backend_config: not a callback index
         elif abi.BOUND_SITE in op.attributes:
             used.append(emit.int_attr(op, abi.BOUND_SITE))
         return ir.WalkResult.ADVANCE

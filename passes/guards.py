@@ -28,7 +28,7 @@ from jaxlib.mlir.dialects import func
 from jaxlib.mlir.dialects import stablehlo as hlo
 
 from ..compiler import abi, emit
-from ..compiler.effects import CALLBACK_TARGET
+from ..compiler.effects import CALLBACK_TARGET, sites_in
 from ..compiler.types import BOOL, DTYPES, F32, F64, I64
 from .base import ModulePass
 from .rewrite import attr_text, count_iterations, entry, inline_calls, run_argument
@@ -206,7 +206,7 @@ class _Guarder:
         self.module = module
         self.options = options
         self.fop = entry(module)
-        self.next_callback = _first_free_callback(module)
+        self.next_callback = len(sites_in(module))     # after the callbacks and bounded loops numbered
         self.run = None
         self.position = 0
         self.reaches = None        # origin build: the results the current top-level operation flows into
@@ -825,21 +825,6 @@ def _effect_args(fop) -> set:
     from .rewrite import int_attr
     io = int_attr(fop, abi.IO_ARG)
     return set() if io is None else {io}
-
-
-def _first_free_callback(module: ir.Module) -> int:
-    used = [-1]
-
-    def visit(op):
-        if op.operation.name == "stablehlo.custom_call" and "backend_config" in op.operation.attributes:
-            try:
-                cfg = ir.DictAttr(op.operation.attributes["backend_config"])
-                used.append(ir.IntegerAttr(cfg["index"]).value)
-            except (ValueError, KeyError, TypeError):
-                pass
-        return ir.WalkResult.ADVANCE
-    module.operation.walk(visit)
-    return max(used) + 1
 
 
 def guard_module(module: ir.Module, options: GuardOptions) -> list:

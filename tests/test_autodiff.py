@@ -728,6 +728,23 @@ def test_a_bound_is_checked_inside_loops_branches_and_conditions_without_a_host_
             arrc.grad(guarded.inner)(0.5, 4)
 
 
+def test_a_guard_inside_a_bounded_loop_reports_in_a_derivative():
+    """A guard's callback and a bounded loop's site are numbered apart (they once shared number 0, and the
+    guard's report failed inside XLA's callback). A run that both passes the bound and faults reports
+    R0006 (docs/autodiff.md)."""
+    m = arrc.loads("def steps(x: f64, n: i32, v: f64[3], j: i32) -> f64:\n    y = x\n"
+                   "    for i in range(n, bound=3):\n        y = sin(y) * 1.1 + v[j]\n    return y\n",
+                   filename="guarded.arr", guards="bounds")
+    g = arrc.grad(m.steps)
+    np.testing.assert_allclose(g(0.5, 2, np.ones(3), 1), jax.grad(
+        lambda x: jnp.sin(jnp.sin(x) * 1.1 + 1.0) * 1.1 + 1.0)(0.5), rtol=1e-12)
+    with pytest.raises(arrc.BoundsError) as info:
+        g(0.5, 2, np.ones(3), 5)
+    assert info.value.diagnostic.span.line == 4
+    with pytest.raises(arrc.LoopBoundExceeded):
+        g(0.5, 4, np.ones(3), 5)
+
+
 def test_a_run_past_a_bound_exits_3_from_the_cli_and_from_a_compiled_module(tmp_path):
     import subprocess
     import sys
