@@ -220,9 +220,13 @@ def cmd_compile(args: argparse.Namespace) -> int:
         passes = passes_for(options) if args.passes is None else parse_pass_list(args.passes, options)
     except ValueError as err:
         raise UsageError(f"--passes: {err}") from None
+    from arrc.passes.linalg import LowerLinalg
+    # linear algebra as JAX lowers it there: `gpu` is CUDA's (cuSOLVER); a module run by arrc is lowered again
+    # for the device it runs on (runtime/pipeline.py)
+    passes = list(passes) + [LowerLinalg({"gpu": "cuda"}.get(args.target, args.target))]
     if args.target == "tpu":        # (a gpu may be CUDA or ROCm: checked when it runs, runtime/pipeline.py)
         from arrc.passes.verify_backend import VerifyBackend
-        passes = list(passes) + [VerifyBackend("tpu")]
+        passes = passes + [VerifyBackend("tpu")]
     apply_passes(lowered.module, lowered.context, passes, sources)
     if args.emit == "hlo":
         if args.target != "cpu":

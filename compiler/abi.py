@@ -45,3 +45,8 @@ FORWARD_LABEL = "forward:"             # a guard report's label prefix for an op
 LOOP_BOUND = "arrc.loop_bound"        # on a loop's stablehlo.while: its `bound=N` (docs/autodiff.md), the size of a tape
 BOUND_SITE = "arrc.bound_site"        # on a loop's stablehlo.while whose derivative checks its bound: its site number
 TRIP_COUNT = "arrc.trip_count"        # on a `for` loop's stablehlo.while: its trip count, -1 if unknown
+LINALG_TARGET = "arrc.linalg"         # the custom_call target of a linear-algebra operation until passes/linalg.py
+LINALG = "arrc.linalg_op"             # on it: the operation (`cholesky`), as compiler/ops_linalg.py names it
+LINALG_PARAMS = "arrc.linalg_params"  # its keyword parameters, as JSON
+LINALG_DERIVATIVE = "arrc.linalg_vjp"  # how many times it was differentiated (reverse mode): 0 for the op itself
+LINALG_BATCH = "arrc.linalg_batch"    # on a guard of its result: how many leading dimensions index its matrices

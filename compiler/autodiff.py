@@ -31,6 +31,7 @@ from jaxlib.mlir.dialects import stablehlo as hlo
 from . import abi, effects, emit
 from .diagnostics import Diagnostic
 from .locations import span_of
+from .ops_linalg import is_linalg, linalg_call, linalg_op
 from .types import DTYPES, DType
 
 
@@ -188,6 +189,19 @@ def _rule(*names: str):
             VJP[n] = fn
         return fn
     return wrap
+
+
+@_rule("stablehlo.custom_call")
+def _custom_call_vjp(op, cts):
+    """A linear-algebra operation (compiler/ops_linalg.py): its derivative is one more placeholder, JAX's vjp
+    of it (passes/linalg.py), on its operands and the cotangents of its float results. A host callback has
+    no derivative (None)."""
+    if not is_linalg(op):
+        return None
+    name, params, derivative = linalg_call(op)
+    cotangents = [_zeros(r) if ct is None else ct for r, ct in zip(op.results, cts) if _is_float(r)]
+    operands = list(op.operands)
+    return list(linalg_op(name, operands + cotangents, [v.type for v in operands], params, derivative + 1).results)
 
 
 @_rule("stablehlo.select")
@@ -1026,7 +1040,7 @@ def _calls_the_host(op) -> bool:
     found = []
 
     def visit(inner):
-        if inner.operation.name == "stablehlo.custom_call":
+        if inner.operation.name == "stablehlo.custom_call" and not is_linalg(inner):
             found.append(inner)
             return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE

@@ -5,6 +5,6 @@ one-line doc that docs/language.md's builtin list is generated from
 wherever they are read)."""
 from __future__ import annotations
 
-from . import ops_conv, ops_elementwise, ops_index, ops_random, ops_reduce, ops_scan, ops_shape  # noqa: F401  (they register)
+from . import ops_conv, ops_elementwise, ops_index, ops_linalg, ops_random, ops_reduce, ops_scan, ops_shape  # noqa: F401  (they register)
 from .optable import (BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, check_literal,  # noqa: F401
                       refuse_keys, weak_literal_fits)

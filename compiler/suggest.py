@@ -21,7 +21,7 @@ from .builtins import BUILTINS
 MODULES = frozenset({"np", "numpy", "jnp", "jax", "lax", "nn", "math", "scipy", "sp", "torch", "random",
                      "linalg", "jrandom", "onp"})
 
-_LINALG = "is not in arr yet (its linear algebra is `dot`, `matmul` and `einsum`)"
+_LINALG = "is not in arr yet (its linear algebra: docs/linalg.md)"
 
 # NumPy/JAX name -> (the arr builtins that do the same, in order of preference; the help when none exists).
 # In the help, `{x}` is the source text of the call's first argument (or `x`).
@@ -73,13 +73,11 @@ EQUIVALENTS: dict[str, tuple[tuple[str, ...], str]] = {
     "select": ((), "write `where(c, a, b)`"),
     # linear algebra and signal processing not in arr yet (found once added)
     **{name: ((name,), f"`{name}` ({what}) {_LINALG}") for name, what in [
-        ("inv", "matrix inverse"), ("det", "determinant"), ("slogdet", "log-determinant"),
-        ("svd", "singular value decomposition"), ("eig", "eigendecomposition"), ("eigh", "eigendecomposition"),
-        ("eigvals", "eigenvalues"), ("eigvalsh", "eigenvalues"), ("qr", "QR decomposition"),
-        ("cholesky", "Cholesky decomposition"), ("lu", "LU decomposition"), ("solve", "linear solve"),
-        ("lstsq", "least squares"), ("pinv", "pseudo-inverse"), ("matrix_rank", "matrix rank"),
-        ("expm", "matrix exponential"), ("matrix_power", "matrix power"),
-        ("triangular_solve", "triangular solve"), ("solve_triangular", "triangular solve")]},
+        ("matrix_rank", "matrix rank"), ("expm", "matrix exponential"), ("matrix_power", "matrix power")]},
+    **{name: ((), f"`{name}` (of a general matrix) is not in arr yet; for a symmetric one, `eigh({{x}})`")
+       for name in ("eig", "eigvals")},
+    "eigvalsh": ((), "write `eigh({x})[0]` (its eigenvalues, ascending)"),
+    "solve_triangular": (("triangular_solve",), ""),
     **{np_name: ((), f"write `{arr}({{x}})` or `{{x}}.astype({arr})`") for np_name, arr in [
         ("float16", "f16"), ("bfloat16", "bf16"), ("float32", "f32"), ("float64", "f64"), ("int8", "i8"),
         ("int16", "i16"), ("int32", "i32"), ("int64", "i64"), ("uint8", "u8"), ("uint16", "u16"),

@@ -29,6 +29,7 @@ from jaxlib.mlir.dialects import stablehlo as hlo
 
 from ..compiler import abi, emit
 from ..compiler.effects import CALLBACK_TARGET, sites_in
+from ..compiler.ops_linalg import is_linalg, linalg_call
 from ..compiler.types import BOOL, DTYPES, F32, F64, I64
 from .base import ModulePass
 from .rewrite import attr_text, count_iterations, entry, inline_calls, run_argument
@@ -303,7 +304,7 @@ class _Guarder:
                                      and abi.SAFE_DIVISOR not in op.attributes and not _is_float(op.results[0].type))
                 or "bounds" in kinds and name in INDEXING
                 or bool(self.options.floats) and (self.options.origins or self.options.scope == "all-ops")
-                and name not in STRUCTURAL)
+                and _computes(op))
 
     def _has_checks(self, root) -> bool:
         """Whether an operation inside `root` (a loop, or the module) may get a check."""
@@ -345,8 +346,7 @@ class _Guarder:
             self._div0(ip, op, loops, position)
         if "bounds" in kinds and op.name in INDEXING:
             self._bounds(ip, op, loops, position)
-        if self.options.floats and (self.options.origins or self.options.scope == "all-ops") \
-                and op.name not in STRUCTURAL:
+        if self.options.floats and (self.options.origins or self.options.scope == "all-ops") and _computes(op):
             self._origin(ip, op, loops, position)
 
     def _div0(self, ip, op, loops, position) -> None:
@@ -450,7 +450,8 @@ class _Guarder:
                 and not (self.flow and self.top) else None
             operands = [o for o in op.operands if _is_float(o.type)]
             computed = [o for o in operands if not _constant(o)]    # a literal's non-finite value is this op's
-            elementwise = op.name not in SPATIAL and all(emit.shape_of(o) == shape for o in operands)
+            elementwise = op.name not in SPATIAL and not is_linalg(op) and all(emit.shape_of(o) == shape
+                                                                                for o in operands)
             with ip, op.location:
                 bad = _nonfinite(result, kinds)
                 if op.name == "stablehlo.select":       # fresh where the chosen branch was finite
@@ -469,7 +470,10 @@ class _Guarder:
             if forward is not None:                 # an adjoint: the forward operation's operands, same index
                 values[-1:-1] = [(abi.FORWARD_LABEL + _label(o, forward), o) for o in forward.operands
                                  if _is_float(o.type) and emit.shape_of(o) == shape]
-            extra = {abi.REACHES: _i64_array(self.reaches)} if self.reaches is not None else None
+            extra = {abi.REACHES: _i64_array(self.reaches)} if self.reaches is not None else {}
+            if is_linalg(op):                # its report names the matrix that failed (runtime/guards.py)
+                extra[abi.LINALG] = op.attributes[abi.LINALG]
+                extra[abi.LINALG_BATCH] = _i64_array([_batch_rank(op)])
             if self.flow and self.top and 0 not in shape:
                 # reported at the return, at the element that reached a result (`_flow_report`)
                 site = self.next_callback
@@ -602,6 +606,20 @@ class _Guarder:
             with ir.InsertionPoint(branch.false_branch.blocks.append()):
                 hlo.return_([])
         return site
+
+
+def _computes(op) -> bool:
+    """Whether `op` computes values (the origin guard's business), not structure: a linear-algebra
+    placeholder does, any other custom_call (a host callback) does not."""
+    return op.name not in STRUCTURAL or is_linalg(op)
+
+
+def _batch_rank(op) -> int:
+    """The batch dimensions of a linear-algebra operation: its matrix operands' leading ones (a right-hand
+    side that is a vector has none)."""
+    if linalg_call(op)[0] in ("norm", "lstsq"):
+        return 0
+    return max(max(len(emit.shape_of(o)) - 2, 0) for o in op.operands)
 
 
 def _live(value: ir.Value, block, depth: int = 8) -> ir.Value | None:

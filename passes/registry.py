@@ -8,12 +8,13 @@ from ..compiler.diagnostics import internal_error
 from .autodiff import ValueAndGrad
 from .base import ModulePass
 from .guards import GuardPass
+from .linalg import LowerLinalg
 from .verify_backend import VerifyBackend
 from .verify_foreign import VerifyForeignCalls
 from .verify_static_shapes import VerifyStaticShapes
 
 PASSES: dict[str, type[ModulePass]] = {p.name: p for p in (VerifyStaticShapes, VerifyForeignCalls, GuardPass,
-                                                           ValueAndGrad, VerifyBackend)}
+                                                           ValueAndGrad, LowerLinalg, VerifyBackend)}
 
 
 def run_passes(module, passes: list) -> list:

@@ -26,10 +26,10 @@ from ..compiler.effects import CALLBACK_TARGET
 from ..compiler.span import Span
 from ..compiler.types import COMPLEX_DTYPES, DTYPES
 from ..passes.guards import GuardOptions, GuardPass, guarded_kinds
-from ..passes.lapack_calls import is_lapack_target
 from ..passes.registry import run_passes
 from ..passes.rewrite import attr_text, entry, int_attr, ops_named
 from . import mlir_reader
+from .pipeline import uses_lapack
 from .guards import FileSources, raise_faults
 
 READER = mlir_reader.__file__            # run as a script in the child
@@ -154,7 +154,7 @@ class ForeignFunction:
             self.param_names = _param_names(fop, shown)
             self.name = attr_text(fop.attributes["sym_name"])
             already = guarded_kinds(fop)
-            self.uses_lapack = _uses_lapack(module)
+            self.uses_lapack = uses_lapack(module)
         if self.uses_lapack and platform != "cpu":
             raise CompileError([Diagnostic("E0503", f"{path} calls LAPACK kernels, which run only on the CPU",
                                            None, help="run it with --device cpu")])
@@ -172,8 +172,6 @@ class ForeignFunction:
                 _callbacks_on_cpu(module)
             apply_passes(module, context, [GuardPass(GuardOptions(self.options.kinds, self.options.scope, origins))],
                          self.sources)
-            if self.uses_lapack:
-                _initialize_lapack()
             with _xla_errors(f"XLA cannot compile {self.path}"):
                 build = compile_module(module, context, self.sources, [], self.platform)
             for site in build.sites.values():
@@ -232,24 +230,12 @@ def _in_file_named(site, path: str) -> None:
                        for label in site.labels]
 
 
-def _uses_lapack(module: ir.Module) -> bool:
-    return any(is_lapack_target(attr_text(op.attributes["call_target_name"]))
-               for op in ops_named(module, "stablehlo.custom_call"))
-
-
 def _callbacks_on_cpu(module: ir.Module) -> None:
     """Callbacks written for another platform (`arrc compile --target gpu`) start from the CPU's target:
     runtime/call.py points them at the platform they run on."""
     for op in ops_named(module, "stablehlo.custom_call"):
         if attr_text(op.attributes["call_target_name"]) in CALLBACK_TARGET.values():
             op.attributes["call_target_name"] = ir.StringAttr.get(CALLBACK_TARGET["cpu"])
-
-
-def _initialize_lapack() -> None:
-    """jaxlib registers its LAPACK kernels on import but sets their function pointers only here (from
-    SciPy's LAPACK): a call before this segfaults. JAX does the same when it lowers a linalg op."""
-    from jax._src.lib import lapack
-    lapack._lapack.initialize()
 
 
 def _dtype_shape(t: ir.Type):

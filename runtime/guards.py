@@ -103,8 +103,10 @@ def sites(module: ir.Module) -> dict:
                 out[index] = site_of(op, span_of(frames[0]))
                 return ir.WalkResult.ADVANCE
             extra = {k: i64s(op.attributes[k])
-                     for k in (abi.DIMS, abi.SIZES, abi.AXIS, abi.ARG, abi.REACHES)
+                     for k in (abi.DIMS, abi.SIZES, abi.AXIS, abi.ARG, abi.REACHES, abi.LINALG_BATCH)
                      if k in op.attributes}
+            if abi.LINALG in op.attributes:
+                extra[abi.LINALG] = attr_text(op.attributes[abi.LINALG])
             out[index] = GuardSite(
                 index=index, kind=kind,
                 order=i64s(op.attributes[abi.ORDER]), shape=tuple(i64s(op.attributes[abi.SHAPE])),
@@ -237,6 +239,29 @@ def _plain(node) -> bool:
     return isinstance(node, (ast.Name, ast.FloatLit, ast.IntLit))
 
 
+# What a non-finite result of a linear-algebra operation on finite matrices means (JAX returns NaN where a
+# factorization fails, and LU's zero pivot makes infinities).
+LINALG_FAILURES = {
+    "cholesky": "is not positive definite",
+    "solve": "is singular", "inv": "is singular", "det": "is singular", "slogdet": "is singular",
+    "triangular_solve": "has a zero on its diagonal",
+}
+
+
+def _linalg_failure(site, index: tuple, what: str, cls) -> tuple[str, str, list]:
+    """(message, label, notes) of a linear-algebra operation that made `what` from finite operands."""
+    name = site.attrs[abi.LINALG]
+    batch = site.attrs.get(abi.LINALG_BATCH, [0])[0]
+    matrix = f"the matrix at batch index {list(index[:batch])}" if batch else "the matrix"
+    failure = LINALG_FAILURES.get(name, "did not give a finite result")
+    at = f" at index {list(index)}" if index else ""
+    jax_name = {"triangular_solve": "jax.scipy.linalg.solve_triangular", "lu": "jax.scipy.linalg.lu"}.get(
+        name, f"jnp.linalg.{name}")
+    notes = [f"`{jax_name}` gives {what} there too" if name in LINALG_FAILURES else
+             f"{what} from finite operands: the factorization did not converge or overflowed"]
+    return f"`{name}`: {matrix} {failure}", f"this `{name}` produced {what}{at}", notes
+
+
 def report(event: Event, entry: str, sources: dict) -> GuardError:
     """The exception for one event: class by kind, rendered with the span, index, operands, iteration, chain."""
     site = event.site
@@ -253,6 +278,8 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
             name = site.labels[0]
             message = f"{'NaN' if cls is NaNError else 'infinity'} in argument `{name}`"
             label = f"argument `{name}` is {what}{at}"
+        elif abi.LINALG in site.attrs:
+            message, label, notes = _linalg_failure(site, index, what, cls)
         else:
             message = "NaN produced at run time" if cls is NaNError else "infinity produced at run time"
             short = (site.name or "").rsplit("/", 1)[-1]      # JAX names ops like "jit(f)/log"

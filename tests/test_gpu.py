@@ -149,3 +149,29 @@ def test_a_gradient_on_the_gpu_equals_jax_grad_on_the_gpu():
     for g, j in zip(got, want):
         assert {d.platform for d in g.devices()} == {"gpu"}
         np.testing.assert_allclose(g, j, rtol=1e-10, atol=1e-13)
+
+
+LINALG = """\
+def f(a: f64[4, 6, 6], b: f64[6, 2]) -> (f64[4, 6, 2], f64[4], f64[4, 6]):
+    s = a @ transpose(a, (0, 2, 1)) + 6.0 * eye(6)
+    w, v = eigh(s)
+    return solve(s, b), slogdet(s)[1], w
+
+def g(a: f64[6, 6]) -> f64:
+    return sum(cholesky(a @ a.T + 6.0 * eye(6)))
+"""
+
+
+def test_linear_algebra_on_the_gpu_is_cusolver_and_equals_jax_on_the_gpu():
+    mod = arrc.loads(LINALG, device="gpu")
+    r = np.random.default_rng(2)
+    a, b = r.normal(size=(4, 6, 6)), r.normal(size=(6, 2))
+    gpu = jax.devices("gpu")[0]
+
+    def twin(a, b):
+        s = a @ jnp.swapaxes(a, 1, 2) + 6.0 * jnp.eye(6)
+        return jnp.linalg.solve(s, b), jnp.linalg.slogdet(s)[1], jnp.linalg.eigh(s)[0]
+    for got, want in zip(mod.f(a, b), jax.jit(twin)(jax.device_put(a, gpu), jax.device_put(b, gpu)), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    loss = lambda a: jnp.sum(jnp.linalg.cholesky(a @ a.T + 6.0 * jnp.eye(6)))      # noqa: E731
+    np.testing.assert_allclose(arrc.grad(mod.g)(a[0]), jax.grad(loss)(jax.device_put(a[0], gpu)), rtol=1e-10)

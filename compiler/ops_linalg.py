@@ -1,0 +1,317 @@
+"""Linear algebra (LANGUAGE.md section 14): solve inv det slogdet cholesky qr eigh svd lu triangular_solve lstsq
+pinv norm, as `jax.numpy.linalg` (and `jax.scipy.linalg` for `lu` and `triangular_solve`, its
+`solve_triangular`), with leading batch dimensions.
+
+The checker computes each result's shape (symbolically where the sizes are shape variables) and reports a
+non-square matrix where one is needed, systems whose sizes do not match, and parameters it does not know.
+Lowering emits one `stablehlo.custom_call @arrc.linalg` per operation, naming it and its parameters
+(abi.LINALG, abi.LINALG_PARAMS): a placeholder that the guard pass and autodiff see as one operation, and
+that passes/linalg.py replaces, for the platform the module is compiled for, by JAX's own lowering of the
+same call (LAPACK on CPU, cuSOLVER or hipSOLVER on GPU), so results and speed are JAX's.
+"""
+from __future__ import annotations
+
+import json
+
+from jaxlib.mlir import ir
+
+from . import abi, emit
+from .diagnostics import Label
+from .emit import hlo
+from .ops_shape import _promoted
+from .optable import CallCx, concrete, register
+from .types import I64, ArrayType, Dim
+from .values import StrVal, TupleVal, Val, describe
+
+FAMILY = "Linear algebra"
+
+
+# ---- the placeholder ----------------------------------------------------------------------------------
+
+def linalg_op(name: str, operands: list, result_types: list, params: dict, derivative: int = 0):
+    """The `arrc.linalg` custom_call of operation `name` (its `derivative`-th reverse-mode derivative)."""
+    op = hlo.CustomCallOp(result_types, operands, call_target_name=abi.LINALG_TARGET,
+                          has_side_effect=ir.BoolAttr.get(False))
+    op.attributes[abi.LINALG] = ir.StringAttr.get(name)
+    op.attributes[abi.LINALG_PARAMS] = ir.StringAttr.get(json.dumps(params, sort_keys=True))
+    emit.set_int_attr(op, abi.LINALG_DERIVATIVE, derivative)
+    return op
+
+
+def is_linalg(op) -> bool:
+    op = op.operation
+    return op.name == "stablehlo.custom_call" and emit.attr_text(op.attributes["call_target_name"]) == abi.LINALG_TARGET
+
+
+def linalg_call(op) -> tuple[str, dict, int]:
+    """(operation, parameters, derivative count) of an `arrc.linalg` custom_call."""
+    op = op.operation
+    return (emit.attr_text(op.attributes[abi.LINALG]), json.loads(emit.attr_text(op.attributes[abi.LINALG_PARAMS])),
+            emit.int_attr(op, abi.LINALG_DERIVATIVE, 0))
+
+
+def _call(cx: CallCx, name: str, operands: list[Val], dtype, types: list[ArrayType], params: dict):
+    """The results of operation `name` on `operands` (converted to `dtype`): one Val, or a TupleVal."""
+    for t in types:
+        cx.value(t)                          # E0215 before anything is emitted
+    if cx.lowering:
+        op = linalg_op(name, [cx.ir(v, dtype) for v in operands],
+                       [emit.tensor_type(concrete(t.shape), t.dtype) for t in types], params)
+        vals = [Val(t, r) for t, r in zip(types, op.results)]
+    else:
+        vals = [Val(t) for t in types]
+    return vals[0] if len(vals) == 1 else TupleVal(vals)
+
+
+# ---- operands -----------------------------------------------------------------------------------------
+
+def _float_dtype(cx: CallCx, vals: list[Val], what: str):
+    dtype, _ = _promoted(cx, vals, what)
+    if dtype.name not in ("f32", "f64"):
+        cx.error("E0201", f"{what} is defined on f32 and f64 matrices, found {dtype}", f"{dtype}",
+                 help="convert first: `f64(a)` or `a.astype(f32)`"
+                      + (" (LAPACK has no 16-bit kernels)" if dtype.is_float else ""))
+    return dtype
+
+
+def _matrix(cx: CallCx, a, name: str, what: str, square: bool = False) -> Val:
+    a = cx.array(a, name)
+    if a.type.rank < 2:
+        cx.error("E0202", f"{what} needs a matrix (rank 2, or more for a batch of them), found {a.type}",
+                 f"this is {a.type}", at=name)
+    m, n = a.type.shape[-2:]
+    if square and m != n:
+        cx.error("E0202", f"{what} needs square matrices, found {a.type} ({m} x {n})", f"{m} x {n}", at=name,
+                 help="for a non-square system use `lstsq`, for its pseudo-inverse `pinv`" if what in
+                      ("`solve`", "`inv`") else None)
+    return a
+
+
+def _smaller(cx: CallCx, m: Dim, n: Dim, what: str) -> Dim:
+    """min(m, n), which a shape can only hold when it is known."""
+    if m == n:
+        return m
+    if m.is_const and n.is_const:
+        return Dim.const(min(m.value, n.value))
+    cx.error("E0204", f"{what} of a {m} x {n} matrix needs its sizes known (the result has min({m}, {n}) rows)",
+             "symbolic sizes", at=0, help="give the sizes in the parameter's type, or use a square matrix")
+
+
+def _batch(cx: CallCx, a: ArrayType, b: ArrayType, what: str) -> tuple:
+    """The leading (batch) dimensions of two operands broadcast together."""
+    x, y = a.shape[:-2][::-1], b.shape[:-2][::-1]
+    out = []
+    for i in range(max(len(x), len(y))):
+        p = x[i] if i < len(x) else Dim.const(1)
+        q = y[i] if i < len(y) else Dim.const(1)
+        if p != q and not (p.is_const and p.value == 1) and not (q.is_const and q.value == 1):
+            cx.error("E0202", f"{what}: the batch dimensions of {a} and {b} do not broadcast", f"{p} vs {q}",
+                     labels=[Label(cx.at(0), f"this is {a}"), Label(cx.at(1), f"this is {b}")])
+        out.append(q if p.is_const and p.value == 1 else p)
+    return tuple(out[::-1])
+
+
+def _system(cx: CallCx, a: Val, b, what: str) -> tuple:
+    """The shape of x in `a x = b`: b is a vector [n] (rank 1) or a batch of matrices [..., n, k], as in
+    NumPy 2 and JAX."""
+    b = cx.array(b, "b")
+    n = a.type.shape[-1]
+    labels = [Label(cx.at("a"), f"a is {a.type}"), Label(cx.at("b"), f"b is {b.type}")]
+    if b.type.rank == 0:
+        cx.error("E0202", f"{what}: b must be a vector or a matrix, found {b.type}", f"this is {b.type}", at="b")
+    rows = b.type.shape[0] if b.type.rank == 1 else b.type.shape[-2]
+    if rows != a.type.shape[-2]:
+        cx.error("E0202", f"{what}: a has {a.type.shape[-2]} rows but b has {rows}", f"{a.type.shape[-2]} vs {rows}",
+                 labels=labels, notes=["b of rank 2 or more is a batch of [n, k] matrices, as in NumPy 2 and JAX: "
+                                       "for a batch of vectors, solve with b[..., None] and take [..., 0]"]
+                 if b.type.rank >= 2 else [])
+    if b.type.rank == 1:
+        return b, a.type.shape[:-2] + (n,)
+    return b, _batch(cx, a.type, b.type, what) + (n, b.type.shape[-1])
+
+
+def _literal_float(cx: CallCx, v, name: str) -> float | None:
+    """None, or a number known at compile time."""
+    if v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)):
+        return None if v is None else float(v)
+    if isinstance(v, Val) and v.type.rank == 0 and v.static is not None and not v.type.dtype.is_bool:
+        static = v.static
+        return float(static.value if isinstance(static, Dim) else static)
+    cx.error("E0204", f"`{name}` must be a number known at compile time, found {describe(v)}", "not a literal",
+             at=name)
+
+
+def _choice(cx: CallCx, v, name: str, allowed: tuple) -> str:
+    text = v if isinstance(v, str) else v.text if isinstance(v, StrVal) else None
+    if text not in allowed:
+        cx.error("E0204", f"`{name}` must be one of {', '.join(repr(a) for a in allowed)}, found "
+                          f"{describe(v) if text is None else repr(text)}", "unknown", at=name)
+    return text
+
+
+# ---- the operations -----------------------------------------------------------------------------------
+
+@register("solve", params="a, b", family=FAMILY, doc="x with a @ x = b, a square (jnp.linalg.solve)")
+def _solve(cx: CallCx, a, b):
+    a = _matrix(cx, a, "a", "`solve`", square=True)
+    b, shape = _system(cx, a, b, "`solve`")
+    dtype = _float_dtype(cx, [a, b], "`solve`")
+    return _call(cx, "solve", [a, b], dtype, [ArrayType(dtype, shape)], {})
+
+
+@register("triangular_solve", params="a, b, lower=False, trans=0, unit_diagonal=False", family=FAMILY,
+          doc="x with a @ x = b, a triangular (jax.scipy.linalg.solve_triangular)")
+def _triangular_solve(cx: CallCx, a, b, lower, trans, unit_diagonal):
+    a = _matrix(cx, a, "a", "`triangular_solve`", square=True)
+    b, shape = _system(cx, a, b, "`triangular_solve`")
+    dtype = _float_dtype(cx, [a, b], "`triangular_solve`")
+    if isinstance(trans, (StrVal, str)):
+        trans = {"N": 0, "T": 1, "C": 2}.get(_choice(cx, trans, "trans", ("N", "T", "C")))
+    else:
+        trans = cx.const_int(trans, "trans") if not isinstance(trans, int) else trans
+        if trans not in (0, 1, 2):
+            cx.error("E0204", f"`trans` must be 0, 1, 2 (or \"N\", \"T\", \"C\"), found {trans}", "unknown", at="trans")
+    params = {"lower": cx.bool_flag(lower, "lower"), "trans": trans,
+              "unit_diagonal": cx.bool_flag(unit_diagonal, "unit_diagonal")}
+    return _call(cx, "triangular_solve", [a, b], dtype, [ArrayType(dtype, shape)], params)
+
+
+@register("inv", params="a", family=FAMILY, doc="the inverse of square matrices (jnp.linalg.inv)")
+def _inv(cx: CallCx, a):
+    a = _matrix(cx, a, "a", "`inv`", square=True)
+    dtype = _float_dtype(cx, [a], "`inv`")
+    return _call(cx, "inv", [a], dtype, [ArrayType(dtype, a.type.shape)], {})
+
+
+@register("det", params="a", family=FAMILY, doc="the determinant of square matrices (jnp.linalg.det)")
+def _det(cx: CallCx, a):
+    a = _matrix(cx, a, "a", "`det`", square=True)
+    dtype = _float_dtype(cx, [a], "`det`")
+    return _call(cx, "det", [a], dtype, [ArrayType(dtype, a.type.shape[:-2])], {})
+
+
+@register("slogdet", params="a", family=FAMILY,
+          doc="the sign and the log of the absolute determinant (jnp.linalg.slogdet)")
+def _slogdet(cx: CallCx, a):
+    a = _matrix(cx, a, "a", "`slogdet`", square=True)
+    dtype = _float_dtype(cx, [a], "`slogdet`")
+    t = ArrayType(dtype, a.type.shape[:-2])
+    return _call(cx, "slogdet", [a], dtype, [t, t], {})
+
+
+@register("cholesky", params="a, upper=False", family=FAMILY,
+          doc="the Cholesky factor of symmetric positive-definite matrices (jnp.linalg.cholesky)")
+def _cholesky(cx: CallCx, a, upper):
+    a = _matrix(cx, a, "a", "`cholesky`", square=True)
+    dtype = _float_dtype(cx, [a], "`cholesky`")
+    return _call(cx, "cholesky", [a], dtype, [ArrayType(dtype, a.type.shape)], {"upper": cx.bool_flag(upper, "upper")})
+
+
+@register("qr", params='a, mode="reduced"', family=FAMILY, doc="QR decomposition (jnp.linalg.qr)")
+def _qr(cx: CallCx, a, mode):
+    a = _matrix(cx, a, "a", "`qr`")
+    mode = _choice(cx, mode, "mode", ("reduced", "complete", "r"))
+    dtype = _float_dtype(cx, [a], "`qr`")
+    *batch, m, n = a.type.shape
+    batch = tuple(batch)
+    k = m if mode == "complete" else _smaller(cx, m, n, "`qr`")
+    r = ArrayType(dtype, batch + (k, n))
+    types = [r] if mode == "r" else [ArrayType(dtype, batch + (m, k)), r]
+    return _call(cx, "qr", [a], dtype, types, {"mode": mode})
+
+
+@register("eigh", params='a, UPLO="L", symmetrize_input=True', family=FAMILY,
+          doc="eigenvalues (ascending) and eigenvectors of symmetric matrices (jnp.linalg.eigh)")
+def _eigh(cx: CallCx, a, UPLO, symmetrize_input):
+    a = _matrix(cx, a, "a", "`eigh`", square=True)
+    dtype = _float_dtype(cx, [a], "`eigh`")
+    params = {"UPLO": _choice(cx, UPLO, "UPLO", ("L", "U")),
+              "symmetrize_input": cx.bool_flag(symmetrize_input, "symmetrize_input")}
+    return _call(cx, "eigh", [a], dtype, [ArrayType(dtype, a.type.shape[:-1]), ArrayType(dtype, a.type.shape)],
+                 params)
+
+
+@register("svd", params="a, full_matrices=True, compute_uv=True", family=FAMILY,
+          doc="singular value decomposition u, s, vh (jnp.linalg.svd)")
+def _svd(cx: CallCx, a, full_matrices, compute_uv):
+    a = _matrix(cx, a, "a", "`svd`")
+    dtype = _float_dtype(cx, [a], "`svd`")
+    full, uv = cx.bool_flag(full_matrices, "full_matrices"), cx.bool_flag(compute_uv, "compute_uv")
+    *batch, m, n = a.type.shape
+    batch = tuple(batch)
+    k = _smaller(cx, m, n, "`svd`")
+    s = ArrayType(dtype, batch + (k,))
+    if not uv:
+        return _call(cx, "svd", [a], dtype, [s], {"full_matrices": full, "compute_uv": False})
+    u = ArrayType(dtype, batch + (m, m if full else k))
+    vh = ArrayType(dtype, batch + (n if full else k, n))
+    return _call(cx, "svd", [a], dtype, [u, s, vh], {"full_matrices": full, "compute_uv": True})
+
+
+@register("lu", params="a", family=FAMILY, doc="LU decomposition p, l, u with a = p @ l @ u (jax.scipy.linalg.lu)")
+def _lu(cx: CallCx, a):
+    a = _matrix(cx, a, "a", "`lu`")
+    dtype = _float_dtype(cx, [a], "`lu`")
+    *batch, m, n = a.type.shape
+    batch = tuple(batch)
+    k = _smaller(cx, m, n, "`lu`")
+    return _call(cx, "lu", [a], dtype, [ArrayType(dtype, batch + (m, m)), ArrayType(dtype, batch + (m, k)),
+                                        ArrayType(dtype, batch + (k, n))], {})
+
+
+@register("lstsq", params="a, b, rcond=None", family=FAMILY,
+          doc="least-squares solution, residuals, rank and singular values (jnp.linalg.lstsq)")
+def _lstsq(cx: CallCx, a, b, rcond):
+    a = _matrix(cx, a, "a", "`lstsq`")
+    if a.type.rank != 2:
+        cx.error("E0202", f"`lstsq` takes one matrix (as NumPy and JAX), found {a.type}", f"this is {a.type}", at="a")
+    b = cx.array(b, "b")
+    m, n = a.type.shape
+    if b.type.rank not in (1, 2) or b.type.shape[0] != m:
+        cx.error("E0202", f"`lstsq`: b must be [{m}] or [{m}, k] for a {a.type}, found {b.type}",
+                 f"this is {b.type}", labels=[Label(cx.at("a"), f"a is {a.type}"), Label(cx.at("b"), f"b is {b.type}")])
+    dtype = _float_dtype(cx, [a, b], "`lstsq`")
+    cols = b.type.shape[1:]
+    types = [ArrayType(dtype, (n,) + cols), ArrayType(dtype, cols or (Dim.const(1),)), ArrayType(I64, ()),
+             ArrayType(dtype, (_smaller(cx, m, n, "`lstsq`"),))]
+    return _call(cx, "lstsq", [a, b], dtype, types, {"rcond": _literal_float(cx, rcond, "rcond")})
+
+
+@register("pinv", params="a, rtol=None, hermitian=False", family=FAMILY,
+          doc="the Moore-Penrose pseudo-inverse (jnp.linalg.pinv)")
+def _pinv(cx: CallCx, a, rtol, hermitian):
+    a = _matrix(cx, a, "a", "`pinv`")
+    dtype = _float_dtype(cx, [a], "`pinv`")
+    *batch, m, n = a.type.shape
+    params = {"rtol": _literal_float(cx, rtol, "rtol"), "hermitian": cx.bool_flag(hermitian, "hermitian")}
+    return _call(cx, "pinv", [a], dtype, [ArrayType(dtype, tuple(batch) + (n, m))], params)
+
+
+MATRIX_ORDS = (None, "fro", "nuc", 1.0, -1.0, 2.0, -2.0, float("inf"), float("-inf"))
+
+
+@register("norm", params="x, ord=None, axis=None, keepdims=False", family=FAMILY,
+          doc="vector and matrix norms (jnp.linalg.norm)")
+def _norm(cx: CallCx, x, ord, axis, keepdims):
+    x = cx.array(x, "x")
+    dtype = _float_dtype(cx, [x], "`norm`")
+    rank = x.type.rank
+    axes = None if axis is None else cx.axes(axis, rank)
+    if isinstance(ord, (StrVal, str)):
+        ord = _choice(cx, ord, "ord", ("fro", "nuc"))
+    else:
+        ord = _literal_float(cx, ord, "ord")
+    over = axes if axes is not None else list(range(rank)) if ord is None else \
+        list(range(rank)) if rank in (1, 2) else None
+    if over is None or len(over) not in (1, 2) and ord is not None or rank == 0:
+        cx.error("E0202", f"`norm` with ord={ord!r} takes a vector or a matrix, found {x.type}",
+                 f"this is {x.type}", at="x", help="choose the dimensions with `axis=` (one for a vector norm, "
+                                                    "two for a matrix norm)")
+    if len(over) == 2 and ord not in MATRIX_ORDS or len(over) == 1 and isinstance(ord, str):
+        cx.error("E0204", f"`norm`: ord={ord!r} is not a {'matrix' if len(over) == 2 else 'vector'} norm",
+                 "unknown norm", at="ord", help="matrix norms: None, \"fro\", \"nuc\", 1, -1, 2, -2, inf, -inf")
+    keep = cx.bool_flag(keepdims, "keepdims")
+    shape = tuple(Dim.const(1) if i in over else d for i, d in enumerate(x.type.shape)) if keep else \
+        tuple(d for i, d in enumerate(x.type.shape) if i not in over)
+    params = {"ord": ord, "axis": None if axis is None else over if len(over) > 1 else over[0], "keepdims": keep}
+    return _call(cx, "norm", [x], dtype, [ArrayType(dtype, shape)], params)

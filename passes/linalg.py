@@ -1,0 +1,167 @@
+"""`lower-linalg`: each linear-algebra placeholder (`stablehlo.custom_call @arrc.linalg`, compiler/ops_linalg.py)
+becomes a call of JAX's own lowering of the same `jax.numpy.linalg` call for the module's PJRT platform
+(`cpu`: jaxlib's LAPACK kernels, `cuda`: cuSOLVER, `rocm`: hipSOLVER, `tpu`: XLA's), merged into the module
+as private functions. Writing those custom calls by hand would repeat what JAX does well, and get wrong
+what it gets right (workspace sizes, batch layouts, the NaN JAX returns where a factorization fails).
+
+A placeholder differentiated k times (abi.LINALG_DERIVATIVE, made by compiler/autodiff.py) is JAX's
+`jax.vjp` applied k times to the function: its operands are the primal operands and then the cotangents of
+the float results, its results the cotangents of the operands. JAX's lowering recomputes the forward
+factorization inside; XLA removes what it can share.
+
+JAX is imported only when a module has a placeholder (`arrc check` and a module without linear algebra never
+import it); the lowering of each call (operation, parameters, types, platform) is made once per process.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from typing import ClassVar
+
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import func
+
+from ..compiler import abi, emit
+from ..compiler.ops_linalg import is_linalg, linalg_call
+from .base import ModulePass
+
+_lowered: dict = {}
+_lock = threading.Lock()
+
+
+@dataclass
+class LowerLinalg(ModulePass):
+    name: ClassVar[str] = "lower-linalg"
+    platform: str = "cpu"
+
+    def apply(self, module: ir.Module) -> list:
+        calls = []
+
+        def visit(op):
+            if is_linalg(op):
+                calls.append(op.operation)
+            return ir.WalkResult.ADVANCE
+        module.operation.walk(visit)
+        if not calls:
+            return []
+        from jaxlib.mlir.dialects import sdy
+        sdy.register_dialect(ir.Context.current)   # JAX's custom calls carry Shardy rules: loaded before parsing
+        merged: dict = {}
+        for call in calls:
+            key = (*_key(call), self.platform)
+            callee = merged.get(key)
+            if callee is None:
+                callee = merged[key] = _merge(module, _lowering(key), f"linalg_{len(merged)}_")
+            with ir.InsertionPoint(call), call.location:
+                done = func.CallOp([r.type for r in call.results], ir.FlatSymbolRefAttr.get(callee), list(call.operands))
+            for old, new in zip(call.results, done.results):
+                old.replace_all_uses_with(new)
+            call.erase()
+        return []
+
+
+def _key(call) -> tuple:
+    name, params, derivative = linalg_call(call)
+    return name, json.dumps(params, sort_keys=True), derivative, tuple(str(o.type) for o in call.operands)
+
+
+def _lowering(key: tuple) -> str:
+    """JAX's StableHLO text for the call `key` describes (made once per process)."""
+    with _lock:
+        text = _lowered.get(key)
+        if text is None:
+            text = _lowered[key] = _lower_with_jax(*key)
+        return text
+
+
+def _lower_with_jax(name: str, params: str, derivative: int, operand_types: tuple, platform: str) -> str:
+    import jax
+    import jax.numpy as jnp
+    avals = [jax.ShapeDtypeStruct(*_shape_dtype(t)) for t in operand_types]
+    with jax.enable_x64(True):
+        fn, n = jax_function(name, json.loads(params)), _arity(name)
+        for _ in range(derivative):         # the next one's operands: these, then the float results' cotangents
+            floats = sum(jnp.issubdtype(r.dtype, jnp.floating) for r in jax.eval_shape(fn, *avals[:n]))
+            fn, n = _vjp_of(fn, n), n + floats
+        assert n == len(avals), (name, derivative, operand_types)
+        return jax.jit(fn, keep_unused=True).trace(*avals).lower(lowering_platforms=(platform,)).as_text()
+
+
+def _arity(name: str) -> int:
+    return 2 if name in ("solve", "triangular_solve", "lstsq") else 1
+
+
+def jax_function(name: str, p: dict):
+    """The jax.numpy function arr's operation `name` with parameters `p` is, returning a tuple of arrays."""
+    import jax
+    import jax.numpy as jnp
+    import jax.scipy.linalg as jsl
+    linalg = jnp.linalg
+    table = {
+        "solve": linalg.solve,
+        "inv": linalg.inv,
+        "det": linalg.det,
+        "slogdet": linalg.slogdet,
+        "cholesky": lambda a: linalg.cholesky(a, upper=p["upper"]),
+        "qr": lambda a: linalg.qr(a, mode=p["mode"]),
+        "eigh": lambda a: linalg.eigh(a, UPLO=p["UPLO"], symmetrize_input=p["symmetrize_input"]),
+        "svd": lambda a: linalg.svd(a, full_matrices=p["full_matrices"], compute_uv=p["compute_uv"]),
+        "lu": jnp.vectorize(jsl.lu, signature="(m,n)->(m,m),(m,k),(k,n)"),      # (batches: jsl.lu has none)
+        "triangular_solve": lambda a, b: jsl.solve_triangular(a, b, trans=p["trans"], lower=p["lower"],
+                                                              unit_diagonal=p["unit_diagonal"]),
+        "lstsq": lambda a, b: linalg.lstsq(a, b, rcond=p["rcond"]),
+        "pinv": lambda a: linalg.pinv(a, rtol=p["rtol"], hermitian=p["hermitian"]),
+        "norm": lambda x: linalg.norm(x, ord=p["ord"], axis=tuple(p["axis"]) if isinstance(p["axis"], list)
+                                      else p["axis"], keepdims=p["keepdims"]),
+    }
+    fn = table[name]
+    return lambda *args: tuple(jax.tree.leaves(fn(*args)))
+
+
+def _vjp_of(fn, n: int):
+    """(fn's `n` arguments..., cotangents of its float results...) -> the cotangents of its arguments."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    def pulled(*args):
+        cts = list(args[n:])
+        results, pull = jax.vjp(fn, *args[:n])
+        full = tuple(cts.pop(0) if jnp.issubdtype(r.dtype, jnp.floating) else np.zeros(r.shape, jax.dtypes.float0)
+                     for r in results)
+        return tuple(pull(full))
+    return pulled
+
+
+def _shape_dtype(type_text: str):
+    import numpy as np
+    t = ir.RankedTensorType(ir.Type.parse(type_text))
+    element = str(t.element_type)
+    dtype = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "i32": np.int32}[element]
+    return tuple(t.shape), dtype
+
+
+def _merge(module: ir.Module, text: str, prefix: str) -> str:
+    """Parse JAX's module `text` into `module`'s context, rename its functions with `prefix` (private), move
+    them into `module`; returns the name of its entry."""
+    jax_module = ir.Module.parse(text)
+    names = [ir.StringAttr(f.attributes["sym_name"]).value for f in jax_module.body.operations]
+    entry = None
+    for old in names:
+        new = prefix + old
+        ir.SymbolTable.replace_all_symbol_uses(old, new, jax_module.operation)
+        if old == "main":
+            entry = new
+    def ends(op):        # JAX's loops there are fori_loops: they end, so calls keep the runtime's fast path
+        if op.operation.name == "stablehlo.while" and abi.TRIP_COUNT not in op.operation.attributes:
+            emit.set_int_attr(op.operation, abi.TRIP_COUNT, -1)
+        return ir.WalkResult.ADVANCE
+    jax_module.operation.walk(ends)
+    for fop in list(jax_module.body.operations):
+        fop = fop.operation
+        fop.attributes["sym_name"] = ir.StringAttr.get(prefix + ir.StringAttr(fop.attributes["sym_name"]).value)
+        fop.attributes["sym_visibility"] = ir.StringAttr.get("private")
+        fop.detach_from_parent()
+        module.body.append(fop)
+    return entry

@@ -1,0 +1,321 @@
+"""Linear algebra (LANGUAGE.md section 14, docs/linalg.md): every operation against jax.numpy.linalg /
+jax.scipy.linalg (x64 on) with batches, f32 and f64; symbolic shapes; diagnostics; derivatives against
+jax.grad, jax.jvp and second derivatives; the guard report of a failed factorization; and the lowering for
+`cuda` and `rocm` (cuSOLVER, hipSOLVER), golden-tested on this CPU machine."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+import pytest
+from conftest import compile_src
+
+import arrc
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).resolve().parent / "golden" / "linalg"
+
+
+def _spd(r, shape, dtype):
+    """Symmetric positive-definite matrices of `shape` (..., n, n)."""
+    x = r.normal(size=shape)
+    return (x @ np.swapaxes(x, -1, -2) + shape[-1] * np.eye(shape[-1])).astype(dtype)
+
+
+def _t(dtype, shape) -> str:
+    return f"{dtype}[{', '.join(map(str, shape))}]" if shape else dtype
+
+
+# (arr call, JAX twin, operand shapes); operand "s" is symmetric positive definite, "m" a general matrix
+CASES = [
+    ("solve(a, b)", lambda a, b: jnp.linalg.solve(a, b), [(3, 3), (3,)]),
+    ("solve(a, b)", lambda a, b: jnp.linalg.solve(a, b), [(2, 4, 4), (4,)]),
+    ("solve(a, b)", lambda a, b: jnp.linalg.solve(a, b), [(2, 4, 4), (2, 4, 3)]),
+    ("solve(a, b)", lambda a, b: jnp.linalg.solve(a, b), [(4, 4), (5, 4, 2)]),
+    ("triangular_solve(a, b, lower=true)", lambda a, b: jsl.solve_triangular(a, b, lower=True), [(2, 3, 3), (2, 3, 2)]),
+    ("triangular_solve(a, b, trans=1, unit_diagonal=true)",
+     lambda a, b: jsl.solve_triangular(a, b, trans=1, unit_diagonal=True), [(4, 4), (4,)]),
+    ("triangular_solve(a, b, trans=\"T\")", lambda a, b: jsl.solve_triangular(a, b, trans="T"), [(3, 3), (3, 2)]),
+    ("inv(a)", jnp.linalg.inv, [(3, 5, 5)]),
+    ("det(a)", jnp.linalg.det, [(4, 4)]),
+    ("det(a)", jnp.linalg.det, [(2, 3, 3, 3)]),
+    ("slogdet(a)", lambda a: tuple(jnp.linalg.slogdet(a)), [(2, 4, 4)]),
+    ("cholesky(s)", jnp.linalg.cholesky, [(3, 4, 4)]),
+    ("cholesky(s, upper=true)", lambda s: jnp.linalg.cholesky(s, upper=True), [(4, 4)]),
+    ("qr(a)", lambda a: tuple(jnp.linalg.qr(a)), [(5, 3)]),
+    ("qr(a, mode=\"complete\")", lambda a: tuple(jnp.linalg.qr(a, mode="complete")), [(2, 3, 5)]),
+    ("qr(a, mode=\"r\")", lambda a: jnp.linalg.qr(a, mode="r"), [(4, 4)]),
+    ("eigh(s)", lambda s: tuple(jnp.linalg.eigh(s)), [(2, 4, 4)]),
+    ("eigh(s, UPLO=\"U\")", lambda s: tuple(jnp.linalg.eigh(s, UPLO="U")), [(3, 3)]),
+    ("svd(a)", lambda a: tuple(jnp.linalg.svd(a)), [(5, 3)]),
+    ("svd(a, full_matrices=false)", lambda a: tuple(jnp.linalg.svd(a, full_matrices=False)), [(2, 3, 6)]),
+    ("svd(a, compute_uv=false)", lambda a: jnp.linalg.svd(a, compute_uv=False), [(4, 4)]),
+    ("lu(a)", lambda a: tuple(jsl.lu(a)), [(4, 4)]),
+    ("lu(a)", lambda a: tuple(jnp.vectorize(jsl.lu, signature="(m,n)->(m,m),(m,k),(k,n)")(a)), [(2, 5, 3)]),
+    ("lstsq(a, b)", lambda a, b: tuple(jnp.linalg.lstsq(a, b)), [(6, 3), (6,)]),
+    ("lstsq(a, b, rcond=0.01)", lambda a, b: tuple(jnp.linalg.lstsq(a, b, rcond=0.01)), [(3, 5), (3, 2)]),
+    ("pinv(a)", jnp.linalg.pinv, [(2, 5, 3)]),
+    ("pinv(s, hermitian=true)", lambda s: jnp.linalg.pinv(s, hermitian=True), [(4, 4)]),
+    ("norm(a)", jnp.linalg.norm, [(5, 3)]),
+    ("norm(a)", jnp.linalg.norm, [(2, 3, 4)]),
+    ("norm(a, ord=2)", lambda a: jnp.linalg.norm(a, ord=2), [(5, 3)]),
+    ("norm(a, \"nuc\")", lambda a: jnp.linalg.norm(a, "nuc"), [(3, 3)]),
+    ("norm(a, ord=-inf)", lambda a: jnp.linalg.norm(a, ord=-jnp.inf), [(4, 3)]),
+    ("norm(a, ord=1, axis=1)", lambda a: jnp.linalg.norm(a, ord=1, axis=1), [(4, 3)]),
+    ("norm(a, ord=3, axis=0, keepdims=true)", lambda a: jnp.linalg.norm(a, ord=3, axis=0, keepdims=True), [(4, 3)]),
+    ("norm(a, axis=(0, 2))", lambda a: jnp.linalg.norm(a, axis=(0, 2)), [(3, 2, 3)]),
+]
+
+
+def _operands(call: str, shapes: list, dtype, seed: int):
+    r = np.random.default_rng(seed)
+    names = ["s" if "(s" in call else "a", "b"][:len(shapes)]
+    return names, [_spd(r, sh, dtype) if name == "s" else r.normal(size=sh).astype(dtype)
+                   for name, sh in zip(names, shapes)]
+
+
+@pytest.fixture(scope="module")
+def grid():
+    """One module: each case in f32 and f64, its result types read from its JAX twin."""
+    lines, twins = [], {}
+    for i, (call, twin, shapes) in enumerate(CASES):
+        for dtype in ("f32", "f64"):
+            names, args = _operands(call, shapes, np.dtype(dtype.replace("f", "float")), i)
+            with jax.enable_x64(True):
+                out = jax.eval_shape(twin, *args)
+            outs = out if isinstance(out, tuple) else (out,)
+            types = [_t({"float32": "f32", "float64": "f64", "int64": "i64"}[str(o.dtype)], o.shape) for o in outs]
+            result = types[0] if len(types) == 1 else f"({', '.join(types)})"
+            params = ", ".join(f"{n}: {_t(dtype, sh)}" for n, sh in zip(names, shapes))
+            lines += [f"def case_{i}_{dtype}({params}) -> {result}:", f"    return {call}", ""]
+            twins[(i, dtype)] = (twin, args)
+    return compile_src("\n".join(lines), "grid.arr"), twins
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("i", range(len(CASES)), ids=[f"{c[0]}-{c[2]}" for c in CASES])
+def test_each_operation_gives_jax_results(grid, i, dtype):
+    mod, twins = grid
+    twin, args = twins[(i, dtype)]
+    got = getattr(mod, f"case_{i}_{dtype}")(*args)
+    with jax.enable_x64(True):
+        want = twin(*args)
+    got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+    for g, w in zip(got, want, strict=True):
+        g, w = np.asarray(g), np.asarray(w)
+        assert (g.dtype, g.shape) == (w.dtype, w.shape)
+        rtol = 1e-4 if dtype == "f32" else 1e-11
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * max(1.0, float(np.max(np.abs(w), initial=0))))
+
+
+def test_symbolic_shapes_and_values_from_other_operations():
+    mod = compile_src("""
+def whiten(x: f64[b, n, n], y: f64[b, n, k]) -> f64[b, n, k]:
+    s = x @ transpose(x, (0, 2, 1)) + eye(n)
+    return triangular_solve(cholesky(s), y, lower=true)
+
+def logdet(x: f64[n, n]) -> f64:
+    sign, ld = slogdet(x @ x.T + eye(n))
+    return ld
+""")
+    r = np.random.default_rng(3)
+    for b, n, k in ((1, 2, 1), (3, 5, 2)):
+        x, y = r.normal(size=(b, n, n)), r.normal(size=(b, n, k))
+        s = x @ np.swapaxes(x, 1, 2) + np.eye(n)
+        want = jsl.solve_triangular(jnp.linalg.cholesky(s), y, lower=True)
+        np.testing.assert_allclose(mod.whiten(x, y), want, rtol=1e-11)
+        np.testing.assert_allclose(mod.logdet(x[0]), jnp.linalg.slogdet(s[0])[1], rtol=1e-12)
+
+
+@pytest.mark.parametrize("call, code, message", [
+    ("inv(m)", "E0202", "`inv` needs square matrices, found f64[3, 4] (3 x 4)"),
+    ("solve(q, v)", "E0202", "`solve`: a has 3 rows but b has 4"),
+    ("solve(q, v[:, None])", "E0202", "`solve`: a has 3 rows but b has 4"),
+    ("det(v)", "E0202", "`det` needs a matrix (rank 2, or more for a batch of them), found f64[4]"),
+    ("cholesky(i)", "E0201", "`cholesky` is defined on f32 and f64 matrices, found i32"),
+    ("inv(h)", "E0201", "`inv` is defined on f32 and f64 matrices, found f16"),
+    ("qr(m, mode=\"full\")", "E0204", "`mode` must be one of 'reduced', 'complete', 'r', found 'full'"),
+    ("qr(g)", "E0204", "`qr` of a n x k matrix needs its sizes known (the result has min(n, k) rows)"),
+    ("norm(m, ord=\"fro\", axis=0)", "E0204", "`norm`: ord='fro' is not a vector norm"),
+    ("norm(m, ord=3)", "E0204", "`norm`: ord=3.0 is not a matrix norm"),
+    ("solve(p, w)", "E0202", "`solve`: the batch dimensions of f64[2, 3, 3] and f64[4, 3, 1] do not broadcast"),
+    ("triangular_solve(q, q, trans=5)", "E0204", "`trans` must be 0, 1, 2 (or \"N\", \"T\", \"C\"), found 5"),
+    ("lstsq(p, q)", "E0202", "`lstsq` takes one matrix (as NumPy and JAX), found f64[2, 3, 3]"),
+    ("pinv(m, rtol=v)", "E0204", "`rtol` must be a number known at compile time, found f64[4]"),
+])
+def test_diagnostics(call, code, message):
+    src = ("def f(m: f64[3, 4], q: f64[3, 3], v: f64[4], i: i32[3, 3], h: f16[3, 3], g: f64[n, k], "
+           f"p: f64[2, 3, 3], w: f64[4, 3, 1]) -> f64:\n    y = {call}\n    return 0.0\n")
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads(src)
+    diag = info.value.diagnostics[0]
+    assert (diag.code, diag.message) == (code, message)
+
+
+def test_a_system_of_the_wrong_size_is_a_diagnostic_with_both_operands():
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads("def f(a: f64[2, 3, 3], b: f64[2, 3]) -> f64[2, 3]:\n    return solve(a, b)\n", filename="s.arr")
+    assert str(info.value) == """\
+error[E0202]: `solve`: a has 3 rows but b has 2
+ --> s.arr:2:12
+  |
+2 |     return solve(a, b)
+  |            ^^^^^^^^^^^ 3 vs 2
+  |                  - a is f64[2, 3, 3]
+  |                     - b is f64[2, 3]
+  |
+  = note: b of rank 2 or more is a batch of [n, k] matrices, as in NumPy 2 and JAX: for a batch of vectors, \
+solve with b[..., None] and take [..., 0]
+"""
+
+
+DERIVATIVES = """
+def loss(a: f64[3, 3], b: f64[3]) -> f64:
+    s = a @ a.T + 3.0 * eye(3)
+    x = solve(s, b)
+    w, v = eigh(s)
+    sign, ld = slogdet(s)
+    q, r = qr(a)
+    return sum(x * x) + sum(cholesky(s)) + ld + sum(w * w) + norm(inv(s)) + sum(svd(a, compute_uv=false)) \\
+        + sum(triangular_solve(s, b, lower=true)) + det(a) + sum(r * r)
+
+def fit(a: f64[5, 3], b: f64[5]) -> f64:
+    x, residuals, rank, s = lstsq(a, b)
+    return sum(x * x) + sum(pinv(a)) + norm(a, ord=2)
+
+def det_of(x: f64) -> f64:
+    return det(x * eye(2) + [[1.0, 2.0], [3.0, 4.0]])
+
+def slope(x: f64) -> f64:
+    return grad(det_of)(x)
+"""
+
+
+def _loss(a, b):
+    s = a @ a.T + 3.0 * jnp.eye(3)
+    w, _ = jnp.linalg.eigh(s)
+    r = jnp.linalg.qr(a)[1]
+    return (jnp.sum(jnp.linalg.solve(s, b) ** 2) + jnp.sum(jnp.linalg.cholesky(s)) + jnp.linalg.slogdet(s)[1]
+            + jnp.sum(w * w) + jnp.linalg.norm(jnp.linalg.inv(s)) + jnp.sum(jnp.linalg.svd(a, compute_uv=False))
+            + jnp.sum(jsl.solve_triangular(s, b, lower=True)) + jnp.linalg.det(a) + jnp.sum(r * r))
+
+
+def _fit(a, b):
+    return jnp.sum(jnp.linalg.lstsq(a, b)[0] ** 2) + jnp.sum(jnp.linalg.pinv(a)) + jnp.linalg.norm(a, ord=2)
+
+
+def _det_of(x):
+    return jnp.linalg.det(x * jnp.eye(2) + jnp.array([[1.0, 2.0], [3.0, 4.0]]))
+
+
+def test_derivatives_equal_jax():
+    mod = compile_src(DERIVATIVES, "d.arr")
+    r = np.random.default_rng(5)
+    for a, b, twin, fn in ((r.normal(size=(3, 3)), r.normal(size=3), _loss, mod.loss),
+                           (r.normal(size=(5, 3)), r.normal(size=5), _fit, mod.fit)):
+        value, grads = arrc.value_and_grad(fn, argnums=(0, 1))(a, b)
+        want_value, want = jax.value_and_grad(twin, argnums=(0, 1))(a, b)
+        np.testing.assert_allclose(value, want_value, rtol=1e-12)
+        for g, w in zip(grads, want):
+            np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12)
+    for x in (0.3, -1.2):
+        np.testing.assert_allclose(mod.slope(x), jax.grad(_det_of)(x), rtol=1e-12)
+        np.testing.assert_allclose(arrc.grad(mod.slope)(x), jax.grad(jax.grad(_det_of))(x), rtol=1e-12)
+        primal, tangent = arrc.jvp(mod.det_of)(x, 1.0)
+        want_primal, want_tangent = jax.jvp(_det_of, (x,), (1.0,))
+        np.testing.assert_allclose((primal, tangent), (want_primal, want_tangent), rtol=1e-12)
+
+
+def test_a_failed_factorization_is_reported_at_the_call_with_its_batch_index():
+    mod = compile_src("def f(a: f32[3, 4, 4]) -> f32:\n    l = cholesky(a)\n    return sum(l)\n", "fit.arr")
+    s = _spd(np.random.default_rng(0), (3, 4, 4), np.float32)
+    s[2, 1, 1] = -100.0
+    assert np.isnan(mod.f(s))                                  # without guards: NaN, as jnp.linalg.cholesky
+    guarded = arrc.loads(mod.sources["fit.arr"].text, filename="fit.arr", guards="nan")
+    with pytest.raises(arrc.NaNError) as info:
+        guarded.f(s)
+    assert str(info.value) == """\
+error[R0001]: `cholesky`: the matrix at batch index [2] is not positive definite
+ --> fit.arr:2:9
+  |
+2 |     l = cholesky(a)
+  |         ^^^^^^^^^^^ this `cholesky` produced NaN at index [2, 0, 0]
+  |
+  = note: `jnp.linalg.cholesky` gives NaN there too
+  = note: in f
+"""
+    s[2, 1, 1] = 5.0
+    np.testing.assert_allclose(guarded.f(s), jnp.sum(jnp.linalg.cholesky(s)), rtol=1e-5)
+
+
+def test_a_singular_system_is_reported_by_the_inf_guard():
+    mod = arrc.loads("def f(a: f64[2, 2], b: f64[2]) -> f64[2]:\n    return solve(a, b)\n", filename="sing.arr",
+                     guards="nan,inf")
+    with pytest.raises(arrc.GuardError) as info:
+        mod.f(np.array([[1.0, 2.0], [2.0, 4.0]]), np.array([1.0, 1.0]))
+    assert str(info.value).splitlines()[0].endswith("`solve`: the matrix is singular")
+
+
+LOWERED = """\
+def f(a: f32[2, 3, 3], b: f32[3]) -> f32[2, 3]:
+    return solve(cholesky(a), b)
+"""
+
+
+@pytest.mark.parametrize("target, platform", [("gpu", "cuda"), ("rocm", "rocm")])
+def test_gpu_lowering_is_golden(tmp_path, update_goldens, target, platform):
+    """JAX's cuSOLVER and hipSOLVER lowering, merged as private functions, checked without a GPU."""
+    from arrc.passes.linalg import LowerLinalg
+    lowered = arrc.loads(LOWERED).f.lower(arrc.spec("f32[2, 3, 3]"), arrc.spec("f32[3]"))
+    with lowered.context:
+        LowerLinalg(platform).apply(lowered.module)
+        lowered.module.operation.verify()
+    text = lowered.module.operation.get_asm(enable_debug_info=False) + "\n"
+    golden = GOLDEN / f"solve_cholesky_{platform}.mlir"
+    if update_goldens:
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text)
+    assert text == golden.read_text()
+    assert f"{'cusolver' if platform == 'cuda' else 'hipsolver'}_potrf_ffi" in text and "lapack" not in text
+    if target == "gpu":
+        (tmp_path / "f.arr").write_text(LOWERED)
+        cli = subprocess.run([sys.executable, "-m", "arrc", "compile", str(tmp_path / "f.arr"), "--entry", "f",
+                              "--target", "gpu"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert cli.returncode == 0, cli.stderr
+        assert "cusolver_getrf_ffi" in cli.stdout and "arrc.linalg" not in cli.stdout
+
+
+def test_arrc_check_does_not_import_jax(tmp_path):
+    (tmp_path / "d.arr").write_text("def f(a: f64[3, 3]) -> f64:\n    return det(a)\n")
+    probe = (f"import sys; from arrc.cli import main; code = main(['check', {str(tmp_path / 'd.arr')!r}]); "
+             "print(code, 'jax' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.stdout.split()[-2:] == ["0", "False"], out.stdout + out.stderr
+
+
+def test_the_least_squares_example_agrees_with_its_normal_equations():
+    mod = arrc.load(str(ROOT / "examples" / "least_squares.arr"), guards="all")
+    c, c_normal, error, rank = mod.main()
+    np.testing.assert_allclose(c, c_normal, rtol=1e-9)
+    assert float(error) < 0.05 and int(rank) == 4
+
+
+def test_the_documented_ridge_fit():
+    mod = compile_src("""
+def fit(x: f64[n, d], y: f64[n]) -> f64[d]:
+    g = x.T @ x + 1e-3 * eye(d)
+    l = cholesky(g)
+    z = triangular_solve(l, x.T @ y, lower=true)
+    return triangular_solve(l, z, lower=true, trans=1)
+""")
+    r = np.random.default_rng(9)
+    x, y = r.normal(size=(30, 4)), r.normal(size=30)
+    np.testing.assert_allclose(mod.fit(x, y), np.linalg.solve(x.T @ x + 1e-3 * np.eye(4), x.T @ y), rtol=1e-10)
+    mixed = compile_src("def f(a: f32[2, 2], b: f64[2]) -> f64[2]:\n    return solve(a, b)\n")
+    np.testing.assert_allclose(mixed.f(np.eye(2, dtype=np.float32) * 2, np.array([1.0, 3.0])), [0.5, 1.5])
