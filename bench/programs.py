@@ -428,6 +428,57 @@ def _conv_input():
             r.standard_normal((3, 3, 64, 64), dtype=np.float32) * 0.1]
 
 
+# ---- linear algebra (issue 20): JAX's own lowering on both sides, arrc merges it into its module -------------
+
+LINALG = """
+def solve_system(a: f64[n, n], b: f64[n, k]) -> f64[n, k]:
+    return solve(a, b)
+
+def whiten(s: f32[n, n], y: f32[n, k]) -> f32[n, k]:
+    return triangular_solve(cholesky(s), y, lower=true)
+
+def spectrum(s: f64[n, n]) -> (f64[n], f64[n, n]):
+    return eigh(s)
+"""
+
+
+def jax_solve(a, b):
+    import jax.numpy as jnp
+    return jnp.linalg.solve(a, b)
+
+
+def jax_whiten(s, y):
+    import jax.numpy as jnp
+    import jax.scipy.linalg as jsl
+    return jsl.solve_triangular(jnp.linalg.cholesky(s), y, lower=True)
+
+
+def jax_spectrum(s):
+    import jax.numpy as jnp
+    return tuple(jnp.linalg.eigh(s))
+
+
+def _linalg_input(n: int, dtype, spd: bool, rhs: bool):
+    def make():
+        r = _rng(n)
+        a = r.standard_normal((n, n))
+        a = a @ a.T + n * np.eye(n) if spd else a + n * np.eye(n)
+        return [a.astype(dtype)] + ([r.standard_normal((n, 8)).astype(dtype)] if rhs else [])
+    return make
+
+
+def linalg_programs() -> list:
+    out = []
+    for n in (64, 512):
+        out += [Program(f"solve f64[{n},{n}] x8", LINALG, "solve_system", jax_solve,
+                        _linalg_input(n, np.float64, False, True), x64=True, notes="LU (getrf) and two trsm"),
+                Program(f"cholesky + triangular_solve f32[{n},{n}] x8", LINALG, "whiten", jax_whiten,
+                        _linalg_input(n, np.float32, True, True), notes="potrf, then trsm"),
+                Program(f"eigh f64[{n},{n}]", LINALG, "spectrum", jax_spectrum, _linalg_input(n, np.float64, True, False),
+                        x64=True, notes="syevd")]
+    return out
+
+
 # ---- tiny x + y (call overhead) ----------------------------------------------------------------------
 
 ADD = """
@@ -537,6 +588,7 @@ def programs(generated_statements: int = 2000) -> list[Program]:
                 notes="examples/kmeans.arr; JAX: fori_loop over iterations, Python loop over clusters"),
         Program("conv block f32[16,32,32,32] 3x3x64 x2", CONV, "block", jax_conv_block, _conv_input,
                 notes="two 3x3 convolutions (the second strided) with relu, channels-last; JAX: lax.conv_general_dilated"),
+        *linalg_programs(),
         Program("add f32[4]", ADD, "add", jax_add,
                 lambda: [np.arange(4, dtype=np.float32), np.ones(4, np.float32)], tags={"overhead"}),
         Program(f"generated {generated_statements} statements", arr_gen, "main", jax_from_source(py_gen),

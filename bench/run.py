@@ -126,10 +126,14 @@ class x64:
 
 
 def arrc_frontend(source: str, entry: str, arg_specs: list) -> tuple[float, object]:
-    """Seconds for parse + check + lower + StableHLO text of a fresh source text, and the Lowered."""
+    """Seconds for parse + check + lower (linear algebra merged from JAX) + StableHLO text of a fresh source
+    text, and the Lowered."""
+    from arrc.passes.linalg import LowerLinalg
     start = time.perf_counter()
     mod = load(source)
     lowered = mod[entry].lower(*arg_specs)
+    with lowered.context:           # linear algebra as JAX lowers it (jax.jit(f).lower does the same)
+        LowerLinalg({"gpu": "cuda"}.get(DEVICE, DEVICE)).apply(lowered.module)
     lowered.as_text()
     return time.perf_counter() - start, lowered
 
