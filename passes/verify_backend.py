@@ -5,12 +5,16 @@ aborts the process, and TPUs have no 64-bit convolutions.
 The table is keyed by PJRT platform (`cpu`, `cuda`, `rocm`, `tpu`: what the device's client reports);
 what it lists comes from the backends' issue trackers (XLA's ROCm convolutions go through MIOpen, which
 has no f64, complex or integer kernels; TPU convolutions have no 64-bit types). A platform that is not
-in the table is not checked.
+in the table is probed: once per platform, operation and dtype, a subprocess runs a small convolution of
+that dtype there (an unsupported one may abort the process, as on ROCm), and the answer is kept with the
+compile cache (in the process only where the cache is off), so later compiles read it.
 """
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 from jaxlib.mlir import ir
 
@@ -20,6 +24,7 @@ from .base import ModulePass
 
 # PJRT platform -> operation -> the element types (arr's names) of its result it cannot have there
 UNSUPPORTED: dict[str, dict[str, set[str]]] = {
+    "cpu": {},
     "tpu": {"stablehlo.convolution": {"f64", "i64", "u64", "complex128"}},
     "rocm": {"stablehlo.convolution": {"f64", "complex64", "complex128", "i8", "i16", "i32", "i64", "u8", "u16",
                                        "u32", "u64"}},
@@ -31,30 +36,85 @@ WORDS = {"stablehlo.convolution": "convolution"}
 class VerifyBackend(ModulePass):
     name: ClassVar[str] = "verify-backend"
     platform: str = "cpu"
+    probe: Callable[[str, str], bool] | None = None     # (platform, dtype) -> whether it convolves (tests)
 
     def apply(self, module: ir.Module) -> list[Diagnostic]:
-        refused = UNSUPPORTED.get(self.platform, {})
-        if not refused:
-            return []
+        known = UNSUPPORTED.get(self.platform)
         diags = []
 
         def visit(op):
             op = op.operation
-            if op.name in refused and op.results:
+            if op.name in WORDS and op.results:
                 dtype = _arr_name(ir.RankedTensorType(op.results[0].type).element_type)
-                if dtype in refused[op.name]:
-                    word = WORDS.get(op.name, op.name)
-                    other = "complex64" if dtype.startswith("complex") else "f32"
-                    a = "an" if dtype[0] in "fi" else "a"         # an f64, an i32, a u8, a complex64
-                    diags.append(Diagnostic(
-                        "E0504", f"the {self.platform} backend cannot run {a} {dtype} {word}", span_of(op.location),
-                        f"{a} {dtype} {word}",
-                        notes=[f"{self.platform} has no {word} kernels for {', '.join(sorted(refused[op.name]))}"],
-                        help=f"cast the operands (`.astype({other})`) or run it on another device "
-                             f"(`device=\"cpu\"`)"))
+                if known is not None:
+                    refused, why = dtype in known.get(op.name, ()), "table"
+                else:
+                    refused, why = not _probed(self.platform, dtype, self.probe or probe_in_subprocess), "probe"
+                if refused:
+                    diags.append(_refusal(self.platform, op, dtype, why))
             return ir.WalkResult.ADVANCE
         module.operation.walk(visit)
         return diags
+
+
+def _refusal(platform: str, op, dtype: str, why: str) -> Diagnostic:
+    word = WORDS[op.name]
+    other = "complex64" if dtype.startswith("complex") else "f32"
+    a = "an" if dtype[0] in "fi" else "a"         # an f64, an i32, a u8, a complex64
+    note = f"{platform} has no {word} kernels for {', '.join(sorted(UNSUPPORTED[platform][op.name]))}" \
+        if why == "table" else f"a test {word} in {dtype} failed on {platform} (probed once in a subprocess; " \
+                               f"the answer is kept with the compile cache)"
+    return Diagnostic("E0504", f"the {platform} backend cannot run {a} {dtype} {word}", span_of(op.location),
+                      f"{a} {dtype} {word}", notes=[note],
+                      help=f"cast the operands (`.astype({other})`) or run it on another device (`device=\"cpu\"`)")
+
+
+_answers: dict = {}
+
+
+def _probed(platform: str, dtype: str, probe) -> bool:
+    """Whether `platform` convolves `dtype`: this process's answer, the compile cache's, or a new probe."""
+    from ..compiler import cache
+    key = (platform, dtype)
+    if key not in _answers:
+        disk = cache.default_cache()
+        entry = disk.key(b"verify-backend probe", b"stablehlo.convolution", platform, dtype) if disk else None
+        stored = disk.get(entry) if disk else None
+        if stored in (b"yes", b"no"):
+            _answers[key] = stored == b"yes"
+        else:
+            _answers[key] = bool(probe(platform, dtype))
+            if disk:
+                disk.put(entry, b"yes" if _answers[key] else b"no")
+    return _answers[key]
+
+
+PROBE = """\
+import sys
+import numpy as np
+import jax
+jax.config.update("jax_enable_x64", True)
+device = jax.devices(sys.argv[1])[0]
+dtype = jax.numpy.dtype(sys.argv[2])
+x = jax.device_put(np.ones((1, 2, 5, 5), dtype), device)
+w = jax.device_put(np.ones((3, 2, 3, 3), dtype), device)
+out = np.asarray(jax.lax.conv_general_dilated(x, w, (1, 1), "VALID"))
+print("ok" if out.shape == (1, 3, 3, 3) and bool(np.all(out == 18)) else "wrong")
+"""
+NUMPY_NAMES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "complex64": "complex64",
+               "complex128": "complex128", "bool": "bool"}
+
+
+def probe_in_subprocess(platform: str, dtype: str, timeout_s: float = 120.0) -> bool:
+    """Run a small convolution of `dtype` on `platform` in a new process: True if it gives the right answer
+    (a crash, an error or a wrong answer there is False, and never reaches this process)."""
+    name = NUMPY_NAMES.get(dtype) or ("int" if dtype[0] == "i" else "uint") + dtype[1:]
+    try:
+        done = subprocess.run([sys.executable, "-c", PROBE, platform, name], capture_output=True, text=True,
+                              timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0 and done.stdout.strip() == "ok"
 
 
 def _arr_name(element: ir.Type) -> str:

@@ -178,7 +178,42 @@ error[E0504]: the cpu backend cannot run an f64 convolution
     np.testing.assert_allclose(mod.cast(x, k), np.full((1, 1, 4, 4), 9.0))
     from arrc.passes.verify_backend import VerifyBackend
     assert [d.code for d in VerifyBackend("tpu").apply(mod.blur.lower(x, k).module)] == ["E0504"]
-    assert VerifyBackend("cuda").apply(mod.blur.lower(x, k).module) == []
+    assert VerifyBackend("rocm").apply(mod.cast.lower(x, k).module) == []
+
+
+def test_a_platform_not_in_the_table_is_probed_once_in_a_subprocess(tmp_path, monkeypatch):
+    """A backend that aborts on f64 convolutions (as ROCm's does): the abort happens in the probe's process;
+    the answer is kept in this process and with the compile cache, so a new process does not probe again."""
+    import subprocess
+    import sys
+
+    from arrc.passes import verify_backend
+    monkeypatch.setenv("ARRC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(verify_backend, "_answers", {})
+    probed = []
+
+    def probe(platform, dtype):
+        probed.append((platform, dtype))
+        code = "import os; os.abort()" if dtype == "f64" else "print('ok')"
+        return subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+    mod = arrc.loads("def blur(x: f64[1, 1, 6, 6], k: f64[1, 1, 3, 3]) -> f64[1, 1, 4, 4]:\n    return conv(x, k)\n"
+                     "def small(x: f32[1, 1, 6, 6], k: f32[1, 1, 3, 3]) -> f32[1, 1, 4, 4]:\n    return conv(x, k)\n",
+                     filename="blur.arr")
+
+    def check(name, dtype):
+        return verify_backend.VerifyBackend("plugin", probe).apply(
+            getattr(mod, name).lower(arrc.spec(f"{dtype}[1, 1, 6, 6]"), arrc.spec(f"{dtype}[1, 1, 3, 3]")).module)
+    (refused,) = check("blur", "f64")
+    assert (refused.code, refused.message, refused.notes) == (
+        "E0504", "the plugin backend cannot run an f64 convolution",
+        ["a test convolution in f64 failed on plugin (probed once in a subprocess; the answer is kept with the "
+         "compile cache)"])
+    assert check("small", "f32") == [] and check("blur", "f64") != []
+    assert probed == [("plugin", "f64"), ("plugin", "f32")]
+    monkeypatch.setattr(verify_backend, "_answers", {})          # as a new process: the compile cache answers
+    assert check("blur", "f64") != [] and check("small", "f32") == [] and len(probed) == 2
+    assert verify_backend.probe_in_subprocess("cpu", "f64") is True
+    assert verify_backend.probe_in_subprocess("no-such-platform", "f32") is False
 
 
 TRANSPOSE_CASES = [   # (n, layout, strides, padding, rhs_dilation, transpose_kernel)
