@@ -1237,7 +1237,9 @@ _WORDS = {"custom_call": "a host callback", "reduce_window": "a windowed reducti
 def _cannot(name: str, op) -> Diagnostic:
     short = name.split(".")[-1]
     what = _WORDS.get(short, f"`{short}`")
+    if short == "custom_call" and abi.KIND not in op.attributes:       # a kernel call, from a module from elsewhere
+        what = f"the custom call `{emit.attr_text(op.attributes['call_target_name'])}`"
     return Diagnostic("E0216", f"cannot differentiate {what} yet", span_of(op.location), f"{what} here",
                       notes=["arr's autodiff covers elementwise math, reductions, matrix products, shape operations, "
-                             "indexing, gathers and indexed updates, sorting, scans, `if`, `for` and `while` so "
-                             "far (docs/autodiff.md)"])
+                             "indexing, gathers and indexed updates, sorting, scans, convolution, linear algebra, "
+                             "`if`, `for` and `while` so far (docs/autodiff.md)"])

@@ -23,6 +23,8 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import func
 
 from ..compiler import abi, emit
+from ..compiler.diagnostics import Diagnostic, internal_error
+from ..compiler.locations import span_of
 from ..compiler.ops_linalg import is_linalg, linalg_call
 from .base import ModulePass
 
@@ -52,13 +54,28 @@ class LowerLinalg(ModulePass):
             key = (*_key(call), self.platform)
             callee = merged.get(key)
             if callee is None:
-                callee = merged[key] = _merge(module, _lowering(key), f"linalg_{len(merged)}_")
+                try:
+                    text = _lowering(key)
+                except Exception as err:        # noqa: BLE001 - JAX refuses the call: a diagnostic at it
+                    return [_refused(call, key, err)]
+                callee = merged[key] = _merge(module, text, f"linalg_{len(merged)}_")
             with ir.InsertionPoint(call), call.location:
                 done = func.CallOp([r.type for r in call.results], ir.FlatSymbolRefAttr.get(callee), list(call.operands))
             for old, new in zip(call.results, done.results):
                 old.replace_all_uses_with(new)
             call.erase()
         return []
+
+
+def _refused(call, key: tuple, err: Exception) -> Diagnostic:
+    """JAX's refusal to lower (or differentiate) a call, as arr's diagnostic at the call."""
+    name, derivative = key[0], key[2]
+    reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+    if derivative:
+        return Diagnostic("E0216", f"cannot differentiate `{name}` here: {reason}", span_of(call.location),
+                          f"the derivative of this `{name}`", notes=["JAX has no derivative for it either"],
+                          help="use `svd(a, full_matrices=false)`: JAX differentiates that" if name == "svd" else None)
+    return internal_error(RuntimeError(f"JAX could not lower `{name}` for {key[-1]}: {reason}"))
 
 
 def _key(call) -> tuple:

@@ -319,3 +319,31 @@ def fit(x: f64[n, d], y: f64[n]) -> f64[d]:
     np.testing.assert_allclose(mod.fit(x, y), np.linalg.solve(x.T @ x + 1e-3 * np.eye(4), x.T @ y), rtol=1e-10)
     mixed = compile_src("def f(a: f32[2, 2], b: f64[2]) -> f64[2]:\n    return solve(a, b)\n")
     np.testing.assert_allclose(mixed.f(np.eye(2, dtype=np.float32) * 2, np.array([1.0, 3.0])), [0.5, 1.5])
+
+
+def test_what_jax_cannot_differentiate_is_a_diagnostic_at_the_call():
+    mod = compile_src("def f(a: f64[4, 3]) -> f64:\n    u, s, vh = svd(a)\n    return sum(u)\n", "svd.arr")
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.grad(mod.f)(np.ones((4, 3)))
+    assert str(info.value) == """\
+error[E0216]: cannot differentiate `svd` here: Singular value decomposition JVP not implemented for full matrices
+ --> svd.arr:2:16
+  |
+2 |     u, s, vh = svd(a)
+  |                ^^^^^^ the derivative of this `svd`
+  |
+  = note: JAX has no derivative for it either
+  = help: use `svd(a, full_matrices=false)`: JAX differentiates that
+"""
+
+
+def test_arrc_grad_of_a_jax_export_with_lapack_names_the_kernel(tmp_path):
+    from jax import export
+    with jax.enable_x64(True):
+        exported = export.export(jax.jit(lambda a: jnp.sum(jnp.linalg.cholesky(a))))(
+            jax.ShapeDtypeStruct((3, 3), jnp.float64))
+    (tmp_path / "chol.mlir").write_text(exported.mlir_module())
+    out = subprocess.run([sys.executable, "-m", "arrc", "grad", str(tmp_path / "chol.mlir"), "--wrt", "0"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0
+    assert out.stderr.startswith("error[E0216]: cannot differentiate the custom call `lapack_dpotrf_ffi` yet")
