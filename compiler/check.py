@@ -639,6 +639,9 @@ class FunctionWalk(ControlFlow):
         if isinstance(e.func, ast.Call) and isinstance(e.func.func, ast.Name) and e.func.func.id in DERIVATIVES \
                 and e.func.func.id not in self.env:
             return self.call_derivative(e)
+        if isinstance(e.func, ast.Call) and isinstance(e.func.func, ast.Name) and e.func.func.id == "vmap" \
+                and "vmap" not in self.env and "vmap" not in self.program.signatures:
+            return self.call_vmap(e)
         if isinstance(e.func, ast.Name) and e.func.id in PUSH_PULL and e.func.id not in self.env \
                 and e.func.id not in self.program.signatures:
             return self.call_jvp_vjp(e)
@@ -809,6 +812,114 @@ class FunctionWalk(ControlFlow):
         value, grads = (out[0], out[1:]) if kind == "value_and_grad" else (None, out)
         grads = grads[0] if single else TupleVal(grads)
         return TupleVal([value, grads]) if value is not None else grads
+
+    def call_vmap(self, e):
+        """`vmap(f, in_axes=0, out_axes=0)(args)` (LANGUAGE.md section 16): f once per lane of the batched
+        arguments, the lanes of each result along its `out_axes`. Lowered by compiler/batching.py."""
+        inner = e.func
+        if len(inner.args) != 1:
+            raise ArrError("E0103", "`vmap` takes the function alone by position",
+                           inner.args[1].span if len(inner.args) > 1 else inner.span, "give the axes by keyword",
+                           help="write `vmap(f, in_axes=..., out_axes=...)(x, ...)`, as in JAX")
+        node = inner.args[0]
+        if not isinstance(node, ast.Name) or node.id not in self.program.signatures:
+            close = closest(node.id, self.program.signatures) if isinstance(node, ast.Name) else None
+            raise ArrError("E0210", "`vmap` takes a module function by name, e.g. `vmap(f)(xs)`", node.span,
+                           "not a module function", help=f"did you mean `{close}`?" if close is not None else
+                           "functions are not values in arr: give the name of one defined with `def`")
+        fname, sig = node.id, self.program.signatures[node.id]
+        n, k = len(sig.params), len(sig.results)
+        axes = {"in_axes": [0] * n, "out_axes": [0] * k}
+        spans = {"in_axes": inner.span, "out_axes": inner.span}
+        for kw in inner.kwargs:
+            if kw.name not in axes:
+                raise ArrError("E0103", f"`vmap` has no parameter `{kw.name}`", kw.span, "unknown keyword",
+                               notes=["parameters: f, in_axes=0, out_axes=0"])
+            count = n if kw.name == "in_axes" else k
+            axes[kw.name], spans[kw.name] = self._axes_literal(kw, count, fname, sig), kw.span
+        if e.kwargs:
+            raise ArrError("E0103", "`vmap(...)` takes its arguments by position", e.kwargs[0].span, "a keyword")
+        args = [self.eval(a) for a in e.args]
+        if POISON in args:
+            return POISON
+        arg_spans = [a.span for a in e.args]
+        if len(args) != n:
+            raise ArrError("E0103", f"`{fname}` takes {n} argument(s), {len(args)} given", e.span,
+                           "wrong number of arguments", notes=[f"signature: {fname}{sig}"])
+        size, first, lanes, in_axes = None, None, [], []
+        for i, (arg, axis, span) in enumerate(zip(args, axes["in_axes"], arg_spans)):
+            if axis is None:
+                lanes.append(arg)
+                in_axes.append(None)
+                continue
+            if not isinstance(arg, Val) or arg.type.rank == 0:
+                raise ArrError("E0204", f"`vmap`: in_axes gives argument {i} the axis {axis}, but it is "
+                                        f"{describe(arg)}, with no axis to map over", span, "no axis here",
+                               help="give it `None` in `in_axes` to pass it whole to every lane")
+            rank = arg.type.rank
+            if not -rank <= axis < rank:
+                raise ArrError("E0204", f"`vmap`: axis {axis} is out of range for argument {i}, {arg.type}",
+                               spans["in_axes"], f"axis {axis}", labels=[Label(span, f"this is {arg.type}")])
+            axis %= rank
+            here = arg.type.shape[axis]
+            if size is None:
+                size, first = here, (i, span, arg.type)
+            elif here != size:
+                raise ArrError("E0202", f"`vmap`: the arguments have {size} and {here} lanes", span,
+                               f"{here} lanes (axis {axis} of {arg.type})",
+                               labels=[Label(first[1], f"{size} lanes (argument {first[0]}, {first[2]})")],
+                               help="every mapped axis must have the same size; give `None` in `in_axes` "
+                                    "for an argument every lane shares")
+            shape = arg.type.shape[:axis] + arg.type.shape[axis + 1:]
+            lanes.append(Val(ArrayType(arg.type.dtype, shape, arg.type.weak)))
+            in_axes.append(axis)
+        if size is None:
+            raise ArrError("E0204", "`vmap` needs at least one argument with an axis to map over", spans["in_axes"],
+                           "no mapped argument", help="give an axis in `in_axes` (0 maps the first)")
+        env = unify(sig, lanes, arg_spans, e.span)
+        param_types = [p[1].subs(env) for p in sig.params]
+        results = []
+        out_axes = []
+        for j, (t, axis) in enumerate(zip(sig.results, axes["out_axes"])):
+            t = t.subs(env)
+            if axis is None:
+                raise ArrError("E0204", "`vmap`: every result has its lanes: `out_axes` needs an axis for each",
+                               spans["out_axes"], "None", help="give the axis of the lanes, e.g. out_axes=0")
+            if not -(t.rank + 1) <= axis <= t.rank:
+                raise ArrError("E0204", f"`vmap`: out_axes {axis} is out of range for result {j}, {t} with its "
+                                        f"lanes", spans["out_axes"], "out of range")
+            axis %= t.rank + 1
+            out_axes.append(axis)
+            results.append(ArrayType(t.dtype, t.shape[:axis] + (size,) + t.shape[axis:]))
+        self.calls.append((fname, e.span))
+        if self.is_lowering:
+            irs = self.lowering.vmap(self, fname, e.span, [self.materialize(v, t.dtype) for v, t in zip(args, param_types)],
+                                     param_types, in_axes, out_axes, size.value)
+            out = [Val(t, r) for t, r in zip(results, irs)]
+        else:
+            out = [Val(t) for t in results]
+        return TupleVal(out) if sig.tuple_result else out[0]
+
+    def _axes_literal(self, kw, count: int, fname: str, sig) -> list:
+        """`in_axes`/`out_axes`: an int, `None`, or a tuple of those with one entry per argument (result)."""
+        def one(node):
+            if isinstance(node, ast.Name) and node.id == "None":
+                return None
+            if isinstance(node, ast.Unary) and node.op == "-" and isinstance(node.operand, ast.IntLit):
+                return -node.operand.value
+            if isinstance(node, ast.IntLit):
+                return node.value
+            raise ArrError("E0204", f"`{kw.name}` must be an integer, `None`, or a tuple of those", node.span,
+                           "not an axis", help="e.g. in_axes=(0, None): map the first argument, share the second")
+        if isinstance(kw.value, ast.TupleLit):
+            items = [one(x) for x in kw.value.elems]
+            if len(items) != count:
+                what = "argument" if kw.name == "in_axes" else "result"
+                raise ArrError("E0204", f"`{kw.name}` has {len(items)} entries, but `{fname}` has {count} "
+                                        f"{what}(s)", kw.span, f"{len(items)} entries",
+                               notes=[f"signature: {fname}{sig}"])
+            return items
+        return [one(kw.value)] * count
 
     def call_jvp_vjp(self, e):
         """`jvp(f, primals, tangents)`: (f(*primals), J(primals) tangents), each a tuple where f returns one

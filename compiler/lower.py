@@ -10,10 +10,11 @@ from jaxlib.mlir import ir
 from . import abi
 from . import effects, emit
 from .autodiff import jvp, value_and_grad
+from .batching import vmap_function
 from .check import FunctionWalk, unify
 from .control import IO
 from .diagnostics import CompileError, Diagnostic, Reporter
-from .emit import func
+from .emit import func, hlo
 from .types import I32, ArrayType
 from .values import Val
 
@@ -202,6 +203,42 @@ class FunctionLowering:
         if past is not None:
             self._past(walk, past)
         return results
+
+    def vmap(self, walk, name: str, span, args: list, lane_types: list, in_axes: list, out_axes: list,
+             size: int) -> list:
+        """`vmap(name, in_axes, out_axes)(args)` inside a function being lowered: `name` lowered on its own for
+        one lane's types (`lane_types`), batched over `size` lanes (compiler/batching.py: by rules, or lane by
+        lane), and moved to the insertion point; `args` have their lanes along `in_axes` (None: shared).
+        Prints and asserts of `name` use the caller's run id and io token, passed from lane to lane."""
+        program = self.m.program
+        sub_lowering = ModuleLowering(program, self.m.context)
+        sub_lowering.effect_sites = self.m.effect_sites
+        sub_lowering.call_sites = self.m.call_sites + [ir.Location.name(f"vmap({name})", childLoc=self.m._file_loc(span))]
+        sub = sub_lowering.lower(name, lane_types)
+        fn = next(op for op in sub.module.body.operations if op.operation.name == "func.func")
+        if abi.BOUND_RESULT in fn.attributes:
+            raise CompileError([Diagnostic("E0216", f"`vmap` of `{name}`, whose derivative checks a loop's bound, "
+                                                    "is not supported yet", span, "here",
+                                           help="call the derivative inside the mapped function's caller")],
+                               program.sources)
+        hidden = [walk.materialize(walk.env[effects.RUN]), walk.materialize(walk.env[IO])] if sub.effect_sites else []
+        n_results = len(ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value).results)
+        threaded = {n_results - 1: 1} if hidden else {}
+        moved = [a if axis in (None, 0) else hlo.transpose(a, [axis] + [d for d in range(len(emit.shape_of(a)))
+                                                                       if d != axis])
+                 for a, axis in zip(args, in_axes)]
+        batched_fn, _ = vmap_function(fn, [False] * len(hidden) + [axis is not None for axis in in_axes], size,
+                                      threaded, f"vmap({name})")
+        results = emit.inline_block(batched_fn.regions[0].blocks[0], hidden + moved)[1]
+        batched_fn.operation.erase()
+        if hidden:
+            walk.env[IO] = Val(ArrayType(I32, ()), results.pop())
+        out = []
+        for r, axis in zip(results, out_axes):
+            rank = len(emit.shape_of(r))
+            out.append(r if axis == 0 else hlo.transpose(r, [d + 1 if d < axis else 0 if d == axis else d
+                                                             for d in range(rank)]))
+        return out
 
     def _past(self, walk, past: ir.Value) -> None:
         """A derivative's PAST value: reported now in a function with effects (after the prints before it,

@@ -63,7 +63,8 @@ EQUIVALENTS: dict[str, tuple[tuple[str, ...], str]] = {
     "unique": ((), "its result's shape depends on the values, which arr's static shapes do not allow"),
     "argwhere": ((), "its result's shape depends on the values; use a mask with `where(...)` instead"),
     "jit": ((), "arr functions are compiled already: call the function directly"),
-    "vmap": ((), "arr's operations broadcast: write the function for the whole array"),
+    "vmap": ((), "`vmap` maps a module function over a batch and is called twice, as in JAX: "
+                 "`vmap(f, in_axes=0)(xs)`"),
     # loops
     "scan": ((), "write a `for` loop (`for i in range(n):`); its carried variables are the scan's carry "
                  "(and `cumsum`/`cumprod`/`cummax`/`cummin` are the common scans)"),

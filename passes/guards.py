@@ -208,6 +208,7 @@ class _Guarder:
         self.options = options
         self.fop = entry(module)
         self.next_callback = len(sites_in(module))     # after the callbacks and bounded loops numbered
+        self.lane_loops: dict = {}          # position of a loop over vmap's lanes -> "vmap(f)"
         self.run = None
         self.position = 0
         self.reaches = None        # origin build: the results the current top-level operation flows into
@@ -331,6 +332,8 @@ class _Guarder:
             if abi.COUNTED not in op.attributes:
                 return                   # nothing inside is checked: the loop stays as it was
             cond, body = op.regions[0].blocks[0], op.regions[1].blocks[0]
+            if abi.LANES in op.attributes:      # vmap's lanes, one by one: reports name the lane
+                self.lane_loops[position] = emit.attr_text(op.attributes[abi.LANES])
             self._block(cond, loops + [(position, cond.arguments[len(cond.arguments) - 1])])
             self._block(body, loops + [(position, body.arguments[len(body.arguments) - 1])])
             return
@@ -597,6 +600,11 @@ class _Guarder:
                 attrs = call.operation.attributes
                 attrs[abi.KIND] = ir.StringAttr.get(kind)
                 attrs[abi.ORDER] = _i64_array([p for p, _ in loops] + [position])
+                lanes = [self.lane_loops.get(p, "") for p, _ in loops]
+                if any(lanes):
+                    attrs[abi.LANES] = _strings(lanes)
+                if abi.BATCH_OF in op.operation.attributes:     # vmap's lanes are its results' first dimension
+                    attrs[abi.BATCH_OF] = op.operation.attributes[abi.BATCH_OF]
                 attrs[abi.SHAPE] = _i64_array(emit.shape_of(bad))
                 attrs[abi.LABELS] = _strings([label for label, _ in values])
                 attrs[abi.OP] = ir.StringAttr.get(op.operation.name)

@@ -105,8 +105,11 @@ def sites(module: ir.Module) -> dict:
             extra = {k: i64s(op.attributes[k])
                      for k in (abi.DIMS, abi.SIZES, abi.AXIS, abi.ARG, abi.REACHES, abi.LINALG_BATCH)
                      if k in op.attributes}
-            if abi.LINALG in op.attributes:
-                extra[abi.LINALG] = attr_text(op.attributes[abi.LINALG])
+            for name in (abi.LINALG, abi.BATCH_OF):
+                if name in op.attributes:
+                    extra[name] = attr_text(op.attributes[name])
+            if abi.LANES in op.attributes:
+                extra[abi.LANES] = [attr_text(a) for a in ir.ArrayAttr(op.attributes[abi.LANES])]
             out[index] = GuardSite(
                 index=index, kind=kind,
                 order=i64s(op.attributes[abi.ORDER]), shape=tuple(i64s(op.attributes[abi.SHAPE])),
@@ -267,6 +270,9 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
     site = event.site
     entry = site.function or entry
     index = tuple(int(i) for i in np.unravel_index(event.first, site.shape)) if site.shape else ()
+    lane = None
+    if abi.BATCH_OF in site.attrs and index:       # vmap's lanes first: the element's index inside its lane
+        lane, index = index[0], index[1:]
     at = f" at index {list(index)}" if index else ""
     notes = []
     operands = {}
@@ -339,9 +345,14 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
             and any(v == 0.0 or np.isinf(v) for v in operands.values()):    # `log(0.0)`, `1.0 / 0.0`, `-inf`
         help = INF_HELP
     iteration = event.counters or None
-    if iteration:
-        notes.append("in loop iteration " + ", ".join(str(c) for c in iteration)
-                     + (" (outermost first)" if len(iteration) > 1 else ""))
+    lanes = site.attrs.get(abi.LANES, [""] * len(event.counters))
+    loops = [c for c, lane in zip(event.counters, lanes) if not lane]
+    if loops:
+        notes.append("in loop iteration " + ", ".join(str(c) for c in loops)
+                     + (" (outermost first)" if len(loops) > 1 else ""))
+    notes += [f"in lane {c} of {lane}" for c, lane in zip(event.counters, lanes) if lane]
+    if lane is not None:
+        notes.append(f"in lane {lane} of {site.attrs[abi.BATCH_OF]}")
     if site.chain:
         functions = [name for name, _ in site.chain] + [entry]
         parts = [f"in the backward pass, in {functions[0]}" if site.derivative_of else f"in {functions[0]}"]

@@ -441,3 +441,12 @@ def test_cli_compile_and_check_print_nothing_at_compile_time(tmp_path, capsys):
     assert cli_main(["compile", str(path)]) == 0
     out = capsys.readouterr().out
     assert "RUNTIME ONLY" not in out.replace('"RUNTIME ONLY"', "")
+
+
+def test_a_print_runs_once_when_a_result_is_infinite_under_the_nan_guard(capfd):
+    """The results filter of a guarded call sees the -inf and would run the call again: a function with
+    effects has had its full check already, and its print must not repeat."""
+    mod = arrc.loads('def f(x: f32[2]) -> f32[2]:\n    print("once", x[0])\n    return log(x)\n', guards="nan")
+    for _ in range(2):
+        np.testing.assert_array_equal(mod.f(np.array([1.0, 0.0], np.float32)), [0.0, -np.inf])
+        assert capfd.readouterr().out == "once 1.0\n"

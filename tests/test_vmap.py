@@ -1,0 +1,433 @@
+"""vmap (LANGUAGE.md section 16, docs/vmap.md) against jax.vmap (x64 on): every op family, axes, nesting,
+grad both ways, random keys bit for bit, control flow with batched predicates, the per-lane semantics of
+print, assert and guards (where JAX's vmap is wrong), diagnostics, and which functions take the batching
+rules (one matrix-matrix product for a batch of matrix-vector products) rather than the lane loop."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import compile_src
+
+import arrc
+
+R = np.random.default_rng(0)
+
+FAMILIES = """
+def ew(x: f64[3], y: f64[3], a: f64) -> f64[3]:
+    return exp(x) * y + a / (1.0 + x * x) - maximum(x, y) + where(x > y, x, 2.0 * y) + clip(x, -0.5, 0.5)
+
+def ew_b(x: f64[5, 3], y: f64[3], a: f64[5]) -> f64[5, 3]:
+    return vmap(ew, in_axes=(0, None, 0))(x, y, a)
+
+def red(x: f64[4, 3]) -> (f64, f64[3], f64[4], i32[4], f64):
+    return sum(x), max(x, axis=0), mean(x, axis=1), argmax(x, axis=1), var(x)
+
+def red_b(x: f64[6, 4, 3]) -> (f64[6], f64[6, 3], f64[6, 4], i32[6, 4], f64[6]):
+    return vmap(red)(x)
+
+def mm(a: f64[3, 4], v: f64[4], b: f64[4, 2]) -> (f64[3], f64[3, 2], f64[4], f64):
+    return a @ v, a @ b, v @ b @ b.T, dot(v, v)
+
+def mm_b(a: f64[5, 3, 4], v: f64[4, 5], b: f64[4, 2]) -> (f64[5, 3], f64[5, 3, 2], f64[5, 4], f64[5]):
+    return vmap(mm, in_axes=(0, 1, None))(a, v, b)
+
+def shp(x: f64[2, 3]) -> (f64[3, 2], f64[6], f64[4, 3], f64[2, 2], f64[2, 5], f64[3, 2]):
+    return transpose(x), reshape(x, (6,)), concat((x, x), axis=0), x[:, 1:], pad(x, ((0, 0), (1, 1))), flip(x.T, 0)
+
+def shp_b(x: f64[4, 2, 3]) -> (f64[4, 3, 2], f64[4, 6], f64[4, 4, 3], f64[4, 2, 2], f64[4, 2, 5], f64[4, 3, 2]):
+    return vmap(shp)(x)
+
+def idx(x: f64[5], i: i32, j: i32) -> (f64, f64[2], f64[5]):
+    y = x
+    y[i] = 0.0
+    return x[i], x[j:j + 2], y
+
+def idx_shared(x: f64[3, 5], i: i32, j: i32) -> (f64[3], f64[3, 2], f64[3, 5]):
+    return vmap(idx, in_axes=(0, None, None))(x, i, j)
+
+def idx_lanes(x: f64[3, 5], i: i32[3], j: i32) -> (f64[3], f64[3, 2], f64[3, 5]):
+    return vmap(idx, in_axes=(0, 0, None))(x, i, j)
+
+def scan(x: f64[5]) -> (f64[5], f64[5]):
+    return cumsum(x), sort(x)
+
+def scan_b(x: f64[3, 5]) -> (f64[3, 5], f64[3, 5]):
+    return vmap(scan)(x)
+
+def lin(a: f64[3, 3], b: f64[3]) -> (f64[3], f64[3, 3], f64):
+    s = a @ a.T + 3.0 * eye(3)
+    return solve(s, b), cholesky(s), det(a)
+
+def lin_b(a: f64[4, 3, 3], b: f64[4, 3]) -> (f64[4, 3], f64[4, 3, 3], f64[4]):
+    return vmap(lin)(a, b)
+
+def lin_shared(a: f64[3, 3], b: f64[4, 3]) -> (f64[4, 3], f64[4, 3, 3], f64[4]):
+    return vmap(lin, in_axes=(None, 0))(a, b)
+"""
+
+
+def _ew(x, y, a):
+    return (jnp.exp(x) * y + a / (1.0 + x * x) - jnp.maximum(x, y) + jnp.where(x > y, x, 2.0 * y)
+            + jnp.clip(x, -0.5, 0.5))
+
+
+def _red(x):
+    return jnp.sum(x), jnp.max(x, axis=0), jnp.mean(x, axis=1), jnp.argmax(x, axis=1).astype(jnp.int32), jnp.var(x)
+
+
+def _mm(a, v, b):
+    return a @ v, a @ b, v @ b @ b.T, jnp.dot(v, v)
+
+
+def _shp(x):
+    return x.T, x.reshape(6), jnp.concatenate((x, x), 0), x[:, 1:], jnp.pad(x, ((0, 0), (1, 1))), jnp.flip(x.T, 0)
+
+
+def _idx(x, i, j):
+    return x[i], jax.lax.dynamic_slice(x, (j,), (2,)), x.at[i].set(0.0)
+
+
+def _scan(x):
+    return jnp.cumsum(x), jnp.sort(x)
+
+
+def _lin(a, b):
+    s = a @ a.T + 3.0 * jnp.eye(3)
+    return jnp.linalg.solve(s, b), jnp.linalg.cholesky(s), jnp.linalg.det(a)
+
+
+@pytest.fixture(scope="module")
+def families():
+    return compile_src(FAMILIES, "families.arr")
+
+
+CASES = {
+    "ew_b": (_ew, (0, None, 0), [(5, 3), (3,), (5,)]),
+    "red_b": (_red, 0, [(6, 4, 3)]),
+    "mm_b": (_mm, (0, 1, None), [(5, 3, 4), (4, 5), (4, 2)]),
+    "shp_b": (_shp, 0, [(4, 2, 3)]),
+    "scan_b": (_scan, 0, [(3, 5)]),
+    "lin_b": (_lin, 0, [(4, 3, 3), (4, 3)]),
+    "lin_shared": (_lin, (None, 0), [(3, 3), (4, 3)]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_each_family_equals_jax_vmap(families, name):
+    twin, in_axes, shapes = CASES[name]
+    args = [R.normal(size=s) for s in shapes]
+    got = getattr(families, name)(*args)
+    want = jax.vmap(twin, in_axes=in_axes)(*args)
+    got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+    for g, w in zip(got, want, strict=True):
+        assert np.asarray(g).dtype == np.asarray(w).dtype
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+def test_indices_shared_or_per_lane(families):
+    x = R.normal(size=(3, 5))
+    for name, i, in_axes in (("idx_shared", 2, (0, None, None)), ("idx_lanes", np.array([0, 4, 2], np.int32),
+                                                                    (0, 0, None))):
+        got = getattr(families, name)(x, i, 1)
+        want = jax.vmap(_idx, in_axes=in_axes)(x, i, 1)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=0, atol=0)
+
+
+def _lowered(mod, name: str, *types: str) -> str:
+    return mod[name].lower(*(arrc.spec(t) for t in types)).as_text()
+
+
+def test_a_batch_of_matrix_vector_products_is_one_matrix_product(families):
+    text = _lowered(families, "mm_b", "f64[5, 3, 4]", "f64[4, 5]", "f64[4, 2]")
+    assert "arrc.lanes" not in text                     # the rules, not the lane loop
+    mod = compile_src("def mv(m: f32[3, 4], v: f32[4]) -> f32[3]:\n    return m @ v\n"
+                      "def b(m: f32[3, 4], vs: f32[8, 4]) -> f32[8, 3]:\n    return vmap(mv, in_axes=(None, 0))(m, vs)\n")
+    text = _lowered(mod, "b", "f32[3, 4]", "f32[8, 4]")
+    assert text.count("stablehlo.dot_general") == 1 and "tensor<3x8xf32>" in text and "stablehlo.while" not in text
+
+
+def test_functions_with_rules_and_without(families):
+    assert "arrc.lanes" not in _lowered(families, "ew_b", "f64[5, 3]", "f64[3]", "f64[5]")
+    assert "arrc.lanes" not in _lowered(families, "lin_b", "f64[4, 3, 3]", "f64[4, 3]")
+    assert "arrc.lanes" in _lowered(families, "scan_b", "f64[3, 5]")          # sort and cumsum: lane by lane
+    assert "arrc.lanes" in _lowered(families, "idx_lanes", "f64[3, 5]", "i32[3]", "i32")
+
+
+CONTROL = """
+def power(a: f64[n, n], steps: i32) -> f64[n]:
+    v = ones((n,), dtype=f64)
+    for i in range(steps):
+        w = a @ v
+        v = w / sqrt(sum(w * w))
+    return v
+
+def power_b(a: f64[6, 4, 4], steps: i32) -> f64[6, 4]:
+    return vmap(power, in_axes=(0, None))(a, steps)
+
+def halve(x: f64) -> (f64, i32):
+    n = 0
+    while x > 1.0:
+        x = x / 2.0
+        n = n + 1
+    return x, n
+
+def halve_b(x: f64[5]) -> (f64[5], i32[5]):
+    return vmap(halve)(x)
+
+def branch(x: f64[3]) -> f64[3]:
+    y = x * 2.0
+    if sum(x) > 0.0:
+        y = exp(x)
+    return y
+
+def branch_b(x: f64[4, 3]) -> f64[4, 3]:
+    return vmap(branch)(x)
+
+def nested(x: f64[2, 3]) -> f64[2, 3]:
+    return vmap(branch)(x)
+
+def nested_b(x: f64[5, 2, 3]) -> f64[5, 2, 3]:
+    return vmap(nested)(x)
+"""
+
+
+def _power(a, steps):
+    def body(i, v):
+        w = a @ v
+        return w / jnp.sqrt(jnp.sum(w * w))
+    return jax.lax.fori_loop(0, steps, body, jnp.ones(a.shape[0]))
+
+
+def _halve(x):
+    def body(c):
+        return c[0] / 2.0, c[1] + 1
+    return jax.lax.while_loop(lambda c: c[0] > 1.0, body, (x, jnp.int32(0)))
+
+
+def _branch(x):
+    return jax.lax.cond(jnp.sum(x) > 0.0, jnp.exp, lambda x: x * 2.0, x)
+
+
+def test_loops_and_branches_with_per_lane_conditions():
+    mod = compile_src(CONTROL, "control.arr")
+    a = R.normal(size=(6, 4, 4))
+    np.testing.assert_allclose(mod.power_b(a, 9), jax.vmap(_power, in_axes=(0, None))(a, 9), rtol=1e-12)
+    assert "arrc.lanes" not in _lowered(mod, "power_b", "f64[6, 4, 4]", "i32")   # the loop's count is shared
+    x = np.array([0.5, 3.0, 17.0, 1.0, 1000.0])
+    for g, w in zip(mod.halve_b(x), jax.vmap(_halve)(x)):
+        np.testing.assert_array_equal(g, w)
+    xs = R.normal(size=(4, 3))
+    np.testing.assert_allclose(mod.branch_b(xs), jax.vmap(_branch)(xs), rtol=1e-13)
+    xs = R.normal(size=(5, 2, 3))
+    np.testing.assert_allclose(mod.nested_b(xs), jax.vmap(jax.vmap(_branch))(xs), rtol=1e-13)
+
+
+def test_axes_negative_shared_and_several_results():
+    mod = compile_src("""
+def f(x: f32[3], y: f32[2]) -> (f32[3, 2], f32):
+    return outer(x, y), sum(x)
+
+def g(x: f32[3, 4], y: f32[2]) -> (f32[3, 4, 2], f32[4]):
+    return vmap(f, in_axes=(-1, None), out_axes=(1, 0))(x, y)
+
+def h(x: f32[3, 4], y: f32[2, 4]) -> (f32[3, 2, 4], f32[4]):
+    return vmap(f, in_axes=1, out_axes=(-1, 0))(x, y)
+""")
+    x, y, ys = (R.normal(size=s).astype(np.float32) for s in ((3, 4), (2,), (2, 4)))
+    twin = lambda x, y: (jnp.outer(x, y), jnp.sum(x))           # noqa: E731
+    for got, want in ((mod.g(x, y), jax.vmap(twin, in_axes=(-1, None), out_axes=(1, 0))(x, y)),
+                      (mod.h(x, ys), jax.vmap(twin, in_axes=1, out_axes=(-1, 0))(x, ys))):
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_random_keys_per_lane_are_jax_vmap_bit_for_bit():
+    mod = compile_src("""
+def sample(k: key) -> (f32[3], i32[2], f64):
+    a, b = split(k)
+    return normal(a, (3,)), randint(b, (2,), 0, 10), uniform(fold_in(k, 7), (), f64)
+
+def many(k: key) -> (f32[8, 3], i32[8, 2], f64[8]):
+    return vmap(sample)(split(k, 8))
+""")
+
+    def sample(k):
+        a, b = jax.random.split(k)
+        return (jax.random.normal(a, (3,), jnp.float32), jax.random.randint(b, (2,), 0, 10, jnp.int32),
+                jax.random.uniform(jax.random.fold_in(k, 7), (), jnp.float64))
+    for seed in (0, 123):
+        got = mod.many(arrc.key(seed))
+        want = jax.vmap(sample)(jax.random.split(jax.random.key(seed), 8))
+        for g, w in zip(got, want, strict=True):
+            g, w = np.asarray(g), np.asarray(w)
+            assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
+
+
+DERIVATIVES = """
+def loss(w: f64[3], x: f64[3], y: f64) -> f64:
+    return (tanh(dot(w, x)) - y) ** 2
+
+def batch_loss(w: f64[3], xs: f64[8, 3], ys: f64[8]) -> f64:
+    return mean(vmap(loss, in_axes=(None, 0, 0))(w, xs, ys))
+
+def per_example(w: f64[3], x: f64[3], y: f64) -> f64[3]:
+    return grad(loss)(w, x, y)
+
+def per_example_b(w: f64[3], xs: f64[8, 3], ys: f64[8]) -> f64[8, 3]:
+    return vmap(per_example, in_axes=(None, 0, 0))(w, xs, ys)
+"""
+
+
+def _loss(w, x, y):
+    return (jnp.tanh(jnp.dot(w, x)) - y) ** 2
+
+
+def test_vmap_and_grad_compose_both_ways():
+    mod = compile_src(DERIVATIVES, "d.arr")
+    w, xs, ys = R.normal(size=3), R.normal(size=(8, 3)), R.normal(size=8)
+    batch = lambda w: jnp.mean(jax.vmap(_loss, in_axes=(None, 0, 0))(w, xs, ys))      # noqa: E731
+    np.testing.assert_allclose(arrc.grad(mod.batch_loss)(w, xs, ys), jax.grad(batch)(w), rtol=1e-12)
+    np.testing.assert_allclose(mod.per_example_b(w, xs, ys),
+                               jax.vmap(jax.grad(_loss), in_axes=(None, 0, 0))(w, xs, ys), rtol=1e-12)
+
+
+EFFECTS = """
+def step(x: f32[2]) -> f32[2]:
+    y = -x
+    if x[0] > 0.0:
+        print("positive lane", x[0])
+        y = log(x)
+    assert x[1] < 10.0, "too large"
+    return y
+
+def steps(x: f32[4, 2]) -> f32[4, 2]:
+    return vmap(step)(x)
+"""
+
+
+def test_print_assert_and_discarded_branches_are_per_lane(capfd):
+    """JAX's vmap of a cond runs both branches: its debug.print prints for lanes that took the other one,
+    and a NaN check reports a NaN computed in the branch a lane discarded. arr's lanes do neither."""
+    x = np.array([[1.0, 0.0], [-2.0, 1.0], [3.0, 2.0], [-1.0, 0.0]], np.float32)
+    for scope in ("results", "all-ops"):
+        mod = arrc.loads(EFFECTS, filename="effects.arr", guards="nan", guard_scope=scope)
+        capfd.readouterr()
+        got = mod.steps(x)                  # log of the negative lanes is never computed: no fault
+        assert capfd.readouterr().out == "positive lane 1.0\npositive lane 3.0\n"
+        np.testing.assert_allclose(got, np.where(x[:, :1] > 0, np.log(np.abs(x)), -x), rtol=1e-6)
+    bad = x.copy()
+    bad[2, 1] = 20.0
+    with pytest.raises(arrc.AssertionFailed, match="too large"):
+        mod.steps(bad)
+    assert capfd.readouterr().out == "positive lane 1.0\npositive lane 3.0\n"   # lane 2 prints, then fails
+
+
+def test_a_guard_report_names_the_lane_in_either_way_of_batching():
+    rules = arrc.loads("def f(x: f32[3]) -> f32[3]:\n    return log(x - 1.0)\n"
+                       "def b(x: f32[4, 3]) -> f32[4, 3]:\n    return vmap(f)(x)\n", filename="v.arr", guards="nan")
+    lanes = arrc.loads("def f(x: f32[3]) -> f32[3]:\n    print(\"lane\")\n    return log(x - 1.0)\n"
+                       "def b(x: f32[4, 3]) -> f32[4, 3]:\n    return vmap(f)(x)\n", filename="w.arr", guards="nan")
+    x = np.full((4, 3), 3.0, np.float32)
+    x[2, 1] = 0.5
+    with pytest.raises(arrc.NaNError) as info:
+        rules.b(x)
+    assert str(info.value) == """\
+error[R0001]: NaN produced at run time
+ --> v.arr:2:12
+  |
+2 |     return log(x - 1.0)
+  |            ^^^^^^^^^^^^ this `log` produced NaN at index [1]
+  |
+  = note: operands at index [1]: x - 1.0 = -0.5
+  = note: in lane 2 of vmap(f)
+  = note: in vmap(f), called from b at v.arr:4:12
+"""
+    with pytest.raises(arrc.NaNError) as info:
+        lanes.b(x)
+    text = str(info.value)
+    assert "this `log` produced NaN at index [1]" in text and "in lane 2 of vmap(f)" in text
+
+
+@pytest.mark.parametrize("call, code, message", [
+    ("vmap(f, in_axes=(0, 0, 0))(x, y)", "E0204", "`in_axes` has 3 entries, but `f` has 2 argument(s)"),
+    ("vmap(f, in_axes=(2, 0))(x, y)", "E0204", "`vmap`: axis 2 is out of range for argument 0, f32[4, 3]"),
+    ("vmap(f)(x, z)", "E0202", "`vmap`: the arguments have 4 and 5 lanes"),
+    ("vmap(g)(x, y)", "E0210", "`vmap` takes a module function by name, e.g. `vmap(f)(xs)`"),
+    ("vmap(f, in_axes=None)(x, y)", "E0204", "`vmap` needs at least one argument with an axis to map over"),
+    ("vmap(f, axes=0)(x, y)", "E0103", "`vmap` has no parameter `axes`"),
+    ("vmap(f, in_axes=(0, s))(x, y)", "E0204", "`in_axes` must be an integer, `None`, or a tuple of those"),
+    ("vmap(f, 0)(x, y)", "E0103", "`vmap` takes the function alone by position"),
+    ("vmap(f, out_axes=None)(x, y)", "E0204", "`vmap`: every result has its lanes: `out_axes` needs an axis for each"),
+    ("vmap(f, out_axes=2)(x, y)", "E0204", "`vmap`: out_axes 2 is out of range for result 0, f32 with its lanes"),
+    ("vmap(f, in_axes=(0, 0))(x, s)", "E0204",
+     "`vmap`: in_axes gives argument 1 the axis 0, but it is f32, with no axis to map over"),
+])
+def test_diagnostics(call, code, message):
+    src = ("def f(a: f32[3], b: f32[3]) -> f32:\n    return sum(a * b)\n"
+           f"def h(x: f32[4, 3], y: f32[4, 3], z: f32[5, 3], s: f32) -> f32[4]:\n    return {call}\n")
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads(src)
+    diag = info.value.diagnostics[0]
+    assert (diag.code, diag.message) == (code, message)
+
+
+def test_lanes_that_disagree_name_both_arguments():
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads("def f(a: f32[3], b: f32[3]) -> f32:\n    return sum(a * b)\n"
+                   "def h(x: f32[4, 3], z: f32[5, 3]) -> f32[4]:\n    return vmap(f)(x, z)\n", filename="l.arr")
+    assert str(info.value) == """\
+error[E0202]: `vmap`: the arguments have 4 and 5 lanes
+ --> l.arr:4:23
+  |
+4 |     return vmap(f)(x, z)
+  |                       ^ 5 lanes (axis 0 of f32[5, 3])
+  |                    - 4 lanes (argument 0, f32[4, 3])
+  |
+  = help: every mapped axis must have the same size; give `None` in `in_axes` for an argument every lane shares
+"""
+
+
+def test_the_python_api():
+    mod = arrc.loads("def f(x: f32[3], a: f32) -> (f32, f32[3]):\n    return sum(x) * a, x * a\n")
+    v = arrc.vmap(mod.f, in_axes=(0, None))
+    assert v.signature == "(x: f32[lanes, 3], a: f32) -> (f32[lanes], f32[lanes, 3])"
+    xs = R.normal(size=(6, 3)).astype(np.float32)
+    got = v(xs, 2.0)
+    want = jax.vmap(lambda x, a: (jnp.sum(x) * a, x * a), in_axes=(0, None))(xs, 2.0)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+    t = arrc.vmap(mod.f, in_axes=(1, None), out_axes=(0, 1))
+    assert t.signature == "(x: f32[3, lanes], a: f32) -> (f32[lanes], f32[3, lanes])"
+    np.testing.assert_allclose(t(xs.T, 2.0)[1], (xs * 2.0).T, rtol=1e-6)
+    with pytest.raises(ValueError, match="in_axes must be an int, None or a tuple of 2"):
+        arrc.vmap(mod.f, in_axes=(0,))
+    with pytest.raises(TypeError, match="vmap takes a function of an arr module"):
+        arrc.vmap(len)
+    loss = arrc.loads("def l(w: f64[2], x: f64[2]) -> f64:\n    return dot(w, x) ** 2\n")
+    per_lane = arrc.vmap(loss.l, in_axes=(None, 0))
+    total = arrc.grad(arrc.loads(per_lane.module.sources[next(iter(per_lane.module.sources))].text +
+                                 "\ndef total(w: f64[2], xs: f64[4, 2]) -> f64:\n    return sum(vmap_of_l(w, xs))\n").total)
+    xs = R.normal(size=(4, 2))
+    np.testing.assert_allclose(total(np.array([0.5, -1.0]), xs),
+                               jax.grad(lambda w: jnp.sum((xs @ w) ** 2))(np.array([0.5, -1.0])), rtol=1e-12)
+
+
+def test_the_example_equals_jax():
+    from pathlib import Path
+    mod = arrc.load(str(Path(__file__).resolve().parent.parent / "examples" / "vmap.arr"), guards="all")
+    losses, mean_grad, clipped = mod.main()
+    kx, kn = jax.random.split(jax.random.key(5))
+    x = jax.random.normal(kx, (8, 3), jnp.float64)
+    y = x @ jnp.array([0.5, -1.0, 2.0]) + 0.1 * jax.random.normal(kn, (8,), jnp.float64)
+    w = jnp.zeros(3)
+
+    def loss(w, x, y):
+        return (jnp.dot(w, x) - y) ** 2
+    grads = jax.vmap(jax.grad(loss), in_axes=(None, 0, 0))(w, x, y)
+    norms = jnp.sqrt(jnp.sum(grads * grads, axis=1, keepdims=True))
+    np.testing.assert_allclose(losses, jax.vmap(loss, in_axes=(None, 0, 0))(w, x, y), rtol=1e-12)
+    np.testing.assert_allclose(mean_grad, jnp.mean(grads, axis=0), rtol=1e-12)
+    np.testing.assert_allclose(clipped, jnp.mean(jnp.where(norms > 1.0, grads / norms, grads), axis=0), rtol=1e-12)
