@@ -479,6 +479,91 @@ def linalg_programs() -> list:
     return out
 
 
+# ---- vmap (issue 21): arr's batching rules against jax.jit(jax.vmap(f)) -----------------------------------
+
+VMAP = """
+def matvec(m: f32[n, n], v: f32[n]) -> f32[n]:
+    return tanh(m @ v)
+
+def matvecs(m: f32[n, n], vs: f32[b, n]) -> f32[b, n]:
+    return vmap(matvec, in_axes=(None, 0))(m, vs)
+
+def softmax_row(x: f32[k]) -> f32[k]:
+    e = exp(x - max(x))
+    return e / sum(e)
+
+def softmax_rows(x: f32[b, k]) -> f32[b, k]:
+    return vmap(softmax_row)(x)
+
+def mlp(x: f32[784], w1: f32[784, 512], b1: f32[512], w2: f32[512, 10], b2: f32[10]) -> f32[10]:
+    return relu(x @ w1 + b1) @ w2 + b2
+
+def mlp_rows(x: f32[b, 784], w1: f32[784, 512], b1: f32[512], w2: f32[512, 10], b2: f32[10]) -> f32[b, 10]:
+    return vmap(mlp, in_axes=(0, None, None, None, None))(x, w1, b1, w2, b2)
+
+def power(a: f64[n, n], v: f64[n], steps: i32) -> (f64[n], f64):
+    for i in range(steps):
+        v = a @ v
+        v = v / sqrt(sum(v * v))
+    return v, sum(v * (a @ v))
+
+def powers(a: f64[b, n, n], v: f64[b, n], steps: i32) -> (f64[b, n], f64[b]):
+    return vmap(power, in_axes=(0, 0, None))(a, v, steps)
+"""
+
+
+def jax_matvecs(m, vs):
+    import jax
+    import jax.numpy as jnp
+    return jax.vmap(lambda v: jnp.tanh(m @ v))(vs)
+
+
+def jax_softmax_rows(x):
+    import jax
+    import jax.numpy as jnp
+
+    def row(x):
+        e = jnp.exp(x - jnp.max(x))
+        return e / jnp.sum(e)
+    return jax.vmap(row)(x)
+
+
+def jax_mlp_rows(x, w1, b1, w2, b2):
+    import jax
+    import jax.numpy as jnp
+    return jax.vmap(lambda x: jnp.maximum(x @ w1 + b1, 0.0) @ w2 + b2)(x)
+
+
+def jax_powers(a, v, steps):
+    import jax
+    return jax.vmap(jax_power, in_axes=(0, 0, None))(a, v, steps)
+
+
+def _vmap_inputs(which: str):
+    def make():
+        r = _rng(21)
+        if which == "matvec":
+            return [r.standard_normal((256, 256), dtype=np.float32) * 0.05, r.standard_normal((512, 256), dtype=np.float32)]
+        if which == "softmax":
+            return [r.standard_normal((512, 1024), dtype=np.float32)]
+        if which == "mlp":
+            return [r.standard_normal((256, 784), dtype=np.float32), r.standard_normal((784, 512), dtype=np.float32) * 0.05,
+                    np.zeros(512, np.float32), r.standard_normal((512, 10), dtype=np.float32) * 0.05,
+                    np.zeros(10, np.float32)]
+        return [r.standard_normal((32, 64, 64)), r.standard_normal((32, 64)), np.int32(20)]
+    return make
+
+
+def vmap_programs() -> list:
+    return [Program("vmap of tanh(m @ v) f32[256,256] x512", VMAP, "matvecs", jax_matvecs, _vmap_inputs("matvec"),
+                    tags={"vmap"}, notes="one matrix-matrix product on both sides"),
+            Program("vmap of a softmax row f32[512,1024]", VMAP, "softmax_rows", jax_softmax_rows,
+                    _vmap_inputs("softmax"), tags={"vmap"}, notes="arr's max keeps NaN (the softmax row's note)"),
+            Program("vmap of an mlp 784-512-10 x256", VMAP, "mlp_rows", jax_mlp_rows, _vmap_inputs("mlp"), tags={"vmap"}),
+            Program("vmap of power iteration f64[64,64] x32, 20 steps", VMAP, "powers", jax_powers,
+                    _vmap_inputs("power"), x64=True, tags={"vmap"}, notes="a run-time count shared by the lanes")]
+
+
 # ---- tiny x + y (call overhead) ----------------------------------------------------------------------
 
 ADD = """
@@ -589,6 +674,7 @@ def programs(generated_statements: int = 2000) -> list[Program]:
         Program("conv block f32[16,32,32,32] 3x3x64 x2", CONV, "block", jax_conv_block, _conv_input,
                 notes="two 3x3 convolutions (the second strided) with relu, channels-last; JAX: lax.conv_general_dilated"),
         *linalg_programs(),
+        *vmap_programs(),
         Program("add f32[4]", ADD, "add", jax_add,
                 lambda: [np.arange(4, dtype=np.float32), np.ones(4, np.float32)], tags={"overhead"}),
         Program(f"generated {generated_statements} statements", arr_gen, "main", jax_from_source(py_gen),

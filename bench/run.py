@@ -37,6 +37,7 @@ TARGET_RUN = 1.05           # compiled run time, arrc / jax.jit
 TARGET_GRAD = 1.2           # compiled run time of a gradient, arrc's grad / jax.jit(jax.grad(f)) (issue 16)
 TARGET_TAPE = 1.3           # the same for a loop taped by its `bound=` against JAX's scan of static length (issue 16)
 TARGET_CALL = 1.1           # call overhead, arrc / jax.jit (issue 18)
+TARGET_VMAP = 1.2           # compiled run time of arr's vmap / jax.jit(jax.vmap(f)) (issue 21)
 TARGET_LOOP_GUARDS = 1.2    # guards="all" / unguarded on loop-heavy programs (issue 18)
 TARGET_FRONTEND = 1 / 3     # arrc front end / jax.jit(f).lower on the generated program
 TARGET_FRONTEND_LOOP = 0.30  # the same against JAX written as a loop (issue 18)
@@ -213,7 +214,8 @@ def bench_program(p: P.Program, report: Report, args) -> None:
     report.row("run", program=p.name, arrc=fmt_time(ra), jax=fmt_time(rj), ratio=ra / rj,
                aa=run["jax again"]["median"] / rj, arrc_min=fmt_time(run["arrc"]["min"]),
                jax_min=fmt_time(run["jax"]["min"]), _raw=run)
-    target = TARGET_GRAD if "grad" in p.tags else TARGET_TAPE if "tape" in p.tags else TARGET_RUN
+    target = TARGET_GRAD if "grad" in p.tags else TARGET_TAPE if "tape" in p.tags else \
+        TARGET_VMAP if "vmap" in p.tags else TARGET_RUN
     report.target(f"run time: {p.name}", ra / rj, target)
 
     if "overhead" in p.tags:
