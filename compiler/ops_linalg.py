@@ -24,6 +24,7 @@ from .types import I64, ArrayType, Dim
 from .values import StrVal, TupleVal, Val, describe
 
 FAMILY = "Linear algebra"
+LAPACK_INT = 2 ** 31 - 1        # the kernels' sizes are 32-bit: past them jaxlib throws, which aborts the process
 
 
 # ---- the placeholder ----------------------------------------------------------------------------------
@@ -80,6 +81,10 @@ def _matrix(cx: CallCx, a, name: str, what: str, square: bool = False) -> Val:
         cx.error("E0202", f"{what} needs a matrix (rank 2, or more for a batch of them), found {a.type}",
                  f"this is {a.type}", at=name)
     m, n = a.type.shape[-2:]
+    if m.is_const and n.is_const and m.value * n.value > LAPACK_INT:
+        cx.error("E0215", f"{what} of a {m} x {n} matrix: LAPACK and cuSOLVER count a matrix's elements in 32 bits "
+                          f"(at most {LAPACK_INT:,})", "too large for LAPACK", at=name,
+                 help="split the problem into smaller matrices")
     if square and m != n:
         cx.error("E0202", f"{what} needs square matrices, found {a.type} ({m} x {n})", f"{m} x {n}", at=name,
                  help="for a non-square system use `lstsq`, for its pseudo-inverse `pinv`" if what in

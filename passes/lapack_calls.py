@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
+from ..compiler.ops_linalg import LAPACK_INT
+
 ELEMENTS = {"s": ("f32", "f32"), "d": ("f64", "f64"), "c": ("complex<f32>", "f32"), "z": ("complex<f64>", "f64")}
 COMPLEX_OF = {"f32": "complex<f32>", "f64": "complex<f64>"}
 CHARS = {c: ord(c) for c in "LUNVASRTC"}
-LAPACK_INT = 2 ** 31 - 1               # the kernels use 32-bit sizes; past them jaxlib throws (an abort)
 
 REAL_ONLY = ("orgqr", "syevd", "sytrd")
 COMPLEX_ONLY = ("ungqr", "heevd", "hetrd")

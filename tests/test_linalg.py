@@ -347,3 +347,10 @@ def test_arrc_grad_of_a_jax_export_with_lapack_names_the_kernel(tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode != 0
     assert out.stderr.startswith("error[E0216]: cannot differentiate the custom call `lapack_dpotrf_ffi` yet")
+
+
+def test_a_matrix_past_lapacks_32_bit_sizes_is_refused_before_it_can_abort():
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads("def f(a: f32[50000, 50000]) -> f32[50000, 50000]:\n    return inv(a)\n")
+    diag = info.value.diagnostics[0]
+    assert diag.code == "E0215" and "32 bits" in diag.message
