@@ -469,6 +469,7 @@ def _lanes(body, args: list, batched: list, size: int, threaded: dict, label: st
             else:
                 lane_args.append(a)
         values = _clone_block(body, lane_args)
+        _lane_in_asserts(block, lane, label)
         written = []
         kept = [v for i, v in enumerate(values) if i not in threaded]
         for buf, v in zip(block.arguments[:n_out], kept):
@@ -489,6 +490,32 @@ def _lanes(body, args: list, batched: list, size: int, threaded: dict, label: st
             final.append(out[k])
             k += 1
     return final
+
+
+def _lane_in_asserts(block, lane: ir.Value, label: str) -> None:
+    """Each assert in `block` also reports `lane` (the outermost of its loop counters, labelled `label`)."""
+    asserts = []
+
+    def visit(op):
+        op = op.operation
+        if op.name == "stablehlo.custom_call" and abi.KIND in op.attributes \
+                and emit.attr_text(op.attributes[abi.KIND]) == "assert":
+            asserts.append(op)
+        return ir.WalkResult.ADVANCE
+    for op in block.operations:
+        op.operation.walk(visit)
+    for op in asserts:                       # (run id, io token, first element, loop counters...)
+        operands = list(op.operands)
+        counters = len(operands) - 3
+        attrs = {name: op.attributes[name] for name in op.attributes}
+        labels = [emit.attr_text(a) for a in ir.ArrayAttr(attrs[abi.LANES])] if abi.LANES in attrs else [""] * counters
+        attrs[abi.LANES] = ir.ArrayAttr.get([ir.StringAttr.get(x) for x in [label] + labels])
+        with ir.InsertionPoint(op), op.location:
+            new = ir.Operation.create(op.name, results=[r.type for r in op.results],
+                                      operands=operands[:3] + [lane] + operands[3:], attributes=attrs)
+        for old, r in zip(op.results, new.results):
+            old.replace_all_uses_with(r)
+        op.erase()
 
 
 def _dtype(v: ir.Value):

@@ -47,6 +47,7 @@ class AssertSite:
     in_function: str
     loop_depth: int
     call_chain: list = field(default_factory=list)
+    lanes: list = field(default_factory=list)     # per loop counter: "vmap(f)" where it counts vmap's lanes
 
 
 @dataclass

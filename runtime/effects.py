@@ -72,8 +72,11 @@ def _assert_callback(site: AssertSite, sources: dict):
             iteration = tuple(int(c) for c in counters) or None
             where = f" at index {list(index)}" if index else ""
             notes = []
-            if iteration is not None:
-                notes.append("in loop iteration " + ", ".join(str(i) for i in iteration))
+            lanes = site.lanes or [""] * len(counters)
+            loops = [int(c) for c, lane in zip(counters, lanes) if not lane]
+            if loops:
+                notes.append("in loop iteration " + ", ".join(str(i) for i in loops))
+            notes += [f"in lane {int(c)} of {lane}" for c, lane in zip(counters, lanes) if lane]
             notes.append(f"in {site.in_function}")
             message = f"assertion failed: {site.message}" if site.message else "assertion failed"
             state.failure = AssertionFailed(message, site.span, f"this condition is false{where}", index=index,
@@ -134,9 +137,10 @@ def site_of(op, span) -> PrintSite | AssertSite | BoundReport:
         pieces = [p.value if isinstance(p, ir.StringAttr) else None     # None: a value slot
                   for p in ir.ArrayAttr(attrs[abi.PIECES])]
         return PrintSite(span, pieces)
+    lanes = [attr_text(a) for a in ir.ArrayAttr(attrs[abi.LANES])] if abi.LANES in attrs else []
     return AssertSite(span, attr_text(attrs[abi.MESSAGE]),
                       tuple(i64s(attrs[abi.SHAPE])),
-                      attr_text(attrs[abi.FUNCTION]), 0)
+                      attr_text(attrs[abi.FUNCTION]), 0, lanes=lanes)
 
 
 def host_callback(site: PrintSite | AssertSite | BoundReport, sources: dict, loops: dict):

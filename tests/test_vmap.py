@@ -320,8 +320,9 @@ def test_print_assert_and_discarded_branches_are_per_lane(capfd):
         np.testing.assert_allclose(got, np.where(x[:, :1] > 0, np.log(np.abs(x)), -x), rtol=1e-6)
     bad = x.copy()
     bad[2, 1] = 20.0
-    with pytest.raises(arrc.AssertionFailed, match="too large"):
+    with pytest.raises(arrc.AssertionFailed, match="too large") as info:
         mod.steps(bad)
+    assert str(info.value).splitlines()[-2:] == ["  = note: in lane 2 of vmap(step)", "  = note: in step"]
     assert capfd.readouterr().out == "positive lane 1.0\npositive lane 3.0\n"   # lane 2 prints, then fails
 
 
