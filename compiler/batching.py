@@ -155,7 +155,8 @@ class _Batcher:
             rule = _elementwise
         if rule is None:
             raise NoRule(name)
-        outs = rule(self, op, ins)
+        with op.location:                    # reports blame the lane's operation
+            outs = rule(self, op, ins)
         for old, (new, batched) in zip(op.results, outs):
             self.map[old] = (new, batched)
             if batched:                      # a guard report names the lane (runtime/guards.py)

@@ -321,6 +321,9 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
             axis = next((d for d, (v, n, s) in enumerate(zip(event.values, dims, sizes))
                          if not lowest * n <= v <= n - s), 0)
             raw, dim, size = event.values[axis], dims[axis], sizes[axis]
+            if abi.BATCH_OF in site.attrs:      # vmap's rules slice every lane at one index: dimension 0 is theirs
+                axis -= 1
+                notes.append(f"in every lane of {site.attrs[abi.BATCH_OF]} (the index is the same in each)")
         operands = {"index": raw, "size": dim}
         message = "index out of range at run time"
         valid = f"{-dim}..{dim - size}" if size == 1 and site.own else \

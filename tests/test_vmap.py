@@ -432,3 +432,29 @@ def test_the_example_equals_jax():
     np.testing.assert_allclose(losses, jax.vmap(loss, in_axes=(None, 0, 0))(w, x, y), rtol=1e-12)
     np.testing.assert_allclose(mean_grad, jnp.mean(grads, axis=0), rtol=1e-12)
     np.testing.assert_allclose(clipped, jnp.mean(jnp.where(norms > 1.0, grads / norms, grads), axis=0), rtol=1e-12)
+
+
+def test_bounds_and_division_guards_in_the_rules():
+    mod = arrc.loads("def f(x: f32[3], i: i32) -> f32:\n    return x[i] * 2.0\n"
+                     "def g(x: f32[4, 3], i: i32) -> f32[4]:\n    return vmap(f, in_axes=(0, None))(x, i)\n"
+                     "def d(x: i32[3], y: i32) -> i32[3]:\n    return x // y\n"
+                     "def e(x: i32[4, 3], y: i32[4]) -> i32[4, 3]:\n    return vmap(d)(x, y)\n",
+                     filename="b.arr", guards="all")
+    assert "arrc.lanes" not in _lowered(mod, "g", "f32[4, 3]", "i32")
+    with pytest.raises(arrc.BoundsError) as info:
+        mod.g(np.ones((4, 3), np.float32), 7)
+    assert str(info.value) == """\
+error[R0003]: index out of range at run time
+ --> b.arr:2:12
+  |
+2 |     return x[i] * 2.0
+  |            ^^^^ index 7 is out of range for dimension 0 of size 3
+  |
+  = note: in every lane of vmap(f) (the index is the same in each)
+  = note: valid indices are -3..2; the index was clamped into range
+  = note: in vmap(f), called from g at b.arr:4:12
+"""
+    with pytest.raises(arrc.DivisionByZero) as info:
+        mod.e(np.ones((4, 3), np.int32), np.array([1, 1, 0, 1], np.int32))
+    assert "this division has a zero divisor at index [0]" in str(info.value)
+    assert "in lane 2 of vmap(d)" in str(info.value)
