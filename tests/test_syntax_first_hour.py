@@ -240,7 +240,7 @@ def test_grad_fills_defaults_as_a_call_does():
     ("loss(w)(w)", "E0210", "`loss(...)` returns f32, not a function"),
     ("jvp(loss)(w)", "E0210", "jvp(f, (x,), (t,))"),
     ("vjp(loss)(w)", "E0210", "vjp(f, (x,), ct)"),
-    ("vmap(loss)(w)", "E0210", "broadcast"),
+    ("vmap(w)(w)", "E0210", "`vmap` takes a module function by name"),
     ("gradient(loss)(w)", "E0210", "did you mean `grad`?"),
     ("grad(loss, 0)(w)", "E0103", "grad(f, argnums=...)"),
 ])
