@@ -20,6 +20,7 @@ from jaxlib.mlir.dialects import func
 from jaxlib.mlir.dialects import stablehlo as hlo
 
 from . import abi, emit
+from .autodiff import dtype_of
 from .ops_linalg import is_linalg, linalg_call, linalg_op
 from .types import I64
 
@@ -269,17 +270,12 @@ def _barrier(bt, op, ins):
     return [(r, b) for r, (_, b) in zip(new.results, ins)]
 
 
-@_rule("stablehlo.iota")
-def _never_batched(bt, op, ins):
-    raise AssertionError("an op without operands is never batched")
-
-
 @_rule("stablehlo.dynamic_slice")
 def _dynamic_slice(bt, op, ins):
     (x, _), *starts = ins
     if any(b for _, b in starts):
         raise NoRule("an index that differs between lanes")
-    zero = emit.const(0, _index_dtype(starts[0][0]), ())
+    zero = emit.const(0, dtype_of(starts[0][0]), ())
     sizes = [bt.size] + _attr_ints(op, "slice_sizes")
     return [(hlo.dynamic_slice(x, [zero] + [v for v, _ in starts], sizes), True)]
 
@@ -289,14 +285,9 @@ def _dynamic_update_slice(bt, op, ins):
     (x, xb), (u, ub), *starts = ins
     if any(b for _, b in starts):
         raise NoRule("an index that differs between lanes")
-    zero = emit.const(0, _index_dtype(starts[0][0]), ())
+    zero = emit.const(0, dtype_of(starts[0][0]), ())
     return [(hlo.dynamic_update_slice(_full(x, xb, bt.size), _full(u, ub, bt.size), [zero] + [v for v, _ in starts]),
              True)]
-
-
-def _index_dtype(v: ir.Value):
-    from .autodiff import dtype_of
-    return dtype_of(v)
 
 
 @_rule("stablehlo.dot_general")
@@ -440,7 +431,7 @@ def _lanes(body, args: list, batched: list, size: int, threaded: dict, label: st
     """The body once per lane, in a `while` over the lanes: lane i reads row i of each batched argument
     and writes row i of each result; a threaded result (an io token) is the next lane's argument."""
     results = list(list(body.operations)[-1].operands)
-    outs = [emit.const(0, _dtype(r), (size,) + tuple(ir.RankedTensorType(r.type).shape))
+    outs = [emit.const(0, dtype_of(r), (size,) + tuple(ir.RankedTensorType(r.type).shape))
             for i, r in enumerate(results) if i not in threaded]
     carried_args = {p: args[p] for p in threaded.values()}
     lane0 = emit.const(0, I64, ())
@@ -517,11 +508,6 @@ def _lane_in_asserts(block, lane: ir.Value, label: str) -> None:
         for old, r in zip(op.results, new.results):
             old.replace_all_uses_with(r)
         op.erase()
-
-
-def _dtype(v: ir.Value):
-    from .autodiff import dtype_of
-    return dtype_of(v)
 
 
 def _clone_block(block, args: list) -> list:
