@@ -170,15 +170,7 @@ class _Batcher:
         for i, v in enumerate(operands):
             new.operands[i] = v
         if op.regions:                       # what its regions capture
-            mapping = {old: nv for old, (nv, _) in self.map.items()}
-
-            def remap(inner):
-                if inner != new:
-                    for i, o in enumerate(inner.operands):
-                        if o in mapping:
-                            inner.operands[i] = mapping[o]
-                return ir.WalkResult.ADVANCE
-            new.walk(remap)
+            _remap(new, {old: nv for old, (nv, _) in self.map.items()})
         for old, r in zip(op.results, new.results):
             self.map[old] = (r, False)
 
@@ -517,13 +509,17 @@ def _clone_block(block, args: list) -> list:
     ops = list(block.operations)
     for op in ops[:-1]:
         new = op.operation.clone()
-
-        def remap(inner):
-            for i, o in enumerate(inner.operands):
-                if o in mapping:
-                    inner.operands[i] = mapping[o]
-            return ir.WalkResult.ADVANCE
-        new.walk(remap)
+        _remap(new, mapping)
         for old, r in zip(op.results, new.results):
             mapping[old] = r
     return [mapping.get(v, v) for v in ops[-1].operands]
+
+
+def _remap(op, mapping: dict) -> None:
+    """Replace, in `op` and the operations inside it, each operand that `mapping` maps."""
+    def visit(inner):
+        for i, o in enumerate(inner.operands):
+            if o in mapping:
+                inner.operands[i] = mapping[o]
+        return ir.WalkResult.ADVANCE
+    op.walk(visit)
