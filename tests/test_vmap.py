@@ -458,3 +458,12 @@ error[R0003]: index out of range at run time
         mod.e(np.ones((4, 3), np.int32), np.array([1, 1, 0, 1], np.int32))
     assert "this division has a zero divisor at index [0]" in str(info.value)
     assert "in lane 2 of vmap(d)" in str(info.value)
+
+
+def test_grad_through_the_lane_loop():
+    mod = compile_src("def f(x: f64[4]) -> f64:\n    return sum(sort(x) * [1.0, 2.0, 3.0, 4.0])\n"
+                      "def total(x: f64[12, 4]) -> f64:\n    return sum(vmap(f)(x))\n")
+    assert "arrc.lanes" in _lowered(mod, "total", "f64[12, 4]")
+    x = R.normal(size=(12, 4))
+    f = lambda x: jnp.sum(jnp.sort(x) * jnp.array([1.0, 2.0, 3.0, 4.0]))     # noqa: E731
+    np.testing.assert_allclose(arrc.grad(mod.total)(x), jax.grad(lambda x: jnp.sum(jax.vmap(f)(x)))(x), rtol=1e-12)
