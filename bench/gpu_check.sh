@@ -29,10 +29,10 @@ for dt in f16 f32 f64 i8 i32 i64 u8; do timeout 60 python3 bench/gpu_probes.py c
 timeout 120 python3 bench/gpu_probes.py || echo "probes: exit $?"
 
 step tests
-timeout 240 python3 -m pytest -p no:warnings -p no:cacheprovider -q tests/test_gpu.py tests/test_devices.py || echo "tests: exit $?"
+timeout 240 python3 -m pytest -p no:warnings -p no:cacheprovider -q tests/test_gpu.py tests/test_devices.py tests/test_linalg.py -k "gpu or golden" || echo "tests: exit $?"
 
 step bench
 timeout "${BENCH_SECONDS:-240}" python3 bench/run.py --quick --device gpu --skip scaling,cli \
-    --only "softmax,mlp,layer_norm,nansum,chain20,power_iteration,grad of,uniform,kmeans,conv block,add f32" \
+    --only "softmax,mlp,layer_norm,nansum,chain20,power_iteration,grad of,uniform,kmeans,conv block,solve f64,cholesky,eigh,vmap of,add f32" \
     --out "$OUT/bench_gpu.json" || echo "bench: exit $?"
 step done
