@@ -272,6 +272,16 @@ class Function:
                                 f"(e.g. --shape {missing[0]}=8)")
         return [t.subs(shapes) for _, t, _ in self._sig.params]
 
+    def as_jax(self):
+        """This function as one JAX can trace: under `jax.jit`, `jax.grad`, `jax.vjp` and `jax.vmap`, its
+        StableHLO merged into JAX's (arrc/interop.py, docs/interop.md)."""
+        from arrc.interop import as_jax
+        if self.module.guard_kinds or self.name in self.module._program.effectful or self._keys:
+            raise TypeError(f"{self.shown_name}: as_jax does not take yet a function that prints or asserts, a "
+                            f"module loaded with guards, or keys (docs/interop.md)")
+        floats = tuple(i for i, (_, t, _) in enumerate(self._sig.params) if t.dtype.is_float)
+        return as_jax(self, Derivative(self, floats, "vjp") if floats else None, _vmap_lanes_first)
+
     def lower(self, *args, guarded: bool = False) -> Lowered:
         """Specialize to the arguments' types and lower to StableHLO, as `jax.jit(f).lower(*args)`: each
         argument an `arrc.spec(...)` type, a NumPy or JAX array or a `jax.ShapeDtypeStruct` (its shape and
@@ -572,6 +582,10 @@ def vmap(fn: Function, in_axes=0, out_axes=0) -> Function:
     module = loads(sources[0].text.rstrip("\n") + "\n" + text, filename=sources[0].name, guards=fn.module.guards,
                    warnings="ignore", guard_scope=fn.module.guard_scope, device=fn.module.device)
     return module[wrapper]
+
+
+def _vmap_lanes_first(fn: Function, in_axes: tuple) -> Function:
+    return vmap(fn, in_axes=in_axes, out_axes=0)
 
 
 def _axes(axes, count: int, what: str) -> list:
