@@ -267,6 +267,10 @@ def bench_overhead(p, fn, jf, inputs, dev, report: Report, args) -> None:
     x, y = dev
     _overhead_against_jax(report, args, "python scalar", lambda: scaled(x, 2.5), lambda: jax_scaled(x, 2.5))
     _overhead_against_jax(report, args, "keyword", lambda: fn(x, y=y), lambda: jf(x, y=y))
+    # the arr function inside jax.jit (`as_jax`, issue 23): its StableHLO merged into JAX's, against the JAX twin
+    inside = jax.jit(lambda x, y: fn.as_jax()(x, y) * 2.0)
+    twin = jax.jit(lambda x, y: jf(x, y) * 2.0)
+    _overhead_against_jax(report, args, "as_jax inside jax.jit", lambda: inside(x, y), lambda: twin(x, y))
     # NumPy's default 64-bit arrays (JAX with x64 on), and the f64 power iteration with a Python int step count
     add64 = load("def add64(x: f64[n], y: f64[n]) -> f64[n]:\n    return x + y\n").add64
     power = load(P.POWER).power_iteration
