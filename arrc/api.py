@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import functools
 import operator
 import threading
 import warnings as pywarnings
@@ -279,8 +280,7 @@ class Function:
         if self.module.guard_kinds or self.name in self.module._program.effectful or self._keys:
             raise TypeError(f"{self.shown_name}: as_jax does not take yet a function that prints or asserts, a "
                             f"module loaded with guards, or keys (docs/interop.md)")
-        floats = tuple(i for i, (_, t, _) in enumerate(self._sig.params) if t.dtype.is_float)
-        return as_jax(self, Derivative(self, floats, "vjp") if floats else None, _vmap_lanes_first)
+        return as_jax(self, _derivative_for_jax, _vmap_lanes_first)
 
     def lower(self, *args, guarded: bool = False) -> Lowered:
         """Specialize to the arguments' types and lower to StableHLO, as `jax.jit(f).lower(*args)`: each
@@ -582,6 +582,17 @@ def vmap(fn: Function, in_axes=0, out_axes=0) -> Function:
     module = loads(sources[0].text.rstrip("\n") + "\n" + text, filename=sources[0].name, guards=fn.module.guards,
                    warnings="ignore", guard_scope=fn.module.guard_scope, device=fn.module.device)
     return module[wrapper]
+
+
+@functools.lru_cache(maxsize=None)
+def _derivative_for_jax(fn: Function, kind: str):
+    """`fn`'s vjp with respect to its float arguments (None without any), or its jvp (None unless its
+    arguments and results are all floats), for arrc/interop.py."""
+    floats = tuple(i for i, (_, t, _) in enumerate(fn._sig.params) if t.dtype.is_float)
+    if kind == "vjp":
+        return Derivative(fn, floats, "vjp") if floats else None
+    all_float = len(floats) == len(fn._sig.params) and all(t.dtype.is_float for t in fn._sig.results)
+    return Derivative(fn, None, "jvp") if all_float else None
 
 
 def _vmap_lanes_first(fn: Function, in_axes: tuple) -> Function:

@@ -121,3 +121,18 @@ def loss(w: f32[784, 10], x: f32[b, 784], y: i32[b]) -> f32:
         (w_arr, l_arr), (w_jax, l_jax) = arr_step(w_arr, x, y), jax_step(w_jax, x, y)
         np.testing.assert_allclose(l_arr, l_jax, rtol=1e-5)
     np.testing.assert_allclose(w_arr, w_jax, rtol=1e-4, atol=1e-6)
+
+
+def test_forward_mode_and_second_derivatives_of_a_float_function(mod):
+    f = mod.layer.as_jax()
+    x, w = R.normal(size=(2, 4)).astype(np.float32), R.normal(size=(4, 3)).astype(np.float32)
+    tx, tw = np.ones_like(x), np.zeros_like(w)
+    got, want = jax.jvp(f, (x, w), (tx, tw)), jax.jvp(_layer, (x, w), (tx, tw))
+    for g, e in zip(got, want):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(jax.jacfwd(f, argnums=1)(x, w), jax.jacfwd(_layer, argnums=1)(x, w), rtol=1e-5, atol=1e-6)
+    g = mod.whiten.as_jax()
+    a = R.normal(size=(3, 3))
+    s, y = a @ a.T + 3 * np.eye(3), R.normal(size=3)
+    twin = lambda y: jnp.sum(jax.scipy.linalg.solve_triangular(jnp.linalg.cholesky(s), y, lower=True) ** 3)  # noqa: E731
+    np.testing.assert_allclose(jax.hessian(lambda y: jnp.sum(g(s, y) ** 3))(y), jax.hessian(twin)(y), rtol=1e-10)
