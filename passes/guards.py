@@ -474,9 +474,10 @@ class _Guarder:
                 values[-1:-1] = [(abi.FORWARD_LABEL + _label(o, forward), o) for o in forward.operands
                                  if _is_float(o.type) and emit.shape_of(o) == shape]
             extra = {abi.REACHES: _i64_array(self.reaches)} if self.reaches is not None else {}
-            if is_linalg(op):                # its report names the matrix that failed (runtime/guards.py)
-                extra[abi.LINALG] = op.attributes[abi.LINALG]
-                extra[abi.LINALG_BATCH] = _i64_array([_batch_rank(op)])
+            failed = _factorization(op)
+            if failed is not None:           # its report names the matrix that failed (runtime/guards.py)
+                extra[abi.LINALG] = ir.StringAttr.get(failed[0])
+                extra[abi.LINALG_BATCH] = _i64_array([failed[1]])
             if self.flow and self.top and 0 not in shape:
                 # reported at the return, at the element that reached a result (`_flow_report`)
                 site = self.next_callback
@@ -620,6 +621,28 @@ def _computes(op) -> bool:
     """Whether `op` computes values (the origin guard's business), not structure: a linear-algebra
     placeholder does, any other custom_call (a host callback) does not."""
     return op.name not in STRUCTURAL or is_linalg(op)
+
+
+# JAX's lowering of a factorization selects NaN where the kernel's info says it failed: the kernel's family
+# names the operation (a module from elsewhere, or arr's after passes/linalg.py).
+FAILING_KERNELS = {"potrf": "cholesky"}
+
+
+def _factorization(op) -> tuple[str, int] | None:
+    """(the linear-algebra operation, its batch rank) where `op` is one (arr's placeholder) or JAX's select
+    of NaN where a factorization kernel failed; else None."""
+    if is_linalg(op):
+        return linalg_call(op)[0], _batch_rank(op)
+    if op.name != "stablehlo.select" or not _constant(op.operands[2]):
+        return None
+    kernel = op.operands[1].owner
+    if getattr(kernel, "name", "") != "stablehlo.custom_call":
+        return None
+    target = emit.attr_text(kernel.attributes["call_target_name"])
+    family = next((f for f in FAILING_KERNELS if target.endswith(f"{f}_ffi")), None)    # lapack_dpotrf_ffi, cusolver_potrf_ffi
+    if family is None:
+        return None
+    return FAILING_KERNELS[family], max(len(emit.shape_of(kernel.operands[0])) - 2, 0)
 
 
 def _batch_rank(op) -> int:

@@ -354,3 +354,21 @@ def test_a_matrix_past_lapacks_32_bit_sizes_is_refused_before_it_can_abort():
         arrc.loads("def f(a: f32[50000, 50000]) -> f32[50000, 50000]:\n    return inv(a)\n")
     diag = info.value.diagnostics[0]
     assert diag.code == "E0215" and "32 bits" in diag.message
+
+
+def test_a_jax_export_whose_cholesky_fails_is_reported_as_arrs_is(tmp_path):
+    """`arrc run --guards nan` of JAX's own lowering: the select of NaN after a failed potrf names the matrix."""
+    from jax import export
+    with jax.enable_x64(True):
+        exported = export.export(jax.jit(lambda a: jnp.sum(jnp.linalg.cholesky(a))))(
+            jax.ShapeDtypeStruct((2, 3, 3), jnp.float64))
+    (tmp_path / "chol.mlir").write_text(exported.mlir_module())
+    a = np.stack([np.eye(3), np.eye(3)])
+    a[1, 1, 1] = -5.0
+    np.save(tmp_path / "a.npy", a)
+    out = subprocess.run([sys.executable, "-m", "arrc", "run", str(tmp_path / "chol.mlir"), "--guards", "nan",
+                          "--arg", f"arg0=@{tmp_path / 'a.npy'}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 3
+    lines = out.stderr.splitlines()
+    assert lines[0] == "error[R0001]: `cholesky`: the matrix at batch index [1] is not positive definite"
+    assert any(line.endswith("this `cholesky` produced NaN at index [1, 0, 0]") for line in lines), out.stderr
