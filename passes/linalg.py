@@ -102,7 +102,19 @@ def _lower_with_jax(name: str, params: str, derivative: int, operand_types: tupl
             floats = sum(jnp.issubdtype(r.dtype, jnp.floating) for r in jax.eval_shape(fn, *avals[:n]))
             fn, n = _vjp_of(fn, n), n + floats
         assert n == len(avals), (name, derivative, operand_types)
-        return jax.jit(fn, keep_unused=True).trace(*avals).lower(lowering_platforms=(platform,)).as_text()
+        return _module_text(jax.make_jaxpr(fn)(*avals), platform)
+
+
+def _module_text(jaxpr, platform: str) -> str:
+    """JAX's StableHLO of `jaxpr` for `platform`, lowered without a PJRT client: `jax.jit(...).lower` would
+    start one (~0.1 s, and `arrc compile` runs no program); every argument is kept, as keep_unused does."""
+    from jax._src import sharding_impls
+    from jax._src.interpreters import mlir
+    lowered = mlir.lower_jaxpr_to_module(
+        "linalg", jaxpr, num_const_args=0, in_avals=jaxpr.in_avals, ordered_effects=[], platforms=[platform],
+        backend=None, axis_context=sharding_impls.ShardingContext(1), donated_args=[False] * len(jaxpr.in_avals),
+        lowering_parameters=mlir.LoweringParameters())
+    return str(lowered.module)
 
 
 def _arity(name: str) -> int:

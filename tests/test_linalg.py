@@ -372,3 +372,12 @@ def test_a_jax_export_whose_cholesky_fails_is_reported_as_arrs_is(tmp_path):
     lines = out.stderr.splitlines()
     assert lines[0] == "error[R0001]: `cholesky`: the matrix at batch index [1] is not positive definite"
     assert any(line.endswith("this `cholesky` produced NaN at index [1, 0, 0]") for line in lines), out.stderr
+
+
+def test_arrc_compile_lowers_linear_algebra_without_starting_a_pjrt_client(tmp_path):
+    probe = ("import sys; from arrc.cli import main; "
+             f"code = main(['compile', 'examples/least_squares.arr', '-o', {str(tmp_path / 'ls.mlir')!r}]); "
+             "from jax._src import xla_bridge; print(code, bool(xla_bridge._backends))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.stdout.split()[-2:] == ["0", "False"], out.stdout + out.stderr
+    assert "lapack_dgesdd_ffi" in (tmp_path / "ls.mlir").read_text()         # lstsq, through an SVD

@@ -4,7 +4,7 @@ module {
     %1 = call @linalg_1_main(%0, %arg1) : (tensor<2x3x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
     return %1 : tensor<2x3xf32>
   }
-  func.func private @linalg_0_main(%arg0: tensor<2x3x3xf32>) -> (tensor<2x3x3xf32> {jax.result_info = "result[0]"}) {
+  func.func private @linalg_0_main(%arg0: tensor<2x3x3xf32>) -> tensor<2x3x3xf32> {
     %0 = call @linalg_0_cholesky(%arg0) : (tensor<2x3x3xf32>) -> tensor<2x3x3xf32>
     return %0 : tensor<2x3x3xf32>
   }
@@ -35,7 +35,7 @@ module {
     %18 = stablehlo.select %16, %10, %17 : tensor<2x3x3xi1>, tensor<2x3x3xf32>
     return %18 : tensor<2x3x3xf32>
   }
-  func.func private @linalg_1_main(%arg0: tensor<2x3x3xf32>, %arg1: tensor<3xf32>) -> (tensor<2x3xf32> {jax.result_info = "result[0]"}) {
+  func.func private @linalg_1_main(%arg0: tensor<2x3x3xf32>, %arg1: tensor<3xf32>) -> tensor<2x3xf32> {
     %0 = call @linalg_1_solve(%arg0, %arg1) : (tensor<2x3x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
     return %0 : tensor<2x3xf32>
   }
