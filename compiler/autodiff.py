@@ -1167,6 +1167,11 @@ def _zeros(like: ir.Value) -> ir.Value:
 # ---- branches: the chosen branch is computed again inside the backward `if`, then swept ----------
 def _captured(op) -> list:
     """The float values defined outside `op` that the operations in its regions use, in order."""
+    return [v for v in captured(op) if _is_float(v)]
+
+
+def captured(op) -> list:
+    """The values defined outside `op` that the operations in its regions use, in order (vmap's too)."""
     inside, found = set(), []
 
     def visit(inner):
@@ -1179,7 +1184,7 @@ def _captured(op) -> list:
                 for nested in block.operations:
                     visit(nested.operation)
                     for v in nested.operation.operands:
-                        if v not in inside and v not in found and _is_float(v):
+                        if v not in inside and v not in found:
                             found.append(v)
     visit(op.operation)
     return [v for v in found if v not in inside]

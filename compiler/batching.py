@@ -20,6 +20,7 @@ from jaxlib.mlir.dialects import func
 from jaxlib.mlir.dialects import stablehlo as hlo
 
 from . import abi, emit
+from .autodiff import captured as captured_by
 from .autodiff import dtype_of
 from .ops_linalg import is_linalg, linalg_call, linalg_op
 from .types import I64
@@ -120,30 +121,10 @@ class _Batcher:
             raise NoRule("a value from outside the function")
         return got
 
-    def _captured(self, op) -> list:
-        """The values from outside `op` that its regions use."""
-        inside, used = set(), []
-
-        def visit(inner):
-            for r in inner.results:
-                inside.add(r)
-            for region in inner.regions:
-                for b in region.blocks:
-                    inside.update(b.arguments)
-            for o in inner.operands:
-                used.append(o)
-            return ir.WalkResult.ADVANCE
-        for region in op.regions:
-            for b in region.blocks:
-                inside.update(b.arguments)
-                for inner in b.operations:
-                    inner.operation.walk(visit)
-        return [v for v in dict.fromkeys(used) if v not in inside]
-
     def op(self, op) -> None:
         name = op.name
         ins = [self._get(v) for v in op.operands]
-        captured = [self._get(v) for v in self._captured(op)] if op.regions else []
+        captured = [self._get(v) for v in captured_by(op)] if op.regions else []
         if name == "stablehlo.custom_call" and not is_linalg(op):
             raise NoRule("a host callback")
         if name == "func.call":
@@ -383,7 +364,7 @@ def _analyze(bt: _Batcher, block, arg_flags: list) -> list:
         ops = list(b.operations)
         for op in ops[:-1]:
             op = op.operation
-            used = list(op.operands) + (bt._captured(op) if op.regions else [])
+            used = list(op.operands) + (captured_by(op) if op.regions else [])
             batched = any(known.get(v, False) for v in used)
             for r in op.results:
                 known[r] = batched
