@@ -205,8 +205,8 @@ class Executable:
                                        (_cpu_put is None or self.sharding != _cpu_sharding)):
                     return None     # (on the CPU device, `_numpy_node` transfers it with its 64 bits)
             elif t in NUMPY_SCALAR_TYPES:       # (a Python scalar is passed as `scalar_argument` makes it)
-                if v.dtype.itemsize == 8:
-                    return None
+                if v.dtype.itemsize == 8 and (_cpu_put is None or self.sharding != _cpu_sharding):
+                    return None     # (on the CPU device, `_numpy_scalar_node` transfers it with its 64 bits)
             elif t is not _ArrayImpl or v.sharding != self.sharding:
                 return None
         n_in, n_out = len(values), len(self._out_avals)
@@ -310,10 +310,10 @@ def _scalar(kind, children):            # the node's inverse; jaxlib does not ca
 
 def _numpy_scalar_node(value: np.generic):
     """A NumPy scalar argument as a node keyed by its exact dtype, as `_numpy_node` does for arrays."""
-    return (np.asarray(value).view(_NumpyArgument),), value.dtype
+    return _numpy_node(np.asarray(value))
 
 
-NUMPY_SCALAR_TYPES = tuple(np.dtype(c).type for c in "?bhiqBHIQefd")
+NUMPY_SCALAR_TYPES = tuple(dict.fromkeys(np.dtype(c).type for c in "?bhilqBHILQefd"))   # (NumPy 2: int64 is `l`, not `q`)
 
 
 _trees: dict = {}

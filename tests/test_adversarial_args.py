@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import arrc
+from arrc.runtime import pjrt
 from arrc.runtime.pjrt import Executable
 
 SRC = """\
@@ -203,6 +204,22 @@ def test_64_bit_numpy_arguments_run_in_the_dispatcher_with_their_64_bits(x64, mo
         big = np.array([2 ** 40 + k, -1, 2 ** 62])
         np.testing.assert_array_equal(np.asarray(mod.i(big)), big + 1, strict=True)
     assert len(full_calls) == 2
+
+
+def test_64_bit_numpy_scalars_run_in_the_dispatcher_with_their_64_bits(x64, monkeypatch):
+    """np.int64, np.uint64 and np.float64 scalars (NumPy 2's int64 is the C `long`, a type of its own beside
+    `longlong`) are keyed and transferred with their 64 bits, as 64-bit arrays are: a loop count given as
+    `np.int64(20)` took the Python path on every call (84 us against 32 us a call)."""
+    mod = arrc.loads("def f(x: f64, k: i64, u: u64) -> f64:\n    return x * f64(k) + f64(u)\n")
+    full_calls = []
+    call = type(mod.f)._call
+    monkeypatch.setattr(type(mod.f), "_call", lambda self, *a: full_calls.append(a) or call(self, *a))
+    for k in range(3):
+        x, i, u = np.float64(0.1 + k), np.int64(2 ** 53 + 1 + k), np.uint64(2 ** 63 + 2 ** 11 * k)
+        expected = x * np.float64(i) + np.float64(u)
+        np.testing.assert_array_equal(np.asarray(mod.f(x, i, u)), expected, strict=True)
+    assert len(full_calls) == 1
+    assert {np.int64, np.longlong, np.uint64, np.ulonglong, np.float64} <= set(pjrt.NUMPY_SCALAR_TYPES)
 
 
 def test_bad_argument_in_a_later_position(x64):
