@@ -252,9 +252,9 @@ def _numpy_node(value: np.ndarray):
     (a jax array's key has its exact dtype already). Cost: this Python call for each NumPy argument of
     a call (~1-2 us on a 2-core machine); jax-array arguments still cost nothing."""
     dt = value.dtype
-    if dt in _WIDE and _cpu_put is not None:
+    if dt in _WIDE and _cpu_put is not None and not _x64.value:
         return (_cpu_put(value),), dt        # 64 bits kept: see `_put_on_cpu`
-    return (value.view(_NumpyArgument),), dt
+    return (value.view(_NumpyArgument),), dt    # (with jax_enable_x64 on, jaxlib's transfer keeps them)
 
 
 _WIDE = {np.dtype(c) for c in "dqQlL"}      # native f64, i64, u64 (a set: the cheapest test, ~0.1 us)
@@ -349,7 +349,8 @@ def _bind_jax() -> None:
     except (ImportError, AttributeError, TypeError):
         _fastpath_type = None
     try:
-        global _cpu_put, _cpu_sharding, _cpu_devices
+        global _cpu_put, _cpu_sharding, _cpu_devices, _x64
+        from jax._src.config import enable_x64 as _x64
         from jax.sharding import SingleDeviceSharding
         _cpu_devices = [backend("cpu").local_devices()[0]]
         _cpu_sharding = SingleDeviceSharding(_cpu_devices[0])
