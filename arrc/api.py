@@ -73,11 +73,13 @@ def _emit_warnings(module: "Module", mode: str) -> None:
 
 
 def loads(source: str, filename: str = "<string>", guards=None, warnings: str = "warn",
-          constants: dict | None = None, guard_scope: str = "results", device: str = "cpu") -> "Module":
+          constants: dict | None = None, guard_scope: str = "results", device: str = "cpu",
+          externs: dict | None = None) -> "Module":
     """Compile arr source text into a module of callable functions.
 
     `warnings`: "warn" (each compile-time warning is also a Python `arrc.ArrWarning`), "ignore" (only
-    `Module.warnings` lists them) or "error" (they are errors: `CompileError`).
+    `Module.warnings` lists them) or "error" (they are errors: `CompileError`). `externs`: the JAX function
+    (or `jax.export.Exported`) of each `extern def`, by name (docs/interop.md).
 
     >>> mod = loads("def add(x: f32[n], y: f32[n]) -> f32[n]:\\n    return x + y\\n")
     >>> mod.add.signature
@@ -86,23 +88,41 @@ def loads(source: str, filename: str = "<string>", guards=None, warnings: str = 
     _check_warnings_mode(warnings)
     with _gc_paused():
         program = check_program(Source(filename, source), werror=(warnings == "error"), constants=constants)
+    _bind_externs(program, externs, filename)
     module = Module(program, guards=guards, guard_scope=guard_scope, device=device)
     module.warning_mode = warnings
     _emit_warnings(module, warnings)
     return module
 
 
-def load(path, guards=None, warnings: str = "warn", guard_scope: str = "results", device: str = "cpu") -> "Module":
-    """Compile the arr file at `path` (`warnings` as for `loads`)."""
+def load(path, guards=None, warnings: str = "warn", guard_scope: str = "results", device: str = "cpu",
+         externs: dict | None = None) -> "Module":
+    """Compile the arr file at `path` (`warnings` and `externs` as for `loads`)."""
     _check_warnings_mode(warnings)
     path = Path(path)
     source = decode(path.read_bytes(), str(path))
     with _gc_paused():
         program = check_program(source, werror=(warnings == "error"))
+    _bind_externs(program, externs, str(path))
     module = Module(program, guards=guards, guard_scope=guard_scope, device=device)
     module.warning_mode = warnings
     _emit_warnings(module, warnings)
     return module
+
+
+def _bind_externs(program: Program, externs: dict | None, filename: str) -> None:
+    """`externs` (name -> JAX callable or jax.export.Exported) as the functions of the module's `extern def`s;
+    each is checked against its declaration where a call of it is compiled (compiler/lower.py `extern`)."""
+    declared = sorted(name for name, fn in program.functions.items() if fn.extern)
+    for name, function in (externs or {}).items():
+        if name not in declared:
+            listed = ", ".join(f"`{n}`" for n in declared) or "none"
+            raise ValueError(f"externs: `{name}` is not declared by `extern def` in {filename} (its extern defs: "
+                             f"{listed})")
+        if not callable(function) and type(function).__name__ != "Exported":
+            raise TypeError(f"externs: `{name}` must be a JAX function or a jax.export.Exported, "
+                            f"not {type(function).__name__}")
+    program.extern_functions = dict(externs or {})
 
 
 def from_items(items, sources: dict, guards=None, warnings: str = "warn", constants: dict | None = None,
@@ -160,7 +180,8 @@ class Module:
             raise ValueError(f"guard_scope must be one of {', '.join(SCOPES)}")
         self.guard_scope = guard_scope
         self.warnings: list[Diagnostic] = list(program.warnings)
-        self._functions = {name: Function(self, name) for name in program.signatures}
+        self._functions = {name: Function(self, name) for name in program.signatures
+                           if not getattr(program.functions.get(name), "extern", False)}   # (JAX's to call)
         for name, fn in self._functions.items():    # `mod.f` found without __getattr__ (1-2 us a call)
             if not hasattr(type(self), name) and name not in self.__dict__:
                 self.__dict__[name] = fn

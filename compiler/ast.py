@@ -240,6 +240,7 @@ class FunctionDef(Node):
     body: tuple = ()
     name_span: Span = span_field()
     label: str = ""                    # what reports call it, if not its name (a REPL cell: "the cell")
+    extern: bool = False               # `extern def`: a signature only, the function supplied from Python
 
     @property
     def shown_name(self) -> str:

@@ -40,7 +40,7 @@ class BadLiteral(Exception):
 
 
 KEYWORDS = frozenset("def const return pass print assert if elif else for in range while and or not "
-                     "true false".split())
+                     "true false extern".split())
 COMPARISONS = frozenset(("==", "!=", "<=", ">=", "<", ">"))
 AUG_OPS = frozenset(("+=", "-=", "*=", "/=", "<<=", ">>="))
 UNARY = frozenset(("-", "+", "~"))
@@ -322,7 +322,7 @@ class _Parser:
         self.expect(":")
         body, end = self.suite()
         return make.FunctionDef(self.span(tok, end), name[1], tuple(params), tuple(results), len(results) > 1,
-                                body, self.tspan(name), "")
+                                body, self.tspan(name), "", False)
 
     def const_def(self) -> ast.ConstDef:
         tok = self.take()

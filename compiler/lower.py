@@ -5,6 +5,7 @@ import sys
 import threading
 from contextlib import nullcontext
 
+import numpy as np
 from jaxlib.mlir import ir
 
 from . import abi
@@ -13,7 +14,7 @@ from .autodiff import jvp, value_and_grad
 from .batching import vmap_function
 from .check import FunctionWalk, unify
 from .control import IO
-from .diagnostics import CompileError, Diagnostic, Reporter
+from .diagnostics import CompileError, Diagnostic, Label, Reporter
 from .emit import func, hlo
 from .types import I32, ArrayType
 from .values import Val
@@ -167,6 +168,46 @@ class ModuleLowering:
 class FunctionLowering:
     """What a FunctionWalk needs from the module being built."""
 
+    def extern(self, name: str, args: list, param_types: list, span) -> list:
+        """A call of `extern def name`: its JAX function (`Program.extern_functions`) checked against the
+        declaration for these concrete types, and called through a placeholder that passes/linalg.py
+        replaces by JAX's lowering of the function (so autodiff differentiates it as JAX does)."""
+        program = self.m.program
+        fn, sig = program.functions[name], program.signatures[name]
+        env = unify(sig, [Val(t) for t in param_types], [s for _, _, s in sig.params], span)
+        results = [t.subs({k: v.value for k, v in env.items()}) for t in sig.results]
+        function = program.extern_functions.get(name)
+
+        def error(code, message, at, label, labels=(), help=None):
+            raise CompileError([Diagnostic(code, message, at, label, list(labels), help=help)], program.sources)
+        if function is None:
+            error("E0101", f"extern `{name}` has no function", fn.name_span, "declared here, supplied by nobody",
+                  [Label(span, "called here")],
+                  help=f"give it from Python: `arrc.load(path, externs={{\"{name}\": jax_function}})` "
+                       "(a JAX function or a jax.export.Exported); the command line cannot supply one")
+        import jax
+        from .ops_linalg import EXTERN, extern_results, linalg_op, register_extern
+        arguments = ", ".join(str(t) for t in param_types)
+        try:
+            found = extern_results(function, [jax.ShapeDtypeStruct(t.concrete_shape, t.dtype.np)
+                                              for t in param_types])
+        except Exception as err:        # noqa: BLE001 - the user's JAX function fails on these types
+            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+            error("E0203", f"the JAX function of extern `{name}` fails on ({arguments}): {reason}", span,
+                  "called here", [Label(fn.name_span, "declared here")])
+        declared = [(tuple(t.concrete_shape), np.dtype(t.dtype.np)) for t in results]
+        if [(tuple(s), np.dtype(d)) for s, d in found] != declared:
+            gives = ", ".join(_type_text(s, d) for s, d in found)
+            wanted = ", ".join(str(t) for t in results)
+            error("E0203", f"extern `{name}` is declared to return {wanted} here; its JAX function returns {gives}",
+                  fn.results[0].span if len(fn.results) == 1 else fn.name_span, f"declared {wanted} for "
+                  f"({arguments})", [Label(span, f"called with ({arguments})")],
+                  help="change the declaration to what the JAX function returns, or the JAX function")
+        with self.location(span, name):
+            op = linalg_op(EXTERN, args, [emit.tensor_type(t.concrete_shape, t.dtype) for t in results],
+                           {"key": register_extern(function), "name": name, "arity": len(args)})
+        return list(op.results)
+
     def __init__(self, module_lowering: ModuleLowering):
         self.m = module_lowering
         self.location = module_lowering.location
@@ -256,6 +297,8 @@ class FunctionLowering:
     def call(self, walk, name: str, args: list, param_types: list, span) -> list:
         """Inline a call: walk the callee's body with the arguments' values and concrete types."""
         program = self.m.program
+        if program.functions[name].extern:
+            return self.extern(name, args, param_types, span)
         if self.m.at_definition and name in self.m.active:
             raise NotAtDefinition(f"recursive call of `{name}`")
         sig = program.signatures[name]
@@ -346,3 +389,11 @@ def _add_to_recursion_limit(frames: int) -> None:
     # A change, not a set: lowerings in other threads change the limit too, each undoing its own change.
     with _limit_lock:
         sys.setrecursionlimit(sys.getrecursionlimit() + frames)
+
+
+def _type_text(shape, dtype) -> str:
+    """An arr type written for a NumPy/JAX (shape, dtype): `f32[8, 64]`."""
+    from .types import dtype_of_numpy
+    arr = dtype_of_numpy(np.dtype(dtype))
+    name = str(arr) if arr is not None else str(dtype)
+    return f"{name}[{', '.join(map(str, shape))}]" if shape else name

@@ -12,6 +12,7 @@ same call (LAPACK on CPU, cuSOLVER or hipSOLVER on GPU), so results and speed ar
 from __future__ import annotations
 
 import json
+import threading
 
 from jaxlib.mlir import ir
 
@@ -320,3 +321,42 @@ def _norm(cx: CallCx, x, ord, axis, keepdims):
         tuple(d for i, d in enumerate(x.type.shape) if i not in over)
     params = {"ord": ord, "axis": None if axis is None else over if len(over) > 1 else over[0], "keepdims": keep}
     return _call(cx, "norm", [x], dtype, [ArrayType(dtype, shape)], params)
+
+
+# `extern def` (LANGUAGE.md section 18): its calls are placeholders of operation EXTERN whose parameters name
+# the JAX function by a number of this process (`register_extern`), lowered here as JAX lowers that function
+# (differentiated as JAX differentiates it), with JAX's locations: a guard report inside it names the JAX op's
+# Python file and line.
+EXTERN = "extern"
+_externs: dict = {}                 # number -> the JAX function (kept alive: a number is never reused)
+_extern_numbers: dict = {}          # id(function) -> its number
+_lock = threading.Lock()
+
+
+def register_extern(function) -> int:
+    """The number that names the JAX callable `function` in a placeholder's parameters."""
+    with _lock:
+        number = _extern_numbers.get(id(function))
+        if number is None or _externs[number] is not function:
+            number = _extern_numbers[id(function)] = len(_externs)
+            _externs[number] = function
+        return number
+
+
+def extern_function(number: int):
+    return _externs[number]
+
+
+def extern_results(function, avals: list) -> list:
+    """The (shape, dtype) of each result of the JAX callable `function` (an `extern def`'s) on `avals`, as
+    the placeholder's lowering will trace it (a jax.export.Exported: its `call`)."""
+    import jax
+    with jax.enable_x64(True):
+        return [(tuple(r.shape), r.dtype) for r in jax.eval_shape(as_tuple(function), *avals)]
+
+
+def as_tuple(function):
+    """`function` (a JAX callable or a jax.export.Exported) returning the flat tuple of its results."""
+    import jax
+    call = getattr(function, "call", function) if type(function).__name__ == "Exported" else function
+    return lambda *args: tuple(jax.tree.leaves(call(*args)))

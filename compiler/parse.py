@@ -154,6 +154,11 @@ class _ToAst(Transformer):
         return ast.FunctionDef(self._s(meta), str(name), tuple(params or ()), results, is_tuple, body,
                                name_span=_tok_span(self.file, name))
 
+    def extern_def(self, meta, ch):
+        name, params, (results, is_tuple) = ch
+        return ast.FunctionDef(self._s(meta), str(name), tuple(params or ()), results, is_tuple, (),
+                               name_span=_tok_span(self.file, name), extern=True)
+
     def params(self, meta, ch):
         params = tuple(p for p in ch if p is not None)
         check_default_order(params)

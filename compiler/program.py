@@ -33,6 +33,7 @@ class Program:
     runtime_loops: dict = field(default_factory=dict)   # name -> {span: "for"/"while"}: no bound, no static count
     bounded_loops: dict = field(default_factory=dict)   # name -> {span: "for"/"while"}: a `bound=`, no static count
     derivative_sites: set = field(default_factory=set)  # (kind, function differentiated, span of its name)
+    extern_functions: dict = field(default_factory=dict)  # `extern def` name -> its JAX function (arrc.load(externs=))
 
     def has_effect_call(self, expr) -> bool:
         """Whether `expr` calls a function that prints or asserts, or differentiates through a bounded loop."""
@@ -106,6 +107,9 @@ def check_module(module: ast.Module, sources: dict, werror: bool = False, consta
         if fn.name in lowered:
             calls[fn.name] = lowered[fn.name][1]
             continue
+        if fn.extern:                   # (a signature only: checked above)
+            calls[fn.name] = []
+            continue
         walk = FunctionWalk(program, fn, reporter)
         sig = program.signatures[fn.name]
         params = [Val(t) for _, t, _ in sig.params]
@@ -142,11 +146,16 @@ def _lower_entries(program: Program) -> dict:
     callees = {name: ast.called_names(fn) & program.functions.keys() for name, fn in program.functions.items()}
     called = set().union(*callees.values())
     depth = _call_depths(callees)
+    # (a call of an extern is lowered by JAX, with the function given after the check: `arrc check` never
+    # imports JAX)
+    externs = _closure({name for name, fn in program.functions.items() if fn.extern},
+                       {name: [(c, None) for c in cs] for name, cs in callees.items()})
     done: dict = {}
     context = None
     for fn in program.functions.values():
         sig = program.signatures.get(fn.name)
-        if sig is None or sig.shape_vars or fn.name in called or _has_effect_statement(fn.body):
+        if sig is None or sig.shape_vars or fn.name in called or _has_effect_statement(fn.body) \
+                or fn.name in externs:
             continue
         if depth[fn.name] is None or depth[fn.name] > MAX_CALL_DEPTH:
             continue                # recursion (E0104 from the check), or E0004 at its `lower`

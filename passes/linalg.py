@@ -25,7 +25,7 @@ from jaxlib.mlir.dialects import func
 from ..compiler import abi, emit
 from ..compiler.diagnostics import Diagnostic, internal_error
 from ..compiler.locations import span_of
-from ..compiler.ops_linalg import is_linalg, linalg_call
+from ..compiler.ops_linalg import EXTERN, as_tuple, extern_function, is_linalg, linalg_call
 from .base import ModulePass
 
 _lowered: dict = {}
@@ -36,12 +36,13 @@ _lock = threading.Lock()
 class LowerLinalg(ModulePass):
     name: ClassVar[str] = "lower-linalg"
     platform: str = "cpu"
+    externs_only: bool = False      # only the calls of `extern def`s (before the guard pass, which sees their ops)
 
     def apply(self, module: ir.Module) -> list:
         calls = []
 
         def visit(op):
-            if is_linalg(op):
+            if is_linalg(op) and (not self.externs_only or linalg_call(op)[0] == EXTERN):
                 calls.append(op.operation)
             return ir.WalkResult.ADVANCE
         module.operation.walk(visit)
@@ -70,6 +71,12 @@ class LowerLinalg(ModulePass):
 def _refused(call, key: tuple, err: Exception) -> Diagnostic:
     """JAX's refusal to lower (or differentiate) a call, as arr's diagnostic at the call."""
     name, derivative = key[0], key[2]
+    if name == EXTERN:
+        label = json.loads(key[1])["name"]
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        what = "differentiate" if derivative else "lower"
+        return Diagnostic("E0216" if derivative else "E0203", f"JAX could not {what} the extern `{label}` here: "
+                          f"{reason}", span_of(call.location), f"this call of `{label}`")
     reason = str(err).splitlines()[0] if str(err) else type(err).__name__
     if derivative:
         return Diagnostic("E0216", f"cannot differentiate `{name}` here: {reason}", span_of(call.location),
@@ -97,23 +104,27 @@ def _lower_with_jax(name: str, params: str, derivative: int, operand_types: tupl
     import jax.numpy as jnp
     avals = [jax.ShapeDtypeStruct(*_shape_dtype(t)) for t in operand_types]
     with jax.enable_x64(True):
-        fn, n = jax_function(name, json.loads(params)), _arity(name)
+        p = json.loads(params)
+        fn, n = jax_function(name, p), p["arity"] if name == EXTERN else _arity(name)
         for _ in range(derivative):         # the next one's operands: these, then the float results' cotangents
             floats = sum(jnp.issubdtype(r.dtype, jnp.floating) for r in jax.eval_shape(fn, *avals[:n]))
             fn, n = _vjp_of(fn, n), n + floats
         assert n == len(avals), (name, derivative, operand_types)
-        return _module_text(jax.make_jaxpr(fn)(*avals), platform)
+        return _module_text(jax.make_jaxpr(fn)(*avals), platform, locations=name == EXTERN)
 
 
-def _module_text(jaxpr, platform: str) -> str:
+def _module_text(jaxpr, platform: str, locations: bool = False) -> str:
     """JAX's StableHLO of `jaxpr` for `platform`, lowered without a PJRT client: `jax.jit(...).lower` would
-    start one (~0.1 s, and `arrc compile` runs no program); every argument is kept, as keep_unused does."""
+    start one (~0.1 s, and `arrc compile` runs no program); every argument is kept, as keep_unused does.
+    With `locations`, JAX's (the Python file and line of each op)."""
     from jax._src import sharding_impls
     from jax._src.interpreters import mlir
     lowered = mlir.lower_jaxpr_to_module(
         "linalg", jaxpr, num_const_args=0, in_avals=jaxpr.in_avals, ordered_effects=[], platforms=[platform],
         backend=None, axis_context=sharding_impls.ShardingContext(1), donated_args=[False] * len(jaxpr.in_avals),
         lowering_parameters=mlir.LoweringParameters())
+    if locations:
+        return lowered.module.operation.get_asm(enable_debug_info=True)
     return str(lowered.module)
 
 
@@ -124,6 +135,8 @@ def _arity(name: str) -> int:
 def jax_function(name: str, p: dict):
     """The jax.numpy function arr's operation `name` with parameters `p` is, returning a tuple of arrays."""
     import jax
+    if name == EXTERN:
+        return as_tuple(extern_function(p["key"]))
     import jax.numpy as jnp
     import jax.scipy.linalg as jsl
     linalg = jnp.linalg
@@ -159,15 +172,19 @@ def _vjp_of(fn, n: int):
         results, pull = jax.vjp(fn, *args[:n])
         full = tuple(cts.pop(0) if jnp.issubdtype(r.dtype, jnp.floating) else np.zeros(r.shape, jax.dtypes.float0)
                      for r in results)
-        return tuple(pull(full))
+        return tuple(jnp.zeros(a.shape, a.dtype) if g.dtype == jax.dtypes.float0 else g     # (an integer's: 0)
+                     for g, a in zip(pull(full), args[:n]))
     return pulled
 
 
 def _shape_dtype(type_text: str):
     import numpy as np
+    import ml_dtypes
     t = ir.RankedTensorType(ir.Type.parse(type_text))
     element = str(t.element_type)
-    dtype = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "i32": np.int32}[element]
+    dtype = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "i32": np.int32, "f16": np.float16,
+             "bf16": ml_dtypes.bfloat16, "i1": np.bool_, "i8": np.int8, "i16": np.int16, "ui8": np.uint8,
+             "ui16": np.uint16, "ui32": np.uint32, "ui64": np.uint64}[element]
     return tuple(t.shape), dtype
 
 

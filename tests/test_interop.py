@@ -136,3 +136,98 @@ def test_forward_mode_and_second_derivatives_of_a_float_function(mod):
     s, y = a @ a.T + 3 * np.eye(3), R.normal(size=3)
     twin = lambda y: jnp.sum(jax.scipy.linalg.solve_triangular(jnp.linalg.cholesky(s), y, lower=True) ** 3)  # noqa: E731
     np.testing.assert_allclose(jax.hessian(lambda y: jnp.sum(g(s, y) ** 3))(y), jax.hessian(twin)(y), rtol=1e-10)
+
+
+# ---- JAX inside arr: `extern def` (arrc.load(externs=...)) ---------------------------------------------------
+
+EXTERN_SRC = """\
+extern def encoder(x: f32[b, 4]) -> f32[b, 2]
+
+def loss(x: f32[b, 4], t: f32[b, 2]) -> f32:
+    return mean((encoder(x) - t) ** 2)
+
+def slope(x: f32[b, 4], t: f32[b, 2]) -> f32[b, 4]:
+    return grad(loss)(x, t)
+
+def per_example(x: f32[c, b, 4], t: f32[c, b, 2]) -> f32[c]:
+    return vmap(loss)(x, t)
+"""
+W_ENC = R.normal(size=(4, 2)).astype(np.float32)
+
+
+def _encoder(x):
+    return jnp.tanh(x @ W_ENC) * 2.0
+
+
+def _jax_loss(x, t):
+    return jnp.mean((_encoder(x) - t) ** 2)
+
+
+def test_an_extern_is_the_jax_function_under_grad_and_vmap():
+    mod = arrc.loads(EXTERN_SRC, filename="enc.arr", externs={"encoder": _encoder})
+    assert "encoder" not in mod.functions                  # JAX's to call, not arr's
+    x, t = R.normal(size=(3, 4)).astype(np.float32), R.normal(size=(3, 2)).astype(np.float32)
+    np.testing.assert_allclose(mod.loss(x, t), _jax_loss(x, t), rtol=1e-6)
+    np.testing.assert_allclose(mod.slope(x, t), jax.grad(_jax_loss)(x, t), rtol=1e-5, atol=1e-7)
+    xs, ts = R.normal(size=(5, 3, 4)).astype(np.float32), R.normal(size=(5, 3, 2)).astype(np.float32)
+    np.testing.assert_allclose(mod.per_example(xs, ts), jax.vmap(_jax_loss)(xs, ts), rtol=1e-6)
+
+
+def test_an_extern_can_be_a_jax_export():
+    exported = jax.export.export(jax.jit(_encoder))(jax.ShapeDtypeStruct((3, 4), np.float32))
+    mod = arrc.loads(EXTERN_SRC, filename="enc.arr", externs={"encoder": exported})
+    x, t = R.normal(size=(3, 4)).astype(np.float32), R.normal(size=(3, 2)).astype(np.float32)
+    np.testing.assert_allclose(mod.loss(x, t), _jax_loss(x, t), rtol=1e-6)
+    with pytest.raises(arrc.CompileError, match="fails on"):          # exported for 3 rows only
+        mod.loss(np.zeros((4, 4), np.float32), np.zeros((4, 2), np.float32))
+
+
+def test_an_extern_whose_jax_function_returns_other_shapes_is_an_error_at_the_declaration():
+    mod = arrc.loads(EXTERN_SRC, filename="enc.arr", externs={"encoder": lambda x: x @ np.ones((4, 3), np.float32)})
+    with pytest.raises(arrc.CompileError) as info:
+        mod.loss(np.zeros((3, 4), np.float32), np.zeros((3, 2), np.float32))
+    assert str(info.value) == """\
+error[E0203]: extern `encoder` is declared to return f32[3, 2] here; its JAX function returns f32[3, 3]
+ --> enc.arr:1:37
+  |
+1 | extern def encoder(x: f32[b, 4]) -> f32[b, 2]
+  |                                     ^^^^^^^^^ declared f32[3, 2] for (f32[3, 4])
+4 |     return mean((encoder(x) - t) ** 2)
+  |                  ---------- called with (f32[3, 4])
+  |
+  = help: change the declaration to what the JAX function returns, or the JAX function
+"""
+
+
+def test_an_extern_without_a_function_is_an_error_at_the_declaration():
+    mod = arrc.loads(EXTERN_SRC, filename="enc.arr")
+    with pytest.raises(arrc.CompileError) as info:
+        mod.loss(np.zeros((3, 4), np.float32), np.zeros((3, 2), np.float32))
+    assert str(info.value) == """\
+error[E0101]: extern `encoder` has no function
+ --> enc.arr:1:12
+  |
+1 | extern def encoder(x: f32[b, 4]) -> f32[b, 2]
+  |            ^^^^^^^ declared here, supplied by nobody
+4 |     return mean((encoder(x) - t) ** 2)
+  |                  ---------- called here
+  |
+  = help: give it from Python: `arrc.load(path, externs={"encoder": jax_function})` (a JAX function or a jax.export.Exported); the command line cannot supply one
+"""
+    with pytest.raises(ValueError, match="`decoder` is not declared by `extern def` in enc.arr"):
+        arrc.loads(EXTERN_SRC, filename="enc.arr", externs={"decoder": _encoder})
+    with pytest.raises(TypeError, match="must be a JAX function"):
+        arrc.loads(EXTERN_SRC, filename="enc.arr", externs={"encoder": 3})
+
+
+def test_a_nan_made_inside_an_extern_is_blamed_on_the_jax_line():
+    def encoder(x):
+        return jnp.log(x @ W_ENC)
+    line = encoder.__code__.co_firstlineno + 1
+    mod = arrc.loads(EXTERN_SRC, filename="enc.arr", externs={"encoder": encoder}, guards="nan")
+    x = np.ones((3, 4), np.float32) * np.sign(W_ENC.sum(axis=1))[None, :] * -1.0
+    x[0] = np.abs(x[0]) * np.sign(W_ENC[:, 0])          # row 0, column 0 of x @ w: positive
+    with pytest.raises(arrc.NaNError) as info:
+        mod.loss(x, np.zeros((3, 2), np.float32))
+    text = str(info.value)
+    assert f"{__file__}:{line}:" in text and "this `log` produced NaN" in text, text

@@ -58,6 +58,7 @@ Module @1:1-3:1
                   value: 2.0
       name_span: @1:5-1:9
       label: ''
+      extern: False
 """
 
 
