@@ -274,6 +274,19 @@ def jax_small_loop_grad(x, n):
     return jax.grad(steps)(x)
 
 
+def jax_small_loop_grad_masked(x, n):
+    """The same loop as JAX users write a run-time trip count under `jax.grad` (which refuses a `while`):
+    a scan of the bound's length whose steps past `n` keep the carry."""
+    import jax
+    import jax.numpy as jnp
+
+    def steps(x):
+        def body(y, i):
+            return jnp.where(i < n, jnp.sin(y) * 0.9 + 0.1 * x, y), None
+        return jnp.sum(jax.lax.scan(body, x, jnp.arange(20))[0])
+    return jax.grad(steps)(x)
+
+
 def _power_grad_input():
     r = _rng(8)
     a = r.standard_normal((64, 64))
@@ -665,8 +678,14 @@ def programs(generated_statements: int = 2000) -> list[Program]:
                 "rayleigh_grad", jax_rayleigh_grad_static, _power_grad_bounded_input, x64=True, tags={"tape"},
                 notes="the tape of `bound=`, the trip count an argument; JAX: the same loop of static length"),
         Program("grad of a 20-step loop f64[16], run-time steps, bound=20", SMALL_LOOP_GRAD, "steps_grad",
-                jax_small_loop_grad, lambda: [_rng(9).standard_normal(16), np.int64(20)], x64=True, tags={"tape"},
-                notes="a small loop, where the call's overhead shows; JAX: lax.scan of length 20"),
+                jax_small_loop_grad_masked, lambda: [_rng(9).standard_normal(16), np.int64(20)], x64=True,
+                tags={"tape"}, notes="a small loop, where the call's overhead shows; JAX: lax.scan of length 20 "
+                                     "masked to the run-time count (the same function)"),
+        Program("grad of a 20-step loop f64[16], run-time steps, bound=20, JAX static", SMALL_LOOP_GRAD,
+                "steps_grad", jax_small_loop_grad, lambda: [_rng(9).standard_normal(16), np.int64(20)], x64=True,
+                tags={"info"}, notes="JAX: lax.scan of length 20 that ignores the count (less work than arr's "
+                                     "function): the fixed cost of the bound's check shows (an extra result "
+                                     "and its read, ~3.3 us)"),
         Program("uniform f32[4M]", UNIFORM, "draw", jax_uniform, lambda: [np.array([0, 42], np.uint32)],
                 specs=["key"], notes="Threefry-2x32 bits; the key as its u32 words (jax.random.PRNGKey) on both sides"),
         Program("kmeans f32[2000,2] k=3 x10", KMEANS, "kmeans", jax_kmeans, _kmeans_input,
