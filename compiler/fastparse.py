@@ -264,7 +264,7 @@ class _Parser:
         while self.kind != "EOF":
             if self.kind == "NL":
                 end = self.take()
-            elif self.kind == "def":
+            elif self.kind in ("def", "extern"):
                 item = self.definition()
                 items.append(item)
                 end = item.span
@@ -282,7 +282,11 @@ class _Parser:
         return make.Module(self.span(first, last), tuple(items))
 
     def definition(self) -> ast.FunctionDef:
+        """A `def`, or an `extern def` (a signature ending its line)."""
         tok = self.take()
+        extern = tok[0] == "extern"
+        if extern:
+            self.expect("def")
         name = self.expect("NAME")
         self.expect("(")
         first = self.pos
@@ -319,10 +323,13 @@ class _Parser:
             results = [self.type()]
         for node in params + results:
             self.check_depth(node, first)
-        self.expect(":")
-        body, end = self.suite()
+        if extern:
+            body, end = (), self.expect("NL")
+        else:
+            self.expect(":")
+            body, end = self.suite()
         return make.FunctionDef(self.span(tok, end), name[1], tuple(params), tuple(results), len(results) > 1,
-                                body, self.tspan(name), "", False)
+                                body, self.tspan(name), "", extern)
 
     def const_def(self) -> ast.ConstDef:
         tok = self.take()
