@@ -303,6 +303,13 @@ class Function:
                             f"module loaded with guards, or keys (docs/interop.md)")
         return as_jax(self, _derivative_for_jax, _vmap_lanes_first)
 
+    def sharded(self, mesh, in_specs=None, out_specs=None):
+        """This function as one SPMD program over `mesh` (`arrc.mesh(data=4, model=2)`): argument i split as
+        `in_specs[i]` (a tuple of mesh axis names or None per dimension, or None: replicated), the results as
+        `out_specs` (None: as XLA chooses). Returns a callable (arrc/sharding.py, docs/sharding.md)."""
+        from arrc.sharding import Sharded
+        return Sharded(self, mesh, in_specs, out_specs, ArgumentError)
+
     def lower(self, *args, guarded: bool = False) -> Lowered:
         """Specialize to the arguments' types and lower to StableHLO, as `jax.jit(f).lower(*args)`: each
         argument an `arrc.spec(...)` type, a NumPy or JAX array or a `jax.ShapeDtypeStruct` (its shape and
@@ -430,6 +437,8 @@ class Function:
         """The dispatcher has not seen these argument types: make the full call, and hand it the
         executable to run itself next time (positional calls of one without effects or guards)."""
         out, compiled, tuple_result = self._call(args, kwargs)
+        if compiled is None:            # (an SPMD call: jax.jit's own dispatcher runs it)
+            return out, None, False
         if compiled.check is not None and self._checks_results:
             self._checks[_result_key(list(out) if tuple_result else [out])] = compiled.results_filter
         fast = None
@@ -451,7 +460,11 @@ class Function:
 
     def _call(self, args, kwargs):
         """The full call: bind and check the arguments, compile if needed, run, raise faults.
-        Returns (result, the Compiled that ran, whether the result is a tuple)."""
+        Returns (result, the Compiled that ran, whether the result is a tuple); a call on arguments sharded
+        over several devices runs as one SPMD program (arrc/sharding.py; None for the Compiled)."""
+        if not kwargs and self._shards(args):
+            from arrc.sharding import spmd_call
+            return spmd_call(self, args), None, self._sig.tuple_result
         key = _argument_key(args) if not kwargs and not self._keys and len(args) == len(self._sig.params) \
             else None
         dispatched = [_as_dispatched(a, p) for a, (_, p, _) in zip(args, self._sig.params)] if key is not None \
@@ -513,6 +526,13 @@ class Function:
     def shown_name(self) -> str:
         """What reports call it (`the expression`, `the cell` for functions without a name of their own)."""
         return self.module._program.functions[self.name].shown_name
+
+    def _shards(self, args) -> bool:
+        """Whether `args` has a jax.Array over several devices and this function can run SPMD (without
+        guards, print, assert or keys: those gather such arguments onto its device, as before)."""
+        from arrc.sharding import spans_devices
+        return spans_devices(args) and not self.module.guard_kinds and not self._keys \
+            and self.name not in self.module._program.effectful and self.name not in self.module._program.checks_bounds
 
     def _bind(self, args, kwargs) -> list:
         params = self._sig.params

@@ -32,8 +32,8 @@ def as_jax(fn, derive, make_vmap):
     dtypes = [t.dtype.np for _, t, _ in fn._sig.params]
     backward, tangent = derive(fn, "vjp"), derive(fn, "jvp")
 
-    def jax_fn(*args):      # a Python scalar takes its parameter's dtype, as in a call of `fn`
-        return f(*(jax.numpy.asarray(a, dt) if type(a) in (bool, int, float) else a for a, dt in zip(args, dtypes)))
+    def jax_fn(*args):      # a Python scalar takes its parameter's dtype, as in a call of `fn` (also when
+        return f(*(jax.numpy.asarray(a, dt) if _weak_scalar(a) else a for a, dt in zip(args, dtypes)))  # traced)
 
     def apply(*args):
         out = prim.bind(*args)
@@ -65,6 +65,14 @@ def as_jax(fn, derive, make_vmap):
                      for i, a in enumerate(args))
     f.defvjp(forward, back)
     return jax_fn
+
+
+def _weak_scalar(a) -> bool:
+    """A Python scalar, or one that `jax.jit` traced (weakly typed, rank 0)."""
+    if type(a) in (bool, int, float):
+        return True
+    aval = getattr(a, "aval", None)
+    return bool(getattr(aval, "weak_type", False)) and not getattr(aval, "shape", (0,))
 
 
 def _transposed_by(tangents_of, pull, n: int) -> None:

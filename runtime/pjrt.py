@@ -139,8 +139,8 @@ class Executable:
         import jax
         out = []
         for v in values:
-            if isinstance(v, jax.Array):
-                out.append(v if self.device in v.devices() else jax.device_put(v, self.device))
+            if isinstance(v, jax.Array):        # (one sharded over several devices is gathered onto this one)
+                out.append(v if v.devices() == {self.device} else jax.device_put(v, self.device))
             else:
                 out.append(self._put_numpy(np.asarray(v)))
         return out

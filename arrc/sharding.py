@@ -1,0 +1,146 @@
+"""Many devices (LANGUAGE.md section 17, docs/sharding.md): a function of an arr module run as one SPMD
+program over a mesh of devices, partitioned by XLA (Shardy), never by collectives or transfers written here.
+
+Step 1: the function goes through `Function.as_jax()` (arrc/interop.py: its StableHLO merged into JAX's
+module) and `jax.jit` with the mesh's shardings, so XLA's partitioner sees arr's operations as JAX's and the
+results come back as sharded `jax.Array`s with the shardings XLA chose. Functions with guards, `print` or
+`assert` (their host callbacks belong to arrc's runtime) and key arguments are not sharded yet.
+"""
+from __future__ import annotations
+
+import math
+import threading
+
+_lock = threading.Lock()
+
+
+def mesh(device: str = "cpu", devices=None, **axes):
+    """A `jax.sharding.Mesh` of the named axes, e.g. `mesh(data=4, model=2)`, over the first devices of the
+    PJRT platform `device` (every process's, under `jax.distributed`), or over `devices` in that order."""
+    import jax
+    import numpy as np
+    if not axes:
+        raise ValueError("a mesh needs at least one named axis, e.g. arrc.mesh(data=8)")
+    for name, size in axes.items():
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            raise ValueError(f"mesh axis `{name}` must have a positive integer size, not {size!r}")
+    needed = math.prod(axes.values())
+    pool = list(devices) if devices is not None else jax.devices(device)
+    shape = " x ".join(f"{n}={s}" for n, s in axes.items())
+    if len(pool) < needed:
+        hint = " (for virtual CPU devices: jax.config.update(\"jax_num_cpu_devices\", N) before JAX starts, or " \
+               "XLA_FLAGS=--xla_force_host_platform_device_count=N)" if device == "cpu" and devices is None else ""
+        raise ValueError(f"the mesh {shape} needs {needed} devices; {len(pool)} are available{hint}")
+    return jax.sharding.Mesh(np.array(pool[:needed]).reshape(tuple(axes.values())), tuple(axes))
+
+
+def partition_spec(value, rank: int | None = None):
+    """A `jax.sharding.PartitionSpec` from one, from a tuple or list of mesh axis names (None, or "_", for a
+    dimension that is not split; a tuple of names for one split over several axes), from a string
+    `"data,_"`, or None (replicated)."""
+    from jax.sharding import PartitionSpec
+    if value is None:
+        return PartitionSpec()
+    if isinstance(value, PartitionSpec):
+        return value
+    if isinstance(value, str):
+        value = [p.strip() for p in value.split(",")] if value.strip() else []
+    if not isinstance(value, (tuple, list)):
+        raise TypeError(f"a partition spec is a tuple of mesh axis names (or None), not {value!r}")
+    return PartitionSpec(*(None if p in (None, "_", "") else p for p in value))
+
+
+class Sharded:
+    """`fn.sharded(mesh, in_specs, out_specs)`: calls of arr Function `fn` as one SPMD program over `mesh`,
+    argument i split as `in_specs[i]` (None: replicated), the results as `out_specs` (None: as XLA chooses,
+    read back from the compiled program)."""
+
+    def __init__(self, fn, mesh, in_specs=None, out_specs=None, error: type = TypeError):
+        import jax
+        from jax.sharding import NamedSharding
+        self.fn, self.mesh, self.error = fn, mesh, error        # error: arrc.ArgumentError (arrc/api.py)
+        ArgumentError = error
+        params = fn._sig.params
+        specs = [None] * len(params) if in_specs is None else list(in_specs)
+        if len(specs) != len(params):
+            raise ArgumentError(f"{fn.name}{fn._sig}: in_specs has {len(specs)} entries for {len(params)} "
+                                f"parameter(s)")
+        self.in_specs = [partition_spec(s) for s in specs]
+        for (name, _, _), spec in zip(params, self.in_specs):
+            for axis in _axes_of(spec):
+                if axis not in mesh.shape:
+                    raise ArgumentError(f"in_specs of `{name}` names `{axis}`, which is not an axis of the mesh "
+                                        f"({', '.join(mesh.axis_names)})")
+        outs = None
+        if out_specs is not None:
+            outs = [NamedSharding(mesh, partition_spec(s)) for s in
+                    (out_specs if isinstance(out_specs, (list, tuple)) and fn._sig.tuple_result else [out_specs])]
+            outs = tuple(outs) if fn._sig.tuple_result else outs[0]
+        self.jitted = jax.jit(as_jax_of(fn), in_shardings=tuple(NamedSharding(mesh, s) for s in self.in_specs),
+                              out_shardings=outs)
+
+    def __call__(self, *args):
+        self._check_divisible(args)
+        return self.jitted(*args)
+
+    def lower(self, *args):
+        """JAX's Lowered of the SPMD program (`.as_text()`: the StableHLO with its shardings;
+        `.compile().as_text()`: XLA's partitioned HLO, collectives included)."""
+        self._check_divisible(args)
+        return self.jitted.lower(*args)
+
+    def _check_divisible(self, args) -> None:
+        import numpy as np
+        ArgumentError = self.error
+        for (name, _, _), spec, arg in zip(self.fn._sig.params, self.in_specs, args):
+            shape = np.shape(arg)
+            for dim, part in enumerate(spec):
+                axes = (part,) if isinstance(part, str) else tuple(part or ())
+                ways = math.prod(self.mesh.shape[a] for a in axes)
+                if axes and dim < len(shape) and shape[dim] % ways:
+                    raise ArgumentError(f"argument `{name}`: dimension {dim} has size {shape[dim]}, which "
+                                        f"{' x '.join(axes)} ({ways} devices) does not divide")
+            if len(spec) > len(shape):
+                raise ArgumentError(f"argument `{name}` has {len(shape)} dimension(s); its spec {spec} splits "
+                                    f"{len(spec)}")
+
+
+def _axes_of(spec) -> list:
+    return [a for part in spec for a in ((part,) if isinstance(part, str) else (part or ()))]
+
+
+_spmd: dict = {}
+
+
+def as_jax_of(fn):
+    """`fn.as_jax()`, made once per Function."""
+    with _lock:
+        made = _spmd.get(id(fn))
+        if made is None or made[0] is not fn:
+            made = _spmd[id(fn)] = (fn, fn.as_jax())
+        return made[1]
+
+
+def spans_devices(args) -> bool:
+    """Whether an argument is a jax.Array laid over more than one device (a call then runs SPMD)."""
+    for a in args:
+        sharding = getattr(a, "sharding", None)
+        if sharding is not None and type(a).__module__.startswith("jax") and len(sharding.device_set) > 1:
+            return True
+    return False
+
+
+def spmd_call(fn, args):
+    """A call of `fn` on arguments of which some are sharded jax.Arrays: one SPMD program, partitioned as
+    they are (jax.jit takes their shardings), the results sharded as XLA chose."""
+    import jax
+    with _lock:
+        made = _spmd.get(("jit", id(fn)))
+        if made is None or made[0] is not fn:
+            made = _spmd[("jit", id(fn))] = (fn, None)
+    if made[1] is None:
+        jitted = jax.jit(as_jax_of(fn))
+        with _lock:
+            _spmd[("jit", id(fn))] = (fn, jitted)
+        made = (fn, jitted)
+    return made[1](*args)

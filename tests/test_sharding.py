@@ -1,0 +1,100 @@
+"""Many devices (LANGUAGE.md section 17, docs/sharding.md): arr functions as one SPMD program over a mesh of 8
+virtual CPU devices, in a subprocess (the device count is fixed before JAX's CPU backend starts): results equal
+the single-device results, the collectives XLA inserted are in the compiled program, the results' shardings
+are the ones XLA chose, and bad meshes and specs are errors with a message."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = textwrap.dedent('''
+    import jax
+    jax.config.update("jax_num_cpu_devices", 8)
+    jax.config.update("jax_enable_x64", True)
+    import numpy as np
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    import arrc
+
+    mod = arrc.loads("""
+    def loss(x: f32[b, 16], w: f32[16, 8]) -> f32:
+        return mean(tanh(x @ w) ** 2)
+
+    def step(x: f32[b, 16], w: f32[16, 8]) -> f32[16, 8]:
+        return w - 0.1 * grad(loss, argnums=1)(x, w)
+
+    def normalize(x: f32[b, 16]) -> f32[b, 16]:
+        return x / sqrt(sum(x * x, axis=1, keepdims=true))
+
+    def power_iteration(a: f64[n, n], v: f64[n], steps: i32) -> f64:
+        for i in range(steps):
+            v = a @ v
+            v = v / sqrt(sum(v * v))
+        return sum(v * (a @ v))
+    """, filename="s.arr")
+    r = np.random.default_rng(0)
+    x = r.standard_normal((32, 16)).astype(np.float32)
+    w = r.standard_normal((16, 8)).astype(np.float32)
+    mesh = arrc.mesh(data=4, model=2)
+    assert mesh.devices.shape == (4, 2) and mesh.axis_names == ("data", "model"), mesh
+
+    # data parallel x model parallel: the loss and a training step, against one device
+    loss = mod.loss.sharded(mesh, in_specs=(("data", None), (None, "model")))
+    np.testing.assert_allclose(loss(x, w), mod.loss(x, w), rtol=1e-6)
+    hlo = loss.lower(x, w).compile().as_text()
+    assert "all-reduce" in hlo, hlo
+    step = mod.step.sharded(mesh, in_specs=("data,_", None), out_specs=(None, "model"))
+    new = step(x, w)
+    np.testing.assert_allclose(new, mod.step(x, w), rtol=1e-5, atol=1e-7)
+    assert new.sharding.spec == P(None, "model"), new.sharding
+
+    # sharded jax.Arrays in a plain call: one SPMD program, the result sharded as XLA chose
+    xs = jax.device_put(x, NamedSharding(mesh, P("data", None)))
+    out = mod.normalize(xs)
+    assert len(out.sharding.device_set) == 8 and out.sharding.spec == P("data"), out.sharding
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(mod.normalize(x)))
+    again = mod.normalize(xs)                                   # (the dispatcher's second call)
+    np.testing.assert_array_equal(np.asarray(again), np.asarray(out))
+
+    # the f64 power iteration with a run-time loop, the matrix split by rows
+    a = r.standard_normal((64, 64)); a = (a + a.T) / 2
+    v = np.ones(64)
+    rows = mod.power_iteration.sharded(mesh, in_specs=("data", None, None))
+    np.testing.assert_allclose(rows(a, v, 30), mod.power_iteration(a, v, 30), rtol=1e-12)
+
+    # a guarded module gathers sharded arguments onto its device (not SPMD yet), with the same numbers
+    guarded = arrc.loads("def normalize(x: f32[b, 16]) -> f32[b, 16]:\\n"
+                         "    return x / sqrt(sum(x * x, axis=1, keepdims=true))\\n", guards="all")
+    np.testing.assert_array_equal(np.asarray(guarded.normalize(xs)), np.asarray(out))
+
+    # errors with a message, before anything runs
+    def message(call):
+        try:
+            call()
+        except (arrc.ArgumentError, ValueError) as err:
+            return f"{type(err).__name__}: {err}"
+        raise AssertionError("no error")
+    print(message(lambda: loss(x[:30], w)))
+    print(message(lambda: arrc.mesh(data=16)))
+    print(message(lambda: mod.loss.sharded(mesh, in_specs=(("batch", None), None))))
+    print(message(lambda: mod.loss.sharded(mesh, in_specs=(None,))))
+    print(message(lambda: arrc.mesh(data=0)))
+    print("ok")
+''')
+
+
+def test_sharded_programs_equal_one_device_on_8_virtual_devices():
+    done = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == (
+        "ArgumentError: argument `x`: dimension 0 has size 30, which data (4 devices) does not divide\n"
+        "ValueError: the mesh data=16 needs 16 devices; 8 are available (for virtual CPU devices: "
+        "jax.config.update(\"jax_num_cpu_devices\", N) before JAX starts, or "
+        "XLA_FLAGS=--xla_force_host_platform_device_count=N)\n"
+        "ArgumentError: in_specs of `x` names `batch`, which is not an axis of the mesh (data, model)\n"
+        "ArgumentError: loss(x: f32[b, 16], w: f32[16, 8]) -> f32: in_specs has 1 entries for 2 parameter(s)\n"
+        "ValueError: mesh axis `data` must have a positive integer size, not 0\n"
+        "ok\n")
