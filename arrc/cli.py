@@ -223,10 +223,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from arrc.passes.linalg import LowerLinalg
     # linear algebra as JAX lowers it there: `gpu` is CUDA's (cuSOLVER); a module run by arrc is lowered again
     # for the device it runs on (runtime/pipeline.py)
-    passes = list(passes) + [LowerLinalg({"gpu": "cuda"}.get(args.target, args.target))]
     if args.target == "tpu":        # (a gpu may be CUDA or ROCm: checked when it runs, runtime/pipeline.py)
         from arrc.passes.verify_backend import VerifyBackend
-        passes = passes + [VerifyBackend("tpu")]
+        passes = list(passes) + [VerifyBackend("tpu")]
+    passes = list(passes) + [LowerLinalg({"gpu": "cuda"}.get(args.target, args.target))]
     apply_passes(lowered.module, lowered.context, passes, sources)
     if args.emit == "hlo":
         if args.target != "cpu":

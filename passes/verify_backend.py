@@ -1,6 +1,7 @@
 """`verify-backend`: an operation the target backend cannot compile or run for its dtype is a compile
 error at that operation (E0504), before XLA sees it. JAX has no such check: on ROCm an f64 convolution
-aborts the process, and TPUs have no 64-bit integer convolutions.
+aborts the process, and TPUs have no 64-bit integer convolutions and no f64 LU decomposition. It runs
+before passes/linalg.py, which sees linear algebra as arr's operations.
 
 The table is keyed by PJRT platform (`cpu`, `cuda`, `rocm`, `tpu`: what the device's client reports);
 what it lists comes from the backends' issue trackers (XLA's ROCm convolutions go through MIOpen, which
@@ -20,6 +21,7 @@ from jaxlib.mlir import ir
 
 from ..compiler.diagnostics import Diagnostic
 from ..compiler.locations import span_of
+from ..compiler.ops_linalg import is_linalg, linalg_call
 from .base import ModulePass
 
 # PJRT platform -> operation -> the element types (arr's names) of its result it cannot have there. TPU:
@@ -27,11 +29,16 @@ from .base import ModulePass
 # (XLA splits them into 32-bit parts); i64 and u64 ones are UNIMPLEMENTED there.
 UNSUPPORTED: dict[str, dict[str, set[str]]] = {
     "cpu": {},
-    "tpu": {"stablehlo.convolution": {"i64", "u64"}},
+    "tpu": {"stablehlo.convolution": {"i64", "u64"},
+            # JAX lowers these to an `LuDecomposition` custom call that XLA refuses for f64 (measured as above;
+            # cholesky, qr and eigh run)
+            **{f"linalg {name}": {"f64"} for name in ("solve", "inv", "det", "slogdet", "lu")}},
     "rocm": {"stablehlo.convolution": {"f64", "complex64", "complex128", "i8", "i16", "i32", "i64", "u8", "u16",
                                        "u32", "u64"}},
 }
-WORDS = {"stablehlo.convolution": "convolution"}
+WORDS = {"stablehlo.convolution": "convolution",
+         **{f"linalg {name}": f"`{name}` (an LU decomposition there)" for name in ("solve", "inv", "det", "slogdet", "lu")}}
+PROBED = "stablehlo.convolution"            # what a platform not in the table is probed for
 
 
 @dataclass
@@ -46,24 +53,25 @@ class VerifyBackend(ModulePass):
 
         def visit(op):
             op = op.operation
-            if op.name in WORDS and op.results:
-                dtype = _arr_name(ir.RankedTensorType(op.results[0].type).element_type)
+            kind, typed = (f"linalg {linalg_call(op)[0]}", op.operands) if is_linalg(op) else (op.name, op.results)
+            if kind in WORDS and typed and (known is not None or kind == PROBED):
+                dtype = _arr_name(ir.RankedTensorType(typed[0].type).element_type)
                 if known is not None:
-                    refused, why = dtype in known.get(op.name, ()), "table"
+                    refused, why = dtype in known.get(kind, ()), "table"
                 else:
                     refused, why = not _probed(self.platform, dtype, self.probe or probe_in_subprocess), "probe"
                 if refused:
-                    diags.append(_refusal(self.platform, op, dtype, why))
+                    diags.append(_refusal(self.platform, op, kind, dtype, why))
             return ir.WalkResult.ADVANCE
         module.operation.walk(visit)
         return diags
 
 
-def _refusal(platform: str, op, dtype: str, why: str) -> Diagnostic:
-    word = WORDS[op.name]
+def _refusal(platform: str, op, kind: str, dtype: str, why: str) -> Diagnostic:
+    word = WORDS[kind]
     other = "complex64" if dtype.startswith("complex") else "f32"
     a = "an" if dtype[0] in "fi" else "a"         # an f64, an i32, a u8, a complex64
-    note = f"{platform} has no {word} kernels for {', '.join(sorted(UNSUPPORTED[platform][op.name]))}" \
+    note = f"{platform} has no {word} kernels for {', '.join(sorted(UNSUPPORTED[platform][kind]))}" \
         if why == "table" else f"a test {word} in {dtype} failed on {platform} (probed once in a subprocess; " \
                                f"the answer is kept with the compile cache)"
     return Diagnostic("E0504", f"the {platform} backend cannot run {a} {dtype} {word}", span_of(op.location),

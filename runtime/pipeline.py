@@ -61,7 +61,7 @@ def compile_module(module, context, sources, passes: list, platform: str = "cpu"
     target = backend(platform).platform
     # externs' calls become JAX's ops before the guard pass, so that its reports look inside them
     apply_passes(module, context, [LowerLinalg(target, externs_only=True)] + list(passes)
-                 + [LowerLinalg(target), VerifyBackend(target)], sources)
+                 + [VerifyBackend(target), LowerLinalg(target)], sources)
     if target == "cpu" and uses_lapack(module):
         initialize_lapack()
     return Compiled(module, context, sources, platform=platform)

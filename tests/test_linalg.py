@@ -381,3 +381,27 @@ def test_arrc_compile_lowers_linear_algebra_without_starting_a_pjrt_client(tmp_p
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.stdout.split()[-2:] == ["0", "False"], out.stdout + out.stderr
     assert "lapack_dgesdd_ffi" in (tmp_path / "ls.mlir").read_text()         # lstsq, through an SVD
+
+
+def test_f64_lu_decompositions_are_refused_for_a_tpu_at_the_call():
+    """On a TPU (measured on a v5e, JAX 0.10.2), JAX lowers solve/inv/det/slogdet/lu to an `LuDecomposition`
+    that XLA refuses for f64 at compile time: E0504 at the arr call instead (cholesky runs there)."""
+    from arrc.passes.verify_backend import VerifyBackend
+    mod = arrc.loads("def f(a: f64[4, 4], b: f64[4]) -> f64[4]:\n    return solve(a, b) + diag(cholesky(a))\n\n"
+                     "def g(a: f32[4, 4]) -> f32:\n    return det(a)\n", filename="lu.arr")
+    a, b = np.eye(4), np.ones(4)
+    diags = VerifyBackend("tpu").apply(mod.f.lower(a, b).module)
+    from arrc.compiler.diagnostics import render
+    assert render(diags[0], mod.sources) == """\
+error[E0504]: the tpu backend cannot run an f64 `solve` (an LU decomposition there)
+ --> lu.arr:2:12
+  |
+2 |     return solve(a, b) + diag(cholesky(a))
+  |            ^^^^^^^^^^^ an f64 `solve` (an LU decomposition there)
+  |
+  = note: tpu has no `solve` (an LU decomposition there) kernels for f64
+  = help: cast the operands (`.astype(f32)`) or run it on another device (`device="cpu"`)
+"""
+    assert len(diags) == 1
+    assert VerifyBackend("tpu").apply(mod.g.lower(np.eye(4, dtype=np.float32)).module) == []
+    assert VerifyBackend("cpu").apply(mod.f.lower(a, b).module) == []
