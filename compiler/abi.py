@@ -42,6 +42,7 @@ IN_BOUNDS = "arrc.in_bounds"          # a dynamic slice/update whose starts are 
 COUNTED = "arrc.counted"              # on a stablehlo.while: its last carried value counts its iterations
 LANES = "arrc.lanes"                  # on the stablehlo.while that runs vmap's lanes one by one: "vmap(f)"
 BATCH_OF = "arrc.batch_of"            # on an op vmap's rules made: "vmap(f)", whose lanes are its results' dimension 0
+MASKED = "arrc.masked"                # on an op of a branch vmap computes for every lane: a select drops the other lanes
 FORWARD_ID = "arrc.forward_id"        # on a differentiated op: the id its adjoints' `vjp(<op>)#<id>` locations name
 FORWARD_LABEL = "forward:"             # a guard report's label prefix for an operand of that forward op
 LOOP_BOUND = "arrc.loop_bound"        # on a loop's stablehlo.while: its `bound=N` (docs/autodiff.md), the size of a tape

@@ -104,6 +104,7 @@ class _Batcher:
     def __init__(self, size: int, label: str):
         self.size, self.label = size, label
         self.map: dict = {}                  # old value -> (new value, batched)
+        self.masked = 0                      # inside a branch computed for every lane (`_masked_if`)
 
     def block(self, block, args: list) -> list:
         """Emit `block` batched at the insertion point, its arguments `args` ((value, batched) pairs);
@@ -131,6 +132,7 @@ class _Batcher:
             raise NoRule("a call")
         if not any(b for _, b in ins + captured):
             self._same(op, [v for v, _ in ins])
+            self._mark_masked(op)
             return
         rule = RULES.get(name)
         if rule is None and name in ELEMENTWISE:
@@ -144,6 +146,17 @@ class _Batcher:
             if batched:                      # a guard report names the lane (runtime/guards.py)
                 owner = new.owner
                 getattr(owner, "operation", owner).attributes[abi.BATCH_OF] = ir.StringAttr.get(self.label)
+        self._mark_masked(op)
+
+    def _mark_masked(self, op) -> None:
+        """Inside `_masked_if`: the guard pass reports this op's non-finite values only where they reach a
+        result (passes/guards.py), in either scope: the other lanes' are dropped by the branch's select."""
+        if self.masked:
+            for old in op.results:
+                owner = self.map[old][0].owner
+                owner = getattr(owner, "operation", owner)
+                if isinstance(owner, ir.Operation):
+                    owner.attributes[abi.MASKED] = ir.BoolAttr.get(True)
 
     def _same(self, op, operands: list) -> None:
         """`op` as it is (nothing batched reaches it), its operands and captured values mapped."""
@@ -343,7 +356,7 @@ def _while(bt, op, ins):
 def _if(bt, op, ins):
     (pred, pb), = ins
     if pb:
-        raise NoRule("a branch that differs between lanes")
+        return _masked_if(bt, op, pred)
     flags = [a or b for a, b in zip(_analyze(bt, op.regions[0].blocks[0], []), _analyze(bt, op.regions[1].blocks[0], []))]
     types = [_with_batch(r.type, bt.size) if f else r.type for r, f in zip(op.results, flags)]
     new = hlo.IfOp(types, pred)
@@ -352,6 +365,43 @@ def _if(bt, op, ins):
         with ir.InsertionPoint(block):
             hlo.return_([_full(v, b, bt.size) if f else v for (v, b), f in zip(results, flags)])
     return list(zip(new.results, flags))
+
+
+# What a branch that a lane did not take may not compute for it: an index that may be out of range, an integer
+# division that may be by zero (guards would report them), a loop that may not end, a nested region.
+UNMASKED = {"stablehlo.gather", "stablehlo.scatter", "stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice",
+            "stablehlo.divide", "stablehlo.remainder"} | REGIONS
+
+
+def _masked_if(bt, op, pred):
+    """An `if` whose condition differs between lanes, as JAX batches a `cond`: both branches for every lane,
+    each lane's results selected by its condition. Only for branches of elementwise operations, reductions,
+    products and shapes (UNMASKED: else lane by lane): what the other branch computes for a lane is never a
+    result of it, and a NaN or infinity there is dropped by the select before any result (guards in either
+    scope see through a select)."""
+    blocks = [region.blocks[0] for region in op.regions]
+    for block in blocks:
+        for inner in block.operations:
+            name = inner.operation.name
+            if name in UNMASKED and not (name in ("stablehlo.divide", "stablehlo.remainder")
+                                         and _is_float_value(inner.operation.results[0])):
+                raise NoRule("a branch that differs between lanes")
+    bt.masked += 1
+    try:
+        branches = [[_full(v, b, bt.size) for v, b in bt.block(block, [])] for block in blocks]
+    finally:
+        bt.masked -= 1
+    out = []
+    for result, then, other in zip(op.results, *branches):
+        shape = bt.lane_shape(result)
+        mask = hlo.broadcast_in_dim(ir.RankedTensorType.get([bt.size] + list(shape), ir.IntegerType.get_signless(1)),
+                                    pred, [0])
+        out.append((hlo.select(mask, then, other), True))
+    return out
+
+
+def _is_float_value(v) -> bool:
+    return isinstance(ir.RankedTensorType(v.type).element_type, (ir.F16Type, ir.F32Type, ir.F64Type, ir.BF16Type))
 
 
 def _analyze(bt: _Batcher, block, arg_flags: list) -> list:

@@ -449,7 +449,7 @@ class _Guarder:
             # In a loop or branch, where no per-element trace runs: only where no `where` of the same block
             # drops it (`where(i == 2, log(c - 10), c + 1)` in a scan is NaN only at i == 2). Found before
             # the check below adds uses of `result`.
-            live = self._live_at_end(op, result) if self.options.scope == "results" \
+            live = self._live_at_end(op, result) if (self.options.scope == "results" or abi.MASKED in op.attributes) \
                 and not (self.flow and self.top) else None
             operands = [o for o in op.operands if _is_float(o.type)]
             computed = [o for o in operands if not _constant(o)]    # a literal's non-finite value is this op's

@@ -490,3 +490,58 @@ def test_each_lane_is_the_function_called_on_it(body):
     mod = compile_src(f"def f(x: f32[6]) -> f32[6]:\n    {body}\n\ndef g(x: f32[5, 6]) -> f32[5, 6]:\n    return vmap(f)(x)\n")
     xs = R.normal(size=(5, 6)).astype(np.float32)
     np.testing.assert_allclose(mod.g(xs), np.stack([np.asarray(mod.f(x)) for x in xs]), rtol=1e-6, atol=1e-6)
+
+
+MASKED = """
+def lg(x: f32[2]) -> f32[2]:
+    if x[0] > 0.0:
+        y = log(x)
+    else:
+        y = -x
+    return y
+
+def lg_b(x: f32[4, 2]) -> f32[4, 2]:
+    return vmap(lg)(x)
+
+def pick(x: f32[3], i: i32) -> f32:
+    y = 0.0
+    if x[0] > 0.0:
+        y = x[i]
+    return y
+
+def pick_b(x: f32[4, 3], i: i32) -> f32[4]:
+    return vmap(pick, in_axes=(0, None))(x, i)
+"""
+
+
+def test_a_branch_per_lane_is_both_branches_and_a_select_as_jax_batches_a_cond():
+    """An `if` whose condition differs between lanes runs both branches for every lane (no lane loop) and
+    selects each lane's results; a NaN the other branch makes for a lane is never a fault, in either guard
+    scope, and one in the branch a lane took is reported with its lane."""
+    mod = compile_src(CONTROL, "control.arr")
+    assert "arrc.lanes" not in _lowered(mod, "branch_b", "f64[4, 3]")
+    x = np.array([[1.0, 0.5], [-2.0, 1.0], [3.0, 2.0], [-1.0, 0.0]], np.float32)
+    expected = jax.vmap(lambda v: jax.lax.cond(v[0] > 0, jnp.log, jnp.negative, v))(x)
+    reports = []
+    for scope in ("results", "all-ops"):
+        masked = arrc.loads(MASKED, filename="masked.arr", guards="all", guard_scope=scope)
+        np.testing.assert_allclose(masked.lg_b(x), expected, rtol=1e-6)     # log of lanes 1, 3: dropped
+        bad = x.copy()
+        bad[2, 1] = -0.5
+        with pytest.raises(arrc.NaNError) as info:
+            masked.lg_b(bad)
+        reports.append(str(info.value))
+    assert reports[0] == reports[1] == """\
+error[R0001]: NaN produced at run time
+ --> masked.arr:4:13
+  |
+4 |         y = log(x)
+  |             ^^^^^^ this `log` produced NaN at index [1]
+  |
+  = note: operands at index [1]: x = -0.5
+  = note: in lane 2 of vmap(lg)
+  = note: in vmap(lg), called from lg_b at masked.arr:10:12
+"""
+    assert "arrc.lanes" not in _lowered(masked, "lg_b", "f32[4, 2]")
+    # an index in a branch may be out of range for a lane that does not take it: lane by lane
+    assert "arrc.lanes" in _lowered(masked, "pick_b", "f32[4, 3]", "i32")
