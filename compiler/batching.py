@@ -23,7 +23,7 @@ from . import abi, emit
 from .autodiff import captured as captured_by
 from .autodiff import dtype_of
 from .ops_linalg import is_linalg, linalg_call, linalg_op
-from .types import I64
+from .types import BOOL, I64
 
 # Operations whose result element i depends on their operands' elements i only (same shapes; select and
 # clamp may take scalars).
@@ -337,7 +337,7 @@ def _while(bt, op, ins):
             break
         flags = grown
     if any(_analyze(bt, cond, flags)):
-        raise NoRule("a loop whose end differs between lanes")
+        return _masked_while(bt, op, ins)
     inits = [_full(v, b, bt.size) if f else v for (v, b), f in zip(ins, flags)]
     loop = hlo.WhileOp([v.type for v in inits], inits)
     for attr in op.attributes:
@@ -380,24 +380,65 @@ def _masked_if(bt, op, pred):
     result of it, and a NaN or infinity there is dropped by the select before any result (guards in either
     scope see through a select)."""
     blocks = [region.blocks[0] for region in op.regions]
-    for block in blocks:
-        for inner in block.operations:
-            name = inner.operation.name
-            if name in UNMASKED and not (name in ("stablehlo.divide", "stablehlo.remainder")
-                                         and _is_float_value(inner.operation.results[0])):
-                raise NoRule("a branch that differs between lanes")
+    _maskable(blocks, "a branch that differs between lanes")
     bt.masked += 1
     try:
         branches = [[_full(v, b, bt.size) for v, b in bt.block(block, [])] for block in blocks]
     finally:
         bt.masked -= 1
-    out = []
-    for result, then, other in zip(op.results, *branches):
-        shape = bt.lane_shape(result)
-        mask = hlo.broadcast_in_dim(ir.RankedTensorType.get([bt.size] + list(shape), ir.IntegerType.get_signless(1)),
-                                    pred, [0])
-        out.append((hlo.select(mask, then, other), True))
-    return out
+    return [(_lane_select(pred, then, other), True) for then, other in zip(*branches)]
+
+
+def _masked_while(bt, op, ins):
+    """A `while` whose condition differs between lanes, as JAX batches one: it runs while any lane's
+    condition holds, each iteration computes the body for every lane and keeps the new values of the lanes
+    whose condition held (a finished lane's stay as they were, so it ends where a loop of calls ends it).
+    As `_masked_if`: only for bodies that cannot fault or run on for a finished lane (UNMASKED), and not for
+    a loop whose derivative checks its `bound=` (it counts one lane's iterations)."""
+    if abi.LOOP_BOUND in op.attributes or abi.BOUND_SITE in op.attributes:
+        raise NoRule("a bounded loop whose end differs between lanes")
+    cond, body = op.regions[0].blocks[0], op.regions[1].blocks[0]
+    _maskable([cond, body], "a loop whose end differs between lanes")
+    inits = [_full(v, b, bt.size) for v, b in ins]
+    types = [v.type for v in inits]
+    loop = hlo.WhileOp(types, inits)
+    for attr in op.attributes:
+        loop.attributes[attr] = op.attributes[attr]
+    if abi.TRIP_COUNT in loop.attributes:       # (the lanes' counts differ: none is known)
+        emit.set_int_attr(loop.operation, abi.TRIP_COUNT, -1)
+    block = loop.cond.blocks.append(*types)
+    with ir.InsertionPoint(block):
+        (pred, b), = bt.block(cond, [(a, True) for a in block.arguments])
+        hlo.return_([emit.reduce(_full(pred, b, bt.size), emit.const(False, BOOL), [0], hlo.or_, BOOL)])
+    block = loop.body.blocks.append(*types)
+    with ir.InsertionPoint(block):
+        args = [(a, True) for a in block.arguments]
+        (active, b), = bt.block(cond, args)
+        bt.masked += 1
+        try:
+            outs = bt.block(body, args)
+        finally:
+            bt.masked -= 1
+        hlo.return_([_lane_select(_full(active, b, bt.size), _full(v, vb, bt.size), old)
+                     for (v, vb), old in zip(outs, block.arguments)])
+    return [(r, True) for r in loop.results]
+
+
+def _maskable(blocks: list, why: str) -> None:
+    """NoRule unless every operation of `blocks` may be computed for a lane that does not need it."""
+    for block in blocks:
+        for inner in block.operations:
+            name = inner.operation.name
+            if name in UNMASKED and not (name in ("stablehlo.divide", "stablehlo.remainder")
+                                         and _is_float_value(inner.operation.results[0])):
+                raise NoRule(why)
+
+
+def _lane_select(pred: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
+    """Per lane, `a` where the lane's `pred` (one bool a lane) holds, else `b` (both with the lanes first)."""
+    t = ir.RankedTensorType(a.type)
+    mask = hlo.broadcast_in_dim(ir.RankedTensorType.get(list(t.shape), ir.IntegerType.get_signless(1)), pred, [0])
+    return hlo.select(mask, a, b)
 
 
 def _is_float_value(v) -> bool:

@@ -545,3 +545,52 @@ error[R0001]: NaN produced at run time
     assert "arrc.lanes" not in _lowered(masked, "lg_b", "f32[4, 2]")
     # an index in a branch may be out of range for a lane that does not take it: lane by lane
     assert "arrc.lanes" in _lowered(masked, "pick_b", "f32[4, 3]", "i32")
+
+
+LOOPS = """
+def shrink(x: f32) -> f32:
+    while x > 0.5:
+        x = sqrt(x) - 0.3
+    return x
+
+def shrink_b(x: f32[4]) -> f32[4]:
+    return vmap(shrink)(x)
+
+def fall(x: f32) -> f32:
+    while x > 0.5:
+        x = log(x - 0.6)
+    return x
+
+def fall_b(x: f32[3]) -> f32[3]:
+    return vmap(fall)(x)
+"""
+
+
+def test_a_loop_whose_end_differs_between_lanes_runs_until_every_lane_is_done():
+    """A `while` whose condition differs between lanes runs while any lane's holds, keeping each finished
+    lane's values (as JAX batches a while_loop); a NaN its body makes for a finished lane is no fault, in
+    either scope, and one in a running lane is reported with its lane and iteration."""
+    mod = compile_src(CONTROL, "control.arr")
+    assert "arrc.lanes" not in _lowered(mod, "halve_b", "f64[5]")
+    x = np.array([-1.0, 0.9, 5.0, 100.0], np.float32)
+    expected = jax.vmap(lambda v: jax.lax.while_loop(lambda v: v > 0.5, lambda v: jnp.sqrt(v) - 0.3, v))(x)
+    reports = []
+    for scope in ("results", "all-ops"):
+        loops = arrc.loads(LOOPS, filename="loops.arr", guards="all", guard_scope=scope)
+        np.testing.assert_allclose(loops.shrink_b(x), expected, rtol=1e-6)     # sqrt(-1) of lane 0: dropped
+        with pytest.raises(arrc.NaNError) as info:
+            loops.fall_b(np.array([0.2, 2.0, 0.55], np.float32))              # lane 2: log(-0.05)
+        reports.append(str(info.value))
+    assert "arrc.lanes" not in _lowered(loops, "shrink_b", "f32[4]")
+    assert reports[0] == reports[1] == """\
+error[R0001]: NaN produced at run time
+  --> loops.arr:12:13
+   |
+12 |         x = log(x - 0.6)
+   |             ^^^^^^^^^^^^ this `log` produced NaN
+   |
+   = note: operands: x - 0.6 = -0.050000012
+   = note: in loop iteration 0
+   = note: in lane 2 of vmap(fall)
+   = note: in vmap(fall), called from fall_b at loops.arr:16:12
+"""
