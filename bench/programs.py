@@ -522,7 +522,45 @@ def power(a: f64[n, n], v: f64[n], steps: i32) -> (f64[n], f64):
 
 def powers(a: f64[b, n, n], v: f64[b, n], steps: i32) -> (f64[b, n], f64[b]):
     return vmap(power, in_axes=(0, 0, None))(a, v, steps)
+
+def clip(g: f32[k]) -> f32[k]:
+    norm = sqrt(sum(g * g))
+    if norm > 1.0:
+        g = g / norm
+    return g
+
+def clips(g: f32[b, k]) -> f32[b, k]:
+    return vmap(clip)(g)
+
+def newton(a: f32[k]) -> f32[k]:
+    x = a
+    while sum(abs(x * x - a)) > 1e-4 * sum(a):
+        x = 0.5 * (x + a / x)
+    return x
+
+def newtons(a: f32[b, k]) -> f32[b, k]:
+    return vmap(newton)(a)
 """
+
+
+def jax_clips(g):
+    import jax
+    import jax.numpy as jnp
+
+    def clip(g):
+        norm = jnp.sqrt(jnp.sum(g * g))
+        return jax.lax.cond(norm > 1.0, lambda g: g / norm, lambda g: g, g)
+    return jax.vmap(clip)(g)
+
+
+def jax_newtons(a):
+    import jax
+    import jax.numpy as jnp
+
+    def newton(a):
+        return jax.lax.while_loop(lambda x: jnp.sum(jnp.abs(x * x - a)) > 1e-4 * jnp.sum(a),
+                                  lambda x: 0.5 * (x + a / x), a)
+    return jax.vmap(newton)(a)
 
 
 def jax_matvecs(m, vs):
@@ -563,6 +601,10 @@ def _vmap_inputs(which: str):
             return [r.standard_normal((256, 784), dtype=np.float32), r.standard_normal((784, 512), dtype=np.float32) * 0.05,
                     np.zeros(512, np.float32), r.standard_normal((512, 10), dtype=np.float32) * 0.05,
                     np.zeros(10, np.float32)]
+        if which == "clip":
+            return [r.standard_normal((1024, 256), dtype=np.float32) * r.uniform(0.0, 0.13, (1024, 1)).astype(np.float32)]
+        if which == "newton":     # lanes of different scales: different iteration counts
+            return [(r.uniform(0.5, 2.0, (512, 64)) * 10.0 ** r.integers(0, 6, (512, 1))).astype(np.float32)]
         return [r.standard_normal((32, 64, 64)), r.standard_normal((32, 64)), np.int32(20)]
     return make
 
@@ -574,7 +616,14 @@ def vmap_programs() -> list:
                     _vmap_inputs("softmax"), tags={"vmap"}, notes="arr's max keeps NaN (the softmax row's note)"),
             Program("vmap of an mlp 784-512-10 x256", VMAP, "mlp_rows", jax_mlp_rows, _vmap_inputs("mlp"), tags={"vmap"}),
             Program("vmap of power iteration f64[64,64] x32, 20 steps", VMAP, "powers", jax_powers,
-                    _vmap_inputs("power"), x64=True, tags={"vmap"}, notes="a run-time count shared by the lanes")]
+                    _vmap_inputs("power"), x64=True, tags={"vmap"}, notes="a run-time count shared by the lanes"),
+            Program("vmap of a per-lane if (clip by norm) f32[1024,256]", VMAP, "clips", jax_clips,
+                    _vmap_inputs("clip"), tags={"vmap"}, notes="the condition differs between lanes: both branches "
+                                                               "and a select on both sides"),
+            Program("vmap of a per-lane while (Newton's sqrt) f32[512,64]", VMAP, "newtons", jax_newtons,
+                    _vmap_inputs("newton"), tags={"vmap"}, notes="lanes end after different counts: until every "
+                                                                 "lane is done on both sides (sums, not maxes: "
+                                                                 "the softmax row's note)")]
 
 
 # ---- tiny x + y (call overhead) ----------------------------------------------------------------------

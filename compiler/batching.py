@@ -368,9 +368,9 @@ def _if(bt, op, ins):
 
 
 # What a branch that a lane did not take may not compute for it: an index that may be out of range, an integer
-# division that may be by zero (guards would report them), a loop that may not end, a nested region.
+# division that may be by zero (guards would report them), a loop that may not end, a nested branch.
 UNMASKED = {"stablehlo.gather", "stablehlo.scatter", "stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice",
-            "stablehlo.divide", "stablehlo.remainder"} | REGIONS
+            "stablehlo.divide", "stablehlo.remainder", "stablehlo.while", "stablehlo.if", "stablehlo.case"}
 
 
 def _masked_if(bt, op, pred):
@@ -400,6 +400,11 @@ def _masked_while(bt, op, ins):
     cond, body = op.regions[0].blocks[0], op.regions[1].blocks[0]
     _maskable([cond, body], "a loop whose end differs between lanes")
     inits = [_full(v, b, bt.size) for v, b in ins]
+
+    def lanes_running(values):          # the condition of each lane, at `values`
+        (pred, b), = bt.block(cond, [(v, True) for v in values])
+        return _full(pred, b, bt.size)
+    inits.append(lanes_running(inits))  # carried, as JAX does: the condition is computed once an iteration
     types = [v.type for v in inits]
     loop = hlo.WhileOp(types, inits)
     for attr in op.attributes:
@@ -408,20 +413,18 @@ def _masked_while(bt, op, ins):
         emit.set_int_attr(loop.operation, abi.TRIP_COUNT, -1)
     block = loop.cond.blocks.append(*types)
     with ir.InsertionPoint(block):
-        (pred, b), = bt.block(cond, [(a, True) for a in block.arguments])
-        hlo.return_([emit.reduce(_full(pred, b, bt.size), emit.const(False, BOOL), [0], hlo.or_, BOOL)])
+        hlo.return_([emit.reduce(block.arguments[-1], emit.const(False, BOOL), [0], hlo.or_, BOOL)])
     block = loop.body.blocks.append(*types)
     with ir.InsertionPoint(block):
-        args = [(a, True) for a in block.arguments]
-        (active, b), = bt.block(cond, args)
+        *old, active = block.arguments
         bt.masked += 1
         try:
-            outs = bt.block(body, args)
+            outs = bt.block(body, [(a, True) for a in old])
         finally:
             bt.masked -= 1
-        hlo.return_([_lane_select(_full(active, b, bt.size), _full(v, vb, bt.size), old)
-                     for (v, vb), old in zip(outs, block.arguments)])
-    return [(r, True) for r in loop.results]
+        new = [_lane_select(active, _full(v, vb, bt.size), was) for (v, vb), was in zip(outs, old)]
+        hlo.return_(new + [lanes_running(new)])
+    return [(r, True) for r in list(loop.results)[:-1]]
 
 
 def _maskable(blocks: list, why: str) -> None:
