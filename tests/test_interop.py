@@ -231,3 +231,22 @@ def test_a_nan_made_inside_an_extern_is_blamed_on_the_jax_line():
         mod.loss(x, np.zeros((3, 2), np.float32))
     text = str(info.value)
     assert f"{__file__}:{line}:" in text and "this `log` produced NaN" in text, text
+
+
+def test_arguments_cross_without_a_copy_where_jax_would_not_copy():
+    """A jax.Array on the function's device is passed as it is; a 64-byte-aligned NumPy array is transferred
+    without a copy on the CPU (the device buffer is its memory), and one that is not aligned is copied, as
+    JAX does (docs/interop.md)."""
+    mod = arrc.loads("def f(x: f32[n]) -> f32[n]:\n    return x * 2.0\n")
+    mod.f(np.ones(4, np.float32))
+    executable = next(iter(mod.f._compiled.values()))[0].executable
+    on_device = jax.device_put(np.arange(256, dtype=np.float32))
+    assert executable.put([on_device])[0] is on_device
+    raw = np.empty(1024 + 64, np.uint8)
+    start = (-raw.ctypes.data) % 64
+    aligned = raw[start:start + 1024].view(np.float32)
+    assert executable._put_numpy(aligned).unsafe_buffer_pointer() == aligned.ctypes.data
+    shifted = raw[start + 4:start + 4 + 1020].view(np.float32)
+    moved = executable._put_numpy(shifted)
+    assert moved.unsafe_buffer_pointer() != shifted.ctypes.data
+    np.testing.assert_array_equal(np.asarray(moved), shifted)
