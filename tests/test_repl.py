@@ -707,3 +707,11 @@ def test_warnings_are_shown_once_with_their_cell(session):
     assert [line for line in out.splitlines() if line.startswith(" --> ")] == \
         [" --> <cell 1>:2:12", " --> <cell 5>:1:6", " --> <cell 6>:2:13"]
     assert "f32 = inf\ninf\n" in out
+
+
+def test_an_extern_def_cell_is_a_definition_whose_call_says_where_its_function_comes_from(session):
+    """`extern def` is a definition at the prompt too; the REPL cannot supply a JAX function, so a call of
+    one is E0101 at the declaration (arrc.load(externs=...) can), not a complaint about a keyword."""
+    text = run_cells(session, "extern def enc(x: f32[3]) -> f32[3]\n",
+                     "def g(x: f32[3]) -> f32:\n    return sum(enc(x))\n", "g([1.0, 2.0, 3.0])\n")
+    assert "error[E0101]: extern `enc` has no function" in text and "keyword" not in text, text

@@ -220,7 +220,7 @@ class Session:
     def statement(self, source: Source) -> None:
         text = source.text
         first = text.lstrip().split(None, 1)[0] if text.strip() else ""
-        if first in ("def", "const"):
+        if first in ("def", "const", "extern"):
             self.define(source)
             return
         stmt = self.parse(source, "stmt")
