@@ -481,6 +481,36 @@ def positional_aliases(values: dict[str, object], names: list[str]) -> dict[str,
     return out
 
 
+def parse_mesh(mesh: str | None, shards: list[str], guards, devices: int | None) -> tuple[dict, dict]:
+    """`--mesh data=4,model=2` as {axis: size} and each `--shard x=data,_` as {parameter: spec text}."""
+    if devices is not None and devices < 1:
+        raise UsageError(f"--devices {devices}: give a positive number of devices")
+    if mesh is None:
+        if shards:
+            raise UsageError("--shard needs --mesh (e.g. --mesh data=8 --shard x=data,_)")
+        return {}, {}
+    if guards:
+        raise UsageError("--mesh with --guards: guards do not run sharded yet (docs/sharding.md); run without "
+                         "--guards, or on one device")
+    axes: dict = {}
+    for part in (p.strip() for p in mesh.split(",") if p.strip()):
+        name, eq, size = part.partition("=")
+        if not eq or not name.strip().isidentifier() or not size.strip().isdigit() or int(size) < 1:
+            raise UsageError(f"--mesh {mesh}: write each axis as NAME=SIZE, e.g. --mesh data=4,model=2")
+        axes[name.strip()] = int(size)
+    specs: dict = {}
+    for item in shards:
+        name, eq, spec = item.partition("=")
+        if not eq or not name.strip():
+            raise UsageError(f"--shard {item}: write it as PARAMETER=SPEC, a mesh axis or _ per dimension "
+                             f"(e.g. --shard x=data,_)")
+        for part in (p.strip() for p in spec.split(",")):
+            if part not in ("_", "") and part not in axes:
+                raise UsageError(f"--shard {item}: `{part}` is not an axis of the mesh ({', '.join(axes)})")
+        specs[name.strip()] = spec
+    return axes, specs
+
+
 def parse_run_args(items: list[str]) -> dict[str, object]:
     """`["x=@data.npy", "y=[1, 2]", "n=3"]` -> arguments by parameter name (files as `ArgFile`s,
     read by `load_arg_files` once the parameters' types are known; text that is no literal as
@@ -682,14 +712,15 @@ def check_device(device: str) -> None:
         raise UsageError(f"--device {device}: {err}") from None
 
 
-def execute(fn: arrc.Function, kwargs: dict) -> RunResult:
+def execute(fn, kwargs: dict, positional: list | None = None) -> RunResult:
     """Call `fn` once through the Python API (specialize, compile, run, with print/assert effects) on
     its module's device. `times["first_call"]` is the wall time of that call, compilation included.
-    """
+    `positional`: the parameter names in order, for a callable that takes its arguments by position (a
+    sharded function)."""
     from arrc.runtime.call import interruptible
 
     def call():             # on a helper thread, so that Ctrl-C stops the wait (runtime/call.py)
-        out = fn(**kwargs)
+        out = fn(*(kwargs[name] for name in positional)) if positional is not None else fn(**kwargs)
         return list(out) if isinstance(out, tuple) else [out]
     start = time.perf_counter()
     results = interruptible(call)
@@ -800,8 +831,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.out is not None and not args.out.endswith(".npz"):
         raise UsageError(f"--out {args.out}: the results are saved as a NumPy .npz archive; give a name ending "
                          f"in .npz (e.g. --out {Path(args.out).with_suffix('.npz')})")
+    mesh_axes, shards = parse_mesh(args.mesh, args.shard, args.guards, args.devices)
+    if args.devices is not None:        # before JAX's CPU backend starts (docs/sharding.md)
+        import jax
+        jax.config.update("jax_num_cpu_devices", args.devices)
     t0 = time.perf_counter()
     if is_stablehlo(args.file):
+        if mesh_axes:
+            raise UsageError("--mesh runs an arr function: a StableHLO module is run on one device")
         run, check_s = run_stablehlo(args, kwargs), 0.0
     else:
         check_device(args.device)
@@ -812,7 +849,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         types = parameter_types(fn)
         check_parameters(fn, kwargs)
         check_literals(kwargs, types)
-        run = execute(fn, key_arguments(load_arg_files(kwargs, types), types))
+        values = key_arguments(load_arg_files(kwargs, types), types)
+        if mesh_axes:
+            unknown = sorted(set(shards) - set(types))
+            if unknown:
+                raise UsageError(f"--shard {unknown[0]}=...: `{fn.name}` has no parameter `{unknown[0]}` "
+                                 f"(its parameters: {', '.join(types)})")
+            try:
+                mesh = arrc.mesh(device=args.device, **mesh_axes)
+            except ValueError as err:
+                hint = "; --devices N makes N virtual CPU devices" if args.device == "cpu" else ""
+                raise UsageError(f"--mesh {args.mesh}: {str(err).split(' (for virtual')[0]}{hint}") from None
+            run = execute(fn.sharded(mesh, [shards.get(name) for name in types]), values, list(types))
+        else:
+            run = execute(fn, values)
     sys.stdout.write(format_results(run.results, args.format, run.keys))
     if args.time:
         sys.stderr.write(format_times(run.times, check_s))
@@ -1271,6 +1321,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--guard-scope", choices=SCOPES, default="results",
                    help="nan/inf: check the results (default) or every operation")
     p.add_argument("--device", choices=DEVICES, default="cpu", help="device to run on (default: cpu)")
+    p.add_argument("--devices", type=int, metavar="N", help="N virtual CPU devices (for --mesh on one machine)")
+    p.add_argument("--mesh", metavar="AXIS=N,...", help="run as one SPMD program over a mesh, e.g. data=4,model=2")
+    p.add_argument("--shard", action="append", default=[], metavar="PARAM=SPEC",
+                   help="how a parameter is split over the mesh, an axis or _ per dimension, e.g. x=data,_ "
+                        "(repeatable; unnamed parameters are replicated)")
     p.add_argument("--time", action="store_true", help="print compile and run times to stderr")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the persistent compile cache")
     p.set_defaults(handler=cmd_run)

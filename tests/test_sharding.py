@@ -98,3 +98,29 @@ def test_sharded_programs_equal_one_device_on_8_virtual_devices():
         "ArgumentError: loss(x: f32[b, 16], w: f32[16, 8]) -> f32: in_specs has 1 entries for 2 parameter(s)\n"
         "ValueError: mesh axis `data` must have a positive integer size, not 0\n"
         "ok\n")
+
+
+def test_the_command_line_runs_a_function_over_a_mesh(tmp_path):
+    """`arrc run --devices 8 --mesh data=4,model=2 --shard x=data,_ ...` prints what one device prints; its
+    mistakes are usage errors (exit 2) that say what to write."""
+    import numpy as np
+    (tmp_path / "m.arr").write_text("def loss(x: f32[b, 4], w: f32[4, 2]) -> f32:\n    return sum(tanh(x @ w))\n")
+    np.save(tmp_path / "x.npy", np.arange(32, dtype=np.float32).reshape(8, 4) / 10)
+    np.save(tmp_path / "w.npy", np.ones((4, 2), np.float32) / 3)
+    base = [sys.executable, "-m", "arrc", "run", "m.arr", "--entry", "loss", "--arg", "x=@x.npy", "--arg", "w=@w.npy"]
+
+    def run(*flags):
+        done = subprocess.run(base + list(flags), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        return done.returncode, done.stdout, done.stderr
+    one = run()
+    assert one[0] == 0 and one[2] == "", one
+    assert run("--devices", "8", "--mesh", "data=4,model=2", "--shard", "x=data,_", "--shard", "w=_,model") == one
+    assert run("--devices", "8", "--mesh", "data=16") == (2, "", "arrc: error: --mesh data=16: the mesh data=16 needs "
+                                                              "16 devices; 8 are available; --devices N makes N "
+                                                              "virtual CPU devices\n")
+    assert run("--devices", "8", "--mesh", "data=3", "--shard", "x=data,_") == (
+        2, "", "arrc: error: argument `x`: dimension 0 has size 8, which data (3 devices) does not divide\n")
+    assert run("--shard", "x=data") == (2, "", "arrc: error: --shard needs --mesh (e.g. --mesh data=8 --shard "
+                                               "x=data,_)\n")
+    assert run("--devices", "8", "--mesh", "data=8", "--shard", "y=data") == (
+        2, "", "arrc: error: --shard y=...: `loss` has no parameter `y` (its parameters: x, w)\n")
