@@ -860,7 +860,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             except ValueError as err:
                 hint = "; --devices N makes N virtual CPU devices" if args.device == "cpu" else ""
                 raise UsageError(f"--mesh {args.mesh}: {str(err).split(' (for virtual')[0]}{hint}") from None
-            run = execute(fn.sharded(mesh, [shards.get(name) for name in types]), values, list(types))
+            try:
+                sharded = fn.sharded(mesh, [shards.get(name) for name in types])
+            except TypeError as err:
+                raise UsageError(f"--mesh: {err}") from None
+            run = execute(sharded, values, list(types))
         else:
             run = execute(fn, values)
     sys.stdout.write(format_results(run.results, args.format, run.keys))

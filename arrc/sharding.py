@@ -60,6 +60,11 @@ class Sharded:
         from jax.sharding import NamedSharding
         self.fn, self.mesh, self.error = fn, mesh, error        # error: arrc.ArgumentError (arrc/api.py)
         ArgumentError = error
+        program = fn.module._program
+        if fn.module.guard_kinds or fn._keys or fn.name in program.effectful or fn.name in program.checks_bounds:
+            raise TypeError(f"{fn.name}: a function of a module loaded with guards, one that prints or asserts "
+                            f"(or calls one that does), one whose derivative checks a loop's `bound=`, or one "
+                            f"of keys does not run sharded yet (docs/sharding.md)")
         params = fn._sig.params
         specs = [None] * len(params) if in_specs is None else list(in_specs)
         if len(specs) != len(params):
@@ -76,16 +81,33 @@ class Sharded:
             outs = [NamedSharding(mesh, partition_spec(s)) for s in
                     (out_specs if isinstance(out_specs, (list, tuple)) and fn._sig.tuple_result else [out_specs])]
             outs = tuple(outs) if fn._sig.tuple_result else outs[0]
-        self.jitted = jax.jit(as_jax_of(fn), in_shardings=tuple(NamedSharding(mesh, s) for s in self.in_specs),
-                              out_shardings=outs)
+        self.in_shardings = tuple(NamedSharding(mesh, s) for s in self.in_specs)
+        self.jitted = jax.jit(as_jax_of(fn), in_shardings=self.in_shardings, out_shardings=outs)
 
     def __call__(self, *args):
+        args = self._placed(args)
         self._check_divisible(args)
         return self.jitted(*args)
+
+    def _placed(self, args) -> list:
+        """The arguments as jax.jit takes them for these shardings: a (nested) list as a NumPy array of its
+        parameter's dtype, as a call of the function takes it (jax.jit would see a pytree of scalars); a
+        jax.Array laid out otherwise (e.g. committed to one device) moved to its parameter's sharding."""
+        import jax
+        import numpy as np
+        placed = []
+        for a, s, (_, ptype, _) in zip(args, self.in_shardings, self.fn._sig.params):
+            if isinstance(a, (list, tuple)):
+                a = np.asarray(a, ptype.dtype.np)
+            elif isinstance(a, jax.Array) and a.sharding != s:
+                a = jax.device_put(a, s)
+            placed.append(a)
+        return placed
 
     def lower(self, *args):
         """JAX's Lowered of the SPMD program (`.as_text()`: the StableHLO with its shardings;
         `.compile().as_text()`: XLA's partitioned HLO, collectives included)."""
+        args = self._placed(args)
         self._check_divisible(args)
         return self.jitted.lower(*args)
 

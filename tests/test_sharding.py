@@ -124,3 +124,16 @@ def test_the_command_line_runs_a_function_over_a_mesh(tmp_path):
                                                "x=data,_)\n")
     assert run("--devices", "8", "--mesh", "data=8", "--shard", "y=data") == (
         2, "", "arrc: error: --shard y=...: `loss` has no parameter `y` (its parameters: x, w)\n")
+    (tmp_path / "p.arr").write_text("def f(x: f32[8]) -> f32:\n    print(\"x\", x)\n    return sum(x)\n")
+    done = subprocess.run([sys.executable, "-m", "arrc", "run", "p.arr", "--entry", "f", "--arg", "x=[1, 2, 3, 4, 5, 6, 7, 8]",
+                           "--devices", "8", "--mesh", "data=8", "--shard", "x=data"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert (done.returncode, done.stderr) == (2, "arrc: error: --mesh: f: a function of a module loaded with guards, "
+                                                 "one that prints or asserts (or calls one that does), one whose "
+                                                 "derivative checks a loop's `bound=`, or one of keys does not run "
+                                                 "sharded yet (docs/sharding.md)\n")
+    # a literal list argument is the parameter's array, as in a call on one device
+    listed = subprocess.run(base[:4] + ["m.arr", "--entry", "loss", "--arg", "w=@w.npy", "--arg",
+                                        "x=" + str(np.full((8, 4), 0.5).tolist()), "--devices", "8", "--mesh", "data=8",
+                                        "--shard", "x=data,_"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert (listed.returncode, listed.stderr) == (0, ""), listed.stderr
