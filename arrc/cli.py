@@ -32,7 +32,8 @@ import arrc
 from arrc.api import DEVICES
 from arrc.compiler.abi import GUARD_KINDS as KINDS
 from arrc.compiler.abi import GUARD_SCOPES as SCOPES
-from arrc.compiler.diagnostics import CODES, CompileError, Diagnostic, internal_error, render_all, render_json
+from arrc.compiler.diagnostics import (CODES, CompileError, Diagnostic, first_line, internal_error, render_all,
+                                       render_json)
 from arrc.compiler.parse import decode
 from arrc.compiler.span import Source
 from arrc.compiler.types import MAX_ARRAY_BYTES, ArrayType, Dim, dtype_of_numpy, host_keys, key_words
@@ -377,8 +378,7 @@ def read_npz(file, path: str, param: str, t: ArrayType | None, member: str | Non
     except UsageError:
         raise
     except Exception as err:            # noqa: BLE001  zipfile raises many kinds on a corrupt archive
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise UsageError(f"{path} is not a valid .npz file ({reason})") from None
+        raise UsageError(f"{path} is not a valid .npz file ({first_line(err)})") from None
 
 
 def npz_key(filename: str) -> str:

@@ -36,8 +36,7 @@ from .types import DTYPES, DType
 
 
 def dtype_of(value: ir.Value) -> DType:
-    name = str(ir.RankedTensorType(value.type).element_type)       # f32, bf16, i32, ui8, i1
-    return DTYPES["bool" if name == "i1" else "u" + name[2:] if name.startswith("ui") else name]
+    return emit.element_dtype(value.type)
 
 
 def _is_float(value: ir.Value) -> bool:

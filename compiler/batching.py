@@ -433,7 +433,7 @@ def _maskable(blocks: list, why: str) -> None:
         for inner in block.operations:
             name = inner.operation.name
             if name in UNMASKED and not (name in ("stablehlo.divide", "stablehlo.remainder")
-                                         and _is_float_value(inner.operation.results[0])):
+                                         and dtype_of(inner.operation.results[0]).is_float):
                 raise NoRule(why)
 
 
@@ -442,10 +442,6 @@ def _lane_select(pred: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
     t = ir.RankedTensorType(a.type)
     mask = hlo.broadcast_in_dim(ir.RankedTensorType.get(list(t.shape), ir.IntegerType.get_signless(1)), pred, [0])
     return hlo.select(mask, a, b)
-
-
-def _is_float_value(v) -> bool:
-    return isinstance(ir.RankedTensorType(v.type).element_type, (ir.F16Type, ir.F32Type, ir.F64Type, ir.BF16Type))
 
 
 def _analyze(bt: _Batcher, block, arg_flags: list) -> list:

@@ -160,6 +160,12 @@ def render(diag: Diagnostic, sources: dict[str, Source]) -> str:
     return "\n".join(out) + "\n"
 
 
+def first_line(err: BaseException) -> str:
+    """The first line of an exception's message, or its kind where it has none: the reason a diagnostic
+    gives for a failure of JAX's or of the user's code."""
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
 INTERNAL_REASON_LINES = 6        # of an MLIR/XLA message: its first line and the next ones as notes
 INTERNAL_LINE_CHARS = 300
 

@@ -87,6 +87,13 @@ def shape_of(x: ir.Value) -> tuple[int, ...]:
     return tuple(ir.RankedTensorType(x.type).shape)
 
 
+def element_dtype(t: ir.Type) -> DType:
+    """arr's dtype of a tensor type's elements (f32, bf16, i32, `ui8` as u8, `i1` as bool)."""
+    from .types import DTYPES
+    name = str(ir.RankedTensorType(t).element_type)
+    return DTYPES["bool" if name == "i1" else "u" + name[2:] if name.startswith("ui") else name]
+
+
 def op(name: str, result_type: ir.Type, operands, attributes: dict | None = None) -> ir.Value:
     """Create the op `name` with a known result type: ~3x cheaper than the generated builders (hlo.add,
     ...), which infer the result type."""

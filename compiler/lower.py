@@ -14,7 +14,7 @@ from .autodiff import jvp, value_and_grad
 from .batching import vmap_function
 from .check import FunctionWalk, unify
 from .control import IO
-from .diagnostics import CompileError, Diagnostic, Label, Reporter
+from .diagnostics import CompileError, Diagnostic, Label, Reporter, first_line
 from .emit import func, hlo
 from .types import I32, ArrayType
 from .values import Val
@@ -192,8 +192,7 @@ class FunctionLowering:
             found = extern_results(function, [jax.ShapeDtypeStruct(t.concrete_shape, t.dtype.np)
                                               for t in param_types])
         except Exception as err:        # noqa: BLE001 - the user's JAX function fails on these types
-            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-            error("E0203", f"the JAX function of extern `{name}` fails on ({arguments}): {reason}", span,
+            error("E0203", f"the JAX function of extern `{name}` fails on ({arguments}): {first_line(err)}", span,
                   "called here", [Label(fn.name_span, "declared here")])
         declared = [(tuple(t.concrete_shape), np.dtype(t.dtype.np)) for t in results]
         if [(tuple(s), np.dtype(d)) for s, d in found] != declared:

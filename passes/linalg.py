@@ -23,7 +23,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import func
 
 from ..compiler import abi, emit
-from ..compiler.diagnostics import Diagnostic, internal_error
+from ..compiler.diagnostics import Diagnostic, first_line, internal_error
 from ..compiler.locations import span_of
 from ..compiler.ops_linalg import EXTERN, as_tuple, extern_function, is_linalg, linalg_call
 from .base import ModulePass
@@ -70,14 +70,12 @@ class LowerLinalg(ModulePass):
 
 def _refused(call, key: tuple, err: Exception) -> Diagnostic:
     """JAX's refusal to lower (or differentiate) a call, as arr's diagnostic at the call."""
-    name, derivative = key[0], key[2]
+    name, derivative, reason = key[0], key[2], first_line(err)
     if name == EXTERN:
         label = json.loads(key[1])["name"]
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         what = "differentiate" if derivative else "lower"
         return Diagnostic("E0216" if derivative else "E0203", f"JAX could not {what} the extern `{label}` here: "
                           f"{reason}", span_of(call.location), f"this call of `{label}`")
-    reason = str(err).splitlines()[0] if str(err) else type(err).__name__
     if derivative:
         return Diagnostic("E0216", f"cannot differentiate `{name}` here: {reason}", span_of(call.location),
                           f"the derivative of this `{name}`", notes=["JAX has no derivative for it either"],
@@ -178,14 +176,8 @@ def _vjp_of(fn, n: int):
 
 
 def _shape_dtype(type_text: str):
-    import numpy as np
-    import ml_dtypes
-    t = ir.RankedTensorType(ir.Type.parse(type_text))
-    element = str(t.element_type)
-    dtype = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "i32": np.int32, "f16": np.float16,
-             "bf16": ml_dtypes.bfloat16, "i1": np.bool_, "i8": np.int8, "i16": np.int16, "ui8": np.uint8,
-             "ui16": np.uint16, "ui32": np.uint32, "ui64": np.uint64}[element]
-    return tuple(t.shape), dtype
+    t = ir.Type.parse(type_text)
+    return tuple(ir.RankedTensorType(t).shape), emit.element_dtype(t).np
 
 
 def _merge(module: ir.Module, text: str, prefix: str) -> str:
