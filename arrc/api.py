@@ -530,11 +530,10 @@ class Function:
         return self.module._program.functions[self.name].shown_name
 
     def _shards(self, args) -> bool:
-        """Whether `args` has a jax.Array over several devices and this function can run SPMD (without
-        guards, print, assert or keys: those gather such arguments onto its device, as before)."""
-        from arrc.sharding import spans_devices
-        return spans_devices(args) and not self.module.guard_kinds and not self._keys \
-            and self.name not in self.module._program.effectful and self.name not in self.module._program.checks_bounds
+        """Whether `args` has a jax.Array over several devices and this function can run SPMD (one that
+        cannot yet gathers such arguments onto its device, as before)."""
+        from arrc.sharding import can_shard, spans_devices
+        return spans_devices(args) and can_shard(self)
 
     def _bind(self, args, kwargs) -> list:
         params = self._sig.params

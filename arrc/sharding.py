@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import threading
 
-_lock = threading.Lock()
+_lock = threading.RLock()          # (`_once` makes under it, and a make may call `_once`)
 
 
 def mesh(device: str = "cpu", devices=None, **axes):
@@ -34,7 +34,7 @@ def mesh(device: str = "cpu", devices=None, **axes):
     return jax.sharding.Mesh(np.array(pool[:needed]).reshape(tuple(axes.values())), tuple(axes))
 
 
-def partition_spec(value, rank: int | None = None):
+def partition_spec(value):
     """A `jax.sharding.PartitionSpec` from one, from a tuple or list of mesh axis names (None, or "_", for a
     dimension that is not split; a tuple of names for one split over several axes), from a string
     `"data,_"`, or None (replicated)."""
@@ -50,6 +50,13 @@ def partition_spec(value, rank: int | None = None):
     return PartitionSpec(*(None if p in (None, "_", "") else p for p in value))
 
 
+def can_shard(fn) -> bool:
+    """Whether arr Function `fn` can run as an SPMD program yet: not with guards, print or assert (their host
+    callbacks are arrc's runtime's), a loop's `bound=` checked in a derivative, or keys."""
+    program = fn.module._program
+    return not (fn.module.guard_kinds or fn._keys or fn.name in program.effectful or fn.name in program.checks_bounds)
+
+
 class Sharded:
     """`fn.sharded(mesh, in_specs, out_specs)`: calls of arr Function `fn` as one SPMD program over `mesh`,
     argument i split as `in_specs[i]` (None: replicated), the results as `out_specs` (None: as XLA chooses,
@@ -60,8 +67,7 @@ class Sharded:
         from jax.sharding import NamedSharding
         self.fn, self.mesh, self.error = fn, mesh, error        # error: arrc.ArgumentError (arrc/api.py)
         ArgumentError = error
-        program = fn.module._program
-        if fn.module.guard_kinds or fn._keys or fn.name in program.effectful or fn.name in program.checks_bounds:
+        if not can_shard(fn):
             raise TypeError(f"{fn.name}: a function of a module loaded with guards, one that prints or asserts "
                             f"(or calls one that does), one whose derivative checks a loop's `bound=`, or one "
                             f"of keys does not run sharded yet (docs/sharding.md)")
@@ -85,14 +91,13 @@ class Sharded:
         self.jitted = jax.jit(as_jax_of(fn), in_shardings=self.in_shardings, out_shardings=outs)
 
     def __call__(self, *args):
-        args = self._placed(args)
-        self._check_divisible(args)
-        return self.jitted(*args)
+        return self.jitted(*self._placed(args))
 
     def _placed(self, args) -> list:
         """The arguments as jax.jit takes them for these shardings: a (nested) list as a NumPy array of its
         parameter's dtype, as a call of the function takes it (jax.jit would see a pytree of scalars); a
-        jax.Array laid out otherwise (e.g. committed to one device) moved to its parameter's sharding."""
+        jax.Array laid out otherwise (e.g. committed to one device) moved to its parameter's sharding. Each
+        split dimension is checked against its axes first (`_check_divisible`)."""
         import jax
         import numpy as np
         placed = []
@@ -102,14 +107,13 @@ class Sharded:
             elif isinstance(a, jax.Array) and a.sharding != s:
                 a = jax.device_put(a, s)
             placed.append(a)
+        self._check_divisible(placed)
         return placed
 
     def lower(self, *args):
         """JAX's Lowered of the SPMD program (`.as_text()`: the StableHLO with its shardings;
         `.compile().as_text()`: XLA's partitioned HLO, collectives included)."""
-        args = self._placed(args)
-        self._check_divisible(args)
-        return self.jitted.lower(*args)
+        return self.jitted.lower(*self._placed(args))
 
     def _check_divisible(self, args) -> None:
         import numpy as np
@@ -117,7 +121,7 @@ class Sharded:
         for (name, _, _), spec, arg in zip(self.fn._sig.params, self.in_specs, args):
             shape = np.shape(arg)
             for dim, part in enumerate(spec):
-                axes = (part,) if isinstance(part, str) else tuple(part or ())
+                axes = _names(part)
                 ways = math.prod(self.mesh.shape[a] for a in axes)
                 if axes and dim < len(shape) and shape[dim] % ways:
                     raise ArgumentError(f"argument `{name}`: dimension {dim} has size {shape[dim]}, which "
@@ -127,20 +131,30 @@ class Sharded:
                                     f"{len(spec)}")
 
 
+def _names(part) -> tuple:
+    """The mesh axes one dimension's entry of a PartitionSpec splits it over (none for None)."""
+    return (part,) if isinstance(part, str) else tuple(part or ())
+
+
 def _axes_of(spec) -> list:
-    return [a for part in spec for a in ((part,) if isinstance(part, str) else (part or ()))]
+    return [a for part in spec for a in _names(part)]
 
 
 _spmd: dict = {}
 
 
+def _once(kind: str, fn, make):
+    """`make()`, made once per arr Function `fn` and `kind` (kept with `fn`, so an id is never mistaken)."""
+    with _lock:
+        made = _spmd.get((kind, id(fn)))
+        if made is None or made[0] is not fn:
+            made = _spmd[(kind, id(fn))] = (fn, make())
+        return made[1]
+
+
 def as_jax_of(fn):
     """`fn.as_jax()`, made once per Function."""
-    with _lock:
-        made = _spmd.get(id(fn))
-        if made is None or made[0] is not fn:
-            made = _spmd[id(fn)] = (fn, fn.as_jax())
-        return made[1]
+    return _once("as_jax", fn, fn.as_jax)
 
 
 def spans_devices(args) -> bool:
@@ -156,13 +170,4 @@ def spmd_call(fn, args):
     """A call of `fn` on arguments of which some are sharded jax.Arrays: one SPMD program, partitioned as
     they are (jax.jit takes their shardings), the results sharded as XLA chose."""
     import jax
-    with _lock:
-        made = _spmd.get(("jit", id(fn)))
-        if made is None or made[0] is not fn:
-            made = _spmd[("jit", id(fn))] = (fn, None)
-    if made[1] is None:
-        jitted = jax.jit(as_jax_of(fn))
-        with _lock:
-            _spmd[("jit", id(fn))] = (fn, jitted)
-        made = (fn, jitted)
-    return made[1](*args)
+    return _once("jit", fn, lambda: jax.jit(as_jax_of(fn)))(*args)
