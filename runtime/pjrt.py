@@ -199,14 +199,11 @@ class Executable:
             return None
         for v in values:
             t = type(v)
-            if t is np.ndarray:
-                dt = v.dtype
+            if t is np.ndarray or t in NUMPY_SCALAR_TYPES:  # (a Python scalar is passed as `scalar_argument`
+                dt = v.dtype                                 # makes it)
                 if not dt.isnative or (dt.itemsize == 8 and dt.kind in "iuf" and
                                        (_cpu_put is None or self.sharding != _cpu_sharding)):
                     return None     # (on the CPU device, `_numpy_node` transfers it with its 64 bits)
-            elif t in NUMPY_SCALAR_TYPES:       # (a Python scalar is passed as `scalar_argument` makes it)
-                if v.dtype.itemsize == 8 and (_cpu_put is None or self.sharding != _cpu_sharding):
-                    return None     # (on the CPU device, `_numpy_scalar_node` transfers it with its 64 bits)
             elif t is not _ArrayImpl or v.sharding != self.sharding:
                 return None
         n_in, n_out = len(values), len(self._out_avals)
