@@ -579,6 +579,22 @@ def jax_softmax_rows(x):
     return jax.vmap(row)(x)
 
 
+def jax_softmax_rows_nan_max(x):
+    """The same rows with a max that keeps NaN, as NumPy's and arr's do: on this jaxlib `jnp.max` of a row
+    holding a NaN returns the row's largest number (XLA:CPU's vectorized reduce; openxla/xla#21461)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def nan_max(a, b):
+        return lax.select((a > b) | (a != a), a, b)
+
+    def row(x):
+        e = jnp.exp(x - lax.reduce(x, -jnp.inf, nan_max, (0,)))
+        return e / jnp.sum(e)
+    return jax.vmap(row)(x)
+
+
 def jax_mlp_rows(x, w1, b1, w2, b2):
     import jax
     import jax.numpy as jnp
@@ -609,18 +625,28 @@ def _vmap_inputs(which: str):
     return make
 
 
+def _defs(source: str, *names: str) -> str:
+    """The functions `names` of `source`, alone: a row's front end then lowers only what its entry needs."""
+    defs = [d.removeprefix("def ") for d in source.strip().split("\n\ndef ")]
+    by_name = {d.split("(")[0]: d for d in defs}
+    return "".join(f"\ndef {by_name[n]}\n" for n in names)
+
+
 def vmap_programs() -> list:
-    return [Program("vmap of tanh(m @ v) f32[256,256] x512", VMAP, "matvecs", jax_matvecs, _vmap_inputs("matvec"),
+    return [Program("vmap of tanh(m @ v) f32[256,256] x512", _defs(VMAP, "matvec", "matvecs"), "matvecs", jax_matvecs, _vmap_inputs("matvec"),
                     tags={"vmap"}, notes="one matrix-matrix product on both sides"),
-            Program("vmap of a softmax row f32[512,1024]", VMAP, "softmax_rows", jax_softmax_rows,
+            Program("vmap of a softmax row f32[512,1024]", _defs(VMAP, "softmax_row", "softmax_rows"), "softmax_rows", jax_softmax_rows,
                     _vmap_inputs("softmax"), tags={"vmap"}, notes="arr's max keeps NaN (the softmax row's note)"),
-            Program("vmap of an mlp 784-512-10 x256", VMAP, "mlp_rows", jax_mlp_rows, _vmap_inputs("mlp"), tags={"vmap"}),
-            Program("vmap of power iteration f64[64,64] x32, 20 steps", VMAP, "powers", jax_powers,
+            Program("vmap of a softmax row f32[512,1024], JAX's max keeping NaN", _defs(VMAP, "softmax_row", "softmax_rows"), "softmax_rows",
+                    jax_softmax_rows_nan_max, _vmap_inputs("softmax"), tags={"info"},
+                    notes="the same function on both sides: JAX's max written to keep NaN as arr's does"),
+            Program("vmap of an mlp 784-512-10 x256", _defs(VMAP, "mlp", "mlp_rows"), "mlp_rows", jax_mlp_rows, _vmap_inputs("mlp"), tags={"vmap"}),
+            Program("vmap of power iteration f64[64,64] x32, 20 steps", _defs(VMAP, "power", "powers"), "powers", jax_powers,
                     _vmap_inputs("power"), x64=True, tags={"vmap"}, notes="a run-time count shared by the lanes"),
-            Program("vmap of a per-lane if (clip by norm) f32[1024,256]", VMAP, "clips", jax_clips,
+            Program("vmap of a per-lane if (clip by norm) f32[1024,256]", _defs(VMAP, "clip", "clips"), "clips", jax_clips,
                     _vmap_inputs("clip"), tags={"vmap"}, notes="the condition differs between lanes: both branches "
                                                                "and a select on both sides"),
-            Program("vmap of a per-lane while (Newton's sqrt) f32[512,64]", VMAP, "newtons", jax_newtons,
+            Program("vmap of a per-lane while (Newton's sqrt) f32[512,64]", _defs(VMAP, "newton", "newtons"), "newtons", jax_newtons,
                     _vmap_inputs("newton"), tags={"vmap"}, notes="lanes end after different counts: until every "
                                                                  "lane is done on both sides (sums, not maxes: "
                                                                  "the softmax row's note)")]
