@@ -129,6 +129,9 @@ def _bind_externs(program: Program, externs: dict | None, filename: str) -> None
             raise TypeError(f"externs: `{name}` must be a JAX function or a jax.export.Exported, "
                             f"not {type(function).__name__}")
     program.extern_functions = dict(externs or {})
+    if externs:                         # reports inside them show the JAX function's Python lines
+        from arrc.runtime.foreign import SafeSources
+        program.sources = SafeSources(program.sources)
 
 
 def from_items(items, sources: dict, guards=None, warnings: str = "warn", constants: dict | None = None,

@@ -62,6 +62,8 @@ class LowerLinalg(ModulePass):
                 callee = merged[key] = _merge(module, text, f"linalg_{len(merged)}_")
             with ir.InsertionPoint(call), call.location:
                 done = func.CallOp([r.type for r in call.results], ir.FlatSymbolRefAttr.get(callee), list(call.operands))
+            if key[0] == EXTERN:
+                done.attributes[abi.EXTERN_CALL] = ir.BoolAttr.get(True)
             for old, new in zip(call.results, done.results):
                 old.replace_all_uses_with(new)
             call.erase()

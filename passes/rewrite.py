@@ -65,10 +65,15 @@ def _inline(call, functions: dict) -> None:
         copy = callee.operation.clone()
         moved, returned = emit.inline_block(copy.regions[0].blocks[0], list(call.operands))
     # an operation without a file position of its own (JAX strips its library's frames: `floor_divide`'s
-    # `rem`) is where the call is
+    # `rem`) is where the call is; one of an `extern def`'s JAX function keeps its own, called from the
+    # arr call (a JAX module's private functions have their callers in their locations already)
+    extern = abi.EXTERN_CALL in call.attributes
+
     def place(op):
         if span_of(op.location) is None:
             op.location = call.location
+        elif extern:
+            op.location = ir.Location.callsite(op.location, [call.location])
         return ir.WalkResult.ADVANCE
     for op in moved:
         op.operation.walk(place)

@@ -233,6 +233,30 @@ def test_a_nan_made_inside_an_extern_is_blamed_on_the_jax_line():
     assert f"{__file__}:{line}:" in text and "this `log` produced NaN" in text, text
 
 
+def _shifted_log(x):
+    return jnp.log(x) * 2.0
+
+
+def test_a_fault_inside_an_extern_names_the_arr_call_and_the_arr_expression_that_fed_it():
+    mod = arrc.loads("extern def enc(x: f32[n]) -> f32[n]\n\ndef f(x: f32[n]) -> f32:\n    y = x - 1.0\n"
+                     "    return sum(enc(y))\n", filename="model.arr", externs={"enc": _shifted_log},
+                     guards="nan")
+    with pytest.raises(arrc.NaNError) as info:
+        mod.f(np.array([2.0, 0.5, 3.0], np.float32))
+    line = _shifted_log.__code__.co_firstlineno + 1
+    pad = " " * len(str(line))          # the gutter is as wide as the line number
+    assert str(info.value) == f"""\
+error[R0001]: NaN produced at run time
+{pad}--> {__file__}:{line}:12
+{pad} |
+{line} |     return jnp.log(x) * 2.0
+{pad} |            ^^^^^^^^^^ this `log` produced NaN at index [1]
+{pad} |
+{pad} = note: operands at index [1]: x - 1.0 = -0.5
+{pad} = note: in enc, called from f at model.arr:5:16
+"""
+
+
 def test_arguments_cross_without_a_copy_where_jax_would_not_copy():
     """A jax.Array on the function's device is passed as it is; a 64-byte-aligned NumPy array is transferred
     without a copy on the CPU (the device buffer is its memory), and one that is not aligned is copied, as

@@ -17,7 +17,7 @@ FILES = sorted(suite.SLICE.glob("*.mlir"))
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_testdata_file_matches_its_expected_values(path, tmp_path):
-    assert suite.run_file(path, tmp_path, ulps=1) == ("ok", "")
+    assert suite.run_file(path, tmp_path, ulps=suite.CLOSE_ULPS) == ("ok", "")
 
 
 def test_a_wrong_expected_value_is_a_mismatch(tmp_path):
@@ -27,7 +27,7 @@ def test_a_wrong_expected_value_is_a_mismatch(tmp_path):
     bad = tmp_path / "bad" / "abs_wrong.mlir"
     bad.parent.mkdir()
     bad.write_text(text.replace("%1 = call @expected()", "%1 = call @inputs()"))
-    verdict, detail = suite.run_file(bad, tmp_path, ulps=1)
+    verdict, detail = suite.run_file(bad, tmp_path, ulps=suite.CLOSE_ULPS)
     assert verdict == "mismatch" and detail.startswith("check.expect_close #0: "), detail
 
 
