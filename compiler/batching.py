@@ -22,7 +22,7 @@ from jaxlib.mlir.dialects import stablehlo as hlo
 from . import abi, emit
 from .autodiff import captured as captured_by
 from .autodiff import dtype_of
-from .ops_linalg import is_linalg, linalg_call, linalg_op
+from .ops_linalg import EXTERN, is_linalg, linalg_call, linalg_op
 from .types import BOOL, I64
 
 # Operations whose result element i depends on their operands' elements i only (same shapes; select and
@@ -470,6 +470,10 @@ UNARY_LINALG = {"inv", "det", "slogdet", "cholesky", "qr", "eigh", "svd", "lu", 
 def _linalg(bt, op, ins):
     name, params, derivative = linalg_call(op)
     operands = [_full(v, b, bt.size) for v, b in ins]
+    if name == EXTERN:          # JAX's function under jax.vmap, once per level, outermost first (passes/linalg.py)
+        params = {**params, "lanes": [bt.label] + params.get("lanes", [])}
+        new = linalg_op(name, operands, [bt.batched_type(r) for r in op.results], params, derivative)
+        return [(r, True) for r in new.results]
     if derivative or name not in UNARY_LINALG | {"solve", "triangular_solve"}:
         raise NoRule(f"`{name}` in a batch")
     vector = name in ("solve", "triangular_solve") and len(bt.lane_shape(op.operands[1])) == 1

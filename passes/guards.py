@@ -842,6 +842,9 @@ def _label(value: ir.Value, user=None) -> str:
     if name in ("stablehlo.broadcast_in_dim", "stablehlo.convert") and user is not None \
             and owner.location == user.location:
         return _label(owner.operands[0], owner)     # arrc's implicit broadcast or promotion: the operand's own
+    batched = _lane_row_of(owner) if name in ("stablehlo.reshape", "stablehlo.dynamic_slice") else None
+    if batched is not None:
+        return _label(batched, user)                # a lane's row of a batched value: that value's name
     from ..compiler.locations import call_frames, name_of, span_of
     if name == "stablehlo.while":                   # a loop's result: the name of the variable it carries
         carried = name_of(_value_location(owner.regions[1].blocks[0].arguments[value.result_number], None))
@@ -861,6 +864,22 @@ def _label(value: ir.Value, user=None) -> str:
             return f"@{span.file}:{span.line}:{span.col}:{span.end_line}:{span.end_col}"
     owner = value.owner
     return getattr(owner, "name", "value")
+
+
+def _lane_row_of(op):
+    """The batched value whose row `op` reads inside a loop that runs vmap's lanes one by one (a
+    `dynamic_slice` of a value the loop carries, maybe reshaped to drop the lane dimension), or None."""
+    if op.name == "stablehlo.reshape":
+        op = op.operands[0].owner
+        if getattr(op, "name", None) != "stablehlo.dynamic_slice":
+            return None
+    source = op.operands[0]
+    if not isinstance(source, ir.BlockArgument):
+        return None
+    loop = source.owner.owner
+    if getattr(loop, "name", None) != "stablehlo.while" or abi.LANES not in loop.attributes:
+        return None
+    return loop.operands[source.arg_number]
 
 
 def _value_location(value: ir.Value, default):

@@ -37,6 +37,8 @@ class LowerLinalg(ModulePass):
     name: ClassVar[str] = "lower-linalg"
     platform: str = "cpu"
     externs_only: bool = False      # only the calls of `extern def`s (before the guard pass, which sees their ops)
+    lane_loops: bool = False        # an extern under arr's vmap runs its lanes one by one (`lax.map`), in a loop
+                                    # marked as vmap's: a guard report names the lane, and the index inside it
 
     def apply(self, module: ir.Module) -> list:
         calls = []
@@ -52,14 +54,16 @@ class LowerLinalg(ModulePass):
         sdy.register_dialect(ir.Context.current)   # JAX's custom calls carry Shardy rules: loaded before parsing
         merged: dict = {}
         for call in calls:
-            key = (*_key(call), self.platform)
+            key = (*_key(call), self.platform, self.lane_loops)
             callee = merged.get(key)
             if callee is None:
                 try:
                     text = _lowering(key)
                 except Exception as err:        # noqa: BLE001 - JAX refuses the call: a diagnostic at it
                     return [_refused(call, key, err)]
-                callee = merged[key] = _merge(module, text, f"linalg_{len(merged)}_")
+                callee = merged[key] = _merge(module, text, f"linalg_{len(merged)}_", key[0] == EXTERN)
+                if self.lane_loops:
+                    _mark_lane_loops(module, callee, linalg_call(call)[1].get("lanes", []))
             with ir.InsertionPoint(call), call.location:
                 done = func.CallOp([r.type for r in call.results], ir.FlatSymbolRefAttr.get(callee), list(call.operands))
             if key[0] == EXTERN:
@@ -99,13 +103,14 @@ def _lowering(key: tuple) -> str:
         return text
 
 
-def _lower_with_jax(name: str, params: str, derivative: int, operand_types: tuple, platform: str) -> str:
+def _lower_with_jax(name: str, params: str, derivative: int, operand_types: tuple, platform: str,
+                    lane_loops: bool = False) -> str:
     import jax
     import jax.numpy as jnp
     avals = [jax.ShapeDtypeStruct(*_shape_dtype(t)) for t in operand_types]
     with jax.enable_x64(True):
         p = json.loads(params)
-        fn, n = jax_function(name, p), p["arity"] if name == EXTERN else _arity(name)
+        fn, n = jax_function(name, p, lane_loops), p["arity"] if name == EXTERN else _arity(name)
         for _ in range(derivative):         # the next one's operands: these, then the float results' cotangents
             floats = sum(jnp.issubdtype(r.dtype, jnp.floating) for r in jax.eval_shape(fn, *avals[:n]))
             fn, n = _vjp_of(fn, n), n + floats
@@ -132,11 +137,14 @@ def _arity(name: str) -> int:
     return 2 if name in ("solve", "triangular_solve", "lstsq") else 1
 
 
-def jax_function(name: str, p: dict):
+def jax_function(name: str, p: dict, lane_loops: bool = False):
     """The jax.numpy function arr's operation `name` with parameters `p` is, returning a tuple of arrays."""
     import jax
-    if name == EXTERN:
-        return as_tuple(extern_function(p["key"]))
+    if name == EXTERN:                  # (under arr's vmap, every operand has the lanes: one level each)
+        fn = as_tuple(extern_function(p["key"]))
+        for _ in p.get("lanes", []):
+            fn = _lane_by_lane(fn) if lane_loops else jax.vmap(fn)
+        return fn
     import jax.numpy as jnp
     import jax.scipy.linalg as jsl
     linalg = jnp.linalg
@@ -161,6 +169,22 @@ def jax_function(name: str, p: dict):
     return lambda *args: tuple(jax.tree.leaves(fn(*args)))
 
 
+def _lane_by_lane(fn):
+    import jax
+    return lambda *args: jax.lax.map(lambda lane: fn(*lane), args)
+
+
+def _mark_lane_loops(module: ir.Module, callee: str, labels: list) -> None:
+    """Mark the loops `_lane_by_lane` made in the merged function `callee` (the outermost `while` of its
+    body, then the outermost of that one's body, one per vmap level) as vmap's lane loops."""
+    body = next(op for op in module.body.operations
+                if ir.StringAttr(op.attributes["sym_name"]).value == callee).regions[0].blocks[0]
+    for label in labels:
+        loop = next(op for op in body.operations if op.operation.name == "stablehlo.while")
+        loop.operation.attributes[abi.LANES] = ir.StringAttr.get(label)
+        body = loop.operation.regions[1].blocks[0]
+
+
 def _vjp_of(fn, n: int):
     """(fn's `n` arguments..., cotangents of its float results...) -> the cotangents of its arguments."""
     import jax
@@ -182,10 +206,14 @@ def _shape_dtype(type_text: str):
     return tuple(ir.RankedTensorType(t).shape), emit.element_dtype(t).np
 
 
-def _merge(module: ir.Module, text: str, prefix: str) -> str:
+def _merge(module: ir.Module, text: str, prefix: str, flat: bool = False) -> str:
     """Parse JAX's module `text` into `module`'s context, rename its functions with `prefix` (private), move
-    them into `module`; returns the name of its entry."""
+    them into `module`; returns the name of its entry. `flat`: with JAX's own calls inlined first (an
+    extern's: its ops, inlined at the arr call, then all take that call site, passes/rewrite.py)."""
     jax_module = ir.Module.parse(text)
+    if flat:
+        from .rewrite import inline_calls
+        inline_calls(jax_module)
     names = [ir.StringAttr(f.attributes["sym_name"]).value for f in jax_module.body.operations]
     entry = None
     for old in names:

@@ -60,7 +60,8 @@ def compile_module(module, context, sources, passes: list, platform: str = "cpu"
     from .pjrt import backend
     target = backend(platform).platform
     # externs' calls become JAX's ops before the guard pass, so that its reports look inside them
-    apply_passes(module, context, [LowerLinalg(target, externs_only=True)] + list(passes)
+    lane_loops = any(isinstance(p, GuardPass) for p in passes)
+    apply_passes(module, context, [LowerLinalg(target, externs_only=True, lane_loops=lane_loops)] + list(passes)
                  + [VerifyBackend(target), LowerLinalg(target)], sources)
     if target == "cpu" and uses_lapack(module):
         initialize_lapack()

@@ -257,6 +257,56 @@ error[R0001]: NaN produced at run time
 """
 
 
+EXTERN_VMAP_SRC = EXTERN_SRC + """
+def per_shared(x: f32[c, b, 4], t: f32[b, 2]) -> f32[c]:
+    return vmap(loss, in_axes=(0, None))(x, t)
+
+def per_slope(x: f32[c, b, 4], t: f32[c, b, 2]) -> f32[c, b, 4]:
+    return vmap(slope)(x, t)
+
+def total(x: f32[c, b, 4], t: f32[c, b, 2]) -> f32:
+    return sum(vmap(loss)(x, t))
+
+def total_slope(x: f32[c, b, 4], t: f32[c, b, 2]) -> f32[c, b, 4]:
+    return grad(total)(x, t)
+
+def nested(x: f32[d, c, b, 4], t: f32[d, c, b, 2]) -> f32[d, c]:
+    return vmap(per_example)(x, t)
+"""
+
+
+def test_vmap_of_an_extern_is_jax_vmap_of_its_function_not_a_loop_over_lanes():
+    mod = arrc.loads(EXTERN_VMAP_SRC, filename="enc.arr", externs={"encoder": _encoder})
+    xs, ts = R.normal(size=(5, 3, 4)).astype(np.float32), R.normal(size=(5, 3, 2)).astype(np.float32)
+    assert "arrc.lanes" not in mod.per_example.lower(xs, ts).as_text()
+    np.testing.assert_allclose(mod.per_shared(xs, ts[0]), jax.vmap(_jax_loss, in_axes=(0, None))(xs, ts[0]),
+                               rtol=1e-6)
+    np.testing.assert_allclose(mod.per_slope(xs, ts), jax.vmap(jax.grad(_jax_loss))(xs, ts), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(mod.total_slope(xs, ts),
+                               jax.grad(lambda x, t: jnp.sum(jax.vmap(_jax_loss)(x, t)))(xs, ts), rtol=1e-5, atol=1e-7)
+    x4, t4 = R.normal(size=(2, 5, 3, 4)).astype(np.float32), R.normal(size=(2, 5, 3, 2)).astype(np.float32)
+    np.testing.assert_allclose(mod.nested(x4, t4), jax.vmap(jax.vmap(_jax_loss))(x4, t4), rtol=1e-6)
+
+
+def test_a_fault_inside_an_extern_under_vmap_names_the_lane():
+    """Guarded, the extern's lanes run one by one (`lax.map`), so the report gives the lane and the index
+    inside it, as for arr's own operations (docs/vmap.md)."""
+    mod = arrc.loads("extern def enc(x: f32[n]) -> f32[n]\n\ndef f(x: f32[n]) -> f32:\n    y = x - 1.0\n"
+                     "    return sum(enc(y))\n\ndef g(xs: f32[b, n]) -> f32[b]:\n    return vmap(f)(xs)\n",
+                     filename="model.arr", externs={"enc": _shifted_log}, guards="nan")
+    with pytest.raises(arrc.NaNError) as info:
+        mod.g(np.array([[2.0, 3.0], [2.0, 0.5]], np.float32))
+    assert str(info.value).splitlines()[-4:] == [
+        f"{' ' * len(str(_shifted_log.__code__.co_firstlineno + 1))} |",
+        f"{' ' * len(str(_shifted_log.__code__.co_firstlineno + 1))} = note: operands at index [1]: x - 1.0 = -0.5",
+        f"{' ' * len(str(_shifted_log.__code__.co_firstlineno + 1))} = note: in lane 1 of vmap(f)",
+        f"{' ' * len(str(_shifted_log.__code__.co_firstlineno + 1))} = note: in enc, called from vmap(f) at "
+        "model.arr:5:16, called from g at model.arr:8:12"]
+    assert "this `log` produced NaN at index [1]" in str(info.value)
+    np.testing.assert_allclose(mod.g(np.array([[2.0, 3.0], [3.0, 4.0]], np.float32)),
+                               [2 * np.log(2.0), 2 * np.log(6.0)], rtol=1e-6)
+
+
 def test_arguments_cross_without_a_copy_where_jax_would_not_copy():
     """A jax.Array on the function's device is passed as it is; a 64-byte-aligned NumPy array is transferred
     without a copy on the CPU (the device buffer is its memory), and one that is not aligned is copied, as
