@@ -306,10 +306,14 @@ class Function:
     def as_jax(self):
         """This function as one JAX can trace: under `jax.jit`, `jax.grad`, `jax.vjp` and `jax.vmap`, its
         StableHLO merged into JAX's (arrc/interop.py, docs/interop.md)."""
-        from arrc.interop import as_jax
         if self.module.guard_kinds or self.name in self.module._program.effectful or self._keys:
             raise TypeError(f"{self.shown_name}: as_jax does not take yet a function that prints or asserts, a "
                             f"module loaded with guards, or keys (docs/interop.md)")
+        return self._as_jax_unguarded()
+
+    def _as_jax_unguarded(self):
+        """`as_jax` without the module's guards (arrc/sharding.py checks the results itself)."""
+        from arrc.interop import as_jax
         return as_jax(self, _derivative_for_jax, _vmap_lanes_first)
 
     def sharded(self, mesh, in_specs=None, out_specs=None):

@@ -481,7 +481,7 @@ def positional_aliases(values: dict[str, object], names: list[str]) -> dict[str,
     return out
 
 
-def parse_mesh(mesh: str | None, shards: list[str], guards, devices: int | None) -> tuple[dict, dict]:
+def parse_mesh(mesh: str | None, shards: list[str], guards, scope: str, devices: int | None) -> tuple[dict, dict]:
     """`--mesh data=4,model=2` as {axis: size} and each `--shard x=data,_` as {parameter: spec text}."""
     if devices is not None and devices < 1:
         raise UsageError(f"--devices {devices}: give a positive number of devices")
@@ -489,9 +489,9 @@ def parse_mesh(mesh: str | None, shards: list[str], guards, devices: int | None)
         if shards:
             raise UsageError("--shard needs --mesh (e.g. --mesh data=8 --shard x=data,_)")
         return {}, {}
-    if guards:
-        raise UsageError("--mesh with --guards: guards do not run sharded yet (docs/sharding.md); run without "
-                         "--guards, or on one device")
+    if guards and (set(guards) - {"nan", "inf"} or scope != "results"):
+        raise UsageError("--mesh with --guards: only nan and inf, checked at the results, run sharded yet "
+                         "(docs/sharding.md); give --guards nan,inf, or run on one device")
     axes: dict = {}
     for part in (p.strip() for p in mesh.split(",") if p.strip()):
         name, eq, size = part.partition("=")
@@ -831,7 +831,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.out is not None and not args.out.endswith(".npz"):
         raise UsageError(f"--out {args.out}: the results are saved as a NumPy .npz archive; give a name ending "
                          f"in .npz (e.g. --out {Path(args.out).with_suffix('.npz')})")
-    mesh_axes, shards = parse_mesh(args.mesh, args.shard, args.guards, args.devices)
+    mesh_axes, shards = parse_mesh(args.mesh, args.shard, args.guards, args.guard_scope, args.devices)
     if args.devices is not None:        # before JAX's CPU backend starts (docs/sharding.md)
         import jax
         jax.config.update("jax_num_cpu_devices", args.devices)

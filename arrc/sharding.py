@@ -1,15 +1,21 @@
 """Many devices (LANGUAGE.md section 17, docs/sharding.md): a function of an arr module run as one SPMD
 program over a mesh of devices, partitioned by XLA (Shardy), never by collectives or transfers written here.
 
-Step 1: the function goes through `Function.as_jax()` (arrc/interop.py: its StableHLO merged into JAX's
-module) and `jax.jit` with the mesh's shardings, so XLA's partitioner sees arr's operations as JAX's and the
-results come back as sharded `jax.Array`s with the shardings XLA chose. Functions with guards, `print` or
-`assert` (their host callbacks belong to arrc's runtime) and key arguments are not sharded yet.
+The function goes through `Function.as_jax()` (arrc/interop.py: its StableHLO merged into JAX's module) and
+`jax.jit` with the mesh's shardings, so XLA's partitioner sees arr's operations as JAX's and the results come
+back as sharded `jax.Array`s with the shardings XLA chose. With the `nan`/`inf` guards (checked at the
+results, the default scope), the same program also returns whether the sum of each float result is finite
+(partitioned as any reduction, a replicated flag); where one is not, the call runs again on one device,
+which finds the origin and raises its report (global element indices), with a note naming the device that
+holds the first bad result element. `print`, `assert`, the `bounds`/`div0` guards, the all-ops scope and key
+arguments are not sharded yet (their host callbacks belong to arrc's runtime).
 """
 from __future__ import annotations
 
 import math
 import threading
+
+from arrc.runtime import pjrt
 
 _lock = threading.RLock()          # (`_once` makes under it, and a make may call `_once`)
 
@@ -50,11 +56,17 @@ def partition_spec(value):
     return PartitionSpec(*(None if p in (None, "_", "") else p for p in value))
 
 
+CHECKED_AT_RESULTS = frozenset({"nan", "inf"})
+
+
 def can_shard(fn) -> bool:
-    """Whether arr Function `fn` can run as an SPMD program yet: not with guards, print or assert (their host
-    callbacks are arrc's runtime's), a loop's `bound=` checked in a derivative, or keys."""
+    """Whether arr Function `fn` can run as an SPMD program yet: not with print or assert (their host callbacks
+    are arrc's runtime's), guards other than nan/inf checked at the results, a loop's `bound=` checked in a
+    derivative, or keys."""
     program = fn.module._program
-    return not (fn.module.guard_kinds or fn._keys or fn.name in program.effectful or fn.name in program.checks_bounds)
+    module = fn.module
+    guards_ok = module.guard_kinds <= CHECKED_AT_RESULTS and (not module.guard_kinds or module.guard_scope == "results")
+    return guards_ok and not (fn._keys or fn.name in program.effectful or fn.name in program.checks_bounds)
 
 
 class Sharded:
@@ -68,9 +80,9 @@ class Sharded:
         self.fn, self.mesh, self.error = fn, mesh, error        # error: arrc.ArgumentError (arrc/api.py)
         ArgumentError = error
         if not can_shard(fn):
-            raise TypeError(f"{fn.name}: a function of a module loaded with guards, one that prints or asserts "
-                            f"(or calls one that does), one whose derivative checks a loop's `bound=`, or one "
-                            f"of keys does not run sharded yet (docs/sharding.md)")
+            raise TypeError(f"{fn.name}: a function of a module loaded with guards other than nan/inf at the "
+                            f"results, one that prints or asserts (or calls one that does), one whose derivative "
+                            f"checks a loop's `bound=`, or one of keys does not run sharded yet (docs/sharding.md)")
         params = fn._sig.params
         specs = [None] * len(params) if in_specs is None else list(in_specs)
         if len(specs) != len(params):
@@ -87,11 +99,13 @@ class Sharded:
             outs = [NamedSharding(mesh, partition_spec(s)) for s in
                     (out_specs if isinstance(out_specs, (list, tuple)) and fn._sig.tuple_result else [out_specs])]
             outs = tuple(outs) if fn._sig.tuple_result else outs[0]
+            if fn.module.guard_kinds:                   # (and the results' flag, replicated)
+                outs = (outs, NamedSharding(mesh, partition_spec(None)))
         self.in_shardings = tuple(NamedSharding(mesh, s) for s in self.in_specs)
-        self.jitted = jax.jit(as_jax_of(fn), in_shardings=self.in_shardings, out_shardings=outs)
+        self.jitted = jax.jit(spmd_function(fn), in_shardings=self.in_shardings, out_shardings=outs)
 
     def __call__(self, *args):
-        return self.jitted(*self._placed(args))
+        return checked_call(self.fn, self.jitted, self._placed(args))
 
     def _placed(self, args) -> list:
         """The arguments as jax.jit takes them for these shardings: a (nested) list as a NumPy array of its
@@ -112,7 +126,8 @@ class Sharded:
 
     def lower(self, *args):
         """JAX's Lowered of the SPMD program (`.as_text()`: the StableHLO with its shardings;
-        `.compile().as_text()`: XLA's partitioned HLO, collectives included)."""
+        `.compile().as_text()`: XLA's partitioned HLO, collectives included; with guards, its results are
+        the function's and the flag)."""
         return self.jitted.lower(*self._placed(args))
 
     def _check_divisible(self, args) -> None:
@@ -152,9 +167,65 @@ def _once(kind: str, fn, make):
         return made[1]
 
 
-def as_jax_of(fn):
-    """`fn.as_jax()`, made once per Function."""
-    return _once("as_jax", fn, fn.as_jax)
+def spmd_function(fn):
+    """What runs as the SPMD program: `fn` as JAX traces it (made once per Function), and with the module's
+    nan/inf guards the flag `checked_call` reads, whether the sum of a float result is not finite (a sum is
+    finite only where every element is, or overflows: then the call on one device decides)."""
+    def make():
+        import jax.numpy as jnp
+        traced = fn._as_jax_unguarded()
+        if not fn.module.guard_kinds:
+            return traced
+        floats = [i for i, t in enumerate(fn._sig.results) if t.dtype.is_float]
+
+        def checked(*args):
+            out = traced(*args)
+            leaves = out if fn._sig.tuple_result else (out,)
+            sums = [jnp.sum(leaves[i], dtype=jnp.promote_types(leaves[i].dtype, jnp.float32)) for i in floats]
+            return out, ~jnp.all(jnp.stack([jnp.isfinite(s) for s in sums])) if sums else jnp.bool_(False)
+        return checked
+    return _once("as_jax", fn, make)
+
+
+def checked_call(fn, jitted, args):
+    """Run the SPMD program `jitted` of `fn`; with guards, where its flag says a result may not be finite,
+    call `fn` again on one device (the arguments gathered): it raises the origin's report, with a note of
+    the device that holds the first non-finite result element, or returns (a sum that overflowed)."""
+    if not fn.module.guard_kinds:
+        return jitted(*args)
+    out, suspect = jitted(*args)
+    if pjrt.read_when_ready(suspect):
+        import numpy as np
+        from arrc.runtime.reports import GuardError
+        try:
+            fn(*(np.asarray(a) for a in args))
+        except GuardError as err:
+            leaves = out if fn._sig.tuple_result else (out,)
+            err.diagnostic.notes.append(_held_by(leaves))
+            err.args = (str(err),)
+            raise
+    return out
+
+
+def _held_by(leaves) -> str:
+    """Which device holds the first non-finite element of the first result that has one."""
+    import numpy as np
+    devices = len(set().union(*(r.sharding.device_set for r in leaves)))
+    for k, r in enumerate(leaves):
+        host = np.asarray(r)
+        if host.dtype.kind not in "fc":
+            continue
+        bad = np.argwhere(~np.isfinite(host))
+        if len(bad):
+            index = tuple(int(i) for i in bad[0])
+            holders = sorted(d.id for d, where in r.sharding.devices_indices_map(r.shape).items()
+                             if all(s.start is None or s.start <= i < s.stop for s, i in zip(where, index)))
+            ran = f"the call ran as one program on {devices} devices"
+            if len(holders) == devices:
+                return f"{ran}; result {k}, where the fault shows, is on every device"
+            who = f"device {holders[0]}" if len(holders) == 1 else f"devices {', '.join(map(str, holders))}"
+            return f"{ran}; the first non-finite element of result {k}, at index {list(index)}, is held by {who}"
+    return f"the call ran as one program on {devices} devices"
 
 
 def spans_devices(args) -> bool:
@@ -170,4 +241,4 @@ def spmd_call(fn, args):
     """A call of `fn` on arguments of which some are sharded jax.Arrays: one SPMD program, partitioned as
     they are (jax.jit takes their shardings), the results sharded as XLA chose."""
     import jax
-    return _once("jit", fn, lambda: jax.jit(as_jax_of(fn)))(*args)
+    return checked_call(fn, _once("jit", fn, lambda: jax.jit(spmd_function(fn))), args)

@@ -65,10 +65,29 @@ CHILD = textwrap.dedent('''
     rows = mod.power_iteration.sharded(mesh, in_specs=("data", None, None))
     np.testing.assert_allclose(rows(a, v, 30), mod.power_iteration(a, v, 30), rtol=1e-12)
 
-    # a guarded module gathers sharded arguments onto its device (not SPMD yet), with the same numbers
-    guarded = arrc.loads("def normalize(x: f32[b, 16]) -> f32[b, 16]:\\n"
-                         "    return x / sqrt(sum(x * x, axis=1, keepdims=true))\\n", guards="all")
+    # guards="all" (bounds and div0 too) gathers sharded arguments onto its device (not SPMD yet), same numbers
+    normalize_src = "def normalize(x: f32[b, 16]) -> f32[b, 16]:\\n    return x / sqrt(sum(x * x, axis=1, keepdims=true))\\n"
+    guarded = arrc.loads(normalize_src, guards="all")
     np.testing.assert_array_equal(np.asarray(guarded.normalize(xs)), np.asarray(out))
+
+    # nan/inf guards run SPMD: no fault, the SPMD results; a fault, the origin's report with its global index
+    # and the device that holds the bad result element
+    checked = arrc.loads(normalize_src + "\\ndef logs(x: f32[b, 16]) -> f32[b, 16]:\\n    y = x - 1.0\\n"
+                         "    return log(y)\\n", filename="g.arr", guards="nan,inf")
+    same = checked.normalize(xs)
+    assert len(same.sharding.device_set) == 8, same.sharding
+    np.testing.assert_array_equal(np.asarray(same), np.asarray(out))
+    logs = checked.logs.sharded(mesh, in_specs=(("data", "model"),))
+    fine = np.abs(x) + 2.0
+    np.testing.assert_allclose(np.asarray(logs(fine)), checked.logs(fine), rtol=1e-6)
+    bad = fine.copy()
+    bad[13, 5] = 0.5
+    for call in (lambda: logs(bad), lambda: checked.logs(jax.device_put(bad, NamedSharding(mesh, P("data", None))))):
+        try:
+            call()
+            raise AssertionError("no report")
+        except arrc.NaNError as err:
+            print(str(err).splitlines()[4], str(err).splitlines()[-1], sep="\\n")
 
     # errors with a message, before anything runs
     def message(call):
@@ -90,6 +109,12 @@ def test_sharded_programs_equal_one_device_on_8_virtual_devices():
     done = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout == (
+        "  |            ^^^^^^ this `log` produced NaN at index [13, 5]\n"
+        "  = note: the call ran as one program on 8 devices; the first non-finite element of result 0, at index "
+        "[13, 5], is held by device 2\n"
+        "  |            ^^^^^^ this `log` produced NaN at index [13, 5]\n"
+        "  = note: the call ran as one program on 8 devices; the first non-finite element of result 0, at index "
+        "[13, 5], is held by devices 2, 3\n"
         "ArgumentError: argument `x`: dimension 0 has size 30, which data (4 devices) does not divide\n"
         "ValueError: the mesh data=16 needs 16 devices; 8 are available (for virtual CPU devices: "
         "jax.config.update(\"jax_num_cpu_devices\", N) before JAX starts, or "
@@ -128,10 +153,25 @@ def test_the_command_line_runs_a_function_over_a_mesh(tmp_path):
     done = subprocess.run([sys.executable, "-m", "arrc", "run", "p.arr", "--entry", "f", "--arg", "x=[1, 2, 3, 4, 5, 6, 7, 8]",
                            "--devices", "8", "--mesh", "data=8", "--shard", "x=data"], cwd=tmp_path, capture_output=True,
                           text=True, timeout=300)
-    assert (done.returncode, done.stderr) == (2, "arrc: error: --mesh: f: a function of a module loaded with guards, "
-                                                 "one that prints or asserts (or calls one that does), one whose "
-                                                 "derivative checks a loop's `bound=`, or one of keys does not run "
-                                                 "sharded yet (docs/sharding.md)\n")
+    assert (done.returncode, done.stderr) == (2, "arrc: error: --mesh: f: a function of a module loaded with guards "
+                                                 "other than nan/inf at the results, one that prints or asserts (or "
+                                                 "calls one that does), one whose derivative checks a loop's "
+                                                 "`bound=`, or one of keys does not run sharded yet "
+                                                 "(docs/sharding.md)\n")
+    # nan/inf guards run sharded from the command line too: a fault is the report, exit 3
+    bad = np.full((8, 4), 3.0, np.float32)
+    bad[5, 2] = 0.5
+    np.save(tmp_path / "bad.npy", bad)
+    (tmp_path / "g.arr").write_text("def logs(x: f32[b, 4]) -> f32[b, 4]:\n    return log(x - 1.0)\n")
+    guarded = subprocess.run([sys.executable, "-m", "arrc", "run", "g.arr", "--entry", "logs", "--arg", "x=@bad.npy",
+                              "--devices", "8", "--mesh", "data=4,model=2", "--shard", "x=data,model", "--guards",
+                              "nan,inf"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert guarded.returncode == 3 and guarded.stderr.splitlines()[-1] == (
+        "  = note: the call ran as one program on 8 devices; the first non-finite element of result 0, at index "
+        "[5, 2], is held by device 5"), guarded.stderr
+    assert run("--devices", "8", "--mesh", "data=8", "--guards", "all") == (
+        2, "", "arrc: error: --mesh with --guards: only nan and inf, checked at the results, run sharded yet "
+               "(docs/sharding.md); give --guards nan,inf, or run on one device\n")
     # a literal list argument is the parameter's array, as in a call on one device
     listed = subprocess.run(base[:4] + ["m.arr", "--entry", "loss", "--arg", "w=@w.npy", "--arg",
                                         "x=" + str(np.full((8, 4), 0.5).tolist()), "--devices", "8", "--mesh", "data=8",
