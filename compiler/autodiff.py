@@ -873,10 +873,13 @@ def _forward_id(op) -> int:
 def sweep(ops: list, cts: dict):
     """The backward sweep over `ops` (in program order), emitted at the current insertion point: from the
     cotangents `cts` (value -> cotangent) of values they make, the cotangents of the values they use
-    (their operands, and for ops with regions the values those capture). The dict, or a Diagnostic."""
+    (their operands, and for ops with regions the values those capture). The dict, or a Diagnostic.
+    A cotangent goes only where a float value from outside `ops` flows (`_varied`): the float ops of a
+    random sample, made from its key's bits, need no derivative, as in JAX."""
+    varied = _varied(ops)
     for op in reversed(ops):
         outs = [cts.pop(r, None) for r in op.results]
-        if all(c is None for c in outs):
+        if all(c is None for c in outs) or not any(r in varied for r in op.results):
             continue
         name = op.operation.name
         if name in NOT_DIFFERENTIABLE:
@@ -897,6 +900,18 @@ def sweep(ops: list, cts: dict):
             key = operand
             cts[key] = ct if key not in cts else hlo.add(cts[key], ct)
     return cts
+
+
+def _varied(ops: list) -> set:
+    """The results of `ops` that depend on a float value from outside them (an argument of the function
+    differentiated, a value a loop body captures): the values a derivative can flow through."""
+    made = {r for op in ops for r in op.results}
+    varied: set = set()
+    for op in ops:
+        inputs = list(op.operands) + (captured(op) if op.regions else [])
+        if any(v in varied or (v not in made and _is_float(v)) for v in inputs):
+            varied.update(op.results)
+    return varied
 
 
 # ---- loops: a `for` loop with a compile-time trip count is unrolled before the sweep ----------------

@@ -996,3 +996,29 @@ def test_relu_values_and_derivative_are_jax_nn_relus_at_zero_and_infinities(dtyp
     with_nan = np.append(x, np.nan).astype(np_dt)
     got, want = np.asarray(mod.r(with_nan)), np.asarray(jax.nn.relu(with_nan))
     assert np.array_equal(got, want, equal_nan=True) and not np.signbit(got[:-1]).any()
+
+
+def test_random_numbers_in_a_loss_need_no_derivative_of_their_own():
+    """Dropout-style noise drawn from a key: its float ops (erf_inv of the key's bits) depend on no
+    differentiated argument, so no cotangent reaches them (JAX skips them too)."""
+    mod = arrc.loads("""
+def loss(k: key, w: f64[3], x: f64[5, 3]) -> f64:
+    k1, k2 = split(k)
+    keep = uniform(k1, (5, 3)) > 0.5
+    h = where(keep, x * 2.0, 0.0) + 0.1 * normal(k2, (5, 3))
+    return sum(tanh(h @ w) ** 2)
+
+def dloss(k: key, w: f64[3], x: f64[5, 3]) -> f64[3]:
+    return grad(loss, argnums=1)(k, w, x)
+""")
+    k = jax.random.key(7)
+    w, x = np.array([0.3, -0.2, 0.5]), np.linspace(-1, 1, 15).reshape(5, 3)
+
+    def jax_loss(w):
+        k1, k2 = jax.random.split(k)
+        keep = jax.random.uniform(k1, (5, 3), jnp.float32) > 0.5
+        h = jnp.where(keep, x * 2.0, 0.0) + 0.1 * jax.random.normal(k2, (5, 3), jnp.float32)
+        return jnp.sum(jnp.tanh(h @ w) ** 2)
+    with jax.enable_x64(True):
+        want = jax.grad(jax_loss)(w)
+    np.testing.assert_allclose(mod.dloss(k, w, x), want, rtol=1e-6)      # (f32 normals: 1 ulp apart)
