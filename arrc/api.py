@@ -306,9 +306,9 @@ class Function:
     def as_jax(self):
         """This function as one JAX can trace: under `jax.jit`, `jax.grad`, `jax.vjp` and `jax.vmap`, its
         StableHLO merged into JAX's (arrc/interop.py, docs/interop.md)."""
-        if self.module.guard_kinds or self.name in self.module._program.effectful or self._keys:
-            raise TypeError(f"{self.shown_name}: as_jax does not take yet a function that prints or asserts, a "
-                            f"module loaded with guards, or keys (docs/interop.md)")
+        if self.module.guard_kinds or self.name in self.module._program.effectful:
+            raise TypeError(f"{self.shown_name}: as_jax does not take yet a function that prints or asserts, or "
+                            f"a module loaded with guards (docs/interop.md)")
         return self._as_jax_unguarded()
 
     def _as_jax_unguarded(self):

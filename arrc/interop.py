@@ -7,8 +7,12 @@ primitive is linear with arr's vjp as its transpose, so `jax.grad` and `jax.hess
 `jax.grad`/`jax.vjp` go through `jax.custom_vjp`, with arr's vjp as the backward pass. `jax.vmap` goes
 through the primitive's batching rule, arr's `vmap` (compiler/batching.py).
 
+A `key` parameter takes a JAX typed key array (Threefry-2x32) or its words, a uint32 `[..., 2]`
+(`jax.random.PRNGKey`): the primitive's operand is the words, packed into arr's keys in the lowering; a key
+result comes back as a typed key.
+
 Not yet: functions that print or assert, modules with guards (their host callbacks are arrc's runtime's,
-which JAX's executables do not have), keys, and forward mode of a function with integer arguments.
+which JAX's executables do not have), and forward mode of a function with integer arguments.
 """
 from __future__ import annotations
 
@@ -30,18 +34,23 @@ def as_jax(fn, derive, make_vmap):
     n, k = len(fn._sig.params), len(fn._sig.results)
     floats = [i for i, (_, t, _) in enumerate(fn._sig.params) if t.dtype.is_float]
     dtypes = [t.dtype.np for _, t, _ in fn._sig.params]
-    backward, tangent = derive(fn, "vjp"), derive(fn, "jvp")
+    backward = functools.lru_cache(maxsize=None)(lambda: derive(fn, "vjp"))   # made when differentiated (its
+    tangent = derive(fn, "jvp")                                                # warnings, e.g. W0004, then)
+
+    keys_in = [t.dtype.is_key for _, t, _ in fn._sig.params]
+    keys_out = [t.dtype.is_key for t in fn._sig.results]
 
     def jax_fn(*args):      # a Python scalar takes its parameter's dtype, as in a call of `fn` (also when
-        return f(*(jax.numpy.asarray(a, dt) if _weak_scalar(a) else a for a, dt in zip(args, dtypes)))  # traced)
+        return f(*(_key_words(a, fn._sig.params[i][0]) if keys_in[i] else          # traced); a key, its words
+                   jax.numpy.asarray(a, dtypes[i]) if _weak_scalar(a) else a for i, a in enumerate(args)))
 
     def apply(*args):
-        out = prim.bind(*args)
+        out = [jax.random.wrap_key_data(r) if key else r for r, key in zip(prim.bind(*args), keys_out)]
         return tuple(out) if tuple_result else out[0]
 
     if tangent is not None:
         tangents_of = _primitive(tangent, make_vmap, drop=k)          # (primals, tangents) -> tangents
-        pull = functools.lru_cache(maxsize=None)(lambda: as_jax(backward, derive, make_vmap))   # made when used:
+        pull = functools.lru_cache(maxsize=None)(lambda: as_jax(backward(), derive, make_vmap))  # made when used:
         _transposed_by(tangents_of, lambda *a: pull()(*a)[k:], n)     # differentiable again (second derivatives)
         f = jax.custom_jvp(apply)
 
@@ -59,12 +68,27 @@ def as_jax(fn, derive, make_vmap):
     def back(args, ct):
         import numpy as np
         cts = ct if tuple_result else (ct,)
-        pulled = _primitive(backward, make_vmap, drop=k).bind(*args, *cts) if backward else []
+        pulled = _primitive(backward(), make_vmap, drop=k).bind(*args, *cts) if backward() else []
         grads = dict(zip(floats, pulled))
         return tuple(grads[i] if i in grads else np.zeros(np.shape(a), jax.dtypes.float0)
                      for i, a in enumerate(args))
     f.defvjp(forward, back)
     return jax_fn
+
+
+def _key_words(a, name: str):
+    """A `key` argument as its uint32 words `[..., 2]`: a typed key array's (Threefry-2x32), or the words."""
+    import jax
+    from arrc.api import ArgumentError
+    if jax.dtypes.issubdtype(getattr(a, "dtype", None), jax.dtypes.prng_key):
+        if "threefry2x32" not in str(jax.random.key_impl(a)):
+            raise ArgumentError(f"argument `{name}`: a key of the {jax.random.key_impl(a)} PRNG; arr's keys are "
+                                f"Threefry-2x32")
+        return jax.random.key_data(a)
+    if getattr(a, "dtype", None) != jax.numpy.uint32 or not a.ndim or a.shape[-1] != 2:
+        raise ArgumentError(f"argument `{name}` must be a JAX key (`jax.random.key(0)`) or key data, a uint32 "
+                            f"array of shape [..., 2] (`jax.random.PRNGKey(0)`)")
+    return a
 
 
 def _weak_scalar(a) -> bool:
@@ -106,42 +130,57 @@ def _primitive(fn, make_vmap, drop: int = 0):
     return prim
 
 
+def _arr_types(fn, shapes_dtypes) -> list:
+    """What `fn.lower` takes for the primitive's operands (shape, dtype): a key parameter's is its words."""
+    import jax
+    from arrc.compiler.types import KEY, ArrayType, Dim
+    return [ArrayType(KEY, tuple(Dim.const(int(d)) for d in shape[:-1])) if t.dtype.is_key
+            else jax.ShapeDtypeStruct(shape, dtype) for (shape, dtype), (_, t, _) in zip(shapes_dtypes, fn._sig.params)]
+
+
 def _lowered(fn, avals, platform: str = "cpu"):
     """`fn` lowered for `avals` through its passes, linear algebra for `platform`."""
-    import jax
     from arrc.passes.linalg import LowerLinalg
     from arrc.runtime.pipeline import apply_passes, passes_for
-    lowered = fn.lower(*(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals))
+    lowered = fn.lower(*_arr_types(fn, [(a.shape, a.dtype) for a in avals]))
     apply_passes(lowered.module, lowered.context, passes_for(None) + [LowerLinalg(platform)], fn.sources)
     return lowered
 
 
 @functools.lru_cache(maxsize=None)
 def _result_types(fn, key: tuple) -> list:
-    import jax
+    """(shape, dtype, is a key) of each result, a key's shape and dtype its words'."""
+    import numpy as np
     from arrc.compiler.optable import concrete
-    avals = [jax.ShapeDtypeStruct(s, d) for s, d in key]
-    return [(concrete(t.shape), t.dtype.np) for t in fn.lower(*avals).result_types]
+    return [(concrete(t.shape) + (2,), np.dtype(np.uint32), True) if t.dtype.is_key else
+            (concrete(t.shape), t.dtype.np, False) for t in fn.lower(*_arr_types(fn, key)).result_types]
 
 
 def _abstract(fn, drop: int, *avals):
     from jax._src.core import ShapedArray
     key = tuple((tuple(a.shape), a.dtype) for a in avals)
-    return [ShapedArray(shape, dtype) for shape, dtype in _result_types(fn, key)[drop:]]
+    return [ShapedArray(shape, dtype) for shape, dtype, _ in _result_types(fn, key)[drop:]]
 
 
 def _lower(fn, drop: int, ctx, *args):
+    from jax._src.core import ShapedArray
     from jax._src.interpreters import mlir
     from jaxlib.mlir import ir
     from jaxlib.mlir.dialects import func
+    from arrc.compiler import emit
+    from arrc.compiler.ops_random import keys_of_words, words_of_keys
+    from arrc.compiler.types import U64
     platform = ctx.module_context.platforms[0]
     text = _lowered(fn, ctx.avals_in, platform).as_text()
     source = ir.Module.parse(text, context=ctx.module_context.context)
     name = mlir.merge_mlir_modules(ctx.module_context.module, f"arr_{fn.name}", source)
-    every = _abstract(fn, 0, *ctx.avals_in)                  # the call returns them all; the primitive `drop`s some
-    call = func.CallOp([mlir.aval_to_ir_type(ctx.module_context, a) for a in every], ir.FlatSymbolRefAttr.get(name),
-                       list(args))
-    return list(call.results)[drop:]
+    every = _result_types(fn, tuple((tuple(a.shape), a.dtype) for a in ctx.avals_in))   # (the primitive `drop`s some)
+    operands = [keys_of_words(a, tuple(v.shape[:-1])) if t.dtype.is_key else a
+                for a, v, (_, t, _) in zip(args, ctx.avals_in, fn._sig.params)]
+    types = [emit.tensor_type(shape[:-1], U64) if key else mlir.aval_to_ir_type(ctx.module_context, ShapedArray(shape, dt))
+             for shape, dt, key in every]
+    call = func.CallOp(types, ir.FlatSymbolRefAttr.get(name), operands)
+    return [words_of_keys(r, shape[:-1]) if key else r for r, (shape, _, key) in zip(call.results, every)][drop:]
 
 
 def _batch(fn, make_vmap, drop: int, prim, args, dims):

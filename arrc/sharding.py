@@ -7,8 +7,8 @@ back as sharded `jax.Array`s with the shardings XLA chose. With the `nan`/`inf` 
 results, the default scope), the same program also returns whether the sum of each float result is finite
 (partitioned as any reduction, a replicated flag); where one is not, the call runs again on one device,
 which finds the origin and raises its report (global element indices), with a note naming the device that
-holds the first bad result element. `print`, `assert`, the `bounds`/`div0` guards, the all-ops scope and key
-arguments are not sharded yet (their host callbacks belong to arrc's runtime).
+holds the first bad result element. `print`, `assert`, the `bounds`/`div0` guards and the all-ops scope are
+not sharded yet (their host callbacks belong to arrc's runtime).
 """
 from __future__ import annotations
 
@@ -61,12 +61,12 @@ CHECKED_AT_RESULTS = frozenset({"nan", "inf"})
 
 def can_shard(fn) -> bool:
     """Whether arr Function `fn` can run as an SPMD program yet: not with print or assert (their host callbacks
-    are arrc's runtime's), guards other than nan/inf checked at the results, a loop's `bound=` checked in a
-    derivative, or keys."""
+    are arrc's runtime's), guards other than nan/inf checked at the results, or a loop's `bound=` checked in
+    a derivative."""
     program = fn.module._program
     module = fn.module
     guards_ok = module.guard_kinds <= CHECKED_AT_RESULTS and (not module.guard_kinds or module.guard_scope == "results")
-    return guards_ok and not (fn._keys or fn.name in program.effectful or fn.name in program.checks_bounds)
+    return guards_ok and not (fn.name in program.effectful or fn.name in program.checks_bounds)
 
 
 class Sharded:
@@ -81,8 +81,8 @@ class Sharded:
         ArgumentError = error
         if not can_shard(fn):
             raise TypeError(f"{fn.name}: a function of a module loaded with guards other than nan/inf at the "
-                            f"results, one that prints or asserts (or calls one that does), one whose derivative "
-                            f"checks a loop's `bound=`, or one of keys does not run sharded yet (docs/sharding.md)")
+                            f"results, one that prints or asserts (or calls one that does), or one whose derivative "
+                            f"checks a loop's `bound=` does not run sharded yet (docs/sharding.md)")
         params = fn._sig.params
         specs = [None] * len(params) if in_specs is None else list(in_specs)
         if len(specs) != len(params):

@@ -156,14 +156,28 @@ def _key_data(cx: CallCx, keys) -> Val:
     if not ks.type.dtype.is_key:
         cx.error("E0210", f"`keys` must be keys, found {ks.type}", f"this is {ks.type}", at="keys")
     shape = ks.type.shape + (Dim.const(2),)
+    return cx.value(ArrayType(U32, shape), lambda: words_of_keys(cx.ir(ks), concrete(ks.type.shape)))
 
-    def build():
-        dims = concrete(ks.type.shape)
-        column = emit.tensor_type(dims + (1,), U32)
-        parts = [emit.op("stablehlo.reshape", column, [w]) for w in words(cx.ir(ks))]
-        return emit.op("stablehlo.concatenate", emit.tensor_type(dims + (2,), U32), parts,
-                       {"dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(dims))})
-    return cx.value(ArrayType(U32, shape), build)
+
+def words_of_keys(keys: ir.Value, dims: tuple) -> ir.Value:
+    """The u32[*dims, 2] words of keys[*dims] (the first word the high half, compiler/types.py KEY)."""
+    column = emit.tensor_type(dims + (1,), U32)
+    parts = [emit.op("stablehlo.reshape", column, [w]) for w in words(keys)]
+    return emit.op("stablehlo.concatenate", emit.tensor_type(dims + (2,), U32), parts,
+                   {"dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(dims))})
+
+
+def keys_of_words(data: ir.Value, dims: tuple) -> ir.Value:
+    """keys[*dims] of their u32[*dims, 2] words (`words_of_keys`' inverse)."""
+    rank = len(dims)
+    column = []
+    for w in range(2):
+        piece = emit.op("stablehlo.slice", emit.tensor_type(dims + (1,), U32), [data], {
+            "start_indices": ir.DenseI64ArrayAttr.get([0] * rank + [w]),
+            "limit_indices": ir.DenseI64ArrayAttr.get(list(dims) + [w + 1]),
+            "strides": ir.DenseI64ArrayAttr.get([1] * (rank + 1))})
+        column.append(emit.op("stablehlo.reshape", emit.tensor_type(dims, U32), [piece]))
+    return pack(*column)
 
 
 @register("wrap_key", params="data", keys=True, family="Random numbers",
@@ -174,19 +188,7 @@ def _wrap_key(cx: CallCx, data) -> Val:
         cx.error("E0210", f"`data` must be a u32[..., 2] of key words, found {d.type}", f"this is {d.type}",
                  at="data", help="`key_data(k)` gives them; from integers, `.astype(u32)` first")
     shape = d.type.shape[:-1]
-
-    def build():
-        dims = concrete(shape)
-        rank = len(dims)
-        column = []
-        for w in range(2):
-            piece = emit.op("stablehlo.slice", emit.tensor_type(dims + (1,), U32), [cx.ir(d)], {
-                "start_indices": ir.DenseI64ArrayAttr.get([0] * rank + [w]),
-                "limit_indices": ir.DenseI64ArrayAttr.get(list(dims) + [w + 1]),
-                "strides": ir.DenseI64ArrayAttr.get([1] * (rank + 1))})
-            column.append(emit.op("stablehlo.reshape", emit.tensor_type(dims, U32), [piece]))
-        return pack(*column)
-    return cx.value(ArrayType(KEY, shape), build)
+    return cx.value(ArrayType(KEY, shape), lambda: keys_of_words(cx.ir(d), concrete(shape)))
 
 
 # ---- samplers ------------------------------------------------------------------------------------

@@ -98,6 +98,46 @@ def test_what_it_does_not_take_yet():
             fn.as_jax()
 
 
+KEYS_SRC = """
+def noise(k: key, x: f32[n]) -> f32[n]:
+    return x + 0.1 * normal(k, (n,))
+
+def halves(k: key) -> (key, key):
+    a, b = split(k)
+    return a, b
+
+def init(k: key) -> f32[4, 3]:
+    k1, k2 = split(k)
+    return uniform(k1, (4, 3)) + normal(k2, (4, 3))
+
+def one(k: key) -> f32:
+    return normal(k, ())
+"""
+
+
+def test_keys_cross_as_jax_typed_keys_or_their_words():
+    mod = arrc.loads(KEYS_SRC)
+    k, x = jax.random.key(3), np.arange(5, dtype=np.float32)
+    f32 = jnp.float32                       # (x64 is on here: JAX's default dtype would be f64)
+    want = x + 0.1 * jax.random.normal(k, (5,), f32)
+    noise = mod.noise.as_jax()
+    for got in (noise(k, x), jax.jit(noise)(k, x), jax.jit(noise)(jax.random.PRNGKey(3), x)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)       # (normals: XLA's erf_inv, 1 ulp apart at most)
+    a, b = jax.jit(mod.halves.as_jax())(k)                     # key results are typed keys, bit for bit
+    assert jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key)
+    for got, expected in zip((a, b), jax.random.split(k)):
+        np.testing.assert_array_equal(jax.random.key_data(got), jax.random.key_data(expected))
+    k1, k2 = jax.random.split(k)
+    np.testing.assert_allclose(jax.jit(mod.init.as_jax())(k), jax.random.uniform(k1, (4, 3), f32)
+                               + jax.random.normal(k2, (4, 3), f32), rtol=1e-6, atol=1e-6)
+    keys = jax.random.split(k, 8)
+    np.testing.assert_allclose(jax.jit(jax.vmap(mod.one.as_jax()))(keys),
+                               jax.vmap(lambda kk: jax.random.normal(kk, (), f32))(keys), rtol=1e-6)
+    np.testing.assert_allclose(jax.grad(lambda x: jnp.sum(noise(k, x) ** 2))(x), 2 * want, rtol=1e-6)
+    with pytest.raises(arrc.ArgumentError, match="argument `k` must be a JAX key"):
+        noise(np.zeros(3, np.uint32), x)
+
+
 def test_the_documented_training_loop_equals_the_jax_one():
     loss = arrc.loads("""
 def loss(w: f32[784, 10], x: f32[b, 784], y: i32[b]) -> f32:

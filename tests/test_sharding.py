@@ -65,6 +65,21 @@ CHILD = textwrap.dedent('''
     rows = mod.power_iteration.sharded(mesh, in_specs=("data", None, None))
     np.testing.assert_allclose(rows(a, v, 30), mod.power_iteration(a, v, 30), rtol=1e-12)
 
+    # a training loop from a random initialisation: a key argument (replicated), grad in a run-time loop
+    trainer = arrc.loads("""
+    def loss(x: f32[b, 16], w: f32[16, 8]) -> f32:
+        return mean(tanh(x @ w) ** 2)
+
+    def train(k: key, x: f32[b, 16], steps: i32) -> f32[16, 8]:
+        w = normal(k, (16, 8)) * 0.1
+        for i in range(steps):
+            w = w - 0.1 * grad(loss, argnums=1)(x, w)
+        return w
+    """, filename="t.arr", warnings="error")
+    train = trainer.train.sharded(mesh, in_specs=(None, ("data", None), None))
+    np.testing.assert_allclose(train(jax.random.key(0), x, 5), trainer.train(jax.random.key(0), x, 5),
+                               rtol=1e-5, atol=1e-7)
+
     # guards="all" (bounds and div0 too) gathers sharded arguments onto its device (not SPMD yet), same numbers
     normalize_src = "def normalize(x: f32[b, 16]) -> f32[b, 16]:\\n    return x / sqrt(sum(x * x, axis=1, keepdims=true))\\n"
     guarded = arrc.loads(normalize_src, guards="all")
@@ -155,9 +170,8 @@ def test_the_command_line_runs_a_function_over_a_mesh(tmp_path):
                           text=True, timeout=300)
     assert (done.returncode, done.stderr) == (2, "arrc: error: --mesh: f: a function of a module loaded with guards "
                                                  "other than nan/inf at the results, one that prints or asserts (or "
-                                                 "calls one that does), one whose derivative checks a loop's "
-                                                 "`bound=`, or one of keys does not run sharded yet "
-                                                 "(docs/sharding.md)\n")
+                                                 "calls one that does), or one whose derivative checks a loop's "
+                                                 "`bound=` does not run sharded yet (docs/sharding.md)\n")
     # nan/inf guards run sharded from the command line too: a fault is the report, exit 3
     bad = np.full((8, 4), 3.0, np.float32)
     bad[5, 2] = 0.5
