@@ -184,11 +184,14 @@ def _first(mask: ir.Value) -> ir.Value:
 
 
 def _at(x: ir.Value, index: ir.Value) -> ir.Value:
-    """Element `index` (flat) of `x`, as f64 for floats and i64 for integers."""
+    """Element `index` (flat) of `x`, as f64 for floats, complex<f64> for complex numbers and i64 for
+    integers."""
     dt = _element_dtype(x.type)
     if emit.shape_of(x):
         x = hlo.reshape(ir.RankedTensorType.get([], ir.RankedTensorType(x.type).element_type),
                         hlo.dynamic_slice(_flat(x), [index], [1]))
+    if _is_complex(x.type):
+        return hlo.convert(ir.RankedTensorType.get([], ir.ComplexType.get(ir.F64Type.get())), x)
     wide = F64 if dt.is_float else I64
     return emit.convert(x, dt, wide) if dt != wide else x
 
@@ -270,11 +273,11 @@ class _Guarder:
             # Flow is traced where a `where` can mask a non-finite value (elsewhere the def-use chains say as
             # much); the arguments' sites come first, as their reports do.
             self.flow = self.flow and _contains(self.fop.operation, lambda op: op.name == "stablehlo.select"
-                                                and _is_float(op.results[0].type))
+                                                and _is_inexact(op.results[0].type))
             if self.flow:
                 hidden = self._hidden_args()
                 for i, arg in enumerate(body.arguments):
-                    if i not in hidden and _is_float(arg.type):
+                    if i not in hidden and _is_inexact(arg.type):
                         self.arg_sites[i] = self.next_callback
                         self.next_callback += 1
             self._block(body, [], _results_reached(body) if self.options.origins else None)
@@ -440,7 +443,7 @@ class _Guarder:
         self._report(ip, op, bad, loops, position, "bounds", values, extra=extra)
 
     def _origin(self, ip, op, loops, position) -> None:
-        floats = [r for r in op.results if _is_float(r.type)]
+        floats = [r for r in op.results if _is_inexact(r.type)]
         if not floats or _constant(op.results[0]) and not _used_structurally(op):
             return       # a literal's value is reported by the operations that use it (`where(x > 0, x, -inf)`)
         kinds = self.options.floats
@@ -451,7 +454,7 @@ class _Guarder:
             # the check below adds uses of `result`.
             live = self._live_at_end(op, result) if (self.options.scope == "results" or abi.MASKED in op.attributes) \
                 and not (self.flow and self.top) else None
-            operands = [o for o in op.operands if _is_float(o.type)]
+            operands = [o for o in op.operands if _is_inexact(o.type)]
             computed = [o for o in operands if not _constant(o)]    # a literal's non-finite value is this op's
             elementwise = op.name not in SPATIAL and not is_linalg(op) and all(emit.shape_of(o) == shape
                                                                                 for o in operands)
@@ -472,7 +475,7 @@ class _Guarder:
             forward = self._forward_of(op)
             if forward is not None:                 # an adjoint: the forward operation's operands, same index
                 values[-1:-1] = [(abi.FORWARD_LABEL + _label(o, forward), o) for o in forward.operands
-                                 if _is_float(o.type) and emit.shape_of(o) == shape]
+                                 if _is_inexact(o.type) and emit.shape_of(o) == shape]
             extra = {abi.REACHES: _i64_array(self.reaches)} if self.reaches is not None else {}
             failed = _factorization(op)
             if failed is not None:           # its report names the matrix that failed (runtime/guards.py)
@@ -502,7 +505,7 @@ class _Guarder:
             inherited = hlo.select(op.operands[0], self._origins(op.operands[1], ip),
                                    self._origins(op.operands[2], ip))
         elif op.name in MOVES:                      # the same movement, applied to the origins
-            moved = [self._origins(o, ip) if _is_float(o.type) else o for o in op.operands]
+            moved = [self._origins(o, ip) if _is_inexact(o.type) else o for o in op.operands]
             inherited = ir.Operation.create(op.name, results=[emit.tensor_type(shape, I64)], operands=moved,
                                             attributes=dict(op.attributes.items())).results[0]
         else:
@@ -543,7 +546,7 @@ class _Guarder:
         values = []
         with ip, ret.location:
             for i, value in enumerate(ret.operands):
-                if _is_float(value.type) and 0 not in emit.shape_of(value):
+                if _is_inexact(value.type) and 0 not in emit.shape_of(value):
                     values.append((str(i), _least(self._origins(value, ip))))
             if values:
                 self._report(ip, ret, emit.const(True, BOOL), [], position, "flow", values)
@@ -566,7 +569,7 @@ class _Guarder:
         hidden = self._hidden_args()
         ip = ir.InsertionPoint(body.operations[0])
         for i, arg in enumerate(body.arguments):
-            if i in hidden or not _is_float(arg.type):
+            if i in hidden or not _is_inexact(arg.type):
                 continue
             with ip, self.fop.location:
                 bad = _nonfinite(arg, self.options.floats)
@@ -705,6 +708,12 @@ def _is_float(t: ir.Type) -> bool:
 
 def _is_complex(t: ir.Type) -> bool:
     return isinstance(t, ir.RankedTensorType) and isinstance(t.element_type, ir.ComplexType)
+
+
+def _is_inexact(t: ir.Type) -> bool:
+    """A float or complex tensor: the nan/inf guards' business (a complex one, from a module from elsewhere,
+    is non-finite where a part is)."""
+    return _is_float(t) or _is_complex(t)
 
 
 def _never_zero(value: ir.Value) -> bool:
@@ -949,7 +958,7 @@ def _results_module(fop, test) -> tuple[ir.Module | None, list[int]]:
     kinds = parse_kinds(attr_text(fop.attributes[abi.CHECK_RESULTS]))
     results = list(ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value).results)
     own = results[: len(results) - int_attr(fop, abi.EXTRA_RESULTS, 0)]
-    checked = [i for i, t in enumerate(own) if (_is_float(t) or _is_complex(t)) and 0 not in ir.RankedTensorType(t).shape]
+    checked = [i for i, t in enumerate(own) if _is_inexact(t) and 0 not in ir.RankedTensorType(t).shape]
     if not checked:
         return None, []
     with ir.Location.unknown():

@@ -172,6 +172,8 @@ def _reaching(events: list, bad_results: set) -> list:
 
 
 def _fmt(value) -> str:
+    if isinstance(value, complex):
+        return f"{_fmt(value.real)}{'-' if value.imag < 0 else '+'}{_fmt(abs(value.imag))}j"
     if isinstance(value, float):
         if np.isnan(value):
             return "nan"

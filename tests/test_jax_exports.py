@@ -231,10 +231,18 @@ def test_complex_parameters_from_literals_and_files_and_their_results_guarded(tm
         np.testing.assert_array_equal(np.load(out)["result_0"], np.asarray(jnp.log(z) * 2))
     capsys.readouterr()
     assert main(["run", str(path), "--guards", "all", "--arg", "z=[1+1j, 0, 2]"]) == 3     # log(0) = -inf
-    assert capsys.readouterr().err == (
-        "error[R0001]: a result of `main` is not finite\n  |\n  = note: not finite: results[0]\n"
-        "  = note: the origin build found no operation that produced it (complex operations are checked only "
-        "in the results)\n")
+    line = test_complex_parameters_from_literals_and_files_and_their_results_guarded.__code__.co_firstlineno + 2
+    assert capsys.readouterr().err == f"""\
+error[R0002]: infinity produced at run time
+   --> {__file__}:{line}:39
+    |
+{line} |     path.write_text(jax.jit(lambda z: jnp.log(z) * 2).lower(np.ones(3, np.complex64)).as_text(debug_info=True))
+    |                                       ^^^^^^^^^^ this `log` produced -inf+0.0j at index [1]
+    |
+    = note: operands at index [1]: z = 0.0+0.0j
+    = note: in test_complex_parameters_from_literals_and_files_and_their_results_guarded.<locals>.<lambda>
+    = help: if this infinity is intended (`log(0.0)` is `-inf`), leave `inf` out of the guards: `--guards nan,bounds,div0` (`guards="nan,bounds,div0"`)
+"""
     assert main(["run", str(path), "--arg", "z=[true, 0, 2]"]) == 2
     assert "`z: complex64[3]` takes complex numbers (1+2j), not true" in capsys.readouterr().err
 
