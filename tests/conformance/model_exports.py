@@ -161,7 +161,8 @@ def run_export(mlir: Path) -> tuple[str, str]:
     import arrc
     from arrc.passes.guards import KINDS
     from arrc.runtime.foreign import ForeignFunction
-    differ = _jax_modules()._differ
+    suite = _jax_modules()
+    differ = suite._differ
     data = np.load(mlir.with_suffix(".npz"))
     args = [data[f"arg{i}"] for i in range(sum(k.startswith("arg") for k in data.files))]
     want = [data[f"out{i}"] for i in range(sum(k.startswith("out") for k in data.files))]
@@ -179,7 +180,7 @@ def run_export(mlir: Path) -> tuple[str, str]:
         return "error", f"{type(err).__name__}: {str(err)[:300]}"
     if "fault" in data.files:
         return "error", "no guard report"
-    problem = differ(guarded, got)
+    problem = suite._bits_differ(guarded, got)
     return ("guarded-mismatch", problem) if problem else ("ok", "")
 
 
