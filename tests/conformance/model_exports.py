@@ -5,7 +5,7 @@ what the tests need into `tests/conformance/models/` (committed): for each case 
 `jax.jit(f).lower(...).as_text(debug_info=True)` gives it (JAX's locations: the library's files and this
 one's lines), and an `.npz` with the flattened arguments (`arg0`, `arg1`, ...) and `jax.jit(f)`'s
 results (`out0`, ...), x64 on. `tests/test_model_exports.py` runs each file as `arrc run` reads it,
-unguarded and with every guard, against those results. A `fault_*` case is a model that makes a NaN
+unguarded and with every guard, against those results. A `fault_*` case is a model that makes a NaN or an infinity
 (its `.npz` also holds `fault`: the text the guard report must contain).
 
 Regenerate in a separate environment (any Python 3.11 with these packages; generating imports no arrc),
