@@ -65,6 +65,12 @@ CHILD = textwrap.dedent('''
     rows = mod.power_iteration.sharded(mesh, in_specs=("data", None, None))
     np.testing.assert_allclose(rows(a, v, 30), mod.power_iteration(a, v, 30), rtol=1e-12)
 
+    # many calls queued without waiting (about a hundred hang XLA:CPU's collectives, then abort the process):
+    # arrc keeps at most MAX_IN_FLIGHT in flight
+    queued = [loss(x, w) for _ in range(300)]
+    jax.block_until_ready(queued)
+    np.testing.assert_allclose(queued[-1], mod.loss(x, w), rtol=1e-6)
+
     # a training loop from a random initialisation: a key argument (replicated), grad in a run-time loop
     trainer = arrc.loads("""
     def loss(x: f32[b, 16], w: f32[16, 8]) -> f32:
