@@ -6,11 +6,12 @@ from arrc.api import (ArgumentError, ArrWarning, Function, Module, grad, jvp, ke
                       vjp, vmap)
 from arrc.compiler.diagnostics import CompileError, Diagnostic
 from arrc.compiler.span import Span
+from arrc import distributed
 from arrc.sharding import mesh
 from arrc.runtime.reports import (AssertionFailed, BoundsError, DivisionByZero, GuardError, InfError, LoopBoundExceeded,
                                   NaNError)
 
 __version__ = "0.1.0"
 __all__ = ["AssertionFailed", "BoundsError", "DivisionByZero", "GuardError", "InfError", "LoopBoundExceeded", "NaNError",
-           "ArgumentError", "ArrWarning", "CompileError", "Diagnostic", "Function", "Module", "Span", "grad", "jvp", "key", "load", "loads", "mesh", "spec", "value_and_grad", "vjp", "vmap",
+           "ArgumentError", "ArrWarning", "CompileError", "Diagnostic", "Function", "distributed", "Module", "Span", "grad", "jvp", "key", "load", "loads", "mesh", "spec", "value_and_grad", "vjp", "vmap",
            "__version__"]

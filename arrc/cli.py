@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import io
 import json
 import math
@@ -37,6 +38,7 @@ from arrc.compiler.diagnostics import (CODES, CompileError, Diagnostic, first_li
 from arrc.compiler.parse import decode
 from arrc.compiler.span import Source
 from arrc.compiler.types import MAX_ARRAY_BYTES, ArrayType, Dim, dtype_of_numpy, host_keys, key_words
+from arrc.sharding import host_value
 from arrc.exits import EXIT_COMPILE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE
 
 GUARD_KINDS = (*KINDS, "all")
@@ -712,6 +714,23 @@ def check_device(device: str) -> None:
         raise UsageError(f"--device {device}: {err}") from None
 
 
+@contextlib.contextmanager
+def _native_stdout_to_stderr(on: bool):
+    """Meanwhile, what native code writes to standard output goes to standard error (gloo prints its
+    connections there at a cluster's first collective), so that standard output holds the results only."""
+    if not on:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def execute(fn, kwargs: dict, positional: list | None = None) -> RunResult:
     """Call `fn` once through the Python API (specialize, compile, run, with print/assert effects) on
     its module's device. `times["first_call"]` is the wall time of that call, compilation included.
@@ -726,7 +745,7 @@ def execute(fn, kwargs: dict, positional: list | None = None) -> RunResult:
     results = interruptible(call)
     elapsed = time.perf_counter() - start
     keys = [host_keys(r) for r in results]
-    return RunResult([np.asarray(r) if k is None else key_words(k) for r, k in zip(results, keys)],
+    return RunResult([host_value(r) if k is None else key_words(k) for r, k in zip(results, keys)],
                      {"first_call": elapsed}, frozenset(i for i, k in enumerate(keys) if k is not None))
 
 
@@ -832,7 +851,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out}: the results are saved as a NumPy .npz archive; give a name ending "
                          f"in .npz (e.g. --out {Path(args.out).with_suffix('.npz')})")
     mesh_axes, shards = parse_mesh(args.mesh, args.shard, args.guards, args.guard_scope, args.devices)
-    if args.devices is not None:        # before JAX's CPU backend starts (docs/sharding.md)
+    if args.coordinator is not None:    # one process of several (docs/sharding.md), before JAX's backends start
+        if not mesh_axes or args.num_processes is None or args.process_id is None:
+            raise UsageError("--coordinator HOST:PORT needs --num-processes N, --process-id I and --mesh (every "
+                             "process runs the same command with its own --process-id)")
+        try:
+            arrc.distributed.initialize(args.coordinator, args.num_processes, args.process_id, args.devices)
+        except ValueError as err:
+            raise UsageError(f"--coordinator: {err}") from None
+    elif args.num_processes is not None or args.process_id is not None:
+        raise UsageError("--num-processes and --process-id go with --coordinator HOST:PORT")
+    elif args.devices is not None:      # before JAX's CPU backend starts (docs/sharding.md)
         import jax
         jax.config.update("jax_num_cpu_devices", args.devices)
     t0 = time.perf_counter()
@@ -864,7 +893,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 sharded = fn.sharded(mesh, [shards.get(name) for name in types])
             except TypeError as err:
                 raise UsageError(f"--mesh: {err}") from None
-            run = execute(sharded, values, list(types))
+            with _native_stdout_to_stderr(args.coordinator is not None):
+                run = execute(sharded, values, list(types))
         else:
             run = execute(fn, values)
     sys.stdout.write(format_results(run.results, args.format, run.keys))
@@ -1327,6 +1357,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=DEVICES, default="cpu", help="device to run on (default: cpu)")
     p.add_argument("--devices", type=int, metavar="N", help="N virtual CPU devices (for --mesh on one machine)")
     p.add_argument("--mesh", metavar="AXIS=N,...", help="run as one SPMD program over a mesh, e.g. data=4,model=2")
+    p.add_argument("--coordinator", metavar="HOST:PORT", help="join a cluster of processes (process 0 serves it)")
+    p.add_argument("--num-processes", type=int, metavar="N", help="with --coordinator: how many processes")
+    p.add_argument("--process-id", type=int, metavar="I", help="with --coordinator: this process's number, 0..N-1")
     p.add_argument("--shard", action="append", default=[], metavar="PARAM=SPEC",
                    help="how a parameter is split over the mesh, an axis or _ per dimension, e.g. x=data,_ "
                         "(repeatable; unnamed parameters are replicated)")

@@ -119,8 +119,12 @@ class Sharded:
         for a, s, (_, ptype, _) in zip(args, self.in_shardings, self.fn._sig.params):
             if isinstance(a, (list, tuple)):
                 a = np.asarray(a, ptype.dtype.np)
-            elif isinstance(a, jax.Array) and a.sharding != s:
-                a = jax.device_put(a, s)
+            if isinstance(a, jax.Array):
+                if a.sharding != s:
+                    a = jax.device_put(a, s)
+            elif not s.is_fully_addressable:    # several processes: a host value is the whole array, the same
+                host = np.asarray(a)             # on each process, of which each places its own devices' parts
+                a = jax.make_array_from_callback(host.shape, s, lambda index, host=host: host[index])
             placed.append(a)
         self._check_divisible(placed)
         return placed
@@ -211,11 +215,10 @@ def checked_call(fn, jitted, args):
             jax.block_until_ready(oldest)
         return out
     out, suspect = jitted(*args)
-    if pjrt.read_when_ready(suspect):
-        import numpy as np
+    if pjrt.read_when_ready(suspect):      # (replicated: under jax.distributed every process comes here)
         from arrc.runtime.reports import GuardError
         try:
-            fn(*(np.asarray(a) for a in args))
+            fn(*(host_value(a) for a in args))
         except GuardError as err:
             leaves = out if fn._sig.tuple_result else (out,)
             err.diagnostic.notes.append(_held_by(leaves))
@@ -229,20 +232,33 @@ def _held_by(leaves) -> str:
     import numpy as np
     devices = len(set().union(*(r.sharding.device_set for r in leaves)))
     for k, r in enumerate(leaves):
-        host = np.asarray(r)
+        host = host_value(r)
         if host.dtype.kind not in "fc":
             continue
         bad = np.argwhere(~np.isfinite(host))
         if len(bad):
             index = tuple(int(i) for i in bad[0])
-            holders = sorted(d.id for d, where in r.sharding.devices_indices_map(r.shape).items()
-                             if all(s.start is None or s.start <= i < s.stop for s, i in zip(where, index)))
+            holders = sorted((d for d, where in r.sharding.devices_indices_map(r.shape).items()
+                              if all(s.start is None or s.start <= i < s.stop for s, i in zip(where, index))),
+                             key=lambda d: d.id)
             ran = f"the call ran as one program on {devices} devices"
             if len(holders) == devices:
                 return f"{ran}; result {k}, where the fault shows, is on every device"
-            who = f"device {holders[0]}" if len(holders) == 1 else f"devices {', '.join(map(str, holders))}"
+            processes = {d.process_index for d in r.sharding.device_set}
+            names = [f"{d.id} of process {d.process_index}" if len(processes) > 1 else str(d.id) for d in holders]
+            who = f"device {names[0]}" if len(names) == 1 else f"devices {', '.join(names)}"
             return f"{ran}; the first non-finite element of result {k}, at index {list(index)}, is held by {who}"
     return f"the call ran as one program on {devices} devices"
+
+
+def host_value(x):
+    """`x` as a NumPy array on this host: a jax.Array laid over other processes' devices too is gathered
+    from all of them (a collective: every process calls it, `jax.experimental.multihost_utils`)."""
+    import numpy as np
+    if getattr(x, "is_fully_addressable", True):
+        return np.asarray(x)
+    from jax.experimental import multihost_utils
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
 
 def spans_devices(args) -> bool:

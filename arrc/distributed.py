@@ -1,0 +1,32 @@
+"""Several processes as one cluster (LANGUAGE.md section 17, docs/sharding.md): `initialize` joins this
+process to the others through `jax.distributed` (CPU collectives through gloo), after which `arrc.mesh`
+spans every process's devices and `f.sharded(...)` runs one SPMD program over all of them. Nothing here
+moves data: XLA's partitioner and JAX's runtime do."""
+from __future__ import annotations
+
+
+def initialize(coordinator: str, num_processes: int, process_id: int, local_devices: int | None = None,
+               timeout_s: int = 60) -> None:
+    """Join the cluster whose process 0 serves `coordinator` ("HOST:PORT"), as process `process_id` of
+    `num_processes`, with `local_devices` virtual CPU devices of its own (None: the platform's devices).
+    Call it first, before anything starts JAX's backends (as `jax.distributed.initialize`); every process
+    must call it. A coordinator that does not answer within `timeout_s` seconds is an error, not a hang."""
+    host, _, port = str(coordinator).rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"coordinator {coordinator!r}: write it as HOST:PORT, e.g. 127.0.0.1:9876")
+    if not isinstance(num_processes, int) or num_processes < 1:
+        raise ValueError(f"num_processes must be a positive integer, not {num_processes!r}")
+    if not isinstance(process_id, int) or not 0 <= process_id < num_processes:
+        raise ValueError(f"process_id must be in 0..{num_processes - 1}, not {process_id!r}")
+    import jax
+    if local_devices is not None:
+        jax.config.update("jax_num_cpu_devices", local_devices)
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes, process_id=process_id,
+                               initialization_timeout=timeout_s)
+
+
+def shutdown() -> None:
+    """Leave the cluster (every process calls it, at the end)."""
+    import jax
+    jax.distributed.shutdown()

@@ -1,0 +1,109 @@
+"""Two processes on this machine as one cluster (LANGUAGE.md section 17, docs/sharding.md): each joins through
+`arrc.distributed.initialize` (jax.distributed, gloo on loopback) with 2 virtual CPU devices, and a mesh of
+all 4 devices runs one SPMD program; results equal one device's, and a guard fault is raised by every
+process with the same report. Every process is bounded in time; a test that cannot start them is an error."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+
+WORKER = textwrap.dedent('''
+    import sys
+    import arrc
+    arrc.distributed.initialize(sys.argv[2], num_processes=2, process_id=int(sys.argv[1]), local_devices=2,
+                                timeout_s=60)
+    import jax
+    import numpy as np
+    from arrc.sharding import host_value
+    assert (jax.process_count(), len(jax.devices()), len(jax.local_devices())) == (2, 4, 2)
+    mod = arrc.loads("""
+    def loss(x: f32[b, 4], w: f32[4, 2]) -> f32:
+        return sum(tanh(x @ w))
+
+    def normalize(x: f32[b, 4]) -> f32[b, 4]:
+        return x / sqrt(sum(x * x, axis=1, keepdims=true))
+    """)
+    x = np.arange(32, dtype=np.float32).reshape(8, 4) / 10
+    w = np.ones((4, 2), np.float32) / 3
+    mesh = arrc.mesh(data=4)
+    loss = mod.loss.sharded(mesh, in_specs=(("data", None), None))
+    np.testing.assert_allclose(host_value(loss(x, w)), mod.loss(x, w), rtol=1e-6)
+    rows = mod.normalize.sharded(mesh, in_specs=(("data", None),))(x)
+    np.testing.assert_array_equal(host_value(rows), mod.normalize(x))
+    guarded = arrc.loads("def logs(x: f32[b, 4]) -> f32[b, 4]:\\n    return log(x - 1.0)\\n", filename="g.arr",
+                         guards="nan,inf")
+    bad = np.full((8, 4), 3.0, np.float32)
+    bad[5, 2] = 0.5
+    try:
+        guarded.logs.sharded(mesh, in_specs=(("data", None),))(bad)
+        print("no report")
+    except arrc.NaNError as err:
+        print(str(err).splitlines()[4])
+        print(str(err).splitlines()[-1])
+    arrc.distributed.shutdown()
+    print("ok", flush=True)
+''')
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _cluster(commands: list[list[str]], cwd) -> list[subprocess.CompletedProcess]:
+    """Start every process, then wait for each (at most 240 s), killing any left behind."""
+    procs = [subprocess.Popen(c, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in commands]
+    done = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=240)
+            done.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    return done
+
+
+def test_two_processes_run_one_program_and_raise_the_same_report():
+    address = f"127.0.0.1:{_port()}"
+    done = _cluster([[sys.executable, "-c", WORKER, str(i), address] for i in range(2)], ROOT)
+    for p in done:
+        assert p.returncode == 0, p.stderr[-3000:]
+        lines = [line for line in p.stdout.splitlines() if not line.startswith("[Gloo]")]
+        assert lines == [
+            "  |            ^^^^^^^^^^^^ this `log` produced NaN at index [5, 2]",
+            "  = note: the call ran as one program on 4 devices; the first non-finite element of result 0, at "
+            "index [5, 2], is held by device 2048 of process 1",
+            "ok"], p.stdout
+
+
+def test_the_command_line_joins_a_cluster(tmp_path):
+    (tmp_path / "l.arr").write_text("def loss(x: f32[b, 4], w: f32[4, 2]) -> f32:\n    return sum(tanh(x @ w))\n")
+    np.save(tmp_path / "x.npy", np.arange(32, dtype=np.float32).reshape(8, 4) / 10)
+    np.save(tmp_path / "w.npy", np.ones((4, 2), np.float32) / 3)
+    base = [sys.executable, "-m", "arrc", "run", "l.arr", "--entry", "loss", "--arg", "x=@x.npy", "--arg", "w=@w.npy"]
+    one = subprocess.run(base, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    address = f"127.0.0.1:{_port()}"
+    done = _cluster([base + ["--devices", "2", "--mesh", "data=4", "--shard", "x=data,_", "--coordinator", address,
+                             "--num-processes", "2", "--process-id", str(i)] for i in range(2)], tmp_path)
+    for p in done:
+        assert (p.returncode, p.stdout) == (0, one.stdout), p.stderr[-3000:]      # gloo's lines go to stderr
+    wrong = subprocess.run(base + ["--coordinator", address, "--mesh", "data=1"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=240)
+    assert (wrong.returncode, wrong.stderr) == (2, "arrc: error: --coordinator HOST:PORT needs --num-processes N, "
+                                                   "--process-id I and --mesh (every process runs the same command "
+                                                   "with its own --process-id)\n")
+    bad = subprocess.run(base + ["--coordinator", "nowhere", "--num-processes", "2", "--process-id", "0", "--mesh",
+                                 "data=1"], cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert (bad.returncode, bad.stderr) == (2, "arrc: error: --coordinator: coordinator 'nowhere': write it as "
+                                               "HOST:PORT, e.g. 127.0.0.1:9876\n")
