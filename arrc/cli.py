@@ -214,6 +214,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if unknown:
         have = ", ".join(fn.shape_vars) or "none"
         raise UsageError(f"`{fn.name}{fn.signature}` has no shape variable `{unknown[0]}` (shape variables: {have})")
+    mesh_axes, shards = parse_mesh(args.mesh, args.shard, args.guards, args.guard_scope, args.devices)
+    if mesh_axes:
+        return compile_sharded(args, fn, shapes, mesh_axes, shards)
     lowered = fn.lower(*fn.arg_types_for(shapes))
     print_diagnostics([d for d in lowered.warnings if d not in module.warnings], sources)
     kinds = parse_kinds(",".join(args.guards)) if args.guards else \
@@ -244,6 +247,25 @@ def cmd_compile(args: argparse.Namespace) -> int:
     except ValueError as err:
         raise UsageError(f"--target {args.target}: {err}") from None
     write_output(emit(lowered, args.emit), args.output)
+    return EXIT_OK
+
+
+def compile_sharded(args, fn, shapes: dict, mesh_axes: dict, shards: dict) -> int:
+    """`arrc compile --mesh ... --shard ...`: the SPMD program as JAX lowers it, its StableHLO with the
+    shardings (`--emit stablehlo`) or XLA's partitioned HLO, collectives included (`--emit hlo`)."""
+    import jax
+    if args.emit not in ("stablehlo", "hlo"):
+        raise UsageError(f"--mesh with --emit {args.emit}: a sharded program is emitted as stablehlo (with its "
+                         f"shardings) or hlo (partitioned by XLA)")
+    if args.devices is not None:
+        jax.config.update("jax_num_cpu_devices", args.devices)
+    types = fn.arg_types_for(shapes)
+    params = [name for name, _, _ in fn._sig.params]
+    sharded = sharded_function(fn, params, args.mesh, mesh_axes, shards, args.target)
+    structs = [jax.ShapeDtypeStruct(t.concrete_shape, jax.random.key(0).dtype if t.dtype.is_key else t.dtype.np)
+               for t in types]
+    lowered = sharded.lower(*structs)
+    write_output(lowered.compile().as_text() if args.emit == "hlo" else lowered.as_text(debug_info=True), args.output)
     return EXIT_OK
 
 
@@ -714,6 +736,23 @@ def check_device(device: str) -> None:
         raise UsageError(f"--device {device}: {err}") from None
 
 
+def sharded_function(fn, params: list, mesh_text: str, mesh_axes: dict, shards: dict, device: str):
+    """`fn` as one SPMD program over the mesh `--mesh` describes, split as `--shard` says (`run`, `compile`)."""
+    unknown = sorted(set(shards) - set(params))
+    if unknown:
+        raise UsageError(f"--shard {unknown[0]}=...: `{fn.name}` has no parameter `{unknown[0]}` "
+                         f"(its parameters: {', '.join(params)})")
+    try:
+        mesh = arrc.mesh(device=device, **mesh_axes)
+    except ValueError as err:
+        hint = "; --devices N makes N virtual CPU devices" if device == "cpu" else ""
+        raise UsageError(f"--mesh {mesh_text}: {str(err).split(' (for virtual')[0]}{hint}") from None
+    try:
+        return fn.sharded(mesh, [shards.get(name) for name in params])
+    except TypeError as err:
+        raise UsageError(f"--mesh: {err}") from None
+
+
 @contextlib.contextmanager
 def _native_stdout_to_stderr(on: bool):
     """Meanwhile, what native code writes to standard output goes to standard error (gloo prints its
@@ -880,19 +919,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_literals(kwargs, types)
         values = key_arguments(load_arg_files(kwargs, types), types)
         if mesh_axes:
-            unknown = sorted(set(shards) - set(types))
-            if unknown:
-                raise UsageError(f"--shard {unknown[0]}=...: `{fn.name}` has no parameter `{unknown[0]}` "
-                                 f"(its parameters: {', '.join(types)})")
-            try:
-                mesh = arrc.mesh(device=args.device, **mesh_axes)
-            except ValueError as err:
-                hint = "; --devices N makes N virtual CPU devices" if args.device == "cpu" else ""
-                raise UsageError(f"--mesh {args.mesh}: {str(err).split(' (for virtual')[0]}{hint}") from None
-            try:
-                sharded = fn.sharded(mesh, [shards.get(name) for name in types])
-            except TypeError as err:
-                raise UsageError(f"--mesh: {err}") from None
+            sharded = sharded_function(fn, list(types), args.mesh, mesh_axes, shards, args.device)
             with _native_stdout_to_stderr(args.coordinator is not None):
                 run = execute(sharded, values, list(types))
         else:
@@ -1340,6 +1367,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="nan/inf: check the results (default) or every operation")
     p.add_argument("--target", choices=DEVICES, default="cpu", help="target backend (default: cpu)")
     p.add_argument("--werror", action="store_true", help="treat warnings as errors")
+    p.add_argument("--devices", type=int, metavar="N", help="N virtual CPU devices (for --mesh on one machine)")
+    p.add_argument("--mesh", metavar="AXIS=N,...", help="emit the SPMD program over a mesh, e.g. data=4,model=2")
+    p.add_argument("--shard", action="append", default=[], metavar="PARAM=SPEC",
+                   help="how a parameter is split over the mesh, an axis or _ per dimension, e.g. x=data,_ "
+                        "(repeatable)")
     p.set_defaults(handler=cmd_compile)
 
     p = sub.add_parser("run", help="compile and run a function")

@@ -192,6 +192,17 @@ def test_the_command_line_runs_a_function_over_a_mesh(tmp_path):
     assert run("--devices", "8", "--mesh", "data=8", "--guards", "all") == (
         2, "", "arrc: error: --mesh with --guards: only nan and inf, checked at the results, run sharded yet "
                "(docs/sharding.md); give --guards nan,inf, or run on one device\n")
+    # arrc compile --mesh: the SPMD program's StableHLO with its shardings, or XLA's partitioned HLO
+    compiled = subprocess.run([sys.executable, "-m", "arrc", "compile", "m.arr", "--entry", "loss", "--shape", "b=8",
+                               "--devices", "8", "--mesh", "data=4,model=2", "--shard", "x=data,_", "--shard",
+                               "w=_,model"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert compiled.returncode == 0, compiled.stderr
+    assert 'sdy.mesh @mesh = <["data"=4, "model"=2]>' in compiled.stdout
+    assert '%arg0: tensor<8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"data"}, {}]>}' in compiled.stdout
+    partitioned = subprocess.run([sys.executable, "-m", "arrc", "compile", "m.arr", "--entry", "loss", "--shape", "b=8",
+                                  "--devices", "8", "--mesh", "data=8", "--shard", "x=data,_", "--emit", "hlo"],
+                                 cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert partitioned.returncode == 0 and "all-reduce" in partitioned.stdout, partitioned.stderr
     # a literal list argument is the parameter's array, as in a call on one device
     listed = subprocess.run(base[:4] + ["m.arr", "--entry", "loss", "--arg", "w=@w.npy", "--arg",
                                         "x=" + str(np.full((8, 4), 0.5).tolist()), "--devices", "8", "--mesh", "data=8",
