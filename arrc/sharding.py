@@ -103,6 +103,7 @@ class Sharded:
             if fn.module.guard_kinds:                   # (and the results' flag, replicated)
                 outs = (outs, NamedSharding(mesh, partition_spec(None)))
         self.in_shardings = tuple(NamedSharding(mesh, s) for s in self.in_specs)
+        self._checked: set = set()
         self.jitted = jax.jit(spmd_function(fn), in_shardings=self.in_shardings, out_shardings=outs)
 
     def __call__(self, *args):
@@ -115,10 +116,12 @@ class Sharded:
         split dimension is checked against its axes first (`_check_divisible`)."""
         import jax
         import numpy as np
+        params = self.fn._sig.params
+        args = [np.asarray(a, params[i][1].dtype.np) if isinstance(a, (list, tuple)) and i < len(params) else a
+                for i, a in enumerate(args)]
+        self._check_types(args)
         placed = []
-        for a, s, (_, ptype, _) in zip(args, self.in_shardings, self.fn._sig.params):
-            if isinstance(a, (list, tuple)):
-                a = np.asarray(a, ptype.dtype.np)
+        for a, s in zip(args, self.in_shardings):
             if isinstance(a, jax.Array):
                 if a.sharding != s:
                     a = jax.device_put(a, s)
@@ -128,6 +131,15 @@ class Sharded:
             placed.append(a)
         self._check_divisible(placed)
         return placed
+
+    def _check_types(self, args) -> None:
+        """The arguments against the signature, as a call on one device checks them (their count, each dtype
+        exactly: jax.jit alone would narrow an f64 array to f32, or drop an argument too many), once per kind
+        of arguments."""
+        kinds = tuple((type(a), getattr(a, "dtype", None), getattr(a, "shape", None)) for a in args)
+        if kinds not in self._checked:
+            self.fn._check_types(self.fn._types_of(tuple(args)), list(args))
+            self._checked.add(kinds)
 
     def lower(self, *args):
         """JAX's Lowered of the SPMD program (`.as_text()`: the StableHLO with its shardings;

@@ -122,6 +122,8 @@ CHILD = textwrap.dedent('''
     print(message(lambda: mod.loss.sharded(mesh, in_specs=(("batch", None), None))))
     print(message(lambda: mod.loss.sharded(mesh, in_specs=(None,))))
     print(message(lambda: arrc.mesh(data=0)))
+    print(message(lambda: loss(x.astype(np.float64), w)))      # jax.jit alone would narrow it to f32
+    print(message(lambda: loss(x)))
     print("ok")
 ''')
 
@@ -143,6 +145,11 @@ def test_sharded_programs_equal_one_device_on_8_virtual_devices():
         "ArgumentError: in_specs of `x` names `batch`, which is not an axis of the mesh (data, model)\n"
         "ArgumentError: loss(x: f32[b, 16], w: f32[16, 8]) -> f32: in_specs has 1 entries for 2 parameter(s)\n"
         "ValueError: mesh axis `data` must have a positive integer size, not 0\n"
+        "ArgumentError: argument `x` of `loss` has type f64[32, 16], expected f32[b, 16]. NumPy's default float "
+        "dtype is float64. Convert it with `x.astype(np.float32)`, or declare the parameter `f64[b, 16]` (arr does "
+        "not convert it for you: f64 -> f32 loses precision, and arr never loses it silently, where JAX with its "
+        "64-bit mode off truncates float64 to float32 without a word; see docs/api.md)\n"
+        "ArgumentError: loss(x: f32[b, 16], w: f32[16, 8]) -> f32 takes 2 argument(s), 1 given\n"
         "ok\n")
 
 
