@@ -314,7 +314,7 @@ class Function:
     def _as_jax_unguarded(self):
         """`as_jax` without the module's guards (arrc/sharding.py checks the results itself)."""
         from arrc.interop import as_jax
-        return as_jax(self, _derivative_for_jax, _vmap_lanes_first)
+        return as_jax(self, _derivative_for_jax, _vmap_lanes_first, ArgumentError)
 
     def sharded(self, mesh, in_specs=None, out_specs=None):
         """This function as one SPMD program over `mesh` (`arrc.mesh(data=4, model=2)`): argument i split as

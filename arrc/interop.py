@@ -23,11 +23,12 @@ _lock = threading.Lock()
 _primitives: dict = {}
 
 
-def as_jax(fn, derive, make_vmap):
+def as_jax(fn, derive, make_vmap, error: type = TypeError):
     """A JAX-traceable function computing `fn` (an arr Function, checked by the caller: arrc/api.py
     `Function.as_jax`). `derive(fn, kind)`: `fn`'s "vjp" with respect to its float arguments (None without
     any) or its "jvp" (None unless its arguments and results are all floats); `make_vmap(fn, in_axes)`: arr's
-    vmap of a function, lanes first. Its results are a tuple where `fn` returns one."""
+    vmap of a function, lanes first; `error`: what a wrong argument raises (arrc.ArgumentError). Its results
+    are a tuple where `fn` returns one."""
     import jax
     prim = _primitive(fn, make_vmap)
     tuple_result = fn._sig.tuple_result
@@ -41,7 +42,7 @@ def as_jax(fn, derive, make_vmap):
     keys_out = [t.dtype.is_key for t in fn._sig.results]
 
     def jax_fn(*args):      # a Python scalar takes its parameter's dtype, as in a call of `fn` (also when
-        return f(*(_key_words(a, fn._sig.params[i][0]) if keys_in[i] else          # traced); a key, its words
+        return f(*(_key_words(a, fn._sig.params[i][0], error) if keys_in[i] else   # traced); a key, its words
                    jax.numpy.asarray(a, dtypes[i]) if _weak_scalar(a) else a for i, a in enumerate(args)))
 
     def apply(*args):
@@ -50,7 +51,8 @@ def as_jax(fn, derive, make_vmap):
 
     if tangent is not None:
         tangents_of = _primitive(tangent, make_vmap, drop=k)          # (primals, tangents) -> tangents
-        pull = functools.lru_cache(maxsize=None)(lambda: as_jax(backward(), derive, make_vmap))  # made when used:
+        pull = functools.lru_cache(maxsize=None)(                        # made when used:
+            lambda: as_jax(backward(), derive, make_vmap, error))
         _transposed_by(tangents_of, lambda *a: pull()(*a)[k:], n)     # differentiable again (second derivatives)
         f = jax.custom_jvp(apply)
 
@@ -76,10 +78,9 @@ def as_jax(fn, derive, make_vmap):
     return jax_fn
 
 
-def _key_words(a, name: str):
+def _key_words(a, name: str, ArgumentError: type):
     """A `key` argument as its uint32 words `[..., 2]`: a typed key array's (Threefry-2x32), or the words."""
     import jax
-    from arrc.api import ArgumentError
     if jax.dtypes.issubdtype(getattr(a, "dtype", None), jax.dtypes.prng_key):
         if "threefry2x32" not in str(jax.random.key_impl(a)):
             raise ArgumentError(f"argument `{name}`: a key of the {jax.random.key_impl(a)} PRNG; arr's keys are "
@@ -177,8 +178,8 @@ def _lower(fn, drop: int, ctx, *args):
     every = _result_types(fn, tuple((tuple(a.shape), a.dtype) for a in ctx.avals_in))   # (the primitive `drop`s some)
     operands = [keys_of_words(a, tuple(v.shape[:-1])) if t.dtype.is_key else a
                 for a, v, (_, t, _) in zip(args, ctx.avals_in, fn._sig.params)]
-    types = [emit.tensor_type(shape[:-1], U64) if key else mlir.aval_to_ir_type(ctx.module_context, ShapedArray(shape, dt))
-             for shape, dt, key in every]
+    types = [emit.tensor_type(shape[:-1], U64) if key else
+             mlir.aval_to_ir_type(ctx.module_context, ShapedArray(shape, dt)) for shape, dt, key in every]
     call = func.CallOp(types, ir.FlatSymbolRefAttr.get(name), operands)
     return [words_of_keys(r, shape[:-1]) if key else r for r, (shape, _, key) in zip(call.results, every)][drop:]
 
