@@ -26,10 +26,10 @@ from arrc.runtime import pjrt          # (cheap: it binds jax on the first execu
 @contextmanager
 def _gc_paused():
     """The front end allocates many small objects that reference counting frees; the cyclic GC's passes
-    over the growing heap cost ~25% of its time, more the larger the program: pause it meanwhile. On
-    leaving, the objects made meanwhile are moved to the oldest generation (`freeze` then `unfreeze`: two
-    list splices): otherwise the first allocation after `enable` scans them all as young objects, ~30 ms
-    of a 2000-statement program's 250 ms (their few cycles go with the next full collection)."""
+    over the growing heap cost ~25% of its time, more the larger the program: pause it meanwhile. (Moving
+    the objects made meanwhile to the oldest generation on leaving, `freeze` then `unfreeze`, saved the
+    ~30 ms scan that follows a 2000-statement program, but on Python 3.11 such objects never count towards
+    a full collection: their cyclic garbage was never freed, 1.1M objects after 60 loads.)"""
     if not gc.isenabled():
         yield
         return
@@ -37,9 +37,6 @@ def _gc_paused():
     try:
         yield
     finally:
-        if gc.get_freeze_count() == 0:      # (leave alone objects that the program itself froze)
-            gc.freeze()
-            gc.unfreeze()
         gc.enable()
 
 
@@ -545,6 +542,11 @@ class Function:
         cannot yet gathers such arguments onto its device, as before)."""
         from arrc.sharding import can_shard, spans_devices
         return spans_devices(args) and can_shard(self)
+
+    def _python_argument(self, value, i: int) -> np.ndarray:
+        """A list or Python scalar given for parameter i, as a call takes it (checked, in its dtype)."""
+        pname, ptype, _ = self._sig.params[i]
+        return _to_array(value, ptype, pname)
 
     def _bind(self, args, kwargs) -> list:
         params = self._sig.params

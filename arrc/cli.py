@@ -257,6 +257,9 @@ def compile_sharded(args, fn, shapes: dict, mesh_axes: dict, shards: dict) -> in
     if args.emit not in ("stablehlo", "hlo"):
         raise UsageError(f"--mesh with --emit {args.emit}: a sharded program is emitted as stablehlo (with its "
                          f"shardings) or hlo (partitioned by XLA)")
+    if args.guards or args.passes is not None:
+        raise UsageError("--mesh with --guards or --passes: the sharded program is emitted as JAX lowers it, "
+                         "without arrc's passes (its guards are added when it runs, docs/sharding.md)")
     if args.devices is not None:
         jax.config.update("jax_num_cpu_devices", args.devices)
     types = fn.arg_types_for(shapes)

@@ -107,7 +107,8 @@ class Sharded:
         self.jitted = jax.jit(spmd_function(fn), in_shardings=self.in_shardings, out_shardings=outs)
 
     def __call__(self, *args):
-        return checked_call(self.fn, self.jitted, self._placed(args))
+        with _exact_dtypes():
+            return checked_call(self.fn, self.jitted, self._placed(args))
 
     def _placed(self, args) -> list:
         """The arguments as jax.jit takes them for these shardings: a (nested) list as a NumPy array of its
@@ -116,8 +117,8 @@ class Sharded:
         split dimension is checked against its axes first (`_check_divisible`)."""
         import jax
         import numpy as np
-        params = self.fn._sig.params
-        args = [np.asarray(a, params[i][1].dtype.np) if isinstance(a, (list, tuple)) and i < len(params) else a
+        n = len(self.fn._sig.params)
+        args = [self.fn._python_argument(a, i) if type(a) in (list, tuple, bool, int, float) and i < n else a
                 for i, a in enumerate(args)]
         self._check_types(args)
         placed = []
@@ -145,7 +146,8 @@ class Sharded:
         """JAX's Lowered of the SPMD program (`.as_text()`: the StableHLO with its shardings;
         `.compile().as_text()`: XLA's partitioned HLO, collectives included; with guards, its results are
         the function's and the flag)."""
-        return self.jitted.lower(*self._placed(args))
+        with _exact_dtypes():
+            return self.jitted.lower(*self._placed(args))
 
     def _check_divisible(self, args) -> None:
         import numpy as np
@@ -161,6 +163,13 @@ class Sharded:
             if len(spec) > len(shape):
                 raise ArgumentError(f"argument `{name}` has {len(shape)} dimension(s); its spec {spec} splits "
                                     f"{len(spec)}")
+
+
+def _exact_dtypes():
+    """JAX's 64-bit mode for the SPMD call: arr's types are exact, and with it off jax.jit would narrow an
+    f64 argument to f32 before arr's function sees it."""
+    import jax
+    return jax.enable_x64(True)
 
 
 def _names(part) -> tuple:
@@ -219,12 +228,17 @@ def checked_call(fn, jitted, args):
     MAX_IN_FLIGHT calls run at once."""
     if not fn.module.guard_kinds:
         out = jitted(*args)
+        import jax
+        leaves = jax.tree_util.tree_leaves(out)
         with _lock:
-            _in_flight.append(out)
+            if leaves:                  # (one result is ready when the call's program is done)
+                _in_flight.append(leaves[0])
             oldest = _in_flight.popleft() if len(_in_flight) > MAX_IN_FLIGHT else None
-        if oldest is not None:
-            import jax
-            jax.block_until_ready(oldest)
+        if oldest is not None and not oldest.is_deleted():     # (deleted or donated by the caller meanwhile)
+            try:
+                oldest.block_until_ready()
+            except RuntimeError:
+                pass
         return out
     out, suspect = jitted(*args)
     if pjrt.read_when_ready(suspect):      # (replicated: under jax.distributed every process comes here)
@@ -241,12 +255,13 @@ def checked_call(fn, jitted, args):
 
 def _held_by(leaves) -> str:
     """Which device holds the first non-finite element of the first result that has one."""
+    import jax
     import numpy as np
     devices = len(set().union(*(r.sharding.device_set for r in leaves)))
     for k, r in enumerate(leaves):
-        host = host_value(r)
-        if host.dtype.kind not in "fc":
+        if not jax.numpy.issubdtype(r.dtype, jax.numpy.inexact):      # (floats and complex numbers; not keys)
             continue
+        host = host_value(r)
         bad = np.argwhere(~np.isfinite(host))
         if len(bad):
             index = tuple(int(i) for i in bad[0])
@@ -267,6 +282,9 @@ def host_value(x):
     """`x` as a NumPy array on this host: a jax.Array laid over other processes' devices too is gathered
     from all of them (a collective: every process calls it, `jax.experimental.multihost_utils`)."""
     import numpy as np
+    import jax
+    if jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key):
+        x = jax.random.key_data(x)          # (a key's words: what a call takes for a key too)
     if getattr(x, "is_fully_addressable", True):
         return np.asarray(x)
     from jax.experimental import multihost_utils
@@ -286,4 +304,5 @@ def spmd_call(fn, args):
     """A call of `fn` on arguments of which some are sharded jax.Arrays: one SPMD program, partitioned as
     they are (jax.jit takes their shardings), the results sharded as XLA chose."""
     import jax
-    return checked_call(fn, _once("jit", fn, lambda: jax.jit(spmd_function(fn))), args)
+    with _exact_dtypes():
+        return checked_call(fn, _once("jit", fn, lambda: jax.jit(spmd_function(fn))), args)

@@ -180,7 +180,9 @@ def _mark_lane_loops(module: ir.Module, callee: str, labels: list) -> None:
     body = next(op for op in module.body.operations
                 if ir.StringAttr(op.attributes["sym_name"]).value == callee).regions[0].blocks[0]
     for label in labels:
-        loop = next(op for op in body.operations if op.operation.name == "stablehlo.while")
+        loop = next((op for op in body.operations if op.operation.name == "stablehlo.while"), None)
+        if loop is None:                # (no lanes: lax.map of nothing makes no loop)
+            return
         loop.operation.attributes[abi.LANES] = ir.StringAttr.get(label)
         body = loop.operation.regions[1].blocks[0]
 
