@@ -980,7 +980,9 @@ def _while_vjp(op, cts):
     out: dict = {}
     for value, ct in zip([inits[i] for i in floats] + captured, results):
         out[value] = ct if value not in out else hlo.add(out[value], ct)
-    return out                              # (a taped `op` is dead now, replaced by its recording loop)
+    if recording is not None:   # a taped `op` is dead now, replaced by its recording loop, which prints: without
+        _strip_effects(op)      # its own prints and asserts, XLA drops it (they ran twice)
+    return out
 
 
 def _backward(op, floats: list, captured: list, seeds: list, count: ir.Value, state_at, recording=None):

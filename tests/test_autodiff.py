@@ -1022,3 +1022,23 @@ def dloss(k: key, w: f64[3], x: f64[5, 3]) -> f64[3]:
     with jax.enable_x64(True):
         want = jax.grad(jax_loss)(w)
     np.testing.assert_allclose(mod.dloss(k, w, x), want, rtol=1e-6)      # (f32 normals: 1 ulp apart)
+
+
+@pytest.mark.parametrize("loop", ["for i in range(12):", "for i in range(n, bound=12):"])
+def test_a_taped_loop_prints_once_per_iteration(loop, capfd):
+    """The loop that records the tape replaces the forward loop; the old one, left dead, kept its prints
+    (and XLA kept it for them): every line came twice."""
+    mod = arrc.loads(f"""
+def f(x: f64[3], n: i64) -> f64:
+    y = x
+    {loop}
+        print("y", y[0])
+        y = y * 1.5
+    return sum(y)
+
+def g(x: f64[3], n: i64) -> f64[3]:
+    return grad(f)(x, n)
+""", warnings="ignore")
+    capfd.readouterr()
+    np.testing.assert_allclose(mod.g(np.ones(3), 12), np.full(3, 1.5 ** 12))
+    assert capfd.readouterr().out.count("y ") == 12
