@@ -306,7 +306,7 @@ class _Guarder:
         kinds, name = self.options.kinds, op.name
         return ("div0" in kinds and (abi.DIV0 in op.attributes or name in ("stablehlo.divide", "stablehlo.remainder")
                                      and abi.SAFE_DIVISOR not in op.attributes and not _is_float(op.results[0].type))
-                or "bounds" in kinds and name in INDEXING
+                or "bounds" in kinds and name in INDEXING and abi.IN_BOUNDS not in op.attributes
                 or bool(self.options.floats) and (self.options.origins or self.options.scope == "all-ops")
                 and _computes(op))
 
