@@ -279,11 +279,14 @@ def _held_by(leaves) -> str:
 
 
 def host_value(x):
-    """`x` as a NumPy array on this host: a jax.Array laid over other processes' devices too is gathered
-    from all of them (a collective: every process calls it, `jax.experimental.multihost_utils`)."""
+    """A jax.Array `x` as a NumPy array on this host (anything else as it is): one laid over other processes'
+    devices too is gathered from all of them (a collective: every process calls it,
+    `jax.experimental.multihost_utils`)."""
     import numpy as np
     import jax
-    if jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key):
+    if not isinstance(x, jax.Array):
+        return x
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
         x = jax.random.key_data(x)          # (a key's words: what a call takes for a key too)
     if getattr(x, "is_fully_addressable", True):
         return np.asarray(x)

@@ -71,6 +71,17 @@ CHILD = textwrap.dedent('''
     jax.block_until_ready(queued)
     np.testing.assert_allclose(queued[-1], mod.loss(x, w), rtol=1e-6)
 
+    # a fault in a plain call on a sharded array with a Python scalar beside it: the scalar is passed on as is
+    scaled = arrc.loads("def f(x: f32[b, 16], k: i32) -> f32[b, 16]:\\n    return log(x - 1.0) * k\\n",
+                        guards="nan,inf")
+    bad = np.abs(x) + 2.0
+    bad[1, 1] = 0.5
+    try:
+        scaled.f(jax.device_put(bad, NamedSharding(mesh, P("data", None))), 3)
+        raise AssertionError("no report")
+    except arrc.NaNError:
+        pass
+
     # a training loop from a random initialisation: a key argument (replicated), grad in a run-time loop
     trainer = arrc.loads("""
     def loss(x: f32[b, 16], w: f32[16, 8]) -> f32:
