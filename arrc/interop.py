@@ -81,11 +81,13 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError):
 def _key_words(a, name: str, ArgumentError: type):
     """A `key` argument as its uint32 words `[..., 2]`: a typed key array's (Threefry-2x32), or the words."""
     import jax
-    if jax.dtypes.issubdtype(getattr(a, "dtype", None), jax.dtypes.prng_key):
-        if "threefry2x32" not in str(jax.random.key_impl(a)):
-            raise ArgumentError(f"argument `{name}`: a key of the {jax.random.key_impl(a)} PRNG; arr's keys are "
-                                f"Threefry-2x32")
-        return jax.random.key_data(a)
+    from arrc.compiler.types import typed_key_data
+    try:
+        data = typed_key_data(a)
+    except TypeError as err:
+        raise ArgumentError(f"argument `{name}`: {err}") from None
+    if data is not None:
+        return data
     if getattr(a, "dtype", None) != jax.numpy.uint32 or not a.ndim or a.shape[-1] != 2:
         raise ArgumentError(f"argument `{name}` must be a JAX key (`jax.random.key(0)`) or key data, a uint32 "
                             f"array of shape [..., 2] (`jax.random.PRNGKey(0)`)")

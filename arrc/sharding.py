@@ -284,10 +284,11 @@ def host_value(x):
     `jax.experimental.multihost_utils`)."""
     import numpy as np
     import jax
+    from arrc.compiler.types import typed_key_data
     if not isinstance(x, jax.Array):
         return x
-    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-        x = jax.random.key_data(x)          # (a key's words: what a call takes for a key too)
+    words = typed_key_data(x)               # (a key's words: what a call takes for a key too)
+    x = x if words is None else words
     if getattr(x, "is_fully_addressable", True):
         return np.asarray(x)
     from jax.experimental import multihost_utils

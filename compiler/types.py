@@ -72,9 +72,10 @@ def pack_key_words(data: np.ndarray) -> np.ndarray:
     return (data[..., 0].astype(np.uint64) << np.uint64(32)) | data[..., 1].astype(np.uint64)
 
 
-def host_keys(value) -> np.ndarray | None:
-    """The words (uint64, as KEY holds them) of a JAX typed key array of Threefry-2x32 keys; None for any
-    other value. (A typed key exists only once jax is imported: it is not imported here.)"""
+def typed_key_data(value):
+    """The uint32 words `[..., 2]` of a JAX typed key array of Threefry-2x32 keys (`jax.random.key_data`,
+    traced or not); None for any other value; TypeError for another PRNG's keys. (A typed key exists only
+    once jax is imported: it is not imported here.)"""
     import sys
     jax = sys.modules.get("jax")
     dtype = getattr(value, "dtype", None)
@@ -83,7 +84,14 @@ def host_keys(value) -> np.ndarray | None:
     impl = str(jax.random.key_impl(value))
     if "threefry2x32" not in impl:
         raise TypeError(f"a key of the {impl} PRNG; arr's keys are Threefry-2x32")
-    return pack_key_words(np.asarray(jax.random.key_data(value)))
+    return jax.random.key_data(value)
+
+
+def host_keys(value) -> np.ndarray | None:
+    """The words (uint64, as KEY holds them) of a JAX typed key array of Threefry-2x32 keys; None for any
+    other value (`typed_key_data`)."""
+    data = typed_key_data(value)
+    return None if data is None else pack_key_words(np.asarray(data))
 
 
 def key_words(keys: np.ndarray) -> np.ndarray:
