@@ -54,7 +54,8 @@ class LowerLinalg(ModulePass):
         sdy.register_dialect(ir.Context.current)   # JAX's custom calls carry Shardy rules: loaded before parsing
         merged: dict = {}
         for call in calls:
-            key = (*_key(call), self.platform, self.lane_loops)
+            lane_loops = self.lane_loops and bool(linalg_call(call)[1].get("lanes"))    # (else one lowering
+            key = (*_key(call), self.platform, lane_loops)                              # serves both builds)
             callee = merged.get(key)
             if callee is None:
                 try:
@@ -62,8 +63,8 @@ class LowerLinalg(ModulePass):
                 except Exception as err:        # noqa: BLE001 - JAX refuses the call: a diagnostic at it
                     return [_refused(call, key, err)]
                 callee = merged[key] = _merge(module, text, f"linalg_{len(merged)}_", key[0] == EXTERN)
-                if self.lane_loops:
-                    _mark_lane_loops(module, callee, linalg_call(call)[1].get("lanes", []))
+                if lane_loops:
+                    _mark_lane_loops(module, callee, linalg_call(call)[1]["lanes"])
             with ir.InsertionPoint(call), call.location:
                 done = func.CallOp([r.type for r in call.results], ir.FlatSymbolRefAttr.get(callee), list(call.operands))
             if key[0] == EXTERN:
