@@ -260,8 +260,7 @@ def compile_sharded(args, fn, shapes: dict, mesh_axes: dict, shards: dict) -> in
     if args.guards or args.passes is not None:
         raise UsageError("--mesh with --guards or --passes: the sharded program is emitted as JAX lowers it, "
                          "without arrc's passes (its guards are added when it runs, docs/sharding.md)")
-    if args.devices is not None:
-        jax.config.update("jax_num_cpu_devices", args.devices)
+    use_virtual_devices(args.devices)
     types = fn.arg_types_for(shapes)
     params = [name for name, _, _ in fn._sig.params]
     sharded = sharded_function(fn, params, args.mesh, mesh_axes, shards, args.target)
@@ -739,6 +738,13 @@ def check_device(device: str) -> None:
         raise UsageError(f"--device {device}: {err}") from None
 
 
+def use_virtual_devices(n: int | None) -> None:
+    """`--devices N`: N virtual CPU devices, set before JAX's CPU backend starts (docs/sharding.md)."""
+    if n is not None:
+        import jax
+        jax.config.update("jax_num_cpu_devices", n)
+
+
 def sharded_function(fn, params: list, mesh_text: str, mesh_axes: dict, shards: dict, device: str):
     """`fn` as one SPMD program over the mesh `--mesh` describes, split as `--shard` says (`run`, `compile`)."""
     unknown = sorted(set(shards) - set(params))
@@ -903,9 +909,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise UsageError(f"--coordinator: {err}") from None
     elif args.num_processes is not None or args.process_id is not None:
         raise UsageError("--num-processes and --process-id go with --coordinator HOST:PORT")
-    elif args.devices is not None:      # before JAX's CPU backend starts (docs/sharding.md)
-        import jax
-        jax.config.update("jax_num_cpu_devices", args.devices)
+    else:
+        use_virtual_devices(args.devices)
     t0 = time.perf_counter()
     if is_stablehlo(args.file):
         if mesh_axes:
@@ -1348,6 +1353,15 @@ def unknown_flags(parser: argparse.ArgumentParser, extra: list[str]) -> str:
     return f"unrecognized arguments: {' '.join(words)}"
 
 
+def add_mesh_arguments(p: argparse.ArgumentParser, verb: str) -> None:
+    """--devices, --mesh and --shard, of `run` and `compile`."""
+    p.add_argument("--devices", type=int, metavar="N", help="N virtual CPU devices (for --mesh on one machine)")
+    p.add_argument("--mesh", metavar="AXIS=N,...", help=f"{verb} as one SPMD program over a mesh, e.g. data=4,model=2")
+    p.add_argument("--shard", action="append", default=[], metavar="PARAM=SPEC",
+                   help="how a parameter is split over the mesh, an axis or _ per dimension, e.g. x=data,_ "
+                        "(repeatable; unnamed parameters are replicated)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="arrc", description="The arr compiler: StableHLO from arr, run with PJRT.",
                     epilog="`arrc COMMAND --help` shows the options of a command.")
@@ -1370,11 +1384,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="nan/inf: check the results (default) or every operation")
     p.add_argument("--target", choices=DEVICES, default="cpu", help="target backend (default: cpu)")
     p.add_argument("--werror", action="store_true", help="treat warnings as errors")
-    p.add_argument("--devices", type=int, metavar="N", help="N virtual CPU devices (for --mesh on one machine)")
-    p.add_argument("--mesh", metavar="AXIS=N,...", help="emit the SPMD program over a mesh, e.g. data=4,model=2")
-    p.add_argument("--shard", action="append", default=[], metavar="PARAM=SPEC",
-                   help="how a parameter is split over the mesh, an axis or _ per dimension, e.g. x=data,_ "
-                        "(repeatable)")
+    add_mesh_arguments(p, "emit")
     p.set_defaults(handler=cmd_compile)
 
     p = sub.add_parser("run", help="compile and run a function")
@@ -1390,14 +1400,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--guard-scope", choices=SCOPES, default="results",
                    help="nan/inf: check the results (default) or every operation")
     p.add_argument("--device", choices=DEVICES, default="cpu", help="device to run on (default: cpu)")
-    p.add_argument("--devices", type=int, metavar="N", help="N virtual CPU devices (for --mesh on one machine)")
-    p.add_argument("--mesh", metavar="AXIS=N,...", help="run as one SPMD program over a mesh, e.g. data=4,model=2")
+    add_mesh_arguments(p, "run")
     p.add_argument("--coordinator", metavar="HOST:PORT", help="join a cluster of processes (process 0 serves it)")
     p.add_argument("--num-processes", type=int, metavar="N", help="with --coordinator: how many processes")
     p.add_argument("--process-id", type=int, metavar="I", help="with --coordinator: this process's number, 0..N-1")
-    p.add_argument("--shard", action="append", default=[], metavar="PARAM=SPEC",
-                   help="how a parameter is split over the mesh, an axis or _ per dimension, e.g. x=data,_ "
-                        "(repeatable; unnamed parameters are replicated)")
     p.add_argument("--time", action="store_true", help="print compile and run times to stderr")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the persistent compile cache")
     p.set_defaults(handler=cmd_run)
