@@ -46,7 +46,7 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError):
                    jax.numpy.asarray(a, dtypes[i]) if _weak_scalar(a) else a for i, a in enumerate(args)))
 
     def apply(*args):
-        out = [jax.random.wrap_key_data(r) if key else r for r, key in zip(prim.bind(*args), keys_out)]
+        out = [jax.random.wrap_key_data(r) if key else r for r, key in zip(prim.bind(*args, mesh=_mesh()), keys_out)]
         return tuple(out) if tuple_result else out[0]
 
     if tangent is not None:
@@ -58,7 +58,7 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError):
 
         @f.defjvp
         def push(primals, tangents):
-            out = tangents_of.bind(*primals, *tangents)
+            out = tangents_of.bind(*primals, *tangents, mesh=_mesh())
             return f(*primals), tuple(out) if tuple_result else out[0]
         return jax_fn
 
@@ -70,12 +70,20 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError):
     def back(args, ct):
         import numpy as np
         cts = ct if tuple_result else (ct,)
-        pulled = _primitive(backward(), make_vmap, drop=k).bind(*args, *cts) if backward() else []
+        pulled = _primitive(backward(), make_vmap, drop=k).bind(*args, *cts, mesh=_mesh()) if backward() else []
         grads = dict(zip(floats, pulled))
         return tuple(grads[i] if i in grads else np.zeros(np.shape(a), jax.dtypes.float0)
                      for i, a in enumerate(args))
     f.defvjp(forward, back)
     return jax_fn
+
+
+def _mesh() -> tuple:
+    """The (axis name, size) pairs of the mesh JAX traces under (`jax.set_mesh`; arrc/sharding.py sets it), over
+    which a `shard(...)` of the function constrains its value; none without one (passes/linalg.py)."""
+    import jax
+    mesh = jax.sharding.get_abstract_mesh()
+    return () if mesh.empty else tuple(zip(mesh.axis_names, mesh.axis_sizes))
 
 
 def _key_words(a, name: str, ArgumentError: type):
@@ -107,7 +115,7 @@ def _transposed_by(tangents_of, pull, n: int) -> None:
     `pull(primals, cotangents)` -> cotangents of the primals: reverse mode of the jvp is arr's vjp."""
     from jax._src.interpreters import ad
 
-    def transpose(cts, *args):
+    def transpose(cts, *args, mesh):
         cts = [ad.instantiate_zeros(ct) for ct in cts]
         return [None] * n + list(pull(*args[:n], *cts))
     ad.primitive_transposes[tangents_of] = transpose
@@ -141,12 +149,12 @@ def _arr_types(fn, shapes_dtypes) -> list:
             else jax.ShapeDtypeStruct(shape, dtype) for (shape, dtype), (_, t, _) in zip(shapes_dtypes, fn._sig.params)]
 
 
-def _lowered(fn, avals, platform: str = "cpu"):
-    """`fn` lowered for `avals` through its passes, linear algebra for `platform`."""
+def _lowered(fn, avals, platform: str = "cpu", mesh: tuple = ()):
+    """`fn` lowered for `avals` through its passes, linear algebra for `platform`, `shard` over `mesh`."""
     from arrc.passes.linalg import LowerLinalg
     from arrc.runtime.pipeline import apply_passes, passes_for
     lowered = fn.lower(*_arr_types(fn, [(a.shape, a.dtype) for a in avals]))
-    apply_passes(lowered.module, lowered.context, passes_for(None) + [LowerLinalg(platform)], fn.sources)
+    apply_passes(lowered.module, lowered.context, passes_for(None) + [LowerLinalg(platform, mesh=mesh)], fn.sources)
     return lowered
 
 
@@ -159,13 +167,13 @@ def _result_types(fn, key: tuple) -> list:
             (concrete(t.shape), t.dtype.np, False) for t in fn.lower(*_arr_types(fn, key)).result_types]
 
 
-def _abstract(fn, drop: int, *avals):
+def _abstract(fn, drop: int, *avals, mesh: tuple):
     from jax._src.core import ShapedArray
     key = tuple((tuple(a.shape), a.dtype) for a in avals)
     return [ShapedArray(shape, dtype) for shape, dtype, _ in _result_types(fn, key)[drop:]]
 
 
-def _lower(fn, drop: int, ctx, *args):
+def _lower(fn, drop: int, ctx, *args, mesh: tuple):
     from jax._src.core import ShapedArray
     from jax._src.interpreters import mlir
     from jaxlib.mlir import ir
@@ -174,7 +182,7 @@ def _lower(fn, drop: int, ctx, *args):
     from arrc.compiler.ops_random import keys_of_words, words_of_keys
     from arrc.compiler.types import U64
     platform = ctx.module_context.platforms[0]
-    text = _lowered(fn, ctx.avals_in, platform).as_text()
+    text = _lowered(fn, ctx.avals_in, platform, mesh).as_text()
     source = ir.Module.parse(text, context=ctx.module_context.context)
     name = mlir.merge_mlir_modules(ctx.module_context.module, f"arr_{fn.name}", source)
     every = _result_types(fn, tuple((tuple(a.shape), a.dtype) for a in ctx.avals_in))   # (the primitive `drop`s some)
@@ -186,7 +194,7 @@ def _lower(fn, drop: int, ctx, *args):
     return [words_of_keys(r, shape[:-1]) if key else r for r, (shape, _, key) in zip(call.results, every)][drop:]
 
 
-def _batch(fn, make_vmap, drop: int, prim, args, dims):
+def _batch(fn, make_vmap, drop: int, prim, args, dims, mesh: tuple):
     """jax.vmap of the primitive: arr's vmap of `fn` over the mapped arguments, the lanes first; for a
     derivative (which arr's vmap does not take from Python), the primitive once per lane (`lax.map`)."""
     import jax
@@ -197,13 +205,13 @@ def _batch(fn, make_vmap, drop: int, prim, args, dims):
     except TypeError:
         mapped = None
     if mapped is not None:
-        out = _primitive(mapped, make_vmap, drop).bind(*args)
+        out = _primitive(mapped, make_vmap, drop).bind(*args, mesh=mesh)
         return out, [0] * len(out)
     moved = [jax.numpy.moveaxis(a, d, 0) if d is not None else a for a, d in zip(args, in_axes)]
 
     def lane(xs):
         rows = iter(xs)
-        return prim.bind(*(next(rows) if d is not None else a for a, d in zip(moved, in_axes)))
+        return prim.bind(*(next(rows) if d is not None else a for a, d in zip(moved, in_axes)), mesh=mesh)
     out = jax.lax.map(lane, [a for a, d in zip(moved, in_axes) if d is not None])
     return list(out), [0] * len(out)
 

@@ -13,6 +13,7 @@ not sharded yet (their host callbacks belong to arrc's runtime).
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 import threading
 
@@ -107,7 +108,7 @@ class Sharded:
         self.jitted = jax.jit(spmd_function(fn), in_shardings=self.in_shardings, out_shardings=outs)
 
     def __call__(self, *args):
-        with _exact_dtypes():
+        with _tracing(self.mesh):
             return checked_call(self.fn, self.jitted, self._placed(args))
 
     def _placed(self, args) -> list:
@@ -146,7 +147,7 @@ class Sharded:
         """JAX's Lowered of the SPMD program (`.as_text()`: the StableHLO with its shardings;
         `.compile().as_text()`: XLA's partitioned HLO, collectives included; with guards, its results are
         the function's and the flag)."""
-        with _exact_dtypes():
+        with _tracing(self.mesh):
             return self.jitted.lower(*self._placed(args))
 
     def _check_divisible(self, args) -> None:
@@ -165,11 +166,15 @@ class Sharded:
                                     f"{len(spec)}")
 
 
-def _exact_dtypes():
-    """JAX's 64-bit mode for the SPMD call: arr's types are exact, and with it off jax.jit would narrow an
-    f64 argument to f32 before arr's function sees it."""
+@contextlib.contextmanager
+def _tracing(mesh):
+    """How an SPMD call traces: in JAX's 64-bit mode (arr's types are exact, and with it off jax.jit would
+    narrow an f64 argument to f32 before arr's function sees it), `mesh` JAX's abstract mesh (where a
+    `shard(...)` of the function constrains its value, arrc/interop.py)."""
     import jax
-    return jax.enable_x64(True)
+    with jax.enable_x64(True), (jax.sharding.use_abstract_mesh(mesh.abstract_mesh) if mesh is not None
+                                else contextlib.nullcontext()):
+        yield
 
 
 def _names(part) -> tuple:
@@ -308,5 +313,6 @@ def spmd_call(fn, args):
     """A call of `fn` on arguments of which some are sharded jax.Arrays: one SPMD program, partitioned as
     they are (jax.jit takes their shardings), the results sharded as XLA chose."""
     import jax
-    with _exact_dtypes():
+    meshes = [a.sharding.mesh for a in args if isinstance(getattr(a, "sharding", None), jax.sharding.NamedSharding)]
+    with _tracing(meshes[0] if meshes else None):
         return checked_call(fn, _once("jit", fn, lambda: jax.jit(spmd_function(fn))), args)

@@ -645,6 +645,11 @@ class FunctionWalk(ControlFlow):
         if isinstance(e.func, ast.Name) and e.func.id in PUSH_PULL and e.func.id not in self.env \
                 and e.func.id not in self.program.signatures:
             return self.call_jvp_vjp(e)
+        if isinstance(e.func, ast.Name) and e.func.id == "shard" and "shard" not in self.env \
+                and "shard" not in self.program.signatures and e.args and not e.kwargs:
+            axes = tuple(self._mesh_axis(a) for a in e.args[1:])
+            return self.call_builtin(BUILTINS["shard"], [self.eval_or_poison(e.args[0]), axes], {}, e,
+                                     [e.args[0].span, e.span])
         args = [self.eval_or_poison(a) for a in e.args]
         kwargs = {k.name: self.eval_or_poison(k.value) for k in e.kwargs}
         spans = [a.span for a in e.args]
@@ -688,6 +693,20 @@ class FunctionWalk(ControlFlow):
         if POISON in args or POISON in kwargs.values():
             return POISON
         return self.call_builtin(rule, args, kwargs, e, spans, kw_spans)
+
+    def _mesh_axis(self, node):
+        """An axis of `shard(x, "data", None)`: a mesh axis name, `None` (not split), or a tuple of names (split
+        over several axes, the first outermost), written as literals."""
+        if isinstance(node, ast.Name) and node.id == "None":
+            return None
+        if isinstance(node, ast.StrLit) and node.value:
+            return node.value
+        if isinstance(node, ast.TupleLit) and node.elems and all(isinstance(x, ast.StrLit) and x.value
+                                                                  for x in node.elems):
+            return [x.value for x in node.elems]
+        raise ArrError("E0204", "`shard` takes a mesh axis name (a string), `None`, or a tuple of names for each "
+                                "dimension", node.span, "not a mesh axis",
+                       help="e.g. `shard(x, \"data\", None)`: rows split over the mesh axis `data`, columns whole")
 
     def _not_callable(self, func) -> tuple:
         """The message, label and help of E0210 for a call of `func`, not a name: what a JAX user meant by a

@@ -360,3 +360,21 @@ def as_tuple(function):
     import jax
     call = getattr(function, "call", function) if type(function).__name__ == "Exported" else function
     return lambda *args: tuple(jax.tree.leaves(call(*args)))
+
+
+# `shard(x, "data", None)` (LANGUAGE.md section 17): a placeholder of operation SHARD whose parameters name one
+# mesh axis (or several, or none) per dimension; passes/linalg.py makes it Shardy's sharding constraint when the
+# function runs over a mesh (arrc/sharding.py, `as_jax` under a mesh) and drops it on one device.
+SHARD = "shard"
+
+
+@register("shard", params="x, axes", family="Shape",
+          doc="x, its layout over a mesh of devices constrained, one mesh axis name (or None) per dimension: "
+              "`shard(x, \"data\", None)`")
+def _shard(cx: CallCx, x, axes) -> Val:
+    x = cx.array(x, "x")
+    if len(axes) != x.type.rank:
+        cx.error("E0204", f"`shard` takes one mesh axis name (or None) per dimension of x: x is {x.type}, "
+                          f"{len(axes)} given", f"{len(axes)} for {x.type.rank} dimension(s)",
+                 help="e.g. `shard(x, \"data\", None)` splits the rows of a matrix over the mesh axis `data`")
+    return _call(cx, SHARD, [x], x.type.dtype, [x.type], {"axes": list(axes)})

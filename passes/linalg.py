@@ -15,6 +15,7 @@ import it); the lowering of each call (operation, parameters, types, platform) i
 from __future__ import annotations
 
 import json
+import math
 import threading
 from dataclasses import dataclass
 from typing import ClassVar
@@ -25,7 +26,7 @@ from jaxlib.mlir.dialects import func
 from ..compiler import abi, emit
 from ..compiler.diagnostics import Diagnostic, first_line, internal_error
 from ..compiler.locations import span_of
-from ..compiler.ops_linalg import EXTERN, as_tuple, extern_function, is_linalg, linalg_call
+from ..compiler.ops_linalg import EXTERN, SHARD, as_tuple, extern_function, is_linalg, linalg_call
 from .base import ModulePass
 
 _lowered: dict = {}
@@ -39,6 +40,7 @@ class LowerLinalg(ModulePass):
     externs_only: bool = False      # only the calls of `extern def`s (before the guard pass, which sees their ops)
     lane_loops: bool = False        # an extern under arr's vmap runs its lanes one by one (`lax.map`), in a loop
                                     # marked as vmap's: a guard report names the lane, and the index inside it
+    mesh: tuple = ()                # (axis name, size) pairs: `shard` constrains over it; without, it goes
 
     def apply(self, module: ir.Module) -> list:
         calls = []
@@ -48,6 +50,11 @@ class LowerLinalg(ModulePass):
                 calls.append(op.operation)
             return ir.WalkResult.ADVANCE
         module.operation.walk(visit)
+        for call in [c for c in calls if linalg_call(c)[0] == SHARD]:
+            problem = _constrain(call, self.mesh)
+            if problem is not None:
+                return [problem]
+            calls.remove(call)
         if not calls:
             return []
         from jaxlib.mlir.dialects import sdy
@@ -73,6 +80,38 @@ class LowerLinalg(ModulePass):
                 old.replace_all_uses_with(new)
             call.erase()
         return []
+
+
+def _constrain(call, mesh: tuple) -> Diagnostic | None:
+    """A `shard` placeholder made Shardy's constraint over `mesh` (its mesh inline, as JAX builds one), or
+    dropped without a mesh; E0204 where the mesh lacks an axis it names or does not divide its dimension."""
+    x, sizes = call.operands[0], dict(mesh)
+    if mesh:
+        from jaxlib.mlir.dialects import sdy
+        axes = [[] if part is None else [part] if isinstance(part, str) else part
+                for part in linalg_call(call)[1]["axes"]]
+        named = [n for names in axes for n in names]
+        shape = "(" + ", ".join(f"{n}={s}" for n, s in mesh) + ")"
+        for n in named:
+            if n not in sizes or named.count(n) > 1:
+                why = f"is not an axis of the mesh {shape}" if n not in sizes else "splits two dimensions"
+                return Diagnostic("E0204", f"`shard`: mesh axis `{n}` {why}", span_of(call.location), f"`{n}` here")
+        for dim, names in enumerate(axes):
+            size, ways = ir.RankedTensorType(x.type).shape[dim], math.prod(sizes[n] for n in names)
+            if size % ways:
+                return Diagnostic("E0204", f"`shard`: dimension {dim} has size {size}, which {' x '.join(names)} "
+                                  f"({ways} devices) does not divide", span_of(call.location),
+                                  f"dimension {dim} over {ways} devices")
+        sdy.register_dialect(ir.Context.current)    # (before building its attributes)
+        sharding = sdy.TensorShardingAttr.get(
+            sdy.MeshAttr.get([sdy.MeshAxisAttr.get(n, s) for n, s in mesh]),
+            [sdy.DimensionShardingAttr.get([sdy.AxisRefAttr.get(n) for n in names], is_closed=True) for names in axes],
+            replicated_axes=[], unreduced_axes=[])
+        with ir.InsertionPoint(call), call.location:
+            x = sdy.ShardingConstraintOp(x, sharding).result
+    call.results[0].replace_all_uses_with(x)
+    call.erase()
+    return None
 
 
 def _refused(call, key: tuple, err: Exception) -> Diagnostic:

@@ -125,9 +125,39 @@ CHILD = textwrap.dedent('''
     def message(call):
         try:
             call()
-        except (arrc.ArgumentError, ValueError) as err:
+        except (arrc.ArgumentError, arrc.CompileError, ValueError) as err:
             return f"{type(err).__name__}: {err}"
         raise AssertionError("no error")
+
+    # `shard` in the language: Shardy's constraints, which XLA partitions by (one device: nothing)
+    placed = arrc.loads("""
+    def f(x: f32[b, 16], w: f32[16, 8]) -> f32[b, 8]:
+        h = shard(tanh(x), "data", None)
+        return shard(h @ w, None, "model")
+
+    def loss(x: f32[b, 16], w: f32[16, 8]) -> f32:
+        return mean(shard(x @ w, ("data", "model"), None) ** 2)
+
+    def step(x: f32[b, 16], w: f32[16, 8]) -> f32[16, 8]:
+        return w - 0.1 * grad(loss, argnums=1)(x, w)
+
+    def bad(x: f32[b, 16]) -> f32[b, 16]:
+        return shard(x, "rows", None)
+    """, filename="p.arr")
+    f = placed.f.sharded(mesh)
+    got = f(x, w)
+    np.testing.assert_allclose(got, placed.f(x, w), rtol=1e-6)
+    assert got.sharding.spec == P(None, "model"), got.sharding
+    assert f.lower(x, w).as_text().count("sdy.sharding_constraint") == 2
+    assert "all-gather" in f.lower(x, w).compile().as_text()
+    np.testing.assert_allclose(placed.step.sharded(mesh)(x, w), placed.step(x, w), rtol=1e-5, atol=1e-7)
+    with jax.set_mesh(mesh):                # (as_jax: the mesh JAX traces under, as with_sharding_constraint)
+        dw = jax.jit(jax.grad(placed.loss.as_jax(), argnums=1))(x, w)
+        np.testing.assert_allclose(dw, jax.grad(lambda x, w: jax.numpy.mean((x @ w) ** 2), argnums=1)(x, w),
+                                   rtol=1e-5, atol=1e-7)
+        lanes = jax.jit(jax.vmap(placed.f.as_jax(), in_axes=(0, None)))(np.stack([x, x]), w)
+        assert lanes.sharding.spec == P(None, None, "model"), lanes.sharding
+    print(message(lambda: placed.bad.sharded(mesh)(x)))
     print(message(lambda: loss(x[:30], w)))
     print(message(lambda: arrc.mesh(data=16)))
     print(message(lambda: mod.loss.sharded(mesh, in_specs=(("batch", None), None))))
@@ -149,6 +179,11 @@ def test_sharded_programs_equal_one_device_on_8_virtual_devices():
         "  |            ^^^^^^ this `log` produced NaN at index [13, 5]\n"
         "  = note: the call ran as one program on 8 devices; the first non-finite element of result 0, at index "
         "[13, 5], is held by devices 2, 3\n"
+        "CompileError: error[E0204]: `shard`: mesh axis `rows` is not an axis of the mesh (data=4, model=2)\n"
+        "  --> p.arr:13:12\n"
+        "   |\n"
+        "13 |     return shard(x, \"rows\", None)\n"
+        "   |            ^^^^^^^^^^^^^^^^^^^^^^ `rows` here\n\n"
         "ArgumentError: argument `x`: dimension 0 has size 30, which data (4 devices) does not divide\n"
         "ValueError: the mesh data=16 needs 16 devices; 8 are available (for virtual CPU devices: "
         "jax.config.update(\"jax_num_cpu_devices\", N) before JAX starts, or "
@@ -226,3 +261,27 @@ def test_the_command_line_runs_a_function_over_a_mesh(tmp_path):
                                         "x=" + str(np.full((8, 4), 0.5).tolist()), "--devices", "8", "--mesh", "data=8",
                                         "--shard", "x=data,_"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert (listed.returncode, listed.stderr) == (0, ""), listed.stderr
+
+
+def test_shard_on_one_device_changes_nothing():
+    """`shard(...)` constrains a layout over a mesh; a call on one device, arr's vmap and arr's grad of it
+    compute what the same function without it does."""
+    import jax
+    import numpy as np
+    import arrc
+    mod = arrc.loads(textwrap.dedent('''
+        def norm(x: f32[16]) -> f32[16]:
+            return shard(x, "model") / sqrt(sum(x * x))
+
+        def rows(x: f32[b, 16]) -> f32[b, 16]:
+            return vmap(norm)(shard(x, ("data", "model"), None))
+
+        def loss(x: f32[b, 16]) -> f32:
+            return sum(rows(x) ** 3)
+    '''))
+    x = np.random.default_rng(1).standard_normal((6, 16)).astype(np.float32)
+    np.testing.assert_allclose(mod.rows(x), x / np.linalg.norm(x, axis=1, keepdims=True), rtol=1e-6)
+    with jax.enable_x64(True):
+        expected = jax.grad(lambda x: jax.numpy.sum((x / jax.numpy.linalg.norm(x, axis=1, keepdims=True)) ** 3))(x)
+    np.testing.assert_allclose(arrc.grad(mod.loss)(x), expected, rtol=1e-5, atol=1e-6)
+    assert '"shard"' in mod.rows.lower(x).as_text()
