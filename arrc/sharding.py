@@ -124,12 +124,12 @@ class Sharded:
         self._check_types(args)
         placed = []
         for a, s in zip(args, self.in_shardings):
-            if isinstance(a, jax.Array):
-                if a.sharding != s:
-                    a = jax.device_put(a, s)
-            elif not s.is_fully_addressable:    # several processes: a host value is the whole array, the same
-                host = np.asarray(a)             # on each process, of which each places its own devices' parts
-                a = jax.make_array_from_callback(host.shape, s, lambda index, host=host: host[index])
+            if not s.is_fully_addressable and getattr(a, "is_fully_addressable", True):
+                host = np.asarray(host_value(a))     # several processes: a value of this process (a key: its words)
+                a = jax.make_array_from_callback(     # is the whole array, the same on each process, of which
+                    host.shape, s, lambda index, host=host: host[index])    # each places its devices' parts
+            elif isinstance(a, jax.Array) and a.sharding != s:
+                a = jax.device_put(a, s)
             placed.append(a)
         self._check_divisible(placed)
         return placed

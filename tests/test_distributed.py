@@ -37,6 +37,11 @@ WORKER = textwrap.dedent('''
     np.testing.assert_allclose(host_value(loss(x, w)), mod.loss(x, w), rtol=1e-6)
     rows = mod.normalize.sharded(mesh, in_specs=(("data", None),))(x)
     np.testing.assert_array_equal(host_value(rows), mod.normalize(x))
+    # a jax.Array of this process (a typed key, an array on a local device): the whole value, as a NumPy one
+    noisy = arrc.loads("def f(k: key, x: f32[8, 4]) -> f32[8, 4]:\\n    return x + normal(k, (8, 4))\\n")
+    local = jax.device_put(x, jax.local_devices()[0])
+    got = noisy.f.sharded(mesh, in_specs=(None, ("data", None)))(jax.random.key(3), local)
+    np.testing.assert_array_equal(host_value(got), noisy.f(jax.random.key(3), x))
     guarded = arrc.loads("def logs(x: f32[b, 4]) -> f32[b, 4]:\\n    return log(x - 1.0)\\n", filename="g.arr",
                          guards="nan,inf")
     bad = np.full((8, 4), 3.0, np.float32)
