@@ -35,19 +35,24 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError):
     n, k = len(fn._sig.params), len(fn._sig.results)
     floats = [i for i, (_, t, _) in enumerate(fn._sig.params) if t.dtype.is_float]
     dtypes = [t.dtype.np for _, t, _ in fn._sig.params]
-    backward = functools.lru_cache(maxsize=None)(lambda: derive(fn, "vjp"))   # made when differentiated (its
-    tangent = derive(fn, "jvp")                                                # warnings, e.g. W0004, then)
-
     keys_in = [t.dtype.is_key for _, t, _ in fn._sig.params]
     keys_out = [t.dtype.is_key for t in fn._sig.results]
 
-    def jax_fn(*args):      # a Python scalar takes its parameter's dtype, as in a call of `fn` (also when
-        return f(*(_key_words(a, fn._sig.params[i][0], error) if keys_in[i] else   # traced); a key, its words
-                   jax.numpy.asarray(a, dtypes[i]) if _weak_scalar(a) else a for i, a in enumerate(args)))
+    def operands(args):     # a Python scalar takes its parameter's dtype, as in a call of `fn` (also when
+        return [_key_words(a, fn._sig.params[i][0], error) if keys_in[i] else    # traced); a key, its words
+                jax.numpy.asarray(a, dtypes[i]) if _weak_scalar(a) else a for i, a in enumerate(args)]
+
+    def jax_fn(*args):
+        return f(*operands(args))
 
     def apply(*args):
         out = [jax.random.wrap_key_data(r) if key else r for r, key in zip(prim.bind(*args, mesh=_mesh()), keys_out)]
         return tuple(out) if tuple_result else out[0]
+
+    if has_effects(fn):     # (arrc/sharding.py's: the run id first; not differentiable by JAX yet)
+        return lambda run, *args: apply(run, *operands(args))
+    backward = functools.lru_cache(maxsize=None)(lambda: derive(fn, "vjp"))   # made when differentiated (its
+    tangent = derive(fn, "jvp")                                                # warnings, e.g. W0004, then)
 
     if tangent is not None:
         tangents_of = _primitive(tangent, make_vmap, drop=k)          # (primals, tangents) -> tangents
@@ -169,6 +174,7 @@ def _result_types(fn, key: tuple) -> list:
 
 def _abstract(fn, drop: int, *avals, mesh: tuple):
     from jax._src.core import ShapedArray
+    avals = avals[1:] if has_effects(fn) else avals           # (the run id)
     key = tuple((tuple(a.shape), a.dtype) for a in avals)
     return [ShapedArray(shape, dtype) for shape, dtype, _ in _result_types(fn, key)[drop:]]
 
@@ -181,17 +187,58 @@ def _lower(fn, drop: int, ctx, *args, mesh: tuple):
     from arrc.compiler import emit
     from arrc.compiler.ops_random import keys_of_words, words_of_keys
     from arrc.compiler.types import U64
+    import numpy as np
+    from arrc.compiler import abi
+    from arrc.passes.rewrite import entry
     platform = ctx.module_context.platforms[0]
-    text = _lowered(fn, ctx.avals_in, platform, mesh).as_text()
+    avals, run = (ctx.avals_in[1:], args[:1]) if has_effects(fn) else (ctx.avals_in, ())
+    text = _lowered(fn, avals, platform, mesh).as_text(debug_info=True)      # (sites name their lines)
     source = ir.Module.parse(text, context=ctx.module_context.context)
+    _host_callbacks(ctx, source, fn.sources, platform)
+    main = entry(source)
+    hidden = sorted((emit.int_attr(main, a), a) for a in (abi.RUN_ARG, abi.IO_ARG) if emit.int_attr(main, a) is not None)
+    types = list(ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value).results)
     name = mlir.merge_mlir_modules(ctx.module_context.module, f"arr_{fn.name}", source)
-    every = _result_types(fn, tuple((tuple(a.shape), a.dtype) for a in ctx.avals_in))   # (the primitive `drop`s some)
+    every = _result_types(fn, tuple((tuple(a.shape), a.dtype) for a in avals))   # (the primitive `drop`s some)
     operands = [keys_of_words(a, tuple(v.shape[:-1])) if t.dtype.is_key else a
-                for a, v, (_, t, _) in zip(args, ctx.avals_in, fn._sig.params)]
-    types = [emit.tensor_type(shape[:-1], U64) if key else
-             mlir.aval_to_ir_type(ctx.module_context, ShapedArray(shape, dt)) for shape, dt, key in every]
-    call = func.CallOp(types, ir.FlatSymbolRefAttr.get(name), operands)
+                for a, v, (_, t, _) in zip(args[len(run):], avals, fn._sig.params)]
+    for position, attr in hidden:
+        operands.insert(position, run[0] if attr == abi.RUN_ARG else mlir.ir_constant(np.int32(0)))
+    call = func.CallOp(types, ir.FlatSymbolRefAttr.get(name), operands)     # (its extra results, e.g. io, dropped)
     return [words_of_keys(r, shape[:-1]) if key else r for r, (shape, _, key) in zip(call.results, every)][drop:]
+
+
+def has_effects(fn) -> bool:
+    """Whether arr Function `fn` prints or asserts (or calls one that does): its primitive's first operand is
+    then the run id its host callbacks report to (runtime/effects.py; only arrc/sharding.py binds it yet)."""
+    return fn.name in fn.module._program.effectful
+
+
+def _host_callbacks(ctx, module, sources: dict, platform: str) -> None:
+    """arr's print/assert callbacks of `module` registered with the JAX module being lowered (its executable
+    keeps them, as `jax.debug.print`'s), each run once on the program's first device: a MAXIMAL sharding,
+    which XLA's partitioner requires of every operation with a side effect."""
+    import numpy as np
+    from jax._src.callback import _callback_op_sharding
+    from jax._src.core import ShapedArray
+    from jax._src.interpreters import mlir
+    from jaxlib.mlir import ir
+    from arrc.compiler.effects import BoundSite, CALLBACK_TARGET
+    from arrc.passes.rewrite import attr_text, ops_named, retarget_callbacks
+    from arrc.runtime import effects
+    from arrc.runtime.guards import sites
+    found = sites(module)
+    loops = {index: site for index, site in found.items() if isinstance(site, BoundSite)}
+    for op in ops_named(module, "stablehlo.custom_call"):
+        if attr_text(op.attributes["call_target_name"]) != CALLBACK_TARGET["cpu"]:
+            continue
+        index = ir.IntegerAttr(ir.DictAttr(op.attributes["backend_config"])["index"]).value
+        ctx.module_context.add_host_callback(effects.host_callback(found[index], sources, loops))
+        op.attributes["backend_config"] = ir.DictAttr.get({"index": ir.IntegerAttr.get(
+            ir.IntegerType.get_unsigned(64), len(ctx.module_context.host_callbacks) - 1)})
+        mlir.set_sharding(ctx.module_context, op, _callback_op_sharding(       # (JAX's, as for its callbacks)
+            ctx.module_context.axis_context, None, [ShapedArray((), np.int32)]))
+    retarget_callbacks(module, platform)
 
 
 def _batch(fn, make_vmap, drop: int, prim, args, dims, mesh: tuple):

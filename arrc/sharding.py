@@ -7,8 +7,9 @@ back as sharded `jax.Array`s with the shardings XLA chose. With the `nan`/`inf` 
 results, the default scope), the same program also returns whether the sum of each float result is finite
 (partitioned as any reduction, a replicated flag); where one is not, the call runs again on one device,
 which finds the origin and raises its report (global element indices), with a note naming the device that
-holds the first bad result element. `print`, `assert`, the `bounds`/`div0` guards and the all-ops scope are
-not sharded yet (their host callbacks belong to arrc's runtime).
+holds the first bad result element. `print` and `assert` run their host callbacks on the program's first
+device (arrc/interop.py registers them with JAX's module). The `bounds`/`div0` guards and the all-ops scope
+are not sharded yet.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import contextlib
 import math
 import threading
 
+from arrc.interop import has_effects
 from arrc.runtime import pjrt
 
 _lock = threading.RLock()          # (`_once` makes under it, and a make may call `_once`)
@@ -62,13 +64,11 @@ CHECKED_AT_RESULTS = frozenset({"nan", "inf"})
 
 
 def can_shard(fn) -> bool:
-    """Whether arr Function `fn` can run as an SPMD program yet: not with print or assert (their host callbacks
-    are arrc's runtime's), guards other than nan/inf checked at the results, or a loop's `bound=` checked in
-    a derivative."""
-    program = fn.module._program
+    """Whether arr Function `fn` can run as an SPMD program yet: not with guards other than nan/inf checked at
+    the results, or a loop's `bound=` checked in a derivative."""
     module = fn.module
     guards_ok = module.guard_kinds <= CHECKED_AT_RESULTS and (not module.guard_kinds or module.guard_scope == "results")
-    return guards_ok and not (fn.name in program.effectful or fn.name in program.checks_bounds)
+    return guards_ok and fn.name not in module._program.checks_bounds
 
 
 class Sharded:
@@ -83,8 +83,8 @@ class Sharded:
         ArgumentError = error
         if not can_shard(fn):
             raise TypeError(f"{fn.name}: a function of a module loaded with guards other than nan/inf at the "
-                            f"results, one that prints or asserts (or calls one that does), or one whose derivative "
-                            f"checks a loop's `bound=` does not run sharded yet (docs/sharding.md)")
+                            f"results, or one whose derivative checks a loop's `bound=`, does not run sharded yet "
+                            f"(docs/sharding.md)")
         params = fn._sig.params
         specs = [None] * len(params) if in_specs is None else list(in_specs)
         if len(specs) != len(params):
@@ -105,7 +105,8 @@ class Sharded:
                 outs = (outs, NamedSharding(mesh, partition_spec(None)))
         self.in_shardings = tuple(NamedSharding(mesh, s) for s in self.in_specs)
         self._checked: set = set()
-        self.jitted = jax.jit(spmd_function(fn), in_shardings=self.in_shardings, out_shardings=outs)
+        run = (NamedSharding(mesh, partition_spec(None)),) if has_effects(fn) else ()
+        self.jitted = jax.jit(spmd_function(fn), in_shardings=run + self.in_shardings, out_shardings=outs)
 
     def __call__(self, *args):
         with _tracing(self.mesh):
@@ -148,7 +149,8 @@ class Sharded:
         `.compile().as_text()`: XLA's partitioned HLO, collectives included; with guards, its results are
         the function's and the flag)."""
         with _tracing(self.mesh):
-            return self.jitted.lower(*self._placed(args))
+            import numpy as np
+            return self.jitted.lower(*((np.int32(0),) if has_effects(self.fn) else ()), *self._placed(args))
 
     def _check_divisible(self, args) -> None:
         import numpy as np
@@ -199,9 +201,10 @@ def _once(kind: str, fn, make):
 
 
 def spmd_function(fn):
-    """What runs as the SPMD program: `fn` as JAX traces it (made once per Function), and with the module's
-    nan/inf guards the flag `checked_call` reads, whether the sum of a float result is not finite (a sum is
-    finite only where every element is, or overflows: then the call on one device decides)."""
+    """What runs as the SPMD program: `fn` as JAX traces it (made once per Function; where it prints or
+    asserts, the run id of its callbacks first), and with the module's nan/inf guards the flag `checked_call`
+    reads, whether the sum of a float result is not finite (a sum is finite only where every element is, or
+    overflows: then the call on one device decides)."""
     def make():
         import jax.numpy as jnp
         traced = fn._as_jax_unguarded()
@@ -228,9 +231,13 @@ _in_flight: collections.deque = collections.deque()
 
 def checked_call(fn, jitted, args):
     """Run the SPMD program `jitted` of `fn`; with guards, where its flag says a result may not be finite,
-    call `fn` again on one device (the arguments gathered): it raises the origin's report, with a note of
-    the device that holds the first non-finite result element, or returns (a sum that overflowed). At most
-    MAX_IN_FLIGHT calls run at once."""
+    call `fn` again on one device (the arguments gathered, its prints silenced): it raises the origin's report,
+    with a note of the device that holds the first non-finite result element, or returns (a sum that
+    overflowed). Where `fn` prints or asserts, its callbacks run on the program's first device (prints once)
+    and the call waits for them; a failed assert is raised on that process, and on every other one by a call on
+    its own device that fails the same way. At most MAX_IN_FLIGHT calls run at once."""
+    if has_effects(fn):
+        return _with_effects(fn, jitted, args)
     if not fn.module.guard_kinds:
         out = jitted(*args)
         import jax
@@ -247,15 +254,47 @@ def checked_call(fn, jitted, args):
         return out
     out, suspect = jitted(*args)
     if pjrt.read_when_ready(suspect):      # (replicated: under jax.distributed every process comes here)
-        from arrc.runtime.reports import GuardError
-        try:
-            fn(*(host_value(a) for a in args))
-        except GuardError as err:
-            leaves = out if fn._sig.tuple_result else (out,)
-            err.diagnostic.notes.append(_held_by(leaves))
-            err.args = (str(err),)
-            raise
+        _replay(fn, args, out)
     return out
+
+
+def _with_effects(fn, jitted, args):
+    """`checked_call` of a function that prints or asserts: the run id of its callbacks first."""
+    import jax
+    import numpy as np
+    from arrc.runtime import effects
+    run_id, state = effects.begin()
+    try:
+        out = jitted(np.int32(run_id), *args)
+        jax.block_until_ready(out)
+    finally:
+        effects.end(run_id)
+    out, suspect = out if fn.module.guard_kinds else (out, None)
+    if jax.process_count() > 1:             # (only the first device's process ran the callbacks: where one
+        from jax.experimental import multihost_utils           # failed, every process gathers the arguments)
+        if multihost_utils.broadcast_one_to_all(np.int32(state.failure is not None)):
+            _replay(fn, args, out)
+    if state.failure is not None:
+        raise state.failure
+    if suspect is not None and pjrt.read_when_ready(suspect):
+        _replay(fn, args, out)
+    return out
+
+
+def _replay(fn, args, out) -> None:
+    """Call `fn` on this process's device, the arguments gathered, its prints silenced: it raises the fault the
+    SPMD call had (a guard's origin report, with a note of the device holding the first non-finite result
+    element), or returns (a sum that overflowed with finite elements)."""
+    from arrc.runtime.reports import AssertionFailed, GuardError
+    try:
+        fn._replay([host_value(a) for a in args])
+    except GuardError as err:
+        if isinstance(err, AssertionFailed):
+            raise
+        leaves = out if fn._sig.tuple_result else (out,)
+        err.diagnostic.notes.append(_held_by(leaves))
+        err.args = (str(err),)
+        raise
 
 
 def _held_by(leaves) -> str:

@@ -42,6 +42,16 @@ WORKER = textwrap.dedent('''
     local = jax.device_put(x, jax.local_devices()[0])
     got = noisy.f.sharded(mesh, in_specs=(None, ("data", None)))(jax.random.key(3), local)
     np.testing.assert_array_equal(host_value(got), noisy.f(jax.random.key(3), x))
+    # print and assert: the callbacks run on the first device (process 0 prints), every process raises
+    talk = arrc.loads("def f(x: f32[8, 4]) -> f32[8, 4]:\\n    print(\\"sum\\", sum(x))\\n"
+                      "    assert all(x < 100.0), \\"small\\"\\n    return x * 2.0\\n", filename="p.arr")
+    said = talk.f.sharded(mesh, in_specs=(("data", None),))
+    np.testing.assert_array_equal(host_value(said(x)), x * 2)
+    try:
+        said(x * 1000)
+        print("no report")
+    except arrc.AssertionFailed as err:
+        print(str(err).splitlines()[0])
     guarded = arrc.loads("def logs(x: f32[b, 4]) -> f32[b, 4]:\\n    return log(x - 1.0)\\n", filename="g.arr",
                          guards="nan,inf")
     bad = np.full((8, 4), 3.0, np.float32)
@@ -85,7 +95,9 @@ def test_two_processes_run_one_program_and_raise_the_same_report():
     for p in done:
         assert p.returncode == 0, p.stderr[-3000:]
         lines = [line for line in p.stdout.splitlines() if not line.startswith("[Gloo]")]
-        assert lines == [
+        printed = ["sum 49.6", "sum 49600.0"] if p is done[0] else []
+        assert lines == printed + [
+            "error[R0005]: assertion failed: small",
             "  |            ^^^^^^^^^^^^ this `log` produced NaN at index [5, 2]",
             "  = note: the call ran as one program on 4 devices; the first non-finite element of result 0, at "
             "index [5, 2], is held by device 2048 of process 1",

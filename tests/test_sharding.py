@@ -129,6 +129,29 @@ CHILD = textwrap.dedent('''
             return f"{type(err).__name__}: {err}"
         raise AssertionError("no error")
 
+    # print and assert run sharded: the callbacks on the first device (each line once), a failed assert's
+    # report as on one device
+    talk = arrc.loads("""
+    def f(x: f32[b, 16]) -> f32[b, 16]:
+        print("total", sum(x > 0.0), "corner", x[0, 0])
+        assert all(isfinite(x)), "x must be finite"
+        return x * 2.0
+    """, filename="a.arr")
+    said = talk.f.sharded(mesh, in_specs=(("data", "model"),))
+    np.testing.assert_array_equal(np.asarray(said(x)), x * 2)
+    np.testing.assert_array_equal(np.asarray(talk.f(xs)), x * 2)
+    broken = x.copy()
+    broken[9, 3] = np.inf
+    reports = []
+    for call in (lambda: said(broken), lambda: talk.f(broken)):
+        try:
+            call()
+            raise AssertionError("no report")
+        except arrc.AssertionFailed as err:
+            reports.append(str(err))
+    assert reports[0] == reports[1], reports
+    print(reports[0])
+
     # `shard` in the language: Shardy's constraints, which XLA partitions by (one device: nothing)
     placed = arrc.loads("""
     def f(x: f32[b, 16], w: f32[16, 8]) -> f32[b, 8]:
@@ -179,6 +202,18 @@ def test_sharded_programs_equal_one_device_on_8_virtual_devices():
         "  |            ^^^^^^ this `log` produced NaN at index [13, 5]\n"
         "  = note: the call ran as one program on 8 devices; the first non-finite element of result 0, at index "
         "[13, 5], is held by devices 2, 3\n"
+        "total 245 corner 0.12573022\n"
+        "total 245 corner 0.12573022\n"
+        "total 246 corner 0.12573022\n"
+        "total 246 corner 0.12573022\n"
+        "error[R0005]: assertion failed: x must be finite\n"
+        " --> a.arr:4:5\n"
+        "  |\n"
+        "4 |     assert all(isfinite(x)), \"x must be finite\"\n"
+        "  |     ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^ this condition is false\n"
+        "  |\n"
+        "  = note: in f\n"
+        "\n"
         "CompileError: error[E0204]: `shard`: mesh axis `rows` is not an axis of the mesh (data=4, model=2)\n"
         "  --> p.arr:13:12\n"
         "   |\n"
@@ -223,14 +258,13 @@ def test_the_command_line_runs_a_function_over_a_mesh(tmp_path):
                                                "x=data,_)\n")
     assert run("--devices", "8", "--mesh", "data=8", "--shard", "y=data") == (
         2, "", "arrc: error: --shard y=...: `loss` has no parameter `y` (its parameters: x, w)\n")
+    # print runs sharded: once, as on one device
     (tmp_path / "p.arr").write_text("def f(x: f32[8]) -> f32:\n    print(\"x\", x)\n    return sum(x)\n")
-    done = subprocess.run([sys.executable, "-m", "arrc", "run", "p.arr", "--entry", "f", "--arg", "x=[1, 2, 3, 4, 5, 6, 7, 8]",
-                           "--devices", "8", "--mesh", "data=8", "--shard", "x=data"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
-    assert (done.returncode, done.stderr) == (2, "arrc: error: --mesh: f: a function of a module loaded with guards "
-                                                 "other than nan/inf at the results, one that prints or asserts (or "
-                                                 "calls one that does), or one whose derivative checks a loop's "
-                                                 "`bound=` does not run sharded yet (docs/sharding.md)\n")
+    printing = [sys.executable, "-m", "arrc", "run", "p.arr", "--entry", "f", "--arg", "x=[1, 2, 3, 4, 5, 6, 7, 8]"]
+    alone = subprocess.run(printing, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(printing + ["--devices", "8", "--mesh", "data=8", "--shard", "x=data"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stdout) == (0, alone.stdout) == (0, "x [1. 2. 3. 4. 5. 6. 7. 8.]\n36.0\n"), done.stderr
     # nan/inf guards run sharded from the command line too: a fault is the report, exit 3
     bad = np.full((8, 4), 3.0, np.float32)
     bad[5, 2] = 0.5
