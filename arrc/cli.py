@@ -214,7 +214,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if unknown:
         have = ", ".join(fn.shape_vars) or "none"
         raise UsageError(f"`{fn.name}{fn.signature}` has no shape variable `{unknown[0]}` (shape variables: {have})")
-    mesh_axes, shards = parse_mesh(args.mesh, args.shard, args.guards, args.guard_scope, args.devices)
+    mesh_axes, shards = parse_mesh(args.mesh, args.shard, args.devices)
     if mesh_axes:
         return compile_sharded(args, fn, shapes, mesh_axes, shards)
     lowered = fn.lower(*fn.arg_types_for(shapes))
@@ -507,7 +507,7 @@ def positional_aliases(values: dict[str, object], names: list[str]) -> dict[str,
     return out
 
 
-def parse_mesh(mesh: str | None, shards: list[str], guards, scope: str, devices: int | None) -> tuple[dict, dict]:
+def parse_mesh(mesh: str | None, shards: list[str], devices: int | None) -> tuple[dict, dict]:
     """`--mesh data=4,model=2` as {axis: size} and each `--shard x=data,_` as {parameter: spec text}."""
     if devices is not None and devices < 1:
         raise UsageError(f"--devices {devices}: give a positive number of devices")
@@ -515,9 +515,6 @@ def parse_mesh(mesh: str | None, shards: list[str], guards, scope: str, devices:
         if shards:
             raise UsageError("--shard needs --mesh (e.g. --mesh data=8 --shard x=data,_)")
         return {}, {}
-    if guards and (set(guards) - {"nan", "inf"} or scope != "results"):
-        raise UsageError("--mesh with --guards: only nan and inf, checked at the results, run sharded yet "
-                         "(docs/sharding.md); give --guards nan,inf, or run on one device")
     axes: dict = {}
     for part in (p.strip() for p in mesh.split(",") if p.strip()):
         name, eq, size = part.partition("=")
@@ -898,7 +895,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.out is not None and not args.out.endswith(".npz"):
         raise UsageError(f"--out {args.out}: the results are saved as a NumPy .npz archive; give a name ending "
                          f"in .npz (e.g. --out {Path(args.out).with_suffix('.npz')})")
-    mesh_axes, shards = parse_mesh(args.mesh, args.shard, args.guards, args.guard_scope, args.devices)
+    mesh_axes, shards = parse_mesh(args.mesh, args.shard, args.devices)
     if args.coordinator is not None:    # one process of several (docs/sharding.md), before JAX's backends start
         if not mesh_axes or args.num_processes is None or args.process_id is None:
             raise UsageError("--coordinator HOST:PORT needs --num-processes N, --process-id I and --mesh (every "

@@ -155,11 +155,13 @@ def _arr_types(fn, shapes_dtypes) -> list:
 
 
 def _lowered(fn, avals, platform: str = "cpu", mesh: tuple = ()):
-    """`fn` lowered for `avals` through its passes, linear algebra for `platform`, `shard` over `mesh`."""
+    """`fn` lowered for `avals` through its passes (its guards that check inside the program, `in_program`),
+    linear algebra for `platform`, `shard` over `mesh`."""
     from arrc.passes.linalg import LowerLinalg
     from arrc.runtime.pipeline import apply_passes, passes_for
     lowered = fn.lower(*_arr_types(fn, [(a.shape, a.dtype) for a in avals]))
-    apply_passes(lowered.module, lowered.context, passes_for(None) + [LowerLinalg(platform, mesh=mesh)], fn.sources)
+    apply_passes(lowered.module, lowered.context, passes_for(in_program(fn)) + [LowerLinalg(platform, mesh=mesh)],
+                 fn.sources)
     return lowered
 
 
@@ -209,9 +211,19 @@ def _lower(fn, drop: int, ctx, *args, mesh: tuple):
 
 
 def has_effects(fn) -> bool:
-    """Whether arr Function `fn` prints or asserts (or calls one that does): its primitive's first operand is
-    then the run id its host callbacks report to (runtime/effects.py; only arrc/sharding.py binds it yet)."""
-    return fn.name in fn.module._program.effectful
+    """Whether arr Function `fn` has host callbacks: it prints or asserts (or calls one that does), or its
+    module has guards checked inside the program. Its primitive's first operand is then the run id they report
+    to (runtime/effects.py; only arrc/sharding.py binds it yet: `as_jax` takes neither)."""
+    return fn.name in fn.module._program.effectful or bool(in_program(fn).kinds)
+
+
+def in_program(fn):
+    """The guards of `fn`'s module that check inside the program, as passes/guards.py takes them: all but nan
+    and inf at the results, which arrc/sharding.py checks itself (`as_jax` takes a module without guards)."""
+    from arrc.passes.guards import GuardOptions
+    module = fn.module
+    at_results = module.guard_scope == "results"
+    return GuardOptions(module.guard_kinds - ({"nan", "inf"} if at_results else set()), module.guard_scope)
 
 
 def _host_callbacks(ctx, module, sources: dict, platform: str) -> None:
@@ -225,7 +237,7 @@ def _host_callbacks(ctx, module, sources: dict, platform: str) -> None:
     from jaxlib.mlir import ir
     from arrc.compiler.effects import BoundSite, CALLBACK_TARGET
     from arrc.passes.rewrite import attr_text, ops_named, retarget_callbacks
-    from arrc.runtime import effects
+    from arrc.runtime.call import callback_of
     from arrc.runtime.guards import sites
     found = sites(module)
     loops = {index: site for index, site in found.items() if isinstance(site, BoundSite)}
@@ -233,7 +245,7 @@ def _host_callbacks(ctx, module, sources: dict, platform: str) -> None:
         if attr_text(op.attributes["call_target_name"]) != CALLBACK_TARGET["cpu"]:
             continue
         index = ir.IntegerAttr(ir.DictAttr(op.attributes["backend_config"])["index"]).value
-        ctx.module_context.add_host_callback(effects.host_callback(found[index], sources, loops))
+        ctx.module_context.add_host_callback(callback_of(found[index], sources, loops))
         op.attributes["backend_config"] = ir.DictAttr.get({"index": ir.IntegerAttr.get(
             ir.IntegerType.get_unsigned(64), len(ctx.module_context.host_callbacks) - 1)})
         mlir.set_sharding(ctx.module_context, op, _callback_op_sharding(       # (JAX's, as for its callbacks)

@@ -7,9 +7,9 @@ back as sharded `jax.Array`s with the shardings XLA chose. With the `nan`/`inf` 
 results, the default scope), the same program also returns whether the sum of each float result is finite
 (partitioned as any reduction, a replicated flag); where one is not, the call runs again on one device,
 which finds the origin and raises its report (global element indices), with a note naming the device that
-holds the first bad result element. `print` and `assert` run their host callbacks on the program's first
-device (arrc/interop.py registers them with JAX's module). The `bounds`/`div0` guards and the all-ops scope
-are not sharded yet.
+holds the first bad result element. `print`, `assert` and the guards that check inside the program (`bounds`,
+`div0`, the all-ops scope) run their host callbacks on the program's first device (arrc/interop.py registers
+them with JAX's module); a fault they report is raised by the call on one device.
 """
 from __future__ import annotations
 
@@ -60,15 +60,16 @@ def partition_spec(value):
     return PartitionSpec(*(None if p in (None, "_", "") else p for p in value))
 
 
-CHECKED_AT_RESULTS = frozenset({"nan", "inf"})
-
-
 def can_shard(fn) -> bool:
-    """Whether arr Function `fn` can run as an SPMD program yet: not with guards other than nan/inf checked at
-    the results, or a loop's `bound=` checked in a derivative."""
-    module = fn.module
-    guards_ok = module.guard_kinds <= CHECKED_AT_RESULTS and (not module.guard_kinds or module.guard_scope == "results")
-    return guards_ok and fn.name not in module._program.checks_bounds
+    """Whether arr Function `fn` can run as an SPMD program yet: not where a derivative checks a loop's
+    `bound=` (its PAST result is not read here)."""
+    return fn.name not in fn.module._program.checks_bounds
+
+
+def flags_results(fn) -> bool:
+    """Whether the SPMD program of `fn` also returns whether a result may not be finite: the module's nan/inf
+    guards at the results (`spmd_function`). Its other guards check inside the program (arrc/interop.py)."""
+    return fn.module.guard_scope == "results" and bool(fn.module.guard_kinds & {"nan", "inf"})
 
 
 class Sharded:
@@ -82,9 +83,8 @@ class Sharded:
         self.fn, self.mesh, self.error = fn, mesh, error        # error: arrc.ArgumentError (arrc/api.py)
         ArgumentError = error
         if not can_shard(fn):
-            raise TypeError(f"{fn.name}: a function of a module loaded with guards other than nan/inf at the "
-                            f"results, or one whose derivative checks a loop's `bound=`, does not run sharded yet "
-                            f"(docs/sharding.md)")
+            raise TypeError(f"{fn.name}: a function whose derivative checks a loop's `bound=` does not run "
+                            f"sharded yet (docs/sharding.md)")
         params = fn._sig.params
         specs = [None] * len(params) if in_specs is None else list(in_specs)
         if len(specs) != len(params):
@@ -101,7 +101,7 @@ class Sharded:
             outs = [NamedSharding(mesh, partition_spec(s)) for s in
                     (out_specs if isinstance(out_specs, (list, tuple)) and fn._sig.tuple_result else [out_specs])]
             outs = tuple(outs) if fn._sig.tuple_result else outs[0]
-            if fn.module.guard_kinds:                   # (and the results' flag, replicated)
+            if flags_results(fn):                       # (and the results' flag, replicated)
                 outs = (outs, NamedSharding(mesh, partition_spec(None)))
         self.in_shardings = tuple(NamedSharding(mesh, s) for s in self.in_specs)
         self._checked: set = set()
@@ -208,7 +208,7 @@ def spmd_function(fn):
     def make():
         import jax.numpy as jnp
         traced = fn._as_jax_unguarded()
-        if not fn.module.guard_kinds:
+        if not flags_results(fn):
             return traced
         floats = [i for i, t in enumerate(fn._sig.results) if t.dtype.is_float]
 
@@ -238,7 +238,7 @@ def checked_call(fn, jitted, args):
     its own device that fails the same way. At most MAX_IN_FLIGHT calls run at once."""
     if has_effects(fn):
         return _with_effects(fn, jitted, args)
-    if not fn.module.guard_kinds:
+    if not flags_results(fn):
         out = jitted(*args)
         import jax
         leaves = jax.tree_util.tree_leaves(out)
@@ -259,7 +259,9 @@ def checked_call(fn, jitted, args):
 
 
 def _with_effects(fn, jitted, args):
-    """`checked_call` of a function that prints or asserts: the run id of its callbacks first."""
+    """`checked_call` of a function with host callbacks (print, assert, guards inside the program): the run id
+    they report to first. A fault they saw is raised by the call on one device (`_replay`: the same report as
+    there), a failed assert on one process as it is."""
     import jax
     import numpy as np
     from arrc.runtime import effects
@@ -269,14 +271,14 @@ def _with_effects(fn, jitted, args):
         jax.block_until_ready(out)
     finally:
         effects.end(run_id)
-    out, suspect = out if fn.module.guard_kinds else (out, None)
+    out, suspect = out if flags_results(fn) else (out, None)
+    faulted = state.failure is not None or bool(state.events)
     if jax.process_count() > 1:             # (only the first device's process ran the callbacks: where one
         from jax.experimental import multihost_utils           # failed, every process gathers the arguments)
-        if multihost_utils.broadcast_one_to_all(np.int32(state.failure is not None)):
-            _replay(fn, args, out)
-    if state.failure is not None:
+        faulted = bool(multihost_utils.broadcast_one_to_all(np.int32(faulted)))
+    elif state.failure is not None:
         raise state.failure
-    if suspect is not None and pjrt.read_when_ready(suspect):
+    if faulted or (suspect is not None and pjrt.read_when_ready(suspect)):
         _replay(fn, args, out)
     return out
 

@@ -39,8 +39,7 @@ class Compiled:
         called = {index: site for index, site in found.items() if not isinstance(site, BoundSite)}
         callbacks = [_no_site] * (max(called) + 1 if called else 0)
         for index, site in called.items():
-            callbacks[index] = make_callback(site, effects.runs()) if isinstance(site, GuardSite) \
-                else effects.host_callback(site, sources, self.loops)
+            callbacks[index] = callback_of(site, sources, self.loops)
         self.sources = sources
         # Compiled through `interruptible` (on a helper thread where this is the main thread): jaxlib's
         # `compile_and_load` raises KeyboardInterrupt at Ctrl-C while XLA goes on compiling on its own
@@ -104,6 +103,11 @@ class Compiled:
         for r in out:
             r.block_until_ready()
         return out
+
+
+def callback_of(site, sources: dict, loops: dict):
+    """The host callback of a print, assert or guard report site (`loops`: the module's bounded loops)."""
+    return make_callback(site, effects.runs()) if isinstance(site, GuardSite) else effects.host_callback(site, sources, loops)
 
 
 def _no_site(*args):

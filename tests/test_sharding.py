@@ -97,10 +97,43 @@ CHILD = textwrap.dedent('''
     np.testing.assert_allclose(train(jax.random.key(0), x, 5), trainer.train(jax.random.key(0), x, 5),
                                rtol=1e-5, atol=1e-7)
 
-    # guards="all" (bounds and div0 too) gathers sharded arguments onto its device (not SPMD yet), same numbers
+    # guards="all" runs SPMD: bounds and div0 check inside the program (their callbacks on the first device),
+    # nan/inf at the results; a fault is reported as a call on one device reports it, with a note of the devices
     normalize_src = "def normalize(x: f32[b, 16]) -> f32[b, 16]:\\n    return x / sqrt(sum(x * x, axis=1, keepdims=true))\\n"
-    guarded = arrc.loads(normalize_src, guards="all")
-    np.testing.assert_array_equal(np.asarray(guarded.normalize(xs)), np.asarray(out))
+    guarded = arrc.loads(normalize_src + """
+    def pick(x: f32[b, 16], i: i32) -> f32[16]:
+        return x[i]
+
+    def share(n: i32[b], d: i32) -> i32[b]:
+        return n // d
+    """, filename="h.arr", guards="all")
+    same_all = guarded.normalize(xs)
+    assert len(same_all.sharding.device_set) == 8, same_all.sharding
+    np.testing.assert_array_equal(np.asarray(same_all), np.asarray(out))
+    counts = np.arange(32, dtype=np.int32)
+    np.testing.assert_array_equal(guarded.share.sharded(mesh, in_specs=("data", None))(counts, 3), counts // 3)
+    for call, alone in ((lambda: guarded.pick.sharded(mesh, in_specs=(("data", "model"), None))(x, 40),
+                         lambda: guarded.pick(x, 40)),
+                        (lambda: guarded.share.sharded(mesh, in_specs=("data", None))(counts, 0),
+                         lambda: guarded.share(counts, 0))):
+        try:
+            call()
+            raise AssertionError("no report")
+        except arrc.GuardError as err:
+            sharded_report = str(err)
+        try:
+            alone()
+            raise AssertionError("no report")
+        except arrc.GuardError as err:
+            assert sharded_report.startswith(str(err).rstrip("\\n")), (sharded_report, str(err))
+        print(sharded_report.splitlines()[0], sharded_report.splitlines()[-1], sep="\\n")
+    origins = arrc.loads("def logs(x: f32[b, 16]) -> f32[b, 16]:\\n    return log(x - 1.0)\\n", filename="o.arr",
+                         guards="nan,inf", guard_scope="all-ops")
+    try:
+        origins.logs.sharded(mesh, in_specs=(("data", None),))(x)
+        raise AssertionError("no report")
+    except arrc.NaNError as err:
+        print(str(err).splitlines()[4])
 
     # nan/inf guards run SPMD: no fault, the SPMD results; a fault, the origin's report with its global index
     # and the device that holds the bad result element
@@ -196,6 +229,11 @@ def test_sharded_programs_equal_one_device_on_8_virtual_devices():
     done = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout == (
+        "error[R0003]: index out of range at run time\n"
+        "  = note: the call ran as one program on 8 devices\n"
+        "error[R0004]: integer division by zero at run time\n"
+        "  = note: the call ran as one program on 8 devices\n"
+        "  |            ^^^^^^^^^^^^ this `log` produced NaN at index [0, 0]\n"
         "  |            ^^^^^^ this `log` produced NaN at index [13, 5]\n"
         "  = note: the call ran as one program on 8 devices; the first non-finite element of result 0, at index "
         "[13, 5], is held by device 2\n"
@@ -276,9 +314,7 @@ def test_the_command_line_runs_a_function_over_a_mesh(tmp_path):
     assert guarded.returncode == 3 and guarded.stderr.splitlines()[-1] == (
         "  = note: the call ran as one program on 8 devices; the first non-finite element of result 0, at index "
         "[5, 2], is held by device 5"), guarded.stderr
-    assert run("--devices", "8", "--mesh", "data=8", "--guards", "all") == (
-        2, "", "arrc: error: --mesh with --guards: only nan and inf, checked at the results, run sharded yet "
-               "(docs/sharding.md); give --guards nan,inf, or run on one device\n")
+    assert run("--devices", "8", "--mesh", "data=8", "--guards", "all", "--guard-scope", "all-ops") == one
     # arrc compile --mesh: the SPMD program's StableHLO with its shardings, or XLA's partitioned HLO
     compiled = subprocess.run([sys.executable, "-m", "arrc", "compile", "m.arr", "--entry", "loss", "--shape", "b=8",
                                "--devices", "8", "--mesh", "data=4,model=2", "--shard", "x=data,_", "--shard",
