@@ -87,8 +87,9 @@ def _mesh() -> tuple:
     """The (axis name, size) pairs of the mesh JAX traces under (`jax.set_mesh`; arrc/sharding.py sets it), over
     which a `shard(...)` of the function constrains its value; none without one (passes/linalg.py)."""
     import jax
-    mesh = jax.sharding.get_abstract_mesh()
-    return () if mesh.empty else tuple(zip(mesh.axis_names, mesh.axis_sizes))
+    mesh = jax.sharding.get_abstract_mesh()         # (its Auto axes: inside `shard_map` the manual ones are not
+    return () if mesh.empty else tuple((n, s) for n, s, t in zip(mesh.axis_names, mesh.axis_sizes,   # the
+                                                                  mesh.axis_types) if t == jax.sharding.AxisType.Auto)  # partitioner's)
 
 
 def _key_words(a, name: str, ArgumentError: type):
@@ -155,13 +156,11 @@ def _arr_types(fn, shapes_dtypes) -> list:
 
 
 def _lowered(fn, avals, platform: str = "cpu", mesh: tuple = ()):
-    """`fn` lowered for `avals` through its passes (its guards that check inside the program, `in_program`),
-    linear algebra for `platform`, `shard` over `mesh`."""
-    from arrc.passes.linalg import LowerLinalg
-    from arrc.runtime.pipeline import apply_passes, passes_for
+    """`fn` lowered for `avals` through the passes of a compile for `platform` (its guards that check inside the
+    program, `in_program`), `shard` over `mesh`."""
+    from arrc.runtime.pipeline import apply_passes, around, passes_for
     lowered = fn.lower(*_arr_types(fn, [(a.shape, a.dtype) for a in avals]))
-    apply_passes(lowered.module, lowered.context, passes_for(in_program(fn)) + [LowerLinalg(platform, mesh=mesh)],
-                 fn.sources)
+    apply_passes(lowered.module, lowered.context, around(passes_for(in_program(fn)), platform, mesh), fn.sources)
     return lowered
 
 
@@ -235,6 +234,7 @@ def _host_callbacks(ctx, module, sources: dict, platform: str) -> None:
     from jax._src.core import ShapedArray
     from jax._src.interpreters import mlir
     from jaxlib.mlir import ir
+    from arrc.compiler import abi
     from arrc.compiler.effects import BoundSite, CALLBACK_TARGET
     from arrc.passes.rewrite import attr_text, ops_named, retarget_callbacks
     from arrc.runtime.call import callback_of
@@ -242,15 +242,15 @@ def _host_callbacks(ctx, module, sources: dict, platform: str) -> None:
     found = sites(module)
     loops = {index: site for index, site in found.items() if isinstance(site, BoundSite)}
     for op in ops_named(module, "stablehlo.custom_call"):
-        if attr_text(op.attributes["call_target_name"]) != CALLBACK_TARGET["cpu"]:
-            continue
+        if attr_text(op.attributes["call_target_name"]) != CALLBACK_TARGET["cpu"] or abi.KIND not in op.attributes:
+            continue                    # (a JAX callback of an extern's is JAX's)
         index = ir.IntegerAttr(ir.DictAttr(op.attributes["backend_config"])["index"]).value
         ctx.module_context.add_host_callback(callback_of(found[index], sources, loops))
         op.attributes["backend_config"] = ir.DictAttr.get({"index": ir.IntegerAttr.get(
             ir.IntegerType.get_unsigned(64), len(ctx.module_context.host_callbacks) - 1)})
         mlir.set_sharding(ctx.module_context, op, _callback_op_sharding(       # (JAX's, as for its callbacks)
             ctx.module_context.axis_context, None, [ShapedArray((), np.int32)]))
-    retarget_callbacks(module, platform)
+    retarget_callbacks(module, "gpu" if platform in ("cuda", "rocm") else platform)
 
 
 def _batch(fn, make_vmap, drop: int, prim, args, dims, mesh: tuple):

@@ -53,16 +53,22 @@ def apply_passes(module, context, passes: list, sources) -> None:
         raise CompileError(diags, sources)
 
 
+def around(passes: list, target: str, mesh: tuple = ()) -> list:
+    """`passes` with what every compile runs around them for PJRT platform `target`: externs' calls made JAX's
+    ops first, so that the guard pass's reports look inside them; the check of what `target` runs, and the
+    other linear-algebra placeholders (and `shard`, over `mesh`) made JAX's lowerings, last."""
+    lane_loops = any(isinstance(p, GuardPass) for p in passes)
+    return [LowerLinalg(target, externs_only=True, lane_loops=lane_loops)] + list(passes) \
+        + [VerifyBackend(target), LowerLinalg(target, mesh=mesh)]
+
+
 def compile_module(module, context, sources, passes: list, platform: str = "cpu"):
     """`module` through `passes` and the check of what the device's PJRT platform can run
     (passes/verify_backend.py), then compiled for `platform` (runtime/call.py `Compiled`)."""
     from .call import Compiled
     from .pjrt import backend
     target = backend(platform).platform
-    # externs' calls become JAX's ops before the guard pass, so that its reports look inside them
-    lane_loops = any(isinstance(p, GuardPass) for p in passes)
-    apply_passes(module, context, [LowerLinalg(target, externs_only=True, lane_loops=lane_loops)] + list(passes)
-                 + [VerifyBackend(target), LowerLinalg(target)], sources)
+    apply_passes(module, context, around(passes, target), sources)
     if target == "cpu" and uses_lapack(module):
         initialize_lapack()
     return Compiled(module, context, sources, platform=platform)
