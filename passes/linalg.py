@@ -168,6 +168,9 @@ def _module_text(jaxpr, platform: str, locations: bool = False) -> str:
         "linalg", jaxpr, num_const_args=0, in_avals=jaxpr.in_avals, ordered_effects=[], platforms=[platform],
         backend=None, axis_context=sharding_impls.ShardingContext(1), donated_args=[False] * len(jaxpr.in_avals),
         lowering_parameters=mlir.LoweringParameters())
+    if lowered.host_callbacks:      # (their indices name this lowering's list, which no executable of arr's has)
+        raise ValueError("it calls back into Python (jax.debug.print, jax.pure_callback, io_callback), which "
+                         "an arr program cannot run; remove the callback from the function given as the extern")
     if locations:
         return lowered.module.operation.get_asm(enable_debug_info=True)
     return str(lowered.module)

@@ -260,6 +260,20 @@ error[E0101]: extern `encoder` has no function
         arrc.loads(EXTERN_SRC, filename="enc.arr", externs={"encoder": 3})
 
 
+def test_an_extern_that_calls_back_into_python_is_an_error_at_its_call_not_a_crash():
+    """Its callback's index names JAX's lowering of it, which no executable of arr's has (a segfault before)."""
+    def chatty(x):
+        jax.debug.print("inside {}", x[0, 0])
+        return _encoder(x)
+    mod = arrc.loads(EXTERN_SRC, filename="enc.arr", externs={"encoder": chatty})
+    with pytest.raises(arrc.CompileError) as info:
+        mod.loss(np.zeros((3, 4), np.float32), np.zeros((3, 2), np.float32))
+    assert str(info.value).splitlines()[0] == (
+        "error[E0203]: JAX could not lower the extern `encoder` here: it calls back into Python (jax.debug.print, "
+        "jax.pure_callback, io_callback), which an arr program cannot run; remove the callback from the function "
+        "given as the extern")
+
+
 def test_a_nan_made_inside_an_extern_is_blamed_on_the_jax_line():
     def encoder(x):
         return jnp.log(x @ W_ENC)
