@@ -645,11 +645,8 @@ class FunctionWalk(ControlFlow):
         if isinstance(e.func, ast.Name) and e.func.id in PUSH_PULL and e.func.id not in self.env \
                 and e.func.id not in self.program.signatures:
             return self.call_jvp_vjp(e)
-        if isinstance(e.func, ast.Name) and e.func.id == "shard" and "shard" not in self.env \
-                and "shard" not in self.program.signatures and e.args and not e.kwargs:
-            axes = tuple(self._mesh_axis(a) for a in e.args[1:])
-            return self.call_builtin(BUILTINS["shard"], [self.eval_or_poison(e.args[0]), axes], {}, e,
-                                     [e.args[0].span, e.span])
+        if isinstance(e.func, ast.Name) and e.func.id == "shard" and "shard" not in self.program.signatures:
+            return self.call_shard(e)
         args = [self.eval_or_poison(a) for a in e.args]
         kwargs = {k.name: self.eval_or_poison(k.value) for k in e.kwargs}
         spans = [a.span for a in e.args]
@@ -693,6 +690,16 @@ class FunctionWalk(ControlFlow):
         if POISON in args or POISON in kwargs.values():
             return POISON
         return self.call_builtin(rule, args, kwargs, e, spans, kw_spans)
+
+    def call_shard(self, e):
+        """`shard(x, "data", None)`: the array, then its axes by position, as literals (`None` among them)."""
+        if "shard" in self.env:
+            raise ArrError("E0210", "`shard` is a value, not a function", e.func.span, "not callable")
+        if e.kwargs:
+            raise ArrError("E0103", "`shard` takes the array and one mesh axis per dimension by position",
+                           e.kwargs[0].span, "a keyword", help="write `shard(x, \"data\", None)`")
+        args = [self.eval_or_poison(e.args[0]), tuple(self._mesh_axis(a) for a in e.args[1:])] if e.args else []
+        return self.call_builtin(BUILTINS["shard"], args, {}, e, [a.span for a in e.args[:1]] + [e.span])
 
     def _mesh_axis(self, node):
         """An axis of `shard(x, "data", None)`: a mesh axis name, `None` (not split), or a tuple of names (split

@@ -127,6 +127,15 @@ CHILD = textwrap.dedent('''
         except arrc.GuardError as err:
             assert sharded_report.startswith(str(err).rstrip("\\n")), (sharded_report, str(err))
         print(sharded_report.splitlines()[0], sharded_report.splitlines()[-1], sep="\\n")
+    # an extern's index checked sharded too (its JAX ops are arr's before the guard pass, as on one device)
+    picking = arrc.loads("extern def pick(x: f32[32, 16], i: i32) -> f32[16]\\n"
+                         "def g(x: f32[32, 16], i: i32) -> f32[16]:\\n    return pick(x, i) * 2.0\\n",
+                         filename="x.arr", guards="bounds", externs={"pick": lambda x, i: x[i]})
+    try:
+        picking.g.sharded(mesh, in_specs=(("data", None), None))(x, 40)
+        raise AssertionError("no report")
+    except arrc.BoundsError as err:
+        assert "index 40 is out of range for dimension 0 of size 32" in str(err), str(err)
     origins = arrc.loads("def logs(x: f32[b, 16]) -> f32[b, 16]:\\n    return log(x - 1.0)\\n", filename="o.arr",
                          guards="nan,inf", guard_scope="all-ops")
     try:
@@ -355,3 +364,9 @@ def test_shard_on_one_device_changes_nothing():
         expected = jax.grad(lambda x: jax.numpy.sum((x / jax.numpy.linalg.norm(x, axis=1, keepdims=True)) ** 3))(x)
     np.testing.assert_allclose(arrc.grad(mod.loss)(x), expected, rtol=1e-5, atol=1e-6)
     assert '"shard"' in mod.rows.lower(x).as_text()
+    origins = arrc.loads(mod_src := "def f(x: f32[8, 8]) -> f32[8, 8]:\n    return shard(x, \"data\", None) * 2.0\n",
+                         guards="nan", guard_scope="all-ops")
+    plain = arrc.loads(mod_src.replace('shard(x, "data", None)', "x"), guards="nan", guard_scope="all-ops")
+    y = np.ones((8, 8), np.float32)         # (the guard pass checks what computes: `shard` lays out)
+    callbacks = [m.f.lower(y, guarded=True).as_text().count("xla_ffi_python_cpu_callback") for m in (origins, plain)]
+    assert callbacks[0] == callbacks[1], callbacks
