@@ -69,7 +69,8 @@ class LowerLinalg(ModulePass):
                     text = _lowering(key)
                 except Exception as err:        # noqa: BLE001 - JAX refuses the call: a diagnostic at it
                     return [_refused(call, key, err)]
-                callee = merged[key] = _merge(module, text, f"linalg_{len(merged)}_", key[0] == EXTERN)
+                kind = "extern" if self.externs_only else "linalg"      # (both passes merge into one module)
+                callee = merged[key] = _merge(module, text, f"{kind}_{len(merged)}_", key[0] == EXTERN)
                 if lane_loops:
                     _mark_lane_loops(module, callee, linalg_call(call)[1]["lanes"])
             with ir.InsertionPoint(call), call.location:

@@ -260,6 +260,16 @@ error[E0101]: extern `encoder` has no function
         arrc.loads(EXTERN_SRC, filename="enc.arr", externs={"encoder": 3})
 
 
+def test_an_extern_beside_linear_algebra_in_one_function():
+    """Externs are merged by one pass, other linear algebra by a later one, into the same module (their
+    functions were both named linalg_0_*: E0601)."""
+    mod = arrc.loads("extern def enc(x: f32[4, 4]) -> f32[4, 4]\n"
+                     "def f(x: f32[4, 4]) -> f32[4, 4]:\n    return enc(inv(x)) + 1.0\n",
+                     externs={"enc": lambda x: x @ jnp.full((4, 4), 2.0, jnp.float32)}, guards="all")
+    x = np.eye(4, dtype=np.float32) * 2
+    np.testing.assert_allclose(mod.f(x), np.linalg.inv(x) @ np.full((4, 4), 2.0) + 1.0, rtol=1e-6)
+
+
 def test_an_extern_that_calls_back_into_python_is_an_error_at_its_call_not_a_crash():
     """Its callback's index names JAX's lowering of it, which no executable of arr's has (a segfault before)."""
     def chatty(x):
