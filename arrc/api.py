@@ -651,13 +651,13 @@ def vmap(fn: Function, in_axes=0, out_axes=0) -> Function:
 
 @functools.lru_cache(maxsize=None)
 def _derivative_for_jax(fn: Function, kind: str):
-    """`fn`'s vjp with respect to its float arguments (None without any), or its jvp (None unless its
-    arguments and results are all floats), for arrc/interop.py."""
+    """What makes `fn`'s vjp with respect to its float arguments (None without any), or its jvp (None unless
+    its arguments and results are all floats), for arrc/interop.py: made when JAX differentiates `fn`."""
     floats = tuple(i for i, (_, t, _) in enumerate(fn._sig.params) if t.dtype.is_float)
     if kind == "vjp":
-        return Derivative(fn, floats, "vjp") if floats else None
+        return functools.partial(Derivative, fn, floats, "vjp") if floats else None
     all_float = len(floats) == len(fn._sig.params) and all(t.dtype.is_float for t in fn._sig.results)
-    return Derivative(fn, None, "jvp") if all_float else None
+    return functools.partial(Derivative, fn, None, "jvp") if all_float else None
 
 
 def _vmap_lanes_first(fn: Function, in_axes: tuple) -> Function:

@@ -25,8 +25,8 @@ _primitives: dict = {}
 
 def as_jax(fn, derive, make_vmap, error: type = TypeError):
     """A JAX-traceable function computing `fn` (an arr Function, checked by the caller: arrc/api.py
-    `Function.as_jax`). `derive(fn, kind)`: `fn`'s "vjp" with respect to its float arguments (None without
-    any) or its "jvp" (None unless its arguments and results are all floats); `make_vmap(fn, in_axes)`: arr's
+    `Function.as_jax`). `derive(fn, kind)`: what makes `fn`'s "vjp" with respect to its float arguments (None
+    without any) or its "jvp" (None unless its arguments and results are all floats); `make_vmap(fn, in_axes)`: arr's
     vmap of a function, lanes first; `error`: what a wrong argument raises (arrc.ArgumentError). Its results
     are a tuple where `fn` returns one."""
     import jax
@@ -51,19 +51,22 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError):
 
     if has_effects(fn):     # (arrc/sharding.py's: the run id first; not differentiable by JAX yet)
         return lambda run, *args: apply(run, *operands(args))
-    backward = functools.lru_cache(maxsize=None)(lambda: derive(fn, "vjp"))   # made when differentiated (its
-    tangent = derive(fn, "jvp")                                                # warnings, e.g. W0004, then)
+    make_backward, make_tangent = derive(fn, "vjp"), derive(fn, "jvp")     # (each made when differentiated:
+    backward = functools.lru_cache(maxsize=None)(make_backward or (lambda: None))   # its warnings, e.g. W0004, then)
 
-    if tangent is not None:
-        tangents_of = _primitive(tangent, make_vmap, drop=k)          # (primals, tangents) -> tangents
-        pull = functools.lru_cache(maxsize=None)(                        # made when used:
-            lambda: as_jax(backward(), derive, make_vmap, error))
-        _transposed_by(tangents_of, lambda *a: pull()(*a)[k:], n)     # differentiable again (second derivatives)
+    if make_tangent is not None:
+        pull = functools.lru_cache(maxsize=None)(lambda: as_jax(backward(), derive, make_vmap, error))
+
+        @functools.lru_cache(maxsize=None)
+        def tangents_of():              # (primals, tangents) -> tangents, differentiable again (second derivatives)
+            prim = _primitive(make_tangent(), make_vmap, drop=k)
+            _transposed_by(prim, lambda *a: pull()(*a)[k:], n)
+            return prim
         f = jax.custom_jvp(apply)
 
         @f.defjvp
         def push(primals, tangents):
-            out = tangents_of.bind(*primals, *tangents, mesh=_mesh())
+            out = tangents_of().bind(*primals, *tangents, mesh=_mesh())
             return f(*primals), tuple(out) if tuple_result else out[0]
         return jax_fn
 

@@ -388,3 +388,16 @@ def test_arguments_cross_without_a_copy_where_jax_would_not_copy():
     moved = executable._put_numpy(shifted)
     assert moved.unsafe_buffer_pointer() != shifted.ctypes.data
     np.testing.assert_array_equal(np.asarray(moved), shifted)
+
+
+def test_as_jax_warns_of_a_derivative_only_when_jax_differentiates():
+    """W0004 (a `while` differentiated by recomputation) comes with `jax.grad`, not with `as_jax()` or a call
+    under jax.jit: the derivatives are made when JAX asks for them."""
+    import warnings
+    mod = arrc.loads("def f(x: f32) -> f32:\n    while x < 10.0:\n        x = x * 2.0\n    return x\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        f = mod.f.as_jax()
+        assert float(jax.jit(f)(1.5)) == 12.0 and not caught
+        assert float(jax.grad(f)(1.5)) == 8.0
+    assert caught and all(str(w.message).startswith("warning[W0004]") for w in caught)
