@@ -160,10 +160,12 @@ def _arr_types(fn, shapes_dtypes) -> list:
 
 def _lowered(fn, avals, platform: str = "cpu", mesh: tuple = ()):
     """`fn` lowered for `avals` through the passes of a compile for `platform` (its guards that check inside the
-    program, `in_program`), `shard` over `mesh`."""
+    program, `in_program`), `shard` over `mesh`, and what a program over a mesh needs written out."""
+    from arrc.passes.spmd import ClampUpdateStarts
     from arrc.runtime.pipeline import apply_passes, around, passes_for
     lowered = fn.lower(*_arr_types(fn, [(a.shape, a.dtype) for a in avals]))
-    apply_passes(lowered.module, lowered.context, around(passes_for(in_program(fn)), platform, mesh), fn.sources)
+    apply_passes(lowered.module, lowered.context, around(passes_for(in_program(fn)), platform, mesh)
+                 + [ClampUpdateStarts()], fn.sources)
     return lowered
 
 

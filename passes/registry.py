@@ -9,12 +9,14 @@ from .autodiff import ValueAndGrad
 from .base import ModulePass
 from .guards import GuardPass
 from .linalg import LowerLinalg
+from .spmd import ClampUpdateStarts
 from .verify_backend import VerifyBackend
 from .verify_foreign import VerifyForeignCalls
 from .verify_static_shapes import VerifyStaticShapes
 
 PASSES: dict[str, type[ModulePass]] = {p.name: p for p in (VerifyStaticShapes, VerifyForeignCalls, GuardPass,
-                                                           ValueAndGrad, LowerLinalg, VerifyBackend)}
+                                                           ValueAndGrad, LowerLinalg, VerifyBackend,
+                                                           ClampUpdateStarts)}
 
 
 def run_passes(module, passes: list) -> list:
