@@ -106,7 +106,8 @@ def test_passes_replaces_the_list(capsys, program):
     code, out, err = _compile(capsys, program, "--passes", "guard,fold")
     assert (code, out) == (2, "")
     assert err == ("arrc: error: --passes: unknown pass `fold` "
-                   "(passes: guard, lower-linalg, value-and-grad, verify-backend, verify-foreign-calls, verify-static-shapes)\n")
+                   "(passes: clamp-update-starts, guard, lower-linalg, value-and-grad, verify-backend, verify-foreign-calls, "
+                   "verify-static-shapes)\n")
 
 
 def test_emit_hlo_is_what_xla_compiled(capsys, program):
