@@ -929,13 +929,19 @@ def unroll_counted_loops(block) -> None:
                      and emit.int_attr(op, abi.TRIP_COUNT, -1) in range(MAX_UNROLLED + 1)), None)
         if loop is None:
             return
-        values = list(loop.operands)
-        with ir.InsertionPoint(loop):
-            for _ in range(emit.int_attr(loop, abi.TRIP_COUNT, -1)):
-                values = _recompute(loop, 1, values, effects=True)[1]
-        for result, value in zip(loop.results, values):
-            result.replace_all_uses_with(value)
-        loop.operation.erase()
+        unroll(loop)
+
+
+def unroll(loop) -> None:
+    """Replace `stablehlo.while` `loop`, whose trip count is known (`arrc.trip_count`), by that many copies of
+    its body, effects and all."""
+    values = list(loop.operands)
+    with ir.InsertionPoint(loop):
+        for _ in range(emit.int_attr(loop, abi.TRIP_COUNT, -1)):
+            values = _recompute(loop, 1, values, effects=True)[1]
+    for result, value in zip(loop.results, values):
+        result.replace_all_uses_with(value)
+    loop.operation.erase()
 
 
 @_rule("stablehlo.while")

@@ -10,13 +10,14 @@ from .base import ModulePass
 from .guards import GuardPass
 from .linalg import LowerLinalg
 from .spmd import ClampUpdateStarts
+from .unroll import UnrollShortLoops
 from .verify_backend import VerifyBackend
 from .verify_foreign import VerifyForeignCalls
 from .verify_static_shapes import VerifyStaticShapes
 
 PASSES: dict[str, type[ModulePass]] = {p.name: p for p in (VerifyStaticShapes, VerifyForeignCalls, GuardPass,
                                                            ValueAndGrad, LowerLinalg, VerifyBackend,
-                                                           ClampUpdateStarts)}
+                                                           ClampUpdateStarts, UnrollShortLoops)}
 
 
 def run_passes(module, passes: list) -> list:

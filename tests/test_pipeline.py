@@ -106,8 +106,8 @@ def test_passes_replaces_the_list(capsys, program):
     code, out, err = _compile(capsys, program, "--passes", "guard,fold")
     assert (code, out) == (2, "")
     assert err == ("arrc: error: --passes: unknown pass `fold` "
-                   "(passes: clamp-update-starts, guard, lower-linalg, value-and-grad, verify-backend, verify-foreign-calls, "
-                   "verify-static-shapes)\n")
+                   "(passes: clamp-update-starts, guard, lower-linalg, unroll-short-loops, value-and-grad, verify-backend, "
+                   "verify-foreign-calls, verify-static-shapes)\n")
 
 
 def test_emit_hlo_is_what_xla_compiled(capsys, program):
@@ -134,3 +134,26 @@ def test_a_pass_that_leaves_an_invalid_module_is_an_internal_error():
         diags = run_passes(lowered.module, [_Breaks(), *passes_for()])
     assert [d.code for d in diags] == ["E0601"]
     assert diags[0].message.startswith("internal compiler error: RuntimeError: pass `breaks` left an invalid module")
+
+
+def test_a_short_loop_is_unrolled_as_jax_traces_a_python_loop(tmp_path, capsys):
+    """`for` loops of at most 8 iterations with small bodies become copies of their bodies before XLA (which
+    fuses across copies, never across iterations); longer ones stay loops. Same numbers, and a guard report
+    inside an unrolled loop still names its iteration."""
+    import numpy as np
+    src = ("def short(x: f32[64]) -> f32[64]:\n    for i in range(8):\n        x = x * 1.5 + 0.5\n    return x\n\n"
+           "def long(x: f32[64]) -> f32[64]:\n    for i in range(9):\n        x = x * 1.5 + 0.5\n    return x\n\n"
+           "def logs(x: f32[4]) -> f32[4]:\n    for i in range(4):\n        x = log(x - 0.5 * i)\n    return x\n")
+    (tmp_path / "u.arr").write_text(src)
+    for entry, loops in (("short", False), ("long", True)):
+        code, out, _ = _compile(capsys, tmp_path / "u.arr", "--entry", entry, "--emit", "hlo")
+        assert code == 0 and (" while(" in out) == loops, out
+    mod = arrc.loads(src, guards="nan")
+    x = np.linspace(1, 2, 64, dtype=np.float32)
+    expected = x.copy()
+    for _ in range(8):
+        expected = expected * np.float32(1.5) + np.float32(0.5)
+    np.testing.assert_allclose(mod.short(x), expected, rtol=1e-6)
+    with pytest.raises(arrc.NaNError) as info:
+        mod.logs(np.full(4, 3.0, np.float32))
+    assert "in loop iteration 2" in str(info.value), str(info.value)

@@ -1,0 +1,47 @@
+"""`unroll-short-loops`: a short `for` loop with a small body becomes copies of its body, as JAX's Python loop
+is traced. XLA:CPU fuses elementwise work across the copies, never across the iterations of a loop: eight
+steps of `x = x * 1.0001 + 0.5` on f32[4M] took 13.9 ms as a loop, 3.4 ms unrolled (JAX's Python loop 3.5 ms,
+its `lax.fori_loop` 14.2 ms; 2026-12-06, 2 cores)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from jaxlib.mlir import ir
+
+from ..compiler import abi, emit
+from ..compiler.autodiff import unroll
+from .base import ModulePass
+from .rewrite import ops_named
+
+MAX_TRIPS = 8           # iterations (the most autodiff unrolls too)
+MAX_BODY = 64           # operations in the body, nested ones included: longer bodies fuse within themselves
+
+
+@dataclass
+class UnrollShortLoops(ModulePass):
+    """Runs after the guard pass: a report's loop iteration is then a value each copy computes."""
+    name: ClassVar[str] = "unroll-short-loops"
+
+    def apply(self, module: ir.Module) -> list:
+        for _ in range(10_000):             # (an outer loop's copies hold its inner loops: found again)
+            loop = next((op for op in ops_named(module, "stablehlo.while") if _short(op)), None)
+            if loop is None:
+                break
+            unroll(loop)
+        return []
+
+
+def _short(loop) -> bool:
+    """A loop of a known count of at most MAX_TRIPS iterations whose body has at most MAX_BODY operations."""
+    if emit.int_attr(loop, abi.TRIP_COUNT, -1) not in range(1, MAX_TRIPS + 1):
+        return False
+    count = 0
+
+    def visit(_):
+        nonlocal count
+        count += 1
+        return ir.WalkResult.ADVANCE if count <= MAX_BODY else ir.WalkResult.INTERRUPT
+    for op in loop.regions[1].blocks[0].operations:
+        op.operation.walk(visit)
+    return count <= MAX_BODY
