@@ -26,8 +26,8 @@ _primitives: dict = {}
 def as_jax(fn, derive, make_vmap, error: type = TypeError):
     """A JAX-traceable function computing `fn` (an arr Function, checked by the caller: arrc/api.py
     `Function.as_jax`). `derive(fn, kind)`: what makes `fn`'s "vjp" with respect to its float arguments (None
-    without any) or its "jvp" (None unless its arguments and results are all floats); `make_vmap(fn, in_axes)`: arr's
-    vmap of a function, lanes first; `error`: what a wrong argument raises (arrc.ArgumentError). Its results
+    without any) or its "jvp" (None unless its arguments and results are all floats); `make_vmap(fn,
+    in_axes)`: arr's vmap of a function, lanes first; `error`: what a wrong argument raises (arrc.ArgumentError). Its results
     are a tuple where `fn` returns one."""
     import jax
     prim = _primitive(fn, make_vmap)
@@ -88,11 +88,14 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError):
 
 def _mesh() -> tuple:
     """The (axis name, size) pairs of the mesh JAX traces under (`jax.set_mesh`; arrc/sharding.py sets it), over
-    which a `shard(...)` of the function constrains its value; none without one (passes/linalg.py)."""
+    which a `shard(...)` of the function constrains its value: its Auto axes (inside `shard_map` the manual
+    ones are not the partitioner's); none without one (passes/linalg.py)."""
     import jax
-    mesh = jax.sharding.get_abstract_mesh()         # (its Auto axes: inside `shard_map` the manual ones are not
-    return () if mesh.empty else tuple((n, s) for n, s, t in zip(mesh.axis_names, mesh.axis_sizes,   # the
-                                                                  mesh.axis_types) if t == jax.sharding.AxisType.Auto)  # partitioner's)
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.empty:
+        return ()
+    auto = jax.sharding.AxisType.Auto
+    return tuple((n, s) for n, s, t in zip(mesh.axis_names, mesh.axis_sizes, mesh.axis_types) if t == auto)
 
 
 def _key_words(a, name: str, ArgumentError: type):
@@ -186,15 +189,14 @@ def _abstract(fn, drop: int, *avals, mesh: tuple):
 
 
 def _lower(fn, drop: int, ctx, *args, mesh: tuple):
-    from jax._src.core import ShapedArray
+    """arr's module of `fn` for the operands' types merged into JAX's (its host callbacks registered there) and
+    called: with the run id and an io token where it has callbacks, its extra results dropped."""
+    import numpy as np
     from jax._src.interpreters import mlir
     from jaxlib.mlir import ir
     from jaxlib.mlir.dialects import func
-    from arrc.compiler import emit
+    from arrc.compiler import abi, emit
     from arrc.compiler.ops_random import keys_of_words, words_of_keys
-    from arrc.compiler.types import U64
-    import numpy as np
-    from arrc.compiler import abi
     from arrc.passes.rewrite import entry
     platform = ctx.module_context.platforms[0]
     avals, run = (ctx.avals_in[1:], args[:1]) if has_effects(fn) else (ctx.avals_in, ())

@@ -148,9 +148,10 @@ class Sharded:
         """JAX's Lowered of the SPMD program (`.as_text()`: the StableHLO with its shardings;
         `.compile().as_text()`: XLA's partitioned HLO, collectives included; with guards, its results are
         the function's and the flag)."""
+        import numpy as np
+        run = (np.int32(0),) if has_effects(self.fn) else ()
         with _tracing(self.mesh):
-            import numpy as np
-            return self.jitted.lower(*((np.int32(0),) if has_effects(self.fn) else ()), *self._placed(args))
+            return self.jitted.lower(*run, *self._placed(args))
 
     def _check_divisible(self, args) -> None:
         import numpy as np
