@@ -302,16 +302,15 @@ class Function:
 
     def as_jax(self):
         """This function as one JAX can trace: under `jax.jit`, `jax.grad`, `jax.vjp` and `jax.vmap`, its
-        StableHLO merged into JAX's (arrc/interop.py, docs/interop.md)."""
-        if self.module.guard_kinds or self.name in self.module._program.effectful:
-            raise TypeError(f"{self.shown_name}: as_jax does not take yet a function that prints or asserts, or "
-                            f"a module loaded with guards (docs/interop.md)")
-        return self._as_jax_unguarded()
-
-    def _as_jax_unguarded(self):
-        """`as_jax` without the module's guards (arrc/sharding.py checks the results itself)."""
+        StableHLO merged into JAX's (arrc/interop.py, docs/interop.md). Its prints print, and a failed assert
+        or a guard's fault raises arr's error from the JAX call that ran it."""
         from arrc.interop import as_jax
         return as_jax(self, _derivative_for_jax, _vmap_lanes_first, ArgumentError)
+
+    def _as_jax_spmd(self):
+        """`as_jax` for arrc/sharding.py: the run id of its callbacks first, nan/inf at the results left to it."""
+        from arrc.interop import as_jax
+        return as_jax(self, _derivative_for_jax, _vmap_lanes_first, ArgumentError, spmd=True)
 
     def sharded(self, mesh, in_specs=None, out_specs=None):
         """This function as one SPMD program over `mesh` (`arrc.mesh(data=4, model=2)`): argument i split as

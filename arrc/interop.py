@@ -11,8 +11,10 @@ A `key` parameter takes a JAX typed key array (Threefry-2x32) or its words, a ui
 (`jax.random.PRNGKey`): the primitive's operand is the words, packed into arr's keys in the lowering; a key
 result comes back as a typed key.
 
-Not yet: functions that print or assert, modules with guards (their host callbacks are arrc's runtime's,
-which JAX's executables do not have), and forward mode of a function with integer arguments.
+A function that prints or asserts, or a module with guards, has host callbacks: they are registered with the
+executable JAX compiles and record what they see; the call of that executable raises it, arr's own error
+(`_Raising`). Such a function is not differentiable by JAX yet; nor is forward mode of a function with integer
+arguments.
 """
 from __future__ import annotations
 
@@ -23,12 +25,15 @@ _lock = threading.Lock()
 _primitives: dict = {}
 
 
-def as_jax(fn, derive, make_vmap, error: type = TypeError):
+def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False):
     """A JAX-traceable function computing `fn` (an arr Function, checked by the caller: arrc/api.py
     `Function.as_jax`). `derive(fn, kind)`: what makes `fn`'s "vjp" with respect to its float arguments (None
     without any) or its "jvp" (None unless its arguments and results are all floats); `make_vmap(fn,
-    in_axes)`: arr's vmap of a function, lanes first; `error`: what a wrong argument raises (arrc.ArgumentError). Its results
-    are a tuple where `fn` returns one."""
+    in_axes)`: arr's vmap of a function, lanes first; `error`: what a wrong argument raises (arrc.ArgumentError).
+    Its results are a tuple where `fn` returns one. `spmd`: arrc/sharding.py's, where a function with host
+    callbacks (print, assert, guards) takes the run id they report to first, and the nan/inf guards at the
+    results are left to the caller; otherwise its callbacks report to a run of its own, which the JAX call that
+    ran them raises (`_raise_after`), its guards all checked inside the program."""
     import jax
     prim = _primitive(fn, make_vmap)
     tuple_result = fn._sig.tuple_result
@@ -45,12 +50,18 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError):
     def jax_fn(*args):
         return f(*operands(args))
 
+    run = None if spmd or not has_effects(fn, every_op=True) else _run_of(fn)
+
     def apply(*args):
-        out = [jax.random.wrap_key_data(r) if key else r for r, key in zip(prim.bind(*args, mesh=_mesh()), keys_out)]
+        out = [jax.random.wrap_key_data(r) if key else r
+               for r, key in zip(prim.bind(*args, mesh=_mesh(), run=run), keys_out)]
         return tuple(out) if tuple_result else out[0]
 
-    if has_effects(fn):     # (arrc/sharding.py's: the run id first; not differentiable by JAX yet)
-        return lambda run, *args: apply(run, *operands(args))
+    if spmd and has_effects(fn, every_op=False):
+        return lambda run_id, *args: apply(run_id, *operands(args))
+    if run is not None:     # (prints, asserts or guards: not differentiable by JAX yet)
+        _not_differentiable(prim, fn)
+        return lambda *args: apply(*operands(args))
     make_backward, make_tangent = derive(fn, "vjp"), derive(fn, "jvp")     # (each made when differentiated:
     backward = functools.lru_cache(maxsize=None)(make_backward or (lambda: None))   # its warnings, e.g. W0004, then)
 
@@ -66,7 +77,7 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError):
 
         @f.defjvp
         def push(primals, tangents):
-            out = tangents_of().bind(*primals, *tangents, mesh=_mesh())
+            out = tangents_of().bind(*primals, *tangents, mesh=_mesh(), run=None)
             return f(*primals), tuple(out) if tuple_result else out[0]
         return jax_fn
 
@@ -78,7 +89,8 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError):
     def back(args, ct):
         import numpy as np
         cts = ct if tuple_result else (ct,)
-        pulled = _primitive(backward(), make_vmap, drop=k).bind(*args, *cts, mesh=_mesh()) if backward() else []
+        pulled = _primitive(backward(), make_vmap, drop=k).bind(*args, *cts, mesh=_mesh(), run=None) \
+            if backward() else []
         grads = dict(zip(floats, pulled))
         return tuple(grads[i] if i in grads else np.zeros(np.shape(a), jax.dtypes.float0)
                      for i, a in enumerate(args))
@@ -127,7 +139,7 @@ def _transposed_by(tangents_of, pull, n: int) -> None:
     `pull(primals, cotangents)` -> cotangents of the primals: reverse mode of the jvp is arr's vjp."""
     from jax._src.interpreters import ad
 
-    def transpose(cts, *args, mesh):
+    def transpose(cts, *args, mesh, run):
         cts = [ad.instantiate_zeros(ct) for ct in cts]
         return [None] * n + list(pull(*args[:n], *cts))
     ad.primitive_transposes[tangents_of] = transpose
@@ -161,13 +173,13 @@ def _arr_types(fn, shapes_dtypes) -> list:
             else jax.ShapeDtypeStruct(shape, dtype) for (shape, dtype), (_, t, _) in zip(shapes_dtypes, fn._sig.params)]
 
 
-def _lowered(fn, avals, platform: str = "cpu", mesh: tuple = ()):
+def _lowered(fn, avals, platform: str = "cpu", mesh: tuple = (), every_op: bool = False):
     """`fn` lowered for `avals` through the passes of a compile for `platform` (its guards that check inside the
     program, `in_program`), `shard` over `mesh`, and what a program over a mesh needs written out."""
     from arrc.passes.spmd import ClampUpdateStarts
     from arrc.runtime.pipeline import apply_passes, around, passes_for
     lowered = fn.lower(*_arr_types(fn, [(a.shape, a.dtype) for a in avals]))
-    apply_passes(lowered.module, lowered.context, around(passes_for(in_program(fn)), platform, mesh)
+    apply_passes(lowered.module, lowered.context, around(passes_for(in_program(fn, every_op)), platform, mesh)
                  + [ClampUpdateStarts()], fn.sources)
     return lowered
 
@@ -181,14 +193,14 @@ def _result_types(fn, key: tuple) -> list:
             (concrete(t.shape), t.dtype.np, False) for t in fn.lower(*_arr_types(fn, key)).result_types]
 
 
-def _abstract(fn, drop: int, *avals, mesh: tuple):
+def _abstract(fn, drop: int, *avals, mesh: tuple, run: int | None):
     from jax._src.core import ShapedArray
-    avals = avals[1:] if has_effects(fn) else avals           # (the run id)
+    avals = avals[1:] if _run_operand(fn, run) else avals
     key = tuple((tuple(a.shape), a.dtype) for a in avals)
     return [ShapedArray(shape, dtype) for shape, dtype, _ in _result_types(fn, key)[drop:]]
 
 
-def _lower(fn, drop: int, ctx, *args, mesh: tuple):
+def _lower(fn, drop: int, ctx, *args, mesh: tuple, run: int | None):
     """arr's module of `fn` for the operands' types merged into JAX's (its host callbacks registered there) and
     called: with the run id and an io token where it has callbacks, its extra results dropped."""
     import numpy as np
@@ -199,43 +211,53 @@ def _lower(fn, drop: int, ctx, *args, mesh: tuple):
     from arrc.compiler.ops_random import keys_of_words, words_of_keys
     from arrc.passes.rewrite import entry
     platform = ctx.module_context.platforms[0]
-    avals, run = (ctx.avals_in[1:], args[:1]) if has_effects(fn) else (ctx.avals_in, ())
-    text = _lowered(fn, avals, platform, mesh).as_text(debug_info=True)      # (sites name their lines)
+    operand = _run_operand(fn, run)
+    avals = ctx.avals_in[1:] if operand else ctx.avals_in
+    text = _lowered(fn, avals, platform, mesh, every_op=run is not None).as_text(debug_info=True)  # (sites' lines)
     source = ir.Module.parse(text, context=ctx.module_context.context)
-    _host_callbacks(ctx, source, fn.sources, platform)
+    _host_callbacks(ctx, source, fn, platform, run)
     main = entry(source)
     hidden = sorted((emit.int_attr(main, a), a) for a in (abi.RUN_ARG, abi.IO_ARG) if emit.int_attr(main, a) is not None)
     types = list(ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value).results)
     name = mlir.merge_mlir_modules(ctx.module_context.module, f"arr_{fn.name}", source)
     every = _result_types(fn, tuple((tuple(a.shape), a.dtype) for a in avals))   # (the primitive `drop`s some)
     operands = [keys_of_words(a, tuple(v.shape[:-1])) if t.dtype.is_key else a
-                for a, v, (_, t, _) in zip(args[len(run):], avals, fn._sig.params)]
+                for a, v, (_, t, _) in zip(args[operand:], avals, fn._sig.params)]
     for position, attr in hidden:
-        operands.insert(position, run[0] if attr == abi.RUN_ARG else mlir.ir_constant(np.int32(0)))
+        operands.insert(position, args[0] if attr == abi.RUN_ARG and operand else
+                        mlir.ir_constant(np.int32(run if attr == abi.RUN_ARG else 0)))
     call = func.CallOp(types, ir.FlatSymbolRefAttr.get(name), operands)     # (its extra results, e.g. io, dropped)
     return [words_of_keys(r, shape[:-1]) if key else r for r, (shape, _, key) in zip(call.results, every)][drop:]
 
 
-def has_effects(fn) -> bool:
+def has_effects(fn, every_op: bool) -> bool:
     """Whether arr Function `fn` has host callbacks: it prints or asserts (or calls one that does), or its
-    module has guards checked inside the program. Its primitive's first operand is then the run id they report
-    to (runtime/effects.py; only arrc/sharding.py binds it yet: `as_jax` takes neither)."""
-    return fn.name in fn.module._program.effectful or bool(in_program(fn).kinds)
+    module has guards checked inside the program (`in_program`)."""
+    return fn.name in fn.module._program.effectful or bool(in_program(fn, every_op).kinds)
 
 
-def in_program(fn):
-    """The guards of `fn`'s module that check inside the program, as passes/guards.py takes them: all but nan
-    and inf at the results, which arrc/sharding.py checks itself (`as_jax` takes a module without guards)."""
+def in_program(fn, every_op: bool):
+    """The guards of `fn`'s module that check inside the program, as passes/guards.py takes them: with
+    `every_op`, all of them, nan and inf at every operation (the all-ops scope: a JAX call reads no results of
+    arr's); otherwise all but nan and inf at the results, which arrc/sharding.py checks itself."""
     from arrc.passes.guards import GuardOptions
     module = fn.module
-    at_results = module.guard_scope == "results"
-    return GuardOptions(module.guard_kinds - ({"nan", "inf"} if at_results else set()), module.guard_scope)
+    floats = module.guard_kinds & {"nan", "inf"}
+    if every_op:
+        return GuardOptions(module.guard_kinds, "all-ops" if floats else module.guard_scope)
+    return GuardOptions(module.guard_kinds - (floats if module.guard_scope == "results" else set()), module.guard_scope)
 
 
-def _host_callbacks(ctx, module, sources: dict, platform: str) -> None:
-    """arr's print/assert callbacks of `module` registered with the JAX module being lowered (its executable
-    keeps them, as `jax.debug.print`'s), each run once on the program's first device: a MAXIMAL sharding,
-    which XLA's partitioner requires of every operation with a side effect."""
+def _run_operand(fn, run: int | None) -> bool:
+    """Whether the primitive's first operand is the run id (arrc/sharding.py's calls), not `run`, a constant."""
+    return run is None and has_effects(fn, every_op=False)
+
+
+def _host_callbacks(ctx, module, fn, platform: str, run: int | None) -> None:
+    """arr's print/assert/guard callbacks of `module` registered with the JAX module being lowered (its
+    executable keeps them, as `jax.debug.print`'s), each run once on the program's first device: a MAXIMAL
+    sharding, which XLA's partitioner requires of every operation with a side effect. Reporting to `run`
+    (not None), they make the executable raise what they report (`_raise_after`)."""
     import numpy as np
     from jax._src.callback import _callback_op_sharding
     from jax._src.core import ShapedArray
@@ -252,15 +274,18 @@ def _host_callbacks(ctx, module, sources: dict, platform: str) -> None:
         if attr_text(op.attributes["call_target_name"]) != CALLBACK_TARGET["cpu"] or abi.KIND not in op.attributes:
             continue                    # (a JAX callback of an extern's is JAX's)
         index = ir.IntegerAttr(ir.DictAttr(op.attributes["backend_config"])["index"]).value
-        ctx.module_context.add_host_callback(callback_of(found[index], sources, loops))
+        callback = callback_of(found[index], fn.sources, loops)
+        ctx.module_context.add_host_callback(callback if run is None else _Reporting(callback, run, fn))
         op.attributes["backend_config"] = ir.DictAttr.get({"index": ir.IntegerAttr.get(
             ir.IntegerType.get_unsigned(64), len(ctx.module_context.host_callbacks) - 1)})
         mlir.set_sharding(ctx.module_context, op, _callback_op_sharding(       # (JAX's, as for its callbacks)
             ctx.module_context.axis_context, None, [ShapedArray((), np.int32)]))
     retarget_callbacks(module, "gpu" if platform in ("cuda", "rocm") else platform)
+    if run is not None:
+        _raise_after()
 
 
-def _batch(fn, make_vmap, drop: int, prim, args, dims, mesh: tuple):
+def _batch(fn, make_vmap, drop: int, prim, args, dims, mesh: tuple, run: int | None):
     """jax.vmap of the primitive: arr's vmap of `fn` over the mapped arguments, the lanes first; for a
     derivative (which arr's vmap does not take from Python), the primitive once per lane (`lax.map`)."""
     import jax
@@ -271,13 +296,13 @@ def _batch(fn, make_vmap, drop: int, prim, args, dims, mesh: tuple):
     except TypeError:
         mapped = None
     if mapped is not None:
-        out = _primitive(mapped, make_vmap, drop).bind(*args, mesh=mesh)
+        out = _primitive(mapped, make_vmap, drop).bind(*args, mesh=mesh, run=run)
         return out, [0] * len(out)
     moved = [jax.numpy.moveaxis(a, d, 0) if d is not None else a for a, d in zip(args, in_axes)]
 
     def lane(xs):
         rows = iter(xs)
-        return prim.bind(*(next(rows) if d is not None else a for a, d in zip(moved, in_axes)), mesh=mesh)
+        return prim.bind(*(next(rows) if d is not None else a for a, d in zip(moved, in_axes)), mesh=mesh, run=run)
     out = jax.lax.map(lane, [a for a, d in zip(moved, in_axes) if d is not None])
     return list(out), [0] * len(out)
 
@@ -285,3 +310,83 @@ def _batch(fn, make_vmap, drop: int, prim, args, dims, mesh: tuple):
 @functools.lru_cache(maxsize=None)
 def _mapped(fn, make_vmap, in_axes: tuple):
     return make_vmap(fn, in_axes)
+
+
+# ---- host callbacks in JAX's executables (`as_jax`) -------------------------------------------------------
+# A host callback that raises makes JAX raise its own JaxRuntimeError (and again at interpreter exit). So arr's
+# callbacks in a JAX executable only record what they see, in a RunState of the function's (`_run_of`), and the
+# executable's call raises it, arr's own error class, once its results are ready (`_raise_after`).
+_runs_of: dict = {}
+_calls = threading.Lock()           # (a function's RunState serves one call at a time)
+
+
+def _run_of(fn) -> int:
+    """The run id of `fn`'s host callbacks in JAX's executables: a RunState kept for the process."""
+    from arrc.runtime import effects
+    with _lock:
+        run = _runs_of.get(id(fn))
+        if run is None or run[0] is not fn:
+            run = _runs_of[id(fn)] = (fn, effects.begin()[0])
+        return run[1]
+
+
+class _Reporting:
+    """An arr host callback in a JAX executable, with the run it reports to and who reports it."""
+
+    def __init__(self, callback, run: int, fn):
+        self.callback, self.run, self.entry, self.sources = callback, run, fn.shown_name, fn.sources
+
+    def __call__(self, *args):
+        return self.callback(*args)
+
+
+class _Raising:
+    """A JAX executable's call (pxla.ExecuteReplicated) that holds arr's callbacks: their runs emptied before
+    it runs, and the first fault they saw raised (arr's error) when its results are ready."""
+
+    def __init__(self, call, reporting: list):
+        self.call, self.reporting = call, reporting
+
+    def __getattr__(self, name):
+        return getattr(self.call, name)
+
+    def __call__(self, *args):
+        import jax
+        from arrc.runtime import effects
+        from arrc.runtime.guards import raise_faults
+        with _calls:
+            states = [effects.runs()[r.run] for r in self.reporting]
+            for state in states:
+                state.__init__()
+            out = self.call(*args)
+            jax.block_until_ready(out)
+            for r, state in zip(self.reporting, states):
+                raise_faults(state, "all-ops", None, r.entry, r.sources)
+        return out
+
+
+def _raise_after() -> None:
+    """Make JAX's executables that hold arr's callbacks `_Raising` (once per process): the call of an
+    executable is what `UnloadedMeshExecutable.build_unsafe_call` builds (jax 0.10)."""
+    from jax._src.interpreters import pxla
+    build = pxla.UnloadedMeshExecutable.build_unsafe_call
+    if getattr(build, "arrc", False):
+        return
+
+    def build_unsafe_call(self):
+        call = build(self)
+        reporting = list({id(c): c for c in self.host_callbacks if isinstance(c, _Reporting)}.values())
+        return _Raising(call, reporting) if reporting else call
+    build_unsafe_call.arrc = True
+    pxla.UnloadedMeshExecutable.build_unsafe_call = build_unsafe_call
+
+
+def _not_differentiable(prim, fn) -> None:
+    """JAX's derivative of the primitive of `fn`, which prints, asserts or is guarded: an error that says so."""
+    from jax._src.interpreters import ad
+
+    def refuse(*args, **params):
+        raise TypeError(f"{fn.shown_name}: JAX cannot differentiate yet an arr function that prints, asserts or "
+                        f"is guarded; differentiate it in arr (`grad(f)(...)`), or load its module without guards "
+                        f"(docs/interop.md)")
+    ad.primitive_jvps[prim] = refuse

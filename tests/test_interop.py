@@ -90,12 +90,61 @@ def test_wrong_arguments_are_arrs_error_at_trace_time(mod):
         f(np.ones((5, 4)), np.ones((4, 3), np.float32))
 
 
-def test_what_it_does_not_take_yet():
-    printing = arrc.loads("def f(x: f32[3]) -> f32[3]:\n    print(\"x\", x)\n    return x\n")
-    guarded = arrc.loads("def f(x: f32[3]) -> f32[3]:\n    return log(x)\n", guards="nan")
-    for fn in (printing.f, guarded.f):
-        with pytest.raises(TypeError, match="as_jax does not take yet a function that prints or asserts"):
-            fn.as_jax()
+EFFECTS_SRC = """
+def f(x: f32[4]) -> f32[4]:
+    print("sum", sum(x))
+    assert all(x > 0.0), "x must be positive"
+    y = x - 2.0
+    return log(y) * 3.0
+
+def pick(x: f32[4], i: i32) -> f32:
+    return x[i]
+"""
+
+
+def _report(call) -> str:
+    try:
+        call()
+    except arrc.GuardError as err:
+        return f"{type(err).__name__}: {err}"
+    raise AssertionError("no report")
+
+
+def test_under_jax_jit_prints_print_and_faults_raise_arrs_error_from_the_call(capfd):
+    """print, assert and guards inside `as_jax`: each line printed once per call, and a fault is arr's own
+    error (the report a call of the module gives) raised from the call of the jitted function, never JAX's
+    JaxRuntimeError; the next call runs as if nothing happened."""
+    plain = arrc.loads(EFFECTS_SRC, filename="fx.arr")
+    guarded = arrc.loads(EFFECTS_SRC, filename="fx.arr", guards="all")
+    step = jax.jit(lambda x: plain.f.as_jax()(x) + 1.0)
+    good = np.array([3.0, 4.0, 5.0, 6.0], np.float32)
+    np.testing.assert_allclose(step(good), np.log(good - 2) * 3 + 1, rtol=1e-6)
+    assert capfd.readouterr().out == "sum 18.0\n"
+    negative = np.array([3.0, -1.0, 5.0, 6.0], np.float32)
+    assert _report(lambda: step(negative)) == _report(lambda: plain.f(negative))
+    assert capfd.readouterr().out == "sum 13.0\n" * 2
+    np.testing.assert_allclose(step(good), np.log(good - 2) * 3 + 1, rtol=1e-6)
+    capfd.readouterr()
+    low = np.array([3.0, 1.0, 5.0, 6.0], np.float32)
+    assert _report(lambda: jax.jit(guarded.f.as_jax())(low)).startswith("NaNError: error[R0001]: NaN produced")
+    assert _report(lambda: jax.jit(guarded.f.as_jax())(low)) == _report(lambda: guarded.f(low))
+    assert _report(lambda: jax.jit(guarded.pick.as_jax())(good, 7)) == _report(lambda: guarded.pick(good, 7))
+    assert float(jax.jit(guarded.pick.as_jax())(good, 1)) == 4.0
+    with pytest.raises(TypeError, match="JAX cannot differentiate yet an arr function that prints, asserts or is "
+                                        "guarded"):
+        jax.grad(lambda x: jnp.sum(plain.f.as_jax()(x)))(good)
+
+
+def test_jax_does_not_raise_an_arr_fault_again_at_exit():
+    """The callbacks record, they never raise: JAX has no failed execution to raise when the process ends."""
+    import subprocess
+    import sys
+    child = ("import jax, numpy as np, arrc\n"
+             f"m = arrc.loads({EFFECTS_SRC!r}, guards='nan')\n"
+             "try:\n    jax.jit(m.f.as_jax())(np.array([3.0, 1.0, 5.0, 6.0], np.float32))\n"
+             "except arrc.NaNError:\n    print('raised')\n")
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "sum 15.0\nraised\n", "")
 
 
 KEYS_SRC = """
