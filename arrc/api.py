@@ -305,6 +305,14 @@ class Function:
         StableHLO merged into JAX's (arrc/interop.py, docs/interop.md). Its prints print, and a failed assert
         or a guard's fault raises arr's error from the JAX call that ran it."""
         from arrc.interop import as_jax
+        if self.name in self.module._program.checks_bounds:
+            raise TypeError(f"{self.shown_name}: a derivative in it checks a loop's `bound=`, which a JAX call does "
+                            f"not read yet (a run past the bound would go unreported); call it from Python "
+                            f"(docs/interop.md)")
+        if self.module.guard_kinds & {"nan", "inf"} and self.module.guard_scope == "results":
+            raise TypeError(f"{self.shown_name}: under as_jax the nan and inf guards check every operation: load "
+                            f"the module with guard_scope=\"all-ops\" (JAX's code reads the results, which arrc "
+                            f"cannot check after it; docs/interop.md)")
         return as_jax(self, _derivative_for_jax, _vmap_lanes_first, ArgumentError)
 
     def _as_jax_spmd(self):

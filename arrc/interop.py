@@ -18,6 +18,7 @@ arguments.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 
@@ -50,16 +51,17 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False):
     def jax_fn(*args):
         return f(*operands(args))
 
-    run = None if spmd or not has_effects(fn, every_op=True) else _run_of(fn)
+    reports = not spmd and has_effects(fn, spmd=False)
 
     def apply(*args):
+        run = _new_run() if reports else None           # (one per trace: see `_Raising`)
         out = [jax.random.wrap_key_data(r) if key else r
                for r, key in zip(prim.bind(*args, mesh=_mesh(), run=run), keys_out)]
         return tuple(out) if tuple_result else out[0]
 
-    if spmd and has_effects(fn, every_op=False):
+    if spmd and has_effects(fn, spmd=True):
         return lambda run_id, *args: apply(run_id, *operands(args))
-    if run is not None:     # (prints, asserts or guards: not differentiable by JAX yet)
+    if reports:             # (prints, asserts or guards: not differentiable by JAX yet)
         _not_differentiable(prim, fn)
         return lambda *args: apply(*operands(args))
     make_backward, make_tangent = derive(fn, "vjp"), derive(fn, "jvp")     # (each made when differentiated:
@@ -157,7 +159,7 @@ def _primitive(fn, make_vmap, drop: int = 0):
     prim = Primitive(f"arr_{getattr(fn, 'label', fn.name)}")
     prim.multiple_results = True
     prim.def_impl(functools.partial(dispatch.apply_primitive, prim))
-    prim.def_abstract_eval(functools.partial(_abstract, fn, drop))
+    prim.def_effectful_abstract_eval(functools.partial(_abstract, fn, drop))
     mlir.register_lowering(prim, functools.partial(_lower, fn, drop))
     batching.primitive_batchers[prim] = functools.partial(_batch, fn, make_vmap, drop, prim)
     with _lock:
@@ -173,13 +175,13 @@ def _arr_types(fn, shapes_dtypes) -> list:
             else jax.ShapeDtypeStruct(shape, dtype) for (shape, dtype), (_, t, _) in zip(shapes_dtypes, fn._sig.params)]
 
 
-def _lowered(fn, avals, platform: str = "cpu", mesh: tuple = (), every_op: bool = False):
+def _lowered(fn, avals, platform: str = "cpu", mesh: tuple = (), spmd: bool = True):
     """`fn` lowered for `avals` through the passes of a compile for `platform` (its guards that check inside the
     program, `in_program`), `shard` over `mesh`, and what a program over a mesh needs written out."""
     from arrc.passes.spmd import ClampUpdateStarts
     from arrc.runtime.pipeline import apply_passes, around, passes_for
     lowered = fn.lower(*_arr_types(fn, [(a.shape, a.dtype) for a in avals]))
-    apply_passes(lowered.module, lowered.context, around(passes_for(in_program(fn, every_op)), platform, mesh)
+    apply_passes(lowered.module, lowered.context, around(passes_for(in_program(fn, spmd)), platform, mesh)
                  + [ClampUpdateStarts()], fn.sources)
     return lowered
 
@@ -194,10 +196,14 @@ def _result_types(fn, key: tuple) -> list:
 
 
 def _abstract(fn, drop: int, *avals, mesh: tuple, run: int | None):
+    """The result types, and JAX's effect where `fn` has host callbacks: JAX then neither drops a call whose
+    results are unused nor runs one it should not (a branch of a `cond`)."""
     from jax._src.core import ShapedArray
-    avals = avals[1:] if _run_operand(fn, run) else avals
+    operand = _run_operand(fn, run)
+    avals = avals[1:] if operand else avals
     key = tuple((tuple(a.shape), a.dtype) for a in avals)
-    return [ShapedArray(shape, dtype) for shape, dtype, _ in _result_types(fn, key)[drop:]]
+    types = [ShapedArray(shape, dtype) for shape, dtype, _ in _result_types(fn, key)[drop:]]
+    return types, {_effect()} if operand or run is not None else set()
 
 
 def _lower(fn, drop: int, ctx, *args, mesh: tuple, run: int | None):
@@ -213,7 +219,7 @@ def _lower(fn, drop: int, ctx, *args, mesh: tuple, run: int | None):
     platform = ctx.module_context.platforms[0]
     operand = _run_operand(fn, run)
     avals = ctx.avals_in[1:] if operand else ctx.avals_in
-    text = _lowered(fn, avals, platform, mesh, every_op=run is not None).as_text(debug_info=True)  # (sites' lines)
+    text = _lowered(fn, avals, platform, mesh, spmd=run is None).as_text(debug_info=True)     # (sites' lines)
     source = ir.Module.parse(text, context=ctx.module_context.context)
     _host_callbacks(ctx, source, fn, platform, run)
     main = entry(source)
@@ -230,27 +236,25 @@ def _lower(fn, drop: int, ctx, *args, mesh: tuple, run: int | None):
     return [words_of_keys(r, shape[:-1]) if key else r for r, (shape, _, key) in zip(call.results, every)][drop:]
 
 
-def has_effects(fn, every_op: bool) -> bool:
+def has_effects(fn, spmd: bool) -> bool:
     """Whether arr Function `fn` has host callbacks: it prints or asserts (or calls one that does), or its
     module has guards checked inside the program (`in_program`)."""
-    return fn.name in fn.module._program.effectful or bool(in_program(fn, every_op).kinds)
+    return fn.name in fn.module._program.effectful or bool(in_program(fn, spmd).kinds)
 
 
-def in_program(fn, every_op: bool):
-    """The guards of `fn`'s module that check inside the program, as passes/guards.py takes them: with
-    `every_op`, all of them, nan and inf at every operation (the all-ops scope: a JAX call reads no results of
-    arr's); otherwise all but nan and inf at the results, which arrc/sharding.py checks itself."""
+def in_program(fn, spmd: bool):
+    """The guards of `fn`'s module that check inside the program, as passes/guards.py takes them: all of them
+    (`as_jax` takes nan and inf in the all-ops scope only: JAX's code reads arr's results), or for
+    arrc/sharding.py all but nan and inf at the results, which it checks itself."""
     from arrc.passes.guards import GuardOptions
     module = fn.module
-    floats = module.guard_kinds & {"nan", "inf"}
-    if every_op:
-        return GuardOptions(module.guard_kinds, "all-ops" if floats else module.guard_scope)
-    return GuardOptions(module.guard_kinds - (floats if module.guard_scope == "results" else set()), module.guard_scope)
+    at_results = module.guard_scope == "results" and spmd
+    return GuardOptions(module.guard_kinds - ({"nan", "inf"} if at_results else set()), module.guard_scope)
 
 
 def _run_operand(fn, run: int | None) -> bool:
     """Whether the primitive's first operand is the run id (arrc/sharding.py's calls), not `run`, a constant."""
-    return run is None and has_effects(fn, every_op=False)
+    return run is None and has_effects(fn, spmd=True)
 
 
 def _host_callbacks(ctx, module, fn, platform: str, run: int | None) -> None:
@@ -296,7 +300,11 @@ def _batch(fn, make_vmap, drop: int, prim, args, dims, mesh: tuple, run: int | N
     except TypeError:
         mapped = None
     if mapped is not None:
-        out = _primitive(mapped, make_vmap, drop).bind(*args, mesh=mesh, run=run)
+        batched = _primitive(mapped, make_vmap, drop)
+        if run is not None:             # (its callbacks report to a run of their own, under its name)
+            run = _new_run()
+            _not_differentiable(batched, mapped)
+        out = batched.bind(*args, mesh=mesh, run=run)
         return out, [0] * len(out)
     moved = [jax.numpy.moveaxis(a, d, 0) if d is not None else a for a, d in zip(args, in_axes)]
 
@@ -314,20 +322,17 @@ def _mapped(fn, make_vmap, in_axes: tuple):
 
 # ---- host callbacks in JAX's executables (`as_jax`) -------------------------------------------------------
 # A host callback that raises makes JAX raise its own JaxRuntimeError (and again at interpreter exit). So arr's
-# callbacks in a JAX executable only record what they see, in a RunState of the function's (`_run_of`), and the
-# executable's call raises it, arr's own error class, once its results are ready (`_raise_after`).
-_runs_of: dict = {}
-_calls = threading.Lock()           # (a function's RunState serves one call at a time)
+# callbacks in a JAX executable only record what they see, in a RunState made for the trace that bound them
+# (`_new_run`), and the executable's call raises it, arr's own error class, once its results are ready.
+_run_locks: dict = {}               # run id -> the lock of its RunState, which serves one call at a time
 
 
-def _run_of(fn) -> int:
-    """The run id of `fn`'s host callbacks in JAX's executables: a RunState kept for the process."""
+def _new_run() -> int:
+    """The run id of a traced call's host callbacks in JAX's executables: a RunState kept for the process."""
     from arrc.runtime import effects
-    with _lock:
-        run = _runs_of.get(id(fn))
-        if run is None or run[0] is not fn:
-            run = _runs_of[id(fn)] = (fn, effects.begin()[0])
-        return run[1]
+    run = effects.begin()[0]
+    _run_locks[run] = threading.Lock()
+    return run
 
 
 class _Reporting:
@@ -335,6 +340,7 @@ class _Reporting:
 
     def __init__(self, callback, run: int, fn):
         self.callback, self.run, self.entry, self.sources = callback, run, fn.shown_name, fn.sources
+        self.scope = fn.module.guard_scope
 
     def __call__(self, *args):
         return self.callback(*args)
@@ -342,7 +348,9 @@ class _Reporting:
 
 class _Raising:
     """A JAX executable's call (pxla.ExecuteReplicated) that holds arr's callbacks: their runs emptied before
-    it runs, and the first fault they saw raised (arr's error) when its results are ready."""
+    it runs, and the first fault they saw raised (arr's error) when its results are ready. A run serves one
+    call at a time; each trace has its own, so a call made from inside another (a JAX callback of an
+    executable calling the same arr function) runs another executable, with other runs."""
 
     def __init__(self, call, reporting: list):
         self.call, self.reporting = call, reporting
@@ -354,14 +362,16 @@ class _Raising:
         import jax
         from arrc.runtime import effects
         from arrc.runtime.guards import raise_faults
-        with _calls:
+        with contextlib.ExitStack() as held:
+            for run in sorted({r.run for r in self.reporting}):     # (in one order: no two calls wait on each other)
+                held.enter_context(_run_locks[run])
             states = [effects.runs()[r.run] for r in self.reporting]
             for state in states:
                 state.__init__()
             out = self.call(*args)
             jax.block_until_ready(out)
             for r, state in zip(self.reporting, states):
-                raise_faults(state, "all-ops", None, r.entry, r.sources)
+                raise_faults(state, r.scope, None, r.entry, r.sources)
         return out
 
 
@@ -379,6 +389,24 @@ def _raise_after() -> None:
         return _Raising(call, reporting) if reporting else call
     build_unsafe_call.arrc = True
     pxla.UnloadedMeshExecutable.build_unsafe_call = build_unsafe_call
+
+
+def _effect():
+    """JAX's effect of an arr function with host callbacks (made once, registered as `jax.debug.print`'s)."""
+    global _EFFECT
+    if _EFFECT is None:
+        from jax._src import effects
+
+        class ArrHostCallbacks(effects.Effect):
+            __str__ = lambda self: "arr host callbacks"     # noqa: E731
+        for kind in (effects.lowerable_effects, effects.control_flow_allowed_effects, effects.remat_allowed_effects,
+                     effects.custom_derivatives_allowed_effects, effects.partial_eval_kept_effects):
+            kind.add_type(ArrHostCallbacks)
+        _EFFECT = ArrHostCallbacks()
+    return _EFFECT
+
+
+_EFFECT = None
 
 
 def _not_differentiable(prim, fn) -> None:

@@ -105,7 +105,7 @@ class Sharded:
                 outs = (outs, NamedSharding(mesh, partition_spec(None)))
         self.in_shardings = tuple(NamedSharding(mesh, s) for s in self.in_specs)
         self._checked: set = set()
-        run = (NamedSharding(mesh, partition_spec(None)),) if has_effects(fn, every_op=False) else ()
+        run = (NamedSharding(mesh, partition_spec(None)),) if has_effects(fn, spmd=True) else ()
         self.jitted = jax.jit(spmd_function(fn), in_shardings=run + self.in_shardings, out_shardings=outs)
 
     def __call__(self, *args):
@@ -149,7 +149,7 @@ class Sharded:
         `.compile().as_text()`: XLA's partitioned HLO, collectives included; with guards, its results are
         the function's and the flag)."""
         import numpy as np
-        run = (np.int32(0),) if has_effects(self.fn, every_op=False) else ()
+        run = (np.int32(0),) if has_effects(self.fn, spmd=True) else ()
         with _tracing(self.mesh):
             return self.jitted.lower(*run, *self._placed(args))
 
@@ -237,7 +237,7 @@ def checked_call(fn, jitted, args):
     overflowed). Where `fn` prints or asserts, its callbacks run on the program's first device (prints once)
     and the call waits for them; a failed assert is raised on that process, and on every other one by a call on
     its own device that fails the same way. At most MAX_IN_FLIGHT calls run at once."""
-    if has_effects(fn, every_op=False):
+    if has_effects(fn, spmd=True):
         return _with_effects(fn, jitted, args)
     if not flags_results(fn):
         out = jitted(*args)

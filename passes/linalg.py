@@ -170,8 +170,9 @@ def _module_text(jaxpr, platform: str, locations: bool = False) -> str:
         backend=None, axis_context=sharding_impls.ShardingContext(1), donated_args=[False] * len(jaxpr.in_avals),
         lowering_parameters=mlir.LoweringParameters())
     if lowered.host_callbacks:      # (their indices name this lowering's list, which no executable of arr's has)
-        raise ValueError("it calls back into Python (jax.debug.print, jax.pure_callback, io_callback), which "
-                         "an arr program cannot run; remove the callback from the function given as the extern")
+        raise ValueError("it calls back into Python (jax.debug.print, jax.pure_callback, io_callback, or an arr "
+                         "function's print, assert or guards under as_jax), which an arr program cannot run inside "
+                         "an extern; remove the callback from the function given as the extern")
     if locations:
         return lowered.module.operation.get_asm(enable_debug_info=True)
     return str(lowered.module)

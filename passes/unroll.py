@@ -12,7 +12,7 @@ from jaxlib.mlir import ir
 from ..compiler import abi, emit
 from ..compiler.autodiff import unroll
 from .base import ModulePass
-from .rewrite import ops_named
+from .rewrite import entry, ops_named
 
 MAX_TRIPS = 8           # iterations (the most autodiff unrolls too)
 MAX_BODY = 64           # operations in the body, nested ones included: longer bodies fuse within themselves
@@ -20,10 +20,13 @@ MAX_BODY = 64           # operations in the body, nested ones included: longer b
 
 @dataclass
 class UnrollShortLoops(ModulePass):
-    """Runs after the guard pass: a report's loop iteration is then a value each copy computes."""
+    """arr's own modules only. Runs after the guard pass: a report's loop iteration is then a value each copy
+    computes."""
     name: ClassVar[str] = "unroll-short-loops"
 
     def apply(self, module: ir.Module) -> list:
+        if abi.ENTRY not in entry(module).attributes:
+            return []                       # (a module from elsewhere keeps the loops it was compiled with)
         for _ in range(10_000):             # (an outer loop's copies hold its inner loops: found again)
             loop = next((op for op in ops_named(module, "stablehlo.while") if _short(op)), None)
             if loop is None:

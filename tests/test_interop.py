@@ -115,7 +115,7 @@ def test_under_jax_jit_prints_print_and_faults_raise_arrs_error_from_the_call(ca
     error (the report a call of the module gives) raised from the call of the jitted function, never JAX's
     JaxRuntimeError; the next call runs as if nothing happened."""
     plain = arrc.loads(EFFECTS_SRC, filename="fx.arr")
-    guarded = arrc.loads(EFFECTS_SRC, filename="fx.arr", guards="all")
+    guarded = arrc.loads(EFFECTS_SRC, filename="fx.arr", guards="all", guard_scope="all-ops")
     step = jax.jit(lambda x: plain.f.as_jax()(x) + 1.0)
     good = np.array([3.0, 4.0, 5.0, 6.0], np.float32)
     np.testing.assert_allclose(step(good), np.log(good - 2) * 3 + 1, rtol=1e-6)
@@ -133,6 +133,26 @@ def test_under_jax_jit_prints_print_and_faults_raise_arrs_error_from_the_call(ca
     with pytest.raises(TypeError, match="JAX cannot differentiate yet an arr function that prints, asserts or is "
                                         "guarded"):
         jax.grad(lambda x: jnp.sum(plain.f.as_jax()(x)))(good)
+    with pytest.raises(TypeError, match="JAX cannot differentiate yet"):
+        jax.grad(lambda x: jnp.sum(jax.vmap(plain.f.as_jax())(x)))(np.stack([good, good]))
+    with pytest.raises(TypeError, match="under as_jax the nan and inf guards check every operation"):
+        arrc.loads(EFFECTS_SRC, guards="nan").f.as_jax()
+    bounded = arrc.loads("def f(x: f32, n: i32) -> f32:\n    for i in range(n, bound=4):\n        x = x * 1.5\n"
+                         "    return x\n\ndef df(x: f32, n: i32) -> f32:\n    return grad(f)(x, n)\n")
+    with pytest.raises(TypeError, match="checks a loop's `bound=`, which a JAX call does not read yet"):
+        bounded.df.as_jax()
+
+
+def test_under_jax_jit_a_call_kept_for_its_check_alone_runs():
+    """A call whose results are unused still runs: JAX's effect keeps it."""
+    plain = arrc.loads(EFFECTS_SRC, filename="fx.arr")
+    negative = np.array([3.0, -1.0, 5.0, 6.0], np.float32)
+
+    def checked(x):
+        plain.f.as_jax()(x)
+        return x * 2.0
+    with pytest.raises(arrc.AssertionFailed):
+        jax.jit(checked)(negative)
 
 
 def test_jax_does_not_raise_an_arr_fault_again_at_exit():
@@ -140,7 +160,7 @@ def test_jax_does_not_raise_an_arr_fault_again_at_exit():
     import subprocess
     import sys
     child = ("import jax, numpy as np, arrc\n"
-             f"m = arrc.loads({EFFECTS_SRC!r}, guards='nan')\n"
+             f"m = arrc.loads({EFFECTS_SRC!r}, guards='nan', guard_scope='all-ops')\n"
              "try:\n    jax.jit(m.f.as_jax())(np.array([3.0, 1.0, 5.0, 6.0], np.float32))\n"
              "except arrc.NaNError:\n    print('raised')\n")
     done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300)
@@ -329,8 +349,8 @@ def test_an_extern_that_calls_back_into_python_is_an_error_at_its_call_not_a_cra
         mod.loss(np.zeros((3, 4), np.float32), np.zeros((3, 2), np.float32))
     assert str(info.value).splitlines()[0] == (
         "error[E0203]: JAX could not lower the extern `encoder` here: it calls back into Python (jax.debug.print, "
-        "jax.pure_callback, io_callback), which an arr program cannot run; remove the callback from the function "
-        "given as the extern")
+        "jax.pure_callback, io_callback, or an arr function's print, assert or guards under as_jax), which an arr "
+        "program cannot run inside an extern; remove the callback from the function given as the extern")
 
 
 def test_a_nan_made_inside_an_extern_is_blamed_on_the_jax_line():
