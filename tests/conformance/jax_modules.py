@@ -129,7 +129,9 @@ def _bits_differ(guarded: list, got: list) -> str:
     return "" if len(guarded) == len(got) else f"{len(guarded)} guarded results, {len(got)} unguarded"
 
 
-def _differ(got: list, want: list) -> str:
+def _differ(got: list, want: list, scale_rtol: float | None = None) -> str:
+    """Where `got` is not `want`: shapes, dtypes and integers exactly, floats to 4 ulps of each element, or with
+    `scale_rtol` to that fraction of the result's largest magnitude (results from another machine)."""
     if len(got) != len(want):
         return f"{len(got)} results, expected {len(want)}"
     for i, (g, w) in enumerate(zip(got, want)):
@@ -139,6 +141,11 @@ def _differ(got: list, want: list) -> str:
             continue
         if not np.issubdtype(w.dtype, np.inexact):
             return f"result {i}: {g.ravel()[:4]} != {w.ravel()[:4]}"
+        if scale_rtol is not None:
+            scale = float(np.nanmax(np.abs(w), initial=0.0))
+            if not np.allclose(g, w, rtol=scale_rtol, atol=scale_rtol * scale, equal_nan=True):
+                return f"result {i}: differs by {float(np.nanmax(np.abs(g - w))):.3g} at scale {scale:.3g}"
+            continue
         ulp = np.spacing(np.maximum(np.abs(w), np.finfo(w.dtype).tiny).astype(w.dtype))
         worst = float(np.max(np.abs(g - w) / ulp))
         if worst > 4:

@@ -160,20 +160,6 @@ FAULTS = {"fault_flax_layer_norm_eps0": "model_exports.py"}    # the user's file
 SCALE_RTOL = 2e-5
 
 
-def _far(got: list, want: list) -> str:
-    """Where `got` is not `want` to the rounding of the results' scales (shapes, dtypes and integers exact)."""
-    if len(got) != len(want):
-        return f"{len(got)} results, expected {len(want)}"
-    for i, (g, w) in enumerate(zip(got, want)):
-        if g.shape != w.shape or g.dtype != w.dtype:
-            return f"result {i}: {g.dtype}{list(g.shape)}, expected {w.dtype}{list(w.shape)}"
-        exact = not np.issubdtype(w.dtype, np.inexact)
-        scale = 0.0 if exact or not w.size else float(np.nanmax(np.abs(w), initial=0.0))
-        if not np.allclose(g, w, rtol=0 if exact else SCALE_RTOL, atol=SCALE_RTOL * scale, equal_nan=True):
-            return f"result {i}: differs by {float(np.nanmax(np.abs(g - w))):.3g} at scale {scale:.3g}"
-    return ""
-
-
 def run_export(mlir: Path) -> tuple[str, str]:
     """(verdict, detail) of one committed export read as `arrc run` reads it: ok | mismatch |
     guarded-mismatch | error, as tests/conformance/jax_modules.py's cases. A fault case is ok when its
@@ -188,7 +174,7 @@ def run_export(mlir: Path) -> tuple[str, str]:
     want = [data[f"out{i}"] for i in range(sum(k.startswith("out") for k in data.files))]
     try:
         got = [np.asarray(g) for g in ForeignFunction(str(mlir))(args)]
-        problem = _far(got, want)
+        problem = suite._differ(got, want, scale_rtol=SCALE_RTOL)
         if problem:
             return "mismatch", problem
         guarded = [np.asarray(g) for g in ForeignFunction(str(mlir), KINDS)(args)]
