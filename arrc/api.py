@@ -305,10 +305,6 @@ class Function:
         StableHLO merged into JAX's (arrc/interop.py, docs/interop.md). Its prints print, and a failed assert
         or a guard's fault raises arr's error from the JAX call that ran it."""
         from arrc.interop import as_jax
-        if self.name in self.module._program.checks_bounds:
-            raise TypeError(f"{self.shown_name}: a derivative in it checks a loop's `bound=`, which a JAX call does "
-                            f"not read yet (a run past the bound would go unreported); call it from Python "
-                            f"(docs/interop.md)")
         if self.module.guard_kinds & {"nan", "inf"} and self.module.guard_scope == "results":
             raise TypeError(f"{self.shown_name}: under as_jax the nan and inf guards check every operation: load "
                             f"the module with guard_scope=\"all-ops\" (JAX's code reads the results, which arrc "
@@ -401,6 +397,11 @@ class Function:
             and self.name not in self.module._program.effectful
 
     @property
+    def checks_bounds(self) -> bool:
+        """Whether a derivative in it checks a loop's `bound=` (compiler/effects.py PAST)."""
+        return self.name in self.module._program.checks_bounds
+
+    @property
     def _returns_past(self) -> bool:
         """Whether its module returns the first run of a loop past its bound in a derivative, as a last
         result (compiler/effects.py PAST; a function with effects reports it by a callback instead)."""
@@ -479,7 +480,8 @@ class Function:
         """The full call: bind and check the arguments, compile if needed, run, raise faults.
         Returns (result, the Compiled that ran, whether the result is a tuple); a call on arguments sharded
         over several devices runs as one SPMD program (arrc/sharding.py; None for the Compiled)."""
-        if not kwargs and self._shards(args):
+        from arrc.sharding import spans_devices
+        if not kwargs and spans_devices(args):
             from arrc.sharding import spmd_call
             return spmd_call(self, args), None, self._sig.tuple_result
         key = _argument_key(args) if not kwargs and not self._keys and len(args) == len(self._sig.params) \
@@ -553,12 +555,6 @@ class Function:
     def shown_name(self) -> str:
         """What reports call it (`the expression`, `the cell` for functions without a name of their own)."""
         return self.module._program.functions[self.name].shown_name
-
-    def _shards(self, args) -> bool:
-        """Whether `args` has a jax.Array over several devices and this function can run SPMD (one that
-        cannot yet gathers such arguments onto its device, as before)."""
-        from arrc.sharding import can_shard, spans_devices
-        return spans_devices(args) and can_shard(self)
 
     def _python_argument(self, value, i: int) -> np.ndarray:
         """A list or Python scalar given for parameter i, as a call takes it (checked, in its dtype)."""
@@ -744,6 +740,14 @@ class Derivative(Function):
 
     def __repr__(self) -> str:
         return f"<arr function {self.label}{self._sig}>"
+
+    @property
+    def checks_bounds(self) -> bool:
+        """Its reverse mode checks the `bound=` of each loop it differentiates with a run-time trip count too."""
+        from arrc.compiler.program import reachable
+        program = self.module._program
+        return self._base.checks_bounds or self._kind != "jvp" and any(
+            program.bounded_loops.get(f) for f in reachable(program, self._base.name))
 
     @property
     def shown_name(self) -> str:

@@ -13,8 +13,8 @@ result comes back as a typed key.
 
 A function that prints or asserts, or a module with guards, has host callbacks: they are registered with the
 executable JAX compiles and record what they see; the call of that executable raises it, arr's own error
-(`_Raising`). Such a function is not differentiable by JAX yet; nor is forward mode of a function with integer
-arguments.
+(`_Raising`). Its derivatives are arr's, with their own callbacks (their prints silenced: the function's own
+call prints). Forward mode of a function with integer arguments is not differentiable by JAX yet.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ _lock = threading.Lock()
 _primitives: dict = {}
 
 
-def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False):
+def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False, quiet: bool = False):
     """A JAX-traceable function computing `fn` (an arr Function, checked by the caller: arrc/api.py
     `Function.as_jax`). `derive(fn, kind)`: what makes `fn`'s "vjp" with respect to its float arguments (None
     without any) or its "jvp" (None unless its arguments and results are all floats); `make_vmap(fn,
@@ -34,7 +34,8 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False):
     Its results are a tuple where `fn` returns one. `spmd`: arrc/sharding.py's, where a function with host
     callbacks (print, assert, guards) takes the run id they report to first, and the nan/inf guards at the
     results are left to the caller; otherwise its callbacks report to a run of its own, which the JAX call that
-    ran them raises (`_raise_after`), its guards all checked inside the program."""
+    ran them raises (`_raise_after`), its guards all checked inside the program; `quiet`: its prints print
+    nothing (a derivative's: the function's own call has printed)."""
     import jax
     prim = _primitive(fn, make_vmap)
     tuple_result = fn._sig.tuple_result
@@ -51,35 +52,30 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False):
     def jax_fn(*args):
         return f(*operands(args))
 
-    reports = not spmd and has_effects(fn, spmd=False)
-
     def apply(*args):
-        run = _new_run() if reports else None           # (one per trace: see `_Raising`)
         out = [jax.random.wrap_key_data(r) if key else r
-               for r, key in zip(prim.bind(*args, mesh=_mesh(), run=run), keys_out)]
+               for r, key in zip(prim.bind(*args, mesh=_mesh(), run=None if spmd else _run_for(fn, quiet)), keys_out)]
         return tuple(out) if tuple_result else out[0]
 
     if spmd and has_effects(fn, spmd=True):
         return lambda run_id, *args: apply(run_id, *operands(args))
-    if reports:             # (prints, asserts or guards: not differentiable by JAX yet)
-        _not_differentiable(prim, fn)
-        return lambda *args: apply(*operands(args))
     make_backward, make_tangent = derive(fn, "vjp"), derive(fn, "jvp")     # (each made when differentiated:
     backward = functools.lru_cache(maxsize=None)(make_backward or (lambda: None))   # its warnings, e.g. W0004, then)
 
     if make_tangent is not None:
-        pull = functools.lru_cache(maxsize=None)(lambda: as_jax(backward(), derive, make_vmap, error))
+        pull = functools.lru_cache(maxsize=None)(lambda: as_jax(backward(), derive, make_vmap, error, quiet=True))
+        tangent = functools.lru_cache(maxsize=None)(make_tangent)
 
         @functools.lru_cache(maxsize=None)
         def tangents_of():              # (primals, tangents) -> tangents, differentiable again (second derivatives)
-            prim = _primitive(make_tangent(), make_vmap, drop=k)
+            prim = _primitive(tangent(), make_vmap, drop=k)
             _transposed_by(prim, lambda *a: pull()(*a)[k:], n)
             return prim
         f = jax.custom_jvp(apply)
 
         @f.defjvp
         def push(primals, tangents):
-            out = tangents_of().bind(*primals, *tangents, mesh=_mesh(), run=None)
+            out = tangents_of().bind(*primals, *tangents, mesh=_mesh(), run=_run_for(tangent(), quiet=True))
             return f(*primals), tuple(out) if tuple_result else out[0]
         return jax_fn
 
@@ -91,8 +87,8 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False):
     def back(args, ct):
         import numpy as np
         cts = ct if tuple_result else (ct,)
-        pulled = _primitive(backward(), make_vmap, drop=k).bind(*args, *cts, mesh=_mesh(), run=None) \
-            if backward() else []
+        pulled = _primitive(backward(), make_vmap, drop=k).bind(
+            *args, *cts, mesh=_mesh(), run=_run_for(backward(), quiet=True)) if backward() else []
         grads = dict(zip(floats, pulled))
         return tuple(grads[i] if i in grads else np.zeros(np.shape(a), jax.dtypes.float0)
                      for i, a in enumerate(args))
@@ -178,11 +174,11 @@ def _arr_types(fn, shapes_dtypes) -> list:
 def _lowered(fn, avals, platform: str = "cpu", mesh: tuple = (), spmd: bool = True):
     """`fn` lowered for `avals` through the passes of a compile for `platform` (its guards that check inside the
     program, `in_program`), `shard` over `mesh`, and what a program over a mesh needs written out."""
-    from arrc.passes.spmd import ClampUpdateStarts
+    from arrc.passes.spmd import ClampUpdateStarts, ReportPast
     from arrc.runtime.pipeline import apply_passes, around, passes_for
     lowered = fn.lower(*_arr_types(fn, [(a.shape, a.dtype) for a in avals]))
-    apply_passes(lowered.module, lowered.context, around(passes_for(in_program(fn, spmd)), platform, mesh)
-                 + [ClampUpdateStarts()], fn.sources)
+    apply_passes(lowered.module, lowered.context, [ReportPast()] + around(passes_for(in_program(fn, spmd)), platform,
+                                                                          mesh) + [ClampUpdateStarts()], fn.sources)
     return lowered
 
 
@@ -237,9 +233,10 @@ def _lower(fn, drop: int, ctx, *args, mesh: tuple, run: int | None):
 
 
 def has_effects(fn, spmd: bool) -> bool:
-    """Whether arr Function `fn` has host callbacks: it prints or asserts (or calls one that does), or its
-    module has guards checked inside the program (`in_program`)."""
-    return fn.name in fn.module._program.effectful or bool(in_program(fn, spmd).kinds)
+    """Whether arr Function `fn` has host callbacks: it prints or asserts (or calls one that does), a derivative
+    in it checks a loop's `bound=` (passes/spmd.py `ReportPast`), or its module has guards checked inside the
+    program (`in_program`)."""
+    return fn.name in fn.module._program.effectful or fn.checks_bounds or bool(in_program(fn, spmd).kinds)
 
 
 def in_program(fn, spmd: bool):
@@ -302,8 +299,8 @@ def _batch(fn, make_vmap, drop: int, prim, args, dims, mesh: tuple, run: int | N
     if mapped is not None:
         batched = _primitive(mapped, make_vmap, drop)
         if run is not None:             # (its callbacks report to a run of their own, under its name)
-            run = _new_run()
-            _not_differentiable(batched, mapped)
+            from arrc.runtime import effects
+            run = _new_run(effects.runs()[run].quiet)
         out = batched.bind(*args, mesh=mesh, run=run)
         return out, [0] * len(out)
     moved = [jax.numpy.moveaxis(a, d, 0) if d is not None else a for a, d in zip(args, in_axes)]
@@ -327,10 +324,17 @@ def _mapped(fn, make_vmap, in_axes: tuple):
 _run_locks: dict = {}               # run id -> the lock of its RunState, which serves one call at a time
 
 
-def _new_run() -> int:
-    """The run id of a traced call's host callbacks in JAX's executables: a RunState kept for the process."""
+def _run_for(fn, quiet: bool) -> int | None:
+    """The run that the host callbacks of a traced call of `fn` report to (one per trace: see `_Raising`), or
+    None where it has none."""
+    return _new_run(quiet) if has_effects(fn, spmd=False) else None
+
+
+def _new_run(quiet: bool = False) -> int:
+    """The run id of a traced call's host callbacks in JAX's executables: a RunState kept for the process;
+    `quiet` (a derivative's, whose forward pass the function's own call has run): its prints print nothing."""
     from arrc.runtime import effects
-    run = effects.begin()[0]
+    run = effects.begin(quiet)[0]
     _run_locks[run] = threading.Lock()
     return run
 
@@ -367,7 +371,7 @@ class _Raising:
                 held.enter_context(_run_locks[run])
             states = [effects.runs()[r.run] for r in self.reporting]
             for state in states:
-                state.__init__()
+                state.reset()
             out = self.call(*args)
             jax.block_until_ready(out)
             for r, state in zip(self.reporting, states):
@@ -407,14 +411,3 @@ def _effect():
 
 
 _EFFECT = None
-
-
-def _not_differentiable(prim, fn) -> None:
-    """JAX's derivative of the primitive of `fn`, which prints, asserts or is guarded: an error that says so."""
-    from jax._src.interpreters import ad
-
-    def refuse(*args, **params):
-        raise TypeError(f"{fn.shown_name}: JAX cannot differentiate yet an arr function that prints, asserts or "
-                        f"is guarded; differentiate it in arr (`grad(f)(...)`), or load its module without guards "
-                        f"(docs/interop.md)")
-    ad.primitive_jvps[prim] = refuse

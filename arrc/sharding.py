@@ -60,12 +60,6 @@ def partition_spec(value):
     return PartitionSpec(*(None if p in (None, "_", "") else p for p in value))
 
 
-def can_shard(fn) -> bool:
-    """Whether arr Function `fn` can run as an SPMD program yet: not where a derivative checks a loop's
-    `bound=` (its PAST result is not read here)."""
-    return fn.name not in fn.module._program.checks_bounds
-
-
 def flags_results(fn) -> bool:
     """Whether the SPMD program of `fn` also returns whether a result may not be finite: the module's nan/inf
     guards at the results (`spmd_function`). Its other guards check inside the program (arrc/interop.py)."""
@@ -82,9 +76,6 @@ class Sharded:
         from jax.sharding import NamedSharding
         self.fn, self.mesh, self.error = fn, mesh, error        # error: arrc.ArgumentError (arrc/api.py)
         ArgumentError = error
-        if not can_shard(fn):
-            raise TypeError(f"{fn.name}: a function whose derivative checks a loop's `bound=` does not run "
-                            f"sharded yet (docs/sharding.md)")
         params = fn._sig.params
         specs = [None] * len(params) if in_specs is None else list(in_specs)
         if len(specs) != len(params):

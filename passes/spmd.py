@@ -1,16 +1,18 @@
-"""`clamp-update-starts`: what a program run over a mesh of devices (arrc/sharding.py, `as_jax`) needs written
-out that one device does by itself."""
+"""What a program run inside JAX's (`as_jax`) or over a mesh of devices (arrc/sharding.py) needs written out:
+`clamp-update-starts`, what one device does by itself; `report-past`, what a call from Python reads back."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import func
 from jaxlib.mlir.dialects import stablehlo as hlo
 
-from ..compiler import emit
+from ..compiler import abi, effects, emit
+from ..compiler.types import I32
 from .base import ModulePass
-from .rewrite import ops_named
+from .rewrite import entry, ops_named
 
 
 @dataclass
@@ -31,4 +33,30 @@ class ClampUpdateStarts(ModulePass):
                 dt = emit.element_dtype(start.type)
                 with ir.InsertionPoint(op), op.location:
                     op.operands[2 + k] = hlo.clamp(emit.const(0, dt), start, emit.const(dim - size, dt))
+        return []
+
+
+@dataclass
+class ReportPast(ModulePass):
+    """A run past a loop's `bound=` in a derivative (compiler/effects.py PAST, the result abi.BOUND_RESULT,
+    which a call from Python reads) reported by a host callback at the end of the program instead (R0006, after
+    its prints), its result now the next io value: a program inside JAX's has no caller that reads it."""
+    name: ClassVar[str] = "report-past"
+
+    def apply(self, module: ir.Module) -> list:
+        fop = entry(module)
+        held = emit.int_attr(fop, abi.BOUND_RESULT)
+        if held is None:
+            return []
+        ret = fop.regions[0].blocks[0].operations[-1]
+        outs = list(ret.operands)
+        run = emit.run_argument(fop)
+        with ir.InsertionPoint(ret), ret.location:
+            io = outs[-1] if emit.int_attr(fop, abi.IO_ARG) is not None else emit.const(0, I32)
+            outs[held] = effects.report_past(effects.sites_in(module), run, io, outs[held])
+            func.ReturnOp(outs)
+        ret.erase()
+        del fop.attributes[abi.BOUND_RESULT]
+        inputs = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value).inputs
+        fop.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(list(inputs), [v.type for v in outs]))
         return []

@@ -23,11 +23,15 @@ class RunState:
     `quiet` silences prints when a guard re-runs a call to find the origin of a fault."""
 
     def __init__(self, quiet: bool = False):
+        self.quiet = quiet
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget what a call did (arrc/interop.py: a run serves one call of an executable after another)."""
         self.failure: AssertionFailed | None = None
         self.events: list = []          # guard reports (runtime/guards.py)
         self.fault = False              # a guarded result was not finite
         self.bad_results: set = set()   # then: the indices of the results that were not
-        self.quiet = quiet
 
 
 def begin(quiet: bool = False) -> tuple[int, RunState]:

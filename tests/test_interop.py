@@ -130,17 +130,62 @@ def test_under_jax_jit_prints_print_and_faults_raise_arrs_error_from_the_call(ca
     assert _report(lambda: jax.jit(guarded.f.as_jax())(low)) == _report(lambda: guarded.f(low))
     assert _report(lambda: jax.jit(guarded.pick.as_jax())(good, 7)) == _report(lambda: guarded.pick(good, 7))
     assert float(jax.jit(guarded.pick.as_jax())(good, 1)) == 4.0
-    with pytest.raises(TypeError, match="JAX cannot differentiate yet an arr function that prints, asserts or is "
-                                        "guarded"):
-        jax.grad(lambda x: jnp.sum(plain.f.as_jax()(x)))(good)
-    with pytest.raises(TypeError, match="JAX cannot differentiate yet"):
-        jax.grad(lambda x: jnp.sum(jax.vmap(plain.f.as_jax())(x)))(np.stack([good, good]))
     with pytest.raises(TypeError, match="under as_jax the nan and inf guards check every operation"):
         arrc.loads(EFFECTS_SRC, guards="nan").f.as_jax()
-    bounded = arrc.loads("def f(x: f32, n: i32) -> f32:\n    for i in range(n, bound=4):\n        x = x * 1.5\n"
-                         "    return x\n\ndef df(x: f32, n: i32) -> f32:\n    return grad(f)(x, n)\n")
-    with pytest.raises(TypeError, match="checks a loop's `bound=`, which a JAX call does not read yet"):
-        bounded.df.as_jax()
+
+
+GRADS_SRC = """
+def g(x: f32[4]) -> f32:
+    print("g at", x[0])
+    assert all(x > 0.0), "x must be positive"
+    return sum(sqrt(x - 1.0))
+
+def f(x: f32, n: i32) -> f32:
+    for i in range(n, bound=4):
+        x = x * 1.5
+    return x
+
+def df(x: f32, n: i32) -> f32:
+    return grad(f)(x, n)
+"""
+
+
+def test_jax_derivatives_of_a_function_that_prints_asserts_or_is_guarded(capfd):
+    """jax.grad, jax.hessian and jax.vmap of them: the values of JAX's, each line printed once per call (the
+    function's own call prints; its derivatives' calls are quiet), a failed assert or a fault in the backward
+    pass raised as arr's own error, the report of arr's vjp."""
+    plain = arrc.loads(GRADS_SRC, filename="d.arr")
+    guarded = arrc.loads(GRADS_SRC, filename="d.arr", guards="all", guard_scope="all-ops")
+    x = np.array([2.0, 3.0, 5.0, 9.0], np.float32)
+    want = jax.grad(lambda x: jnp.sum(jnp.sqrt(x - 1.0)))
+    for mod in (plain, guarded):
+        g = mod.g.as_jax()
+        np.testing.assert_allclose(jax.jit(jax.grad(g))(x), want(x), rtol=1e-6)
+        np.testing.assert_allclose(jax.hessian(g)(x), jax.hessian(lambda x: jnp.sum(jnp.sqrt(x - 1.0)))(x),
+                                   rtol=1e-6)
+        np.testing.assert_allclose(jax.grad(lambda xs: jnp.sum(jax.vmap(g)(xs)))(np.stack([x, x + 1])),
+                                   jax.vmap(want)(np.stack([x, x + 1])), rtol=1e-6)
+        assert capfd.readouterr().out == "g at 2.0\n" * 2 + "g at 2.0\ng at 3.0\n"
+    negative = np.array([2.0, -3.0, 5.0, 9.0], np.float32)
+    assert _report(lambda: jax.jit(jax.grad(plain.g.as_jax()))(negative)) == _report(lambda: plain.g(negative))
+    one = np.array([1.0, 3.0, 5.0, 9.0], np.float32)
+    fault = _report(lambda: jax.jit(jax.grad(guarded.g.as_jax()))(one))
+    assert fault.startswith("InfError: error[R0002]: infinity produced in the backward pass"), fault
+    assert fault == _report(lambda: arrc.vjp(guarded.g)(one, np.float32(1.0)))
+    capfd.readouterr()
+
+
+def test_jax_derivatives_check_a_loops_bound():
+    """A loop's `bound=` is checked by JAX's derivative of the function (arr's reverse mode keeps its tape)
+    and by a function that takes a derivative through it: a run past it raises R0006, as a call from Python."""
+    mod = arrc.loads(GRADS_SRC, filename="d.arr")
+    assert float(jax.jit(jax.grad(mod.f.as_jax()))(np.float32(1.0), 4)) == 1.5 ** 4
+    assert float(jax.jit(mod.df.as_jax())(np.float32(1.0), 3)) == 1.5 ** 3
+    past = _report(lambda: arrc.grad(mod.f)(np.float32(1.0), 6))
+    assert past.startswith("LoopBoundExceeded: error[R0006]: this `for` loop ran 6 iterations"), past
+    assert _report(lambda: jax.jit(jax.grad(mod.f.as_jax()))(np.float32(1.0), 6)) == past
+    assert _report(lambda: jax.grad(mod.f.as_jax())(np.float32(1.0), 6)) == past
+    assert _report(lambda: jax.jit(mod.df.as_jax())(np.float32(1.0), 6)) == _report(lambda: mod.df(np.float32(1.0), 6))
 
 
 def test_under_jax_jit_a_call_kept_for_its_check_alone_runs():

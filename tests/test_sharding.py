@@ -210,6 +210,30 @@ CHILD = textwrap.dedent('''
     assert reports[0] == reports[1], reports
     print(reports[0])
 
+    # a derivative that checks a loop's `bound=` runs sharded too: a run past the bound is reported by a host
+    # callback (passes/spmd.py `ReportPast`), the report of one device
+    taped = arrc.loads("""
+    def f(x: f32[b, 16], n: i32) -> f32:
+        for i in range(n, bound=4):
+            x = x * 1.5
+        return sum(x)
+
+    def df(x: f32[b, 16], n: i32) -> f32[b, 16]:
+        return grad(f)(x, n)
+    """, filename="t.arr")
+    tape = taped.df.sharded(mesh, in_specs=(("data", None), None))
+    np.testing.assert_allclose(tape(x, 3), taped.df(x, 3), rtol=1e-6)
+    assert len(taped.df(xs, 3).sharding.device_set) == 8
+    reports = []
+    for call in (lambda: tape(x, 6), lambda: taped.df(xs, 6), lambda: taped.df(x, 6)):
+        try:
+            call()
+            raise AssertionError("no report")
+        except arrc.LoopBoundExceeded as err:
+            reports.append(str(err))
+    assert reports[0] == reports[1] == reports[2], reports
+    print(reports[0].splitlines()[0])
+
     # `shard` in the language: Shardy's constraints, which XLA partitions by (one device: nothing)
     placed = arrc.loads("""
     def f(x: f32[b, 16], w: f32[16, 8]) -> f32[b, 8]:
@@ -277,6 +301,7 @@ def test_sharded_programs_equal_one_device_on_8_virtual_devices():
         "  |\n"
         "  = note: in f\n"
         "\n"
+        "error[R0006]: this `for` loop ran 6 iterations, more than its bound of 4\n"
         "CompileError: error[E0204]: `shard`: mesh axis `rows` is not an axis of the mesh (data=4, model=2)\n"
         "  --> p.arr:13:12\n"
         "   |\n"
