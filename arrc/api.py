@@ -654,13 +654,12 @@ def vmap(fn: Function, in_axes=0, out_axes=0) -> Function:
 
 @functools.lru_cache(maxsize=None)
 def _derivative_for_jax(fn: Function, kind: str):
-    """What makes `fn`'s vjp with respect to its float arguments (None without any), or its jvp (None unless
-    its arguments and results are all floats), for arrc/interop.py: made when JAX differentiates `fn`."""
+    """What makes `fn`'s vjp or jvp with respect to its float arguments (None without any; a jvp, None unless
+    its results are all floats), for arrc/interop.py: made when JAX differentiates `fn`."""
     floats = tuple(i for i, (_, t, _) in enumerate(fn._sig.params) if t.dtype.is_float)
-    if kind == "vjp":
-        return functools.partial(Derivative, fn, floats, "vjp") if floats else None
-    all_float = len(floats) == len(fn._sig.params) and all(t.dtype.is_float for t in fn._sig.results)
-    return functools.partial(Derivative, fn, None, "jvp") if all_float else None
+    if not floats or kind == "jvp" and not all(t.dtype.is_float for t in fn._sig.results):
+        return None
+    return functools.partial(Derivative, fn, floats, kind)
 
 
 def _vmap_lanes_first(fn: Function, in_axes: tuple) -> Function:
@@ -728,7 +727,7 @@ class Derivative(Function):
         self.label = f"{kind}({getattr(base, 'label', base.name)})"
         values = list(sig.results) if self._keep_value else []
         if kind == "jvp":
-            extra = [(f"{name}_dot", t, span) for name, t, span in sig.params]
+            extra = [(f"{name}_dot", t, span) for name, t, span in (sig.params[i] for i in self._wrt)]
             results = values + list(sig.results)
         else:
             names = ["cotangent"] if len(sig.results) == 1 else [f"cotangent{i}" for i in range(len(sig.results))]

@@ -2,9 +2,10 @@
 can trace. It binds a JAX primitive whose abstract evaluation is arr's checker (the result types of the
 function lowered for the arguments' types) and whose lowering merges arr's StableHLO into JAX's module as a
 private function and calls it, so XLA compiles the arr and JAX operations together (and fuses them).
-For a function of float arguments and results, `jax.jvp` is arr's `jvp` (`jax.custom_jvp`), whose tangent
-primitive is linear with arr's vjp as its transpose, so `jax.grad` and `jax.hessian` work too; otherwise
-`jax.grad`/`jax.vjp` go through `jax.custom_vjp`, with arr's vjp as the backward pass. `jax.vmap` goes
+For a function of float results, `jax.jvp` is arr's `jvp` with respect to its float arguments
+(`jax.custom_jvp`), whose tangent primitive is linear with arr's vjp as its transpose, so `jax.grad` and
+`jax.hessian` work too; otherwise (an integer result) `jax.grad`/`jax.vjp` go through `jax.custom_vjp`, with
+arr's vjp as the backward pass. `jax.vmap` goes
 through the primitive's batching rule, arr's `vmap` (compiler/batching.py).
 
 A `key` parameter takes a JAX typed key array (Threefry-2x32) or its words, a uint32 `[..., 2]`
@@ -14,7 +15,7 @@ result comes back as a typed key.
 A function that prints or asserts, or a module with guards, has host callbacks: they are registered with the
 executable JAX compiles and record what they see; the call of that executable raises it, arr's own error
 (`_Raising`). Its derivatives are arr's, with their own callbacks (their prints silenced: the function's own
-call prints). Forward mode of a function with integer arguments is not differentiable by JAX yet.
+call prints).
 """
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ _primitives: dict = {}
 
 def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False, quiet: bool = False):
     """A JAX-traceable function computing `fn` (an arr Function, checked by the caller: arrc/api.py
-    `Function.as_jax`). `derive(fn, kind)`: what makes `fn`'s "vjp" with respect to its float arguments (None
-    without any) or its "jvp" (None unless its arguments and results are all floats); `make_vmap(fn,
+    `Function.as_jax`). `derive(fn, kind)`: what makes `fn`'s "vjp" or "jvp" with respect to its float
+    arguments (None without any; a jvp, None unless its results are all floats); `make_vmap(fn,
     in_axes)`: arr's vmap of a function, lanes first; `error`: what a wrong argument raises (arrc.ArgumentError).
     Its results are a tuple where `fn` returns one. `spmd`: arrc/sharding.py's, where a function with host
     callbacks (print, assert, guards) takes the run id they report to first, and the nan/inf guards at the
@@ -74,8 +75,9 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False, q
         f = jax.custom_jvp(apply)
 
         @f.defjvp
-        def push(primals, tangents):
-            out = tangents_of().bind(*primals, *tangents, mesh=_mesh(), run=_run_for(tangent(), quiet=True))
+        def push(primals, tangents):        # (an integer argument's tangent is JAX's float0: arr's jvp takes none)
+            out = tangents_of().bind(*primals, *(tangents[i] for i in floats), mesh=_mesh(),
+                                     run=_run_for(tangent(), quiet=True))
             return f(*primals), tuple(out) if tuple_result else out[0]
         return jax_fn
 
@@ -133,8 +135,9 @@ def _weak_scalar(a) -> bool:
 
 
 def _transposed_by(tangents_of, pull, n: int) -> None:
-    """Make `tangents_of` (primals, tangents) -> tangents linear in its tangents for JAX, its transpose
-    `pull(primals, cotangents)` -> cotangents of the primals: reverse mode of the jvp is arr's vjp."""
+    """Make `tangents_of` (primals, tangents of the float ones) -> tangents linear in its tangents for JAX, its
+    transpose `pull(primals, cotangents)` -> cotangents of the float primals: reverse mode of the jvp is arr's
+    vjp."""
     from jax._src.interpreters import ad
 
     def transpose(cts, *args, mesh, run):

@@ -59,6 +59,11 @@ def test_jax_grad_and_vjp_use_arrs_backward_pass(mod):
     np.testing.assert_allclose(value[0], want_value[0], rtol=1e-12)
     np.testing.assert_allclose(pull(ct)[0], want_pull(ct)[0], rtol=1e-12)
     np.testing.assert_allclose(jax.jit(jax.grad(lambda x: s(x, 2)[0]))(x), 4 * x, rtol=1e-12)
+    t = R.normal(size=6)
+    for got, expected in zip(jax.tree.leaves(jax.jvp(lambda x: s(x, 3), (x,), (t,))),    # (k: an integer)
+                             jax.tree.leaves(jax.jvp(twin, (x,), (t,)))):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+    np.testing.assert_allclose(jax.hessian(lambda x: s(x, 3)[0])(x), 6 * np.eye(6), rtol=1e-12)
 
 
 def test_jax_vmap_is_arrs_vmap(mod):
