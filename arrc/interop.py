@@ -174,15 +174,21 @@ def _arr_types(fn, shapes_dtypes) -> list:
             else jax.ShapeDtypeStruct(shape, dtype) for (shape, dtype), (_, t, _) in zip(shapes_dtypes, fn._sig.params)]
 
 
-def _lowered(fn, avals, platform: str = "cpu", mesh: tuple = (), spmd: bool = True):
-    """`fn` lowered for `avals` through the passes of a compile for `platform` (its guards that check inside the
-    program, `in_program`), `shard` over `mesh`, and what a program over a mesh needs written out."""
+@functools.lru_cache(maxsize=256)
+def _program(fn, key: tuple, platform: str, mesh: tuple, spmd: bool) -> tuple[str, bool]:
+    """`fn` lowered for the operands' (shape, dtype) `key` through the passes of a compile for `platform` (its
+    guards that check inside the program, `in_program`), `shard` over `mesh`, and what a program inside JAX's
+    needs written out: its text with locations (sites' lines), and whether it has host callbacks."""
+    from arrc.compiler import abi
+    from arrc.passes.rewrite import ops_named
     from arrc.passes.spmd import ClampUpdateStarts, ReportPast
     from arrc.runtime.pipeline import apply_passes, around, passes_for
-    lowered = fn.lower(*_arr_types(fn, [(a.shape, a.dtype) for a in avals]))
+    lowered = fn.lower(*_arr_types(fn, key))
     apply_passes(lowered.module, lowered.context, [ReportPast()] + around(passes_for(in_program(fn, spmd)), platform,
                                                                           mesh) + [ClampUpdateStarts()], fn.sources)
-    return lowered
+    with lowered.context:
+        calls = any(abi.KIND in op.attributes for op in ops_named(lowered.module, "stablehlo.custom_call"))
+    return lowered.as_text(debug_info=True), calls
 
 
 @functools.lru_cache(maxsize=None)
@@ -195,14 +201,17 @@ def _result_types(fn, key: tuple) -> list:
 
 
 def _abstract(fn, drop: int, *avals, mesh: tuple, run: int | None):
-    """The result types, and JAX's effect where `fn` has host callbacks: JAX then neither drops a call whose
-    results are unused nor runs one it should not (a branch of a `cond`)."""
+    """The result types, and JAX's effect where `fn`'s program has host callbacks: JAX then neither drops a call
+    whose results are unused nor runs one it should not (a branch of a `cond`). Only there: an effect sends
+    every call of JAX's executable down its Python path (a guarded function with nothing to check in it, 8
+    devices: ~500 us more a call)."""
     from jax._src.core import ShapedArray
     operand = _run_operand(fn, run)
     avals = avals[1:] if operand else avals
     key = tuple((tuple(a.shape), a.dtype) for a in avals)
     types = [ShapedArray(shape, dtype) for shape, dtype, _ in _result_types(fn, key)[drop:]]
-    return types, {_effect()} if operand or run is not None else set()
+    calls = (operand or run is not None) and _program(fn, key, "cpu", mesh, run is None)[1]
+    return types, {_effect()} if calls else set()
 
 
 def _lower(fn, drop: int, ctx, *args, mesh: tuple, run: int | None):
@@ -218,14 +227,14 @@ def _lower(fn, drop: int, ctx, *args, mesh: tuple, run: int | None):
     platform = ctx.module_context.platforms[0]
     operand = _run_operand(fn, run)
     avals = ctx.avals_in[1:] if operand else ctx.avals_in
-    text = _lowered(fn, avals, platform, mesh, spmd=run is None).as_text(debug_info=True)     # (sites' lines)
-    source = ir.Module.parse(text, context=ctx.module_context.context)
+    key = tuple((tuple(a.shape), a.dtype) for a in avals)
+    source = ir.Module.parse(_program(fn, key, platform, mesh, run is None)[0], context=ctx.module_context.context)
     _host_callbacks(ctx, source, fn, platform, run)
     main = entry(source)
     hidden = sorted((emit.int_attr(main, a), a) for a in (abi.RUN_ARG, abi.IO_ARG) if emit.int_attr(main, a) is not None)
     types = list(ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value).results)
     name = mlir.merge_mlir_modules(ctx.module_context.module, f"arr_{fn.name}", source)
-    every = _result_types(fn, tuple((tuple(a.shape), a.dtype) for a in avals))   # (the primitive `drop`s some)
+    every = _result_types(fn, key)          # (the primitive `drop`s some)
     operands = [keys_of_words(a, tuple(v.shape[:-1])) if t.dtype.is_key else a
                 for a, v, (_, t, _) in zip(args[operand:], avals, fn._sig.params)]
     for position, attr in hidden:

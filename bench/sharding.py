@@ -64,6 +64,12 @@ def jax_chain(x):
     return x
 
 
+def jax_checked_chain(x):
+    """The chain with what a JAX user adds to catch a NaN or Inf in its result: a flag read before returning."""
+    y = jax_chain(x)
+    return y, ~jnp.isfinite(jnp.sum(y))
+
+
 def collectives(hlo: str) -> str:
     found = {name: len(re.findall(rf"\b{name}(-start)?\(", hlo)) for name in
              ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")}
@@ -112,6 +118,31 @@ def main() -> None:
             print(f"| | {n} | {fmt_time(a)} | {fmt_time(j)} | {a / j:.3f} | {a / one:.2f} | {shapes[n]} |")
         again = got["jax again"]["median"] / got["jax 8"]["median"]
         print(f"| | 8, jax.jit against itself (A/A) | | | {again:.3f} | | |")
+    guards(budget)
+
+
+def guards(budget: float) -> None:
+    """The no-fault cost of guards on 8 devices, beside JAX's chain with a replicated `isfinite` flag of its
+    result's sum read before it returns (the least a check of a sharded result costs there: one all-reduce
+    and one wait)."""
+    mods = {g: arrc.loads(SOURCE, filename="scaling.arr", guards=g) for g in ("nan,inf", "all")}
+    mesh = arrc.mesh(data=8)
+    sharding = NamedSharding(mesh, P("data"))
+    plain = arrc.loads(SOURCE, filename="scaling.arr").chain.sharded(mesh, in_specs=(("data",),))
+    checked = jax.jit(jax_checked_chain, in_shardings=(sharding,))
+    print("\nThe chain on 8 devices, no fault: each guarded call over the unguarded one\n")
+    print("| elements | unguarded | A/A | `nan,inf` | `all` | JAX with a flag read | `nan,inf` / JAX with a flag |")
+    print("|---|---|---|---|---|---|---|")
+    for n in (1 << 16, 1 << 20, 1 << 22):
+        x = jax.device_put(np.ones(n, np.float32), sharding)
+        contenders = {"plain": lambda: plain(x), "again": lambda: plain(x),
+                      "jax flag": lambda: np.asarray(checked(x)[1])}
+        for g, m in mods.items():
+            contenders[g] = lambda f=m.chain.sharded(mesh, in_specs=(("data",),)): f(x)
+        got = {k: v["median"] for k, v in interleaved(contenders, budget).items()}
+        base = got["plain"]
+        print(f"| {n:,} | {fmt_time(base)} | {got['again'] / base:.3f} | {got['nan,inf'] / base:.2f} | "
+              f"{got['all'] / base:.2f} | {got['jax flag'] / base:.2f} | {got['nan,inf'] / got['jax flag']:.2f} |")
 
 
 if __name__ == "__main__":
