@@ -742,11 +742,11 @@ class Derivative(Function):
 
     @property
     def checks_bounds(self) -> bool:
-        """Its reverse mode checks the `bound=` of each loop it differentiates with a run-time trip count too."""
+        """It checks the `bound=` of each loop it differentiates with a run-time trip count too (its forward
+        mode as well: compiler/autodiff.py `jvp` is made of reverse sweeps)."""
         from arrc.compiler.program import reachable
         program = self.module._program
-        return self._base.checks_bounds or self._kind != "jvp" and any(
-            program.bounded_loops.get(f) for f in reachable(program, self._base.name))
+        return self._base.checks_bounds or any(program.bounded_loops.get(f) for f in reachable(program, self._base.name))
 
     @property
     def shown_name(self) -> str:

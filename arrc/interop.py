@@ -210,7 +210,8 @@ def _abstract(fn, drop: int, *avals, mesh: tuple, run: int | None):
     avals = avals[1:] if operand else avals
     key = tuple((tuple(a.shape), a.dtype) for a in avals)
     types = [ShapedArray(shape, dtype) for shape, dtype, _ in _result_types(fn, key)[drop:]]
-    calls = (operand or run is not None) and _program(fn, key, "cpu", mesh, run is None)[1]
+    calls = (operand or run is not None) and (bool(fn.module._program.extern_functions)  # (lowered per platform)
+                                              or _program(fn, key, "cpu", mesh, run is None)[1])
     return types, {_effect()} if calls else set()
 
 
@@ -238,6 +239,8 @@ def _lower(fn, drop: int, ctx, *args, mesh: tuple, run: int | None):
     operands = [keys_of_words(a, tuple(v.shape[:-1])) if t.dtype.is_key else a
                 for a, v, (_, t, _) in zip(args[operand:], avals, fn._sig.params)]
     for position, attr in hidden:
+        if attr == abi.RUN_ARG and not operand and run is None:
+            raise AssertionError(f"arrc: {fn.shown_name} has host callbacks where `has_effects` said it has none")
         operands.insert(position, args[0] if attr == abi.RUN_ARG and operand else
                         mlir.ir_constant(np.int32(run if attr == abi.RUN_ARG else 0)))
     call = func.CallOp(types, ir.FlatSymbolRefAttr.get(name), operands)     # (its extra results, e.g. io, dropped)
@@ -299,20 +302,20 @@ def _host_callbacks(ctx, module, fn, platform: str, run: int | None) -> None:
 
 
 def _batch(fn, make_vmap, drop: int, prim, args, dims, mesh: tuple, run: int | None):
-    """jax.vmap of the primitive: arr's vmap of `fn` over the mapped arguments, the lanes first; for a
-    derivative (which arr's vmap does not take from Python), the primitive once per lane (`lax.map`)."""
+    """jax.vmap of the primitive: arr's vmap of `fn` over the mapped arguments, the lanes first; for what arr's
+    vmap does not take (a derivative from Python), the primitive once per lane (`lax.map`)."""
     import jax
     from jax._src.interpreters import batching
     in_axes = tuple(None if d is None or isinstance(d, batching.NotMapped) else d for d in dims)
-    try:
-        mapped = _mapped(fn, make_vmap, in_axes)
+    try:                # (nor a function that differentiates through a loop's `bound=`: E0216)
+        mapped = None if fn.checks_bounds else _mapped(fn, make_vmap, in_axes)
     except TypeError:
         mapped = None
     if mapped is not None:
         batched = _primitive(mapped, make_vmap, drop)
         if run is not None:             # (its callbacks report to a run of their own, under its name)
             from arrc.runtime import effects
-            run = _new_run(effects.runs()[run].quiet)
+            run = _run_for(mapped, effects.runs()[run].quiet)
         out = batched.bind(*args, mesh=mesh, run=run)
         return out, [0] * len(out)
     moved = [jax.numpy.moveaxis(a, d, 0) if d is not None else a for a, d in zip(args, in_axes)]
@@ -337,9 +340,24 @@ _run_locks: dict = {}               # run id -> the lock of its RunState, which 
 
 
 def _run_for(fn, quiet: bool) -> int | None:
-    """The run that the host callbacks of a traced call of `fn` report to (one per trace: see `_Raising`), or
-    None where it has none."""
-    return _new_run(quiet) if has_effects(fn, spmd=False) else None
+    """The run that the host callbacks of a call of `fn` report to, or None where it has none: one per trace
+    (see `_Raising`); for a call made eagerly, one per function (JAX compiles an eager call once per
+    primitive's parameters: a new run each time compiled each call again, ~40 ms). An eager call's executable
+    has arr's callbacks only, which never call back into Python code that could call `fn` again: its run is
+    never held by a call that waits on another call of it."""
+    from jax._src import core
+    if not has_effects(fn, spmd=False):
+        return None
+    if not isinstance(core.trace_ctx.trace, core.EvalTrace):
+        return _new_run(quiet)
+    with _lock:
+        made = _eager_runs.get((id(fn), quiet))
+        if made is None or made[0] is not fn:
+            made = _eager_runs[(id(fn), quiet)] = (fn, _new_run(quiet))
+        return made[1]
+
+
+_eager_runs: dict = {}              # (id of a Function, quiet) -> (the Function, its eager calls' run)
 
 
 def _new_run(quiet: bool = False) -> int:

@@ -286,11 +286,11 @@ def _replay(fn, args, out) -> None:
     """Call `fn` on this process's device, the arguments gathered, its prints silenced: it raises the fault the
     SPMD call had (a guard's origin report, with a note of the device holding the first non-finite result
     element), or returns (a sum that overflowed with finite elements)."""
-    from arrc.runtime.reports import AssertionFailed, GuardError
+    from arrc.runtime.reports import AssertionFailed, GuardError, LoopBoundExceeded
     try:
         fn._replay([host_value(a) for a in args])
     except GuardError as err:
-        if isinstance(err, AssertionFailed):
+        if isinstance(err, (AssertionFailed, LoopBoundExceeded)):
             raise
         leaves = out if fn._sig.tuple_result else (out,)
         err.diagnostic.notes.append(_held_by(leaves))

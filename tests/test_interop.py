@@ -180,6 +180,31 @@ def test_jax_derivatives_of_a_function_that_prints_asserts_or_is_guarded(capfd):
     capfd.readouterr()
 
 
+def test_eager_calls_compile_once(capfd):
+    """Called eagerly (no trace), a function with callbacks and its JAX gradient report to one run per
+    function, so JAX compiles them once (a new run per call was a compile per call); each call still prints
+    and raises its own fault."""
+    compiles = []
+
+    def count(name, *_, **__):
+        if name == "/jax/core/compile/backend_compile_duration":
+            compiles.append(name)
+    g = arrc.loads(GRADS_SRC, filename="d.arr").g.as_jax()
+    x = np.array([2.0, 3.0, 5.0, 9.0], np.float32)
+    g(x), jax.grad(g)(x)
+    jax.monitoring.register_event_duration_secs_listener(count)
+    try:
+        for _ in range(3):
+            np.testing.assert_allclose(g(x), np.sum(np.sqrt(x - 1.0)), rtol=1e-6)
+            np.testing.assert_allclose(jax.grad(g)(x), 0.5 / np.sqrt(x - 1.0), rtol=1e-6)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(count)
+    assert compiles == []
+    assert capfd.readouterr().out == "g at 2.0\n" * 8
+    assert _report(lambda: g(-x)).startswith("AssertionFailed: error[R0005]: assertion failed: x must be positive")
+    np.testing.assert_allclose(g(x), np.sum(np.sqrt(x - 1.0)), rtol=1e-6)
+
+
 def test_jax_derivatives_check_a_loops_bound():
     """A loop's `bound=` is checked by JAX's derivative of the function (arr's reverse mode keeps its tape)
     and by a function that takes a derivative through it: a run past it raises R0006, as a call from Python."""
@@ -191,6 +216,11 @@ def test_jax_derivatives_check_a_loops_bound():
     assert _report(lambda: jax.jit(jax.grad(mod.f.as_jax()))(np.float32(1.0), 6)) == past
     assert _report(lambda: jax.grad(mod.f.as_jax())(np.float32(1.0), 6)) == past
     assert _report(lambda: jax.jit(mod.df.as_jax())(np.float32(1.0), 6)) == _report(lambda: mod.df(np.float32(1.0), 6))
+    forward = lambda: jax.jvp(lambda x: mod.f.as_jax()(x, 6), (np.float32(1.0),), (np.float32(1.0),))  # noqa: E731
+    assert _report(forward) == past                             # (arr's forward mode: reverse sweeps, a tape)
+    lanes = jax.vmap(mod.df.as_jax(), in_axes=(0, None))       # (one lane at a time: arr's vmap does not take it)
+    np.testing.assert_array_equal(lanes(np.ones(3, np.float32), 3), np.full(3, 1.5 ** 3, np.float32))
+    assert _report(lambda: lanes(np.ones(3, np.float32), 6)) == _report(lambda: mod.df(np.float32(1.0), 6))
 
 
 def test_under_jax_jit_a_call_kept_for_its_check_alone_runs():
