@@ -1,8 +1,9 @@
 """The Python API (LANGUAGE.md section 10): load, loads, spec, modules and their functions."""
 from __future__ import annotations
 
-import gc
 import functools
+import gc
+import math
 import operator
 import threading
 import warnings as pywarnings
@@ -429,11 +430,29 @@ class Function:
         prove the results finite, the full call runs the function again, checks each element and raises
         the report if there is a fault (a function is pure: running it twice repeats nothing)."""
         full = self._call
+        floats = [i for i, t in enumerate(self._sig.results) if t.dtype.is_float]
+        if all(self._sig.results[i].rank == 0 for i in floats):
+            return self._reading_scalars(main, floats)
 
         def call(*args, **kwargs):
             out = main(*args, **kwargs)
             if pjrt.read_when_ready(check(out)):
                 return full(args, kwargs)[0]
+            return out
+        return call
+
+    def _reading_scalars(self, main, floats: list):
+        """`_checking` of a function whose float results are scalars: their values read (~6 us a call) rather
+        than the results filter run (a second dispatch and a wait for it: ~25 us; a loop's Kahan sum 1.39x
+        unguarded, now 1.10x)."""
+        full, tuple_result = self._call, self._sig.tuple_result
+
+        def call(*args, **kwargs):
+            out = main(*args, **kwargs)
+            leaves = out if tuple_result else (out,)
+            for i in floats:            # (np.isfinite of a fresh result's buffer takes ~20 us more here)
+                if not math.isfinite(pjrt.read_when_ready(leaves[i])):
+                    return full(args, kwargs)[0]
             return out
         return call
 

@@ -748,6 +748,29 @@ def test_guarded_calls_run_in_the_dispatcher_and_never_lose_or_repeat_a_fault(mo
     assert len(full_calls) - warmed == 8
 
 
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32", "f64"])
+def test_scalar_results_are_read_not_filtered_and_never_lose_a_fault(monkeypatch, dtype):
+    """A function whose float results are scalars has them read and tested on the host after the dispatcher's
+    call (arrc/api.py `_reading_scalars`): a clean call makes no full call; a NaN or an infinity among them
+    raises from each call that made it, a non-finite value of an integer result is not a thing."""
+    src = f"def f(x: {dtype}[n]) -> ({dtype}, i32, {dtype}):\n    return sum(log(x)), 3, max(x) * 2.0\n"
+    guarded = arrc.loads(src, guards="nan,inf", filename="s.arr")
+    t = _FLOATS[dtype]
+    full_calls = []
+    call = arrc.Function._call
+    monkeypatch.setattr(arrc.Function, "_call", lambda self, *a: full_calls.append(a) or call(self, *a))
+    good = jnp.asarray(np.array([1.0, 2.0, 3.0], t))
+    guarded.f(good)
+    warmed = len(full_calls)
+    for _ in range(3):
+        total, k, top = guarded.f(good)
+        assert abs(float(total) - np.log(6.0)) < 0.02 and int(k) == 3 and float(top) == 6.0
+        assert fault(guarded.f, jnp.asarray(np.array([1.0, -2.0, 3.0], t)), cls=arrc.NaNError).span.col == 16
+        huge = float(ml_dtypes.finfo(t).max)
+        assert fault(guarded.f, jnp.asarray(np.array([1.0, huge, 3.0], t)), cls=arrc.InfError).span.col == 28
+    assert len(full_calls) - warmed == 6
+
+
 def test_guarded_call_with_an_infinity_raises_from_the_call_as_inf_error():
     guarded = arrc.loads(CHECKED, guards="nan,inf")
     x = jnp.asarray(a32(1, 2))
