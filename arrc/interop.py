@@ -341,14 +341,15 @@ _run_locks: dict = {}               # run id -> the lock of its RunState, which 
 
 def _run_for(fn, quiet: bool) -> int | None:
     """The run that the host callbacks of a call of `fn` report to, or None where it has none: one per trace
-    (see `_Raising`); for a call made eagerly, one per function (JAX compiles an eager call once per
-    primitive's parameters: a new run each time compiled each call again, ~40 ms). An eager call's executable
-    has arr's callbacks only, which never call back into Python code that could call `fn` again: its run is
-    never held by a call that waits on another call of it."""
-    from jax._src import core
+    that `jax.jit` compiles (see `_Raising`); otherwise (a call made eagerly, a derivative JAX stages to
+    transpose, a call that `jax.vmap` maps) one per function, or each eager call would make a run (never
+    freed) and JAX would compile it again (~40 ms: it compiles an eager call once per primitive's
+    parameters). An eager call's executable has arr's callbacks only, which never call back into Python code
+    that could call `fn` again: its run is never held by a call that waits on another call of it."""
+    from jax._src.interpreters import partial_eval
     if not has_effects(fn, spmd=False):
         return None
-    if not isinstance(core.trace_ctx.trace, core.EvalTrace):
+    if isinstance(core_trace(), partial_eval.DynamicJaxprTrace):
         return _new_run(quiet)
     with _lock:
         made = _eager_runs.get((id(fn), quiet))
@@ -358,6 +359,12 @@ def _run_for(fn, quiet: bool) -> int | None:
 
 
 _eager_runs: dict = {}              # (id of a Function, quiet) -> (the Function, its eager calls' run)
+
+
+def core_trace():
+    """The trace JAX is binding primitives in (jax 0.10's `core.trace_ctx`)."""
+    from jax._src import core
+    return core.trace_ctx.trace
 
 
 def _new_run(quiet: bool = False) -> int:

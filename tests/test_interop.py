@@ -181,9 +181,10 @@ def test_jax_derivatives_of_a_function_that_prints_asserts_or_is_guarded(capfd):
 
 
 def test_eager_calls_compile_once(capfd):
-    """Called eagerly (no trace), a function with callbacks and its JAX gradient report to one run per
-    function, so JAX compiles them once (a new run per call was a compile per call); each call still prints
-    and raises its own fault."""
+    """Called eagerly (no trace), a function with callbacks, its JAX gradient and its jax.vmap report to one
+    run per function, so JAX compiles them once (a new run per call was a compile per call); each call still
+    prints and raises its own fault."""
+    from arrc.runtime import effects
     compiles = []
 
     def count(name, *_, **__):
@@ -191,16 +192,19 @@ def test_eager_calls_compile_once(capfd):
             compiles.append(name)
     g = arrc.loads(GRADS_SRC, filename="d.arr").g.as_jax()
     x = np.array([2.0, 3.0, 5.0, 9.0], np.float32)
-    g(x), jax.grad(g)(x)
+    lanes = np.stack([x, x])
+    g(x), jax.grad(g)(x), jax.vmap(g)(lanes)
+    runs = len(effects.runs())
     jax.monitoring.register_event_duration_secs_listener(count)
     try:
         for _ in range(3):
             np.testing.assert_allclose(g(x), np.sum(np.sqrt(x - 1.0)), rtol=1e-6)
             np.testing.assert_allclose(jax.grad(g)(x), 0.5 / np.sqrt(x - 1.0), rtol=1e-6)
+            np.testing.assert_allclose(jax.vmap(g)(lanes), np.sum(np.sqrt(lanes - 1.0), axis=1), rtol=1e-6)
     finally:
         jax.monitoring.unregister_event_duration_listener(count)
-    assert compiles == []
-    assert capfd.readouterr().out == "g at 2.0\n" * 8
+    assert compiles == [] and len(effects.runs()) == runs      # (and no record made per call, never freed)
+    assert capfd.readouterr().out == "g at 2.0\n" * 16
     assert _report(lambda: g(-x)).startswith("AssertionFailed: error[R0005]: assertion failed: x must be positive")
     np.testing.assert_allclose(g(x), np.sum(np.sqrt(x - 1.0)), rtol=1e-6)
 
