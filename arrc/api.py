@@ -312,10 +312,11 @@ class Function:
                             f"cannot check after it; docs/interop.md)")
         return as_jax(self, _derivative_for_jax, _vmap_lanes_first, ArgumentError)
 
-    def _as_jax_spmd(self):
-        """`as_jax` for arrc/sharding.py: the run id of its callbacks first, nan/inf at the results left to it."""
+    def _as_jax_spmd(self, origins: bool = False):
+        """`as_jax` for arrc/sharding.py: the run id of its callbacks first, nan/inf at the results left to it;
+        with `origins`, its origin build."""
         from arrc.interop import as_jax
-        return as_jax(self, _derivative_for_jax, _vmap_lanes_first, ArgumentError, spmd=True)
+        return as_jax(self, _derivative_for_jax, _vmap_lanes_first, ArgumentError, spmd=True, origins=origins)
 
     def sharded(self, mesh, in_specs=None, out_specs=None):
         """This function as one SPMD program over `mesh` (`arrc.mesh(data=4, model=2)`): argument i split as

@@ -27,7 +27,8 @@ _lock = threading.Lock()
 _primitives: dict = {}
 
 
-def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False, quiet: bool = False):
+def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False, quiet: bool = False,
+           origins: bool = False):
     """A JAX-traceable function computing `fn` (an arr Function, checked by the caller: arrc/api.py
     `Function.as_jax`). `derive(fn, kind)`: what makes `fn`'s "vjp" or "jvp" with respect to its float
     arguments (None without any; a jvp, None unless its results are all floats); `make_vmap(fn,
@@ -36,9 +37,10 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False, q
     callbacks (print, assert, guards) takes the run id they report to first, and the nan/inf guards at the
     results are left to the caller; otherwise its callbacks report to a run of its own, which the JAX call that
     ran them raises (`_raise_after`), its guards all checked inside the program; `quiet`: its prints print
-    nothing (a derivative's: the function's own call has printed)."""
+    nothing (a derivative's: the function's own call has printed); `origins` (with `spmd`): the module's origin
+    build, whose nan/inf guards report each operation that made a value reaching a result (passes/guards.py)."""
     import jax
-    prim = _primitive(fn, make_vmap)
+    prim = _primitive(fn, make_vmap, origins=origins)
     tuple_result = fn._sig.tuple_result
     n, k = len(fn._sig.params), len(fn._sig.results)
     floats = [i for i, (_, t, _) in enumerate(fn._sig.params) if t.dtype.is_float]
@@ -58,7 +60,7 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False, q
                for r, key in zip(prim.bind(*args, mesh=_mesh(), run=None if spmd else _run_for(fn, quiet)), keys_out)]
         return tuple(out) if tuple_result else out[0]
 
-    if spmd and has_effects(fn, spmd=True):
+    if spmd and (origins or has_effects(fn, spmd=True)):
         return lambda run_id, *args: apply(run_id, *operands(args))
     make_backward, make_tangent = derive(fn, "vjp"), derive(fn, "jvp")     # (each made when differentiated:
     backward = functools.lru_cache(maxsize=None)(make_backward or (lambda: None))   # its warnings, e.g. W0004, then)
@@ -146,10 +148,11 @@ def _transposed_by(tangents_of, pull, n: int) -> None:
     ad.primitive_transposes[tangents_of] = transpose
 
 
-def _primitive(fn, make_vmap, drop: int = 0):
-    """The JAX primitive of arr Function `fn` (made once per Function), without its first `drop` results."""
+def _primitive(fn, make_vmap, drop: int = 0, origins: bool = False):
+    """The JAX primitive of arr Function `fn` (made once per Function), without its first `drop` results; with
+    `origins`, of its origin build (`as_jax`)."""
     with _lock:
-        prim = _primitives.get((id(fn), drop))
+        prim = _primitives.get((id(fn), drop, origins))
         if prim is not None and prim[0] is fn:
             return prim[1]
     from jax._src import dispatch
@@ -158,11 +161,11 @@ def _primitive(fn, make_vmap, drop: int = 0):
     prim = Primitive(f"arr_{getattr(fn, 'label', fn.name)}")
     prim.multiple_results = True
     prim.def_impl(functools.partial(dispatch.apply_primitive, prim))
-    prim.def_effectful_abstract_eval(functools.partial(_abstract, fn, drop))
-    mlir.register_lowering(prim, functools.partial(_lower, fn, drop))
+    prim.def_effectful_abstract_eval(functools.partial(_abstract, fn, drop, origins))
+    mlir.register_lowering(prim, functools.partial(_lower, fn, drop, origins))
     batching.primitive_batchers[prim] = functools.partial(_batch, fn, make_vmap, drop, prim)
     with _lock:
-        _primitives[(id(fn), drop)] = (fn, prim)
+        _primitives[(id(fn), drop, origins)] = (fn, prim)
     return prim
 
 
@@ -175,7 +178,7 @@ def _arr_types(fn, shapes_dtypes) -> list:
 
 
 @functools.lru_cache(maxsize=256)
-def _program(fn, key: tuple, platform: str, mesh: tuple, spmd: bool) -> tuple[str, bool]:
+def _program(fn, key: tuple, platform: str, mesh: tuple, spmd: bool, origins: bool) -> tuple[str, bool]:
     """`fn` lowered for the operands' (shape, dtype) `key` through the passes of a compile for `platform` (its
     guards that check inside the program, `in_program`), `shard` over `mesh`, and what a program inside JAX's
     needs written out: its text with locations (sites' lines), and whether it has host callbacks."""
@@ -184,8 +187,9 @@ def _program(fn, key: tuple, platform: str, mesh: tuple, spmd: bool) -> tuple[st
     from arrc.passes.spmd import ClampUpdateStarts, ReportPast
     from arrc.runtime.pipeline import apply_passes, around, passes_for
     lowered = fn.lower(*_arr_types(fn, key))
-    apply_passes(lowered.module, lowered.context, [ReportPast()] + around(passes_for(in_program(fn, spmd)), platform,
-                                                                          mesh) + [ClampUpdateStarts()], fn.sources)
+    apply_passes(lowered.module, lowered.context, [ReportPast()] + around(passes_for(in_program(fn, spmd, origins)),
+                                                                          platform, mesh) + [ClampUpdateStarts()],
+                 fn.sources)
     with lowered.context:
         calls = any(abi.KIND in op.attributes for op in ops_named(lowered.module, "stablehlo.custom_call"))
     return lowered.as_text(debug_info=True), calls
@@ -200,22 +204,22 @@ def _result_types(fn, key: tuple) -> list:
             (concrete(t.shape), t.dtype.np, False) for t in fn.lower(*_arr_types(fn, key)).result_types]
 
 
-def _abstract(fn, drop: int, *avals, mesh: tuple, run: int | None):
+def _abstract(fn, drop: int, origins: bool, *avals, mesh: tuple, run: int | None):
     """The result types, and JAX's effect where `fn`'s program has host callbacks: JAX then neither drops a call
     whose results are unused nor runs one it should not (a branch of a `cond`). Only there: an effect sends
     every call of JAX's executable down its Python path (a guarded function with nothing to check in it, 8
     devices: ~500 us more a call)."""
     from jax._src.core import ShapedArray
-    operand = _run_operand(fn, run)
+    operand = _run_operand(fn, run, origins)
     avals = avals[1:] if operand else avals
     key = tuple((tuple(a.shape), a.dtype) for a in avals)
     types = [ShapedArray(shape, dtype) for shape, dtype, _ in _result_types(fn, key)[drop:]]
     calls = (operand or run is not None) and (bool(fn.module._program.extern_functions)  # (lowered per platform)
-                                              or _program(fn, key, "cpu", mesh, run is None)[1])
+                                              or _program(fn, key, "cpu", mesh, run is None, origins)[1])
     return types, {_effect()} if calls else set()
 
 
-def _lower(fn, drop: int, ctx, *args, mesh: tuple, run: int | None):
+def _lower(fn, drop: int, origins: bool, ctx, *args, mesh: tuple, run: int | None):
     """arr's module of `fn` for the operands' types merged into JAX's (its host callbacks registered there) and
     called: with the run id and an io token where it has callbacks, its extra results dropped."""
     import numpy as np
@@ -226,10 +230,11 @@ def _lower(fn, drop: int, ctx, *args, mesh: tuple, run: int | None):
     from arrc.compiler.ops_random import keys_of_words, words_of_keys
     from arrc.passes.rewrite import entry
     platform = ctx.module_context.platforms[0]
-    operand = _run_operand(fn, run)
+    operand = _run_operand(fn, run, origins)
     avals = ctx.avals_in[1:] if operand else ctx.avals_in
     key = tuple((tuple(a.shape), a.dtype) for a in avals)
-    source = ir.Module.parse(_program(fn, key, platform, mesh, run is None)[0], context=ctx.module_context.context)
+    source = ir.Module.parse(_program(fn, key, platform, mesh, run is None, origins)[0],
+                             context=ctx.module_context.context)
     _host_callbacks(ctx, source, fn, platform, run)
     main = entry(source)
     hidden = sorted((emit.int_attr(main, a), a) for a in (abi.RUN_ARG, abi.IO_ARG) if emit.int_attr(main, a) is not None)
@@ -254,19 +259,22 @@ def has_effects(fn, spmd: bool) -> bool:
     return fn.name in fn.module._program.effectful or fn.checks_bounds or bool(in_program(fn, spmd).kinds)
 
 
-def in_program(fn, spmd: bool):
+def in_program(fn, spmd: bool, origins: bool = False):
     """The guards of `fn`'s module that check inside the program, as passes/guards.py takes them: all of them
     (`as_jax` takes nan and inf in the all-ops scope only: JAX's code reads arr's results), or for
-    arrc/sharding.py all but nan and inf at the results, which it checks itself."""
+    arrc/sharding.py all but nan and inf at the results, which it checks itself; with `origins`, its origin
+    build's (all of them)."""
     from arrc.passes.guards import GuardOptions
     module = fn.module
+    if origins:
+        return GuardOptions(module.guard_kinds, module.guard_scope, origins=True)
     at_results = module.guard_scope == "results" and spmd
     return GuardOptions(module.guard_kinds - ({"nan", "inf"} if at_results else set()), module.guard_scope)
 
 
-def _run_operand(fn, run: int | None) -> bool:
+def _run_operand(fn, run: int | None, origins: bool = False) -> bool:
     """Whether the primitive's first operand is the run id (arrc/sharding.py's calls), not `run`, a constant."""
-    return run is None and has_effects(fn, spmd=True)
+    return run is None and (origins or has_effects(fn, spmd=True))
 
 
 def _host_callbacks(ctx, module, fn, platform: str, run: int | None) -> None:

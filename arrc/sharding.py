@@ -245,7 +245,7 @@ def checked_call(fn, jitted, args):
         return out
     out, suspect = jitted(*args)
     if _read(suspect):      # (replicated: under jax.distributed every process comes here)
-        _replay(fn, args, out)
+        _fault_at_results(fn, args, out)
     return out
 
 
@@ -259,8 +259,9 @@ def _read(flag) -> bool:
 
 def _with_effects(fn, jitted, args):
     """`checked_call` of a function with host callbacks (print, assert, guards inside the program): the run id
-    they report to first. A fault they saw is raised by the call on one device (`_replay`: the same report as
-    there), a failed assert on one process as it is."""
+    they report to first. A fault they saw is raised as they reported it (the report of a call on one device,
+    with a note of where the call ran); under jax.distributed, where only the first device's process ran them,
+    by the call on each process's device (`_replay`)."""
     import jax
     import numpy as np
     from arrc.runtime import effects
@@ -277,9 +278,30 @@ def _with_effects(fn, jitted, args):
         faulted = bool(multihost_utils.broadcast_one_to_all(np.int32(faulted)))
     elif state.failure is not None:
         raise state.failure
-    if faulted or (suspect is not None and _read(suspect)):
+    elif state.events:
+        _raise_reported(fn, state, out)
+    if faulted:
         _replay(fn, args, out)
+    elif suspect is not None and _read(suspect):
+        _fault_at_results(fn, args, out)
     return out
+
+
+def _raise_reported(fn, state, out) -> None:
+    """Raise the first report of the guards' callbacks in the SPMD program, as a call on one device raises it,
+    with a note of where the call ran."""
+    from arrc.runtime.guards import raise_faults
+    from arrc.runtime.reports import GuardError
+    try:
+        raise_faults(state, fn.module.guard_scope, None, fn.shown_name, fn.sources)
+    except GuardError as err:
+        err.diagnostic.notes.append(_ran_on(out if fn._sig.tuple_result else (out,)))
+        err.args = (str(err),)
+        raise
+
+
+def _ran_on(leaves) -> str:
+    return f"the call ran as one program on {len(set().union(*(r.sharding.device_set for r in leaves)))} devices"
 
 
 def _replay(fn, args, out) -> None:
@@ -298,29 +320,94 @@ def _replay(fn, args, out) -> None:
         raise
 
 
-def _held_by(leaves) -> str:
-    """Which device holds the first non-finite element of the first result that has one."""
+def _fault_at_results(fn, args, out) -> None:
+    """Where the flag of an SPMD call says a float result's sum is not finite: the fault's report, from the
+    module's origin build run as an SPMD program on the arguments as they are laid out (nothing gathered;
+    `origin_function`), with a note of the device holding the first non-finite result element; nothing where
+    no element is one its guards check for (a sum that overflowed). Under jax.distributed, where the origin
+    build's callbacks report to the first device's process only, each process calls `fn` on its own device
+    instead (`_replay`), so that every one raises the same report."""
     import jax
     import numpy as np
+    from arrc.runtime import effects
+    from arrc.runtime.guards import raise_faults
+    from arrc.runtime.reports import GuardError
+    if jax.process_count() > 1:
+        return _replay(fn, args, out)
+    run_id, origins = effects.begin(quiet=True)
+    try:
+        bad, first = jax.block_until_ready(origin_function(fn)(np.int32(run_id), *args))
+    finally:
+        effects.end(run_id)
+    leaves = out if fn._sig.tuple_result else (out,)
+    floats = [i for i, t in enumerate(fn._sig.results) if t.dtype.is_float]
+    state = effects.RunState(quiet=True)
+    state.bad_results = {i for i, b in zip(floats, bad) if bool(b)}
+    state.fault = bool(state.bad_results)
+    try:
+        raise_faults(state, fn.module.guard_scope, lambda: origins, fn.shown_name, fn.sources)
+    except GuardError as err:
+        k = min(state.bad_results)
+        index = tuple(int(i) for i in np.unravel_index(int(first[floats.index(k)]), leaves[k].shape))
+        err.diagnostic.notes.append(_held_by(leaves, (k, index)))
+        err.args = (str(err),)
+        raise
+
+
+def origin_function(fn):
+    """The origin build of `fn` as an SPMD program (made once per Function): the run id of its callbacks first;
+    its results, for each float result, whether an element is one the module's guards check for (NaN,
+    infinity) and the flat index of the first."""
+    def make():
+        import jax
+        import jax.numpy as jnp
+        traced = fn._as_jax_spmd(origins=True)
+        floats = [i for i, t in enumerate(fn._sig.results) if t.dtype.is_float]
+        kinds = fn.module.guard_kinds & {"nan", "inf"}
+
+        def checked(x):
+            return jnp.isnan(x) if kinds == {"nan"} else jnp.isinf(x) if kinds == {"inf"} else ~jnp.isfinite(x)
+
+        def run(run_id, *args):
+            out = traced(run_id, *args)
+            leaves = out if fn._sig.tuple_result else (out,)
+            found = [checked(leaves[i]).ravel() for i in floats]
+            return [jnp.any(f) for f in found], [jnp.argmax(f) for f in found]
+        return jax.jit(run)
+    return _once("origins", fn, make)
+
+
+def _held_by(leaves, found: tuple | None = None) -> str:
+    """Which device holds the first non-finite element of the first result that has one: `found`, (result,
+    index), or where None read from the results (gathered)."""
     devices = len(set().union(*(r.sharding.device_set for r in leaves)))
+    ran = _ran_on(leaves)
+    found = found or _first_not_finite(leaves)
+    if found is None:
+        return ran
+    k, index = found
+    r = leaves[k]
+    holders = sorted((d for d, where in r.sharding.devices_indices_map(r.shape).items()
+                      if all(s.start is None or s.start <= i < s.stop for s, i in zip(where, index))),
+                     key=lambda d: d.id)
+    if len(holders) == devices:
+        return f"{ran}; result {k}, where the fault shows, is on every device"
+    processes = {d.process_index for d in r.sharding.device_set}
+    names = [f"{d.id} of process {d.process_index}" if len(processes) > 1 else str(d.id) for d in holders]
+    who = f"device {names[0]}" if len(names) == 1 else f"devices {', '.join(names)}"
+    return f"{ran}; the first non-finite element of result {k}, at index {list(index)}, is held by {who}"
+
+
+def _first_not_finite(leaves) -> tuple | None:
+    import jax
+    import numpy as np
     for k, r in enumerate(leaves):
         if not jax.numpy.issubdtype(r.dtype, jax.numpy.inexact):      # (floats and complex numbers; not keys)
             continue
-        host = host_value(r)
-        bad = np.argwhere(~np.isfinite(host))
+        bad = np.argwhere(~np.isfinite(host_value(r)))
         if len(bad):
-            index = tuple(int(i) for i in bad[0])
-            holders = sorted((d for d, where in r.sharding.devices_indices_map(r.shape).items()
-                              if all(s.start is None or s.start <= i < s.stop for s, i in zip(where, index))),
-                             key=lambda d: d.id)
-            ran = f"the call ran as one program on {devices} devices"
-            if len(holders) == devices:
-                return f"{ran}; result {k}, where the fault shows, is on every device"
-            processes = {d.process_index for d in r.sharding.device_set}
-            names = [f"{d.id} of process {d.process_index}" if len(processes) > 1 else str(d.id) for d in holders]
-            who = f"device {names[0]}" if len(names) == 1 else f"devices {', '.join(names)}"
-            return f"{ran}; the first non-finite element of result {k}, at index {list(index)}, is held by {who}"
-    return f"the call ran as one program on {devices} devices"
+            return k, tuple(int(i) for i in bad[0])
+    return None
 
 
 def host_value(x):

@@ -127,6 +127,9 @@ CHILD = textwrap.dedent('''
     assert len(same_all.sharding.device_set) == 8, same_all.sharding
     np.testing.assert_array_equal(np.asarray(same_all), np.asarray(out))
     counts = np.arange(32, dtype=np.int32)
+    import arrc.sharding as spmd                    # (a fault's report is made SPMD too: nothing is gathered)
+    gathered, host_value = [], spmd.host_value
+    spmd.host_value = lambda a: gathered.append(a) or host_value(a)
     np.testing.assert_array_equal(guarded.share.sharded(mesh, in_specs=("data", None))(counts, 3), counts // 3)
     for call, alone in ((lambda: guarded.pick.sharded(mesh, in_specs=(("data", "model"), None))(x, 40),
                          lambda: guarded.pick(x, 40)),
@@ -178,6 +181,8 @@ CHILD = textwrap.dedent('''
             raise AssertionError("no report")
         except arrc.NaNError as err:
             print(str(err).splitlines()[4], str(err).splitlines()[-1], sep="\\n")
+    spmd.host_value = host_value
+    assert gathered == [], len(gathered)
 
     # errors with a message, before anything runs
     def message(call):
