@@ -553,16 +553,6 @@ class Function:
                 self._compiled[key] = found
         return found
 
-    def _replay(self, args: list) -> None:
-        """A call on this process's device with its prints silenced, which raises its fault (a failed assert, a
-        guard's report) where it has one: what a call run as one SPMD program runs where one was seen there
-        (arrc/sharding.py)."""
-        values = self._bind(args, {})
-        types = tuple(_type_of_value(v, p) for v, (_, p, _) in zip(values, self._sig.params))
-        _, state = self._build(types, origins=False)[0](values, quiet=True)
-        if state is not None:
-            self._raise_faults(state, types, values)
-
     def _raise_faults(self, state, types: tuple, values: list) -> None:
         from arrc.runtime.guards import raise_faults
 

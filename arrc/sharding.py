@@ -260,8 +260,7 @@ def _read(flag) -> bool:
 def _with_effects(fn, jitted, args):
     """`checked_call` of a function with host callbacks (print, assert, guards inside the program): the run id
     they report to first. A fault they saw is raised as they reported it (the report of a call on one device,
-    with a note of where the call ran); under jax.distributed, where only the first device's process ran them,
-    by the call on each process's device (`_replay`)."""
+    with a note of where the call ran), in every process (`_raise_everywhere`)."""
     import jax
     import numpy as np
     from arrc.runtime import effects
@@ -272,68 +271,64 @@ def _with_effects(fn, jitted, args):
     finally:
         effects.end(run_id)
     out, suspect = out if flags_results(fn) else (out, None)
-    faulted = state.failure is not None or bool(state.events)
-    if jax.process_count() > 1:             # (only the first device's process ran the callbacks: where one
-        from jax.experimental import multihost_utils           # failed, every process gathers the arguments)
-        faulted = bool(multihost_utils.broadcast_one_to_all(np.int32(faulted)))
-    elif state.failure is not None:
-        raise state.failure
-    elif state.events:
-        _raise_reported(fn, state, out)
-    if faulted:
-        _replay(fn, args, out)
-    elif suspect is not None and _read(suspect):
+    reported = state.failure is not None or bool(state.events)
+    _raise_everywhere(_reported(fn, state, out) if reported else None, reported)
+    if suspect is not None and _read(suspect):
         _fault_at_results(fn, args, out)
     return out
 
 
-def _raise_reported(fn, state, out) -> None:
-    """Raise the first report of the guards' callbacks in the SPMD program, as a call on one device raises it,
-    with a note of where the call ran."""
+def _reported(fn, state, out):
+    """The first fault the callbacks of an SPMD call reported (a failed assert; a guard's report, as a call on
+    one device makes it, with a note of where the call ran), or None."""
     from arrc.runtime.guards import raise_faults
-    from arrc.runtime.reports import GuardError
+    from arrc.runtime.reports import AssertionFailed, GuardError, LoopBoundExceeded
     try:
         raise_faults(state, fn.module.guard_scope, None, fn.shown_name, fn.sources)
     except GuardError as err:
-        err.diagnostic.notes.append(_ran_on(out if fn._sig.tuple_result else (out,)))
-        err.args = (str(err),)
-        raise
+        if not isinstance(err, (AssertionFailed, LoopBoundExceeded)):
+            err.diagnostic.notes.append(_ran_on(out if fn._sig.tuple_result else (out,)))
+            err.args = (str(err),)
+        return err
+    return None
 
 
 def _ran_on(leaves) -> str:
     return f"the call ran as one program on {len(set().union(*(r.sharding.device_set for r in leaves)))} devices"
 
 
-def _replay(fn, args, out) -> None:
-    """Call `fn` on this process's device, the arguments gathered, its prints silenced: it raises the fault the
-    SPMD call had (a guard's origin report, with a note of the device holding the first non-finite result
-    element), or returns (a sum that overflowed with finite elements)."""
-    from arrc.runtime.reports import AssertionFailed, GuardError, LoopBoundExceeded
-    try:
-        fn._replay([host_value(a) for a in args])
-    except GuardError as err:
-        if isinstance(err, (AssertionFailed, LoopBoundExceeded)):
-            raise
-        leaves = out if fn._sig.tuple_result else (out,)
-        err.diagnostic.notes.append(_held_by(leaves))
-        err.args = (str(err),)
-        raise
+def _raise_everywhere(err, here: bool) -> None:
+    """Raise `err` (an arrc.GuardError, or None: nothing) in every process: under jax.distributed, the one of
+    the process where `here` (whose device ran the program's host callbacks, which saw the fault), sent to the
+    others through JAX's collectives (pickled; `multihost_utils`), so that each raises the same report and none
+    is left waiting in a collective. Where no process saw one, each raises its own `err` (made from replicated
+    values, the same everywhere)."""
+    import jax
+    if jax.process_count() > 1:
+        import pickle
+        import numpy as np
+        from jax.experimental import multihost_utils
+        seen = np.asarray(multihost_utils.process_allgather(np.int32(here)))
+        if seen.any():
+            source = jax.process_index() == int(np.argmax(seen))
+            data = np.frombuffer(pickle.dumps(err), np.uint8) if source else np.zeros(0, np.uint8)
+            size = int(multihost_utils.broadcast_one_to_all(np.int32(data.size), is_source=source))
+            data = data if source else np.zeros(size, np.uint8)
+            err = pickle.loads(np.asarray(multihost_utils.broadcast_one_to_all(data, is_source=source)).tobytes())
+    if err is not None:
+        raise err
 
 
 def _fault_at_results(fn, args, out) -> None:
     """Where the flag of an SPMD call says a float result's sum is not finite: the fault's report, from the
     module's origin build run as an SPMD program on the arguments as they are laid out (nothing gathered;
-    `origin_function`), with a note of the device holding the first non-finite result element; nothing where
-    no element is one its guards check for (a sum that overflowed). Under jax.distributed, where the origin
-    build's callbacks report to the first device's process only, each process calls `fn` on its own device
-    instead (`_replay`), so that every one raises the same report."""
+    `origin_function`), with a note of the device holding the first non-finite result element, raised in every
+    process; nothing where no element is one its guards check for (a sum that overflowed)."""
     import jax
     import numpy as np
     from arrc.runtime import effects
     from arrc.runtime.guards import raise_faults
     from arrc.runtime.reports import GuardError
-    if jax.process_count() > 1:
-        return _replay(fn, args, out)
     run_id, origins = effects.begin(quiet=True)
     try:
         bad, first = jax.block_until_ready(origin_function(fn)(np.int32(run_id), *args))
@@ -342,16 +337,18 @@ def _fault_at_results(fn, args, out) -> None:
     leaves = out if fn._sig.tuple_result else (out,)
     floats = [i for i, t in enumerate(fn._sig.results) if t.dtype.is_float]
     state = effects.RunState(quiet=True)
-    state.bad_results = {i for i, b in zip(floats, bad) if bool(b)}
+    state.bad_results = {i for i, b in zip(floats, bad) if bool(np.asarray(b))}
     state.fault = bool(state.bad_results)
+    err = None
     try:
         raise_faults(state, fn.module.guard_scope, lambda: origins, fn.shown_name, fn.sources)
-    except GuardError as err:
+    except GuardError as made:
         k = min(state.bad_results)
-        index = tuple(int(i) for i in np.unravel_index(int(first[floats.index(k)]), leaves[k].shape))
-        err.diagnostic.notes.append(_held_by(leaves, (k, index)))
-        err.args = (str(err),)
-        raise
+        index = tuple(int(i) for i in np.unravel_index(int(np.asarray(first[floats.index(k)])), leaves[k].shape))
+        made.diagnostic.notes.append(_held_by(leaves, (k, index)))
+        made.args = (str(made),)
+        err = made
+    _raise_everywhere(err, bool(origins.events))
 
 
 def origin_function(fn):
@@ -377,14 +374,11 @@ def origin_function(fn):
     return _once("origins", fn, make)
 
 
-def _held_by(leaves, found: tuple | None = None) -> str:
-    """Which device holds the first non-finite element of the first result that has one: `found`, (result,
-    index), or where None read from the results (gathered)."""
+def _held_by(leaves, found: tuple) -> str:
+    """Which device holds the first non-finite element of the first result that has one, `found`: (result,
+    index)."""
     devices = len(set().union(*(r.sharding.device_set for r in leaves)))
     ran = _ran_on(leaves)
-    found = found or _first_not_finite(leaves)
-    if found is None:
-        return ran
     k, index = found
     r = leaves[k]
     holders = sorted((d for d, where in r.sharding.devices_indices_map(r.shape).items()
@@ -396,18 +390,6 @@ def _held_by(leaves, found: tuple | None = None) -> str:
     names = [f"{d.id} of process {d.process_index}" if len(processes) > 1 else str(d.id) for d in holders]
     who = f"device {names[0]}" if len(names) == 1 else f"devices {', '.join(names)}"
     return f"{ran}; the first non-finite element of result {k}, at index {list(index)}, is held by {who}"
-
-
-def _first_not_finite(leaves) -> tuple | None:
-    import jax
-    import numpy as np
-    for k, r in enumerate(leaves):
-        if not jax.numpy.issubdtype(r.dtype, jax.numpy.inexact):      # (floats and complex numbers; not keys)
-            continue
-        bad = np.argwhere(~np.isfinite(host_value(r)))
-        if len(bad):
-            return k, tuple(int(i) for i in bad[0])
-    return None
 
 
 def host_value(x):

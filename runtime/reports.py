@@ -26,6 +26,16 @@ class GuardError(RuntimeError):
     def __str__(self) -> str:
         return render(self.diagnostic, self.sources)
 
+    def __reduce__(self):       # (pickled whole: arrc/sharding.py sends a report to the other processes)
+        return _rebuilt, (type(self), self.__dict__)
+
+
+def _rebuilt(cls, state: dict) -> GuardError:
+    err = cls.__new__(cls)
+    err.__dict__.update(state)
+    err.args = (str(err),)
+    return err
+
 
 class NaNError(GuardError, FloatingPointError):
     code = "R0001"

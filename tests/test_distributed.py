@@ -48,6 +48,9 @@ WORKER = textwrap.dedent('''
                       "    assert all(x < 100.0), \\"small\\"\\n    return x * 2.0\\n", filename="p.arr")
     said = talk.f.sharded(mesh, in_specs=(("data", None),))
     np.testing.assert_array_equal(host_value(said(x)), x * 2)
+    import arrc.sharding as spmd            # (a fault's report is sent from the process that made it: no
+    gathered, host_value_of = [], spmd.host_value                               # process gathers an argument)
+    spmd.host_value = lambda a: (gathered.append(a) if isinstance(a, jax.Array) else None) or host_value_of(a)
     try:
         said(x * 1000)
         print("no report")
@@ -63,6 +66,8 @@ WORKER = textwrap.dedent('''
     except arrc.NaNError as err:
         print(str(err).splitlines()[4])
         print(str(err).splitlines()[-1])
+    spmd.host_value = host_value_of
+    assert gathered == [], len(gathered)
     arrc.distributed.shutdown()
     print("ok", flush=True)
 ''')
