@@ -349,16 +349,21 @@ _run_locks: dict = {}               # run id -> the lock of its RunState, which 
 
 def _run_for(fn, quiet: bool) -> int | None:
     """The run that the host callbacks of a call of `fn` report to, or None where it has none: one per trace
-    that `jax.jit` compiles (see `_Raising`); otherwise (a call made eagerly, a derivative JAX stages to
-    transpose, a call that `jax.vmap` maps) one per function, or each eager call would make a run (never
-    freed) and JAX would compile it again (~40 ms: it compiles an eager call once per primitive's
-    parameters). An eager call's executable has arr's callbacks only, which never call back into Python code
-    that could call `fn` again: its run is never held by a call that waits on another call of it."""
+    that `jax.jit` compiles, or inside one (see `_Raising`); otherwise (a call made eagerly, a derivative JAX
+    stages to transpose, a call that `jax.vmap` maps eagerly) one per function, or each eager call would make
+    a run (never freed) and JAX would compile it again (~40 ms: it compiles an eager call once per
+    primitive's parameters). An eager call's executable has arr's callbacks only, which never call back into
+    Python code that could call `fn` again: its run is never held by a call that waits on another call of it.
+    (`jax.linearize`'s function compiled by `jax.jit` keeps its tangent's shared run: a JAX callback in that
+    program that called the same jvp eagerly would wait on it.)"""
     from jax._src.interpreters import partial_eval
     if not has_effects(fn, spmd=False):
         return None
-    if isinstance(core_trace(), partial_eval.DynamicJaxprTrace):
-        return _new_run(quiet)
+    trace = core_trace()
+    while trace is not None:                # (a call vmapped inside jax.jit is compiled with it)
+        if isinstance(trace, partial_eval.DynamicJaxprTrace):
+            return _new_run(quiet)
+        trace = getattr(trace, "parent_trace", None)
     with _lock:
         made = _eager_runs.get((id(fn), quiet))
         if made is None or made[0] is not fn:

@@ -5,11 +5,12 @@ The function goes through `Function.as_jax()` (arrc/interop.py: its StableHLO me
 `jax.jit` with the mesh's shardings, so XLA's partitioner sees arr's operations as JAX's and the results come
 back as sharded `jax.Array`s with the shardings XLA chose. With the `nan`/`inf` guards (checked at the
 results, the default scope), the same program also returns whether the sum of each float result is finite
-(partitioned as any reduction, a replicated flag); where one is not, the call runs again on one device,
-which finds the origin and raises its report (global element indices), with a note naming the device that
-holds the first bad result element. `print`, `assert` and the guards that check inside the program (`bounds`,
-`div0`, the all-ops scope) run their host callbacks on the program's first device (arrc/interop.py registers
-them with JAX's module); a fault they report is raised by the call on one device.
+(partitioned as any reduction, a replicated flag); where one is not, the module's origin build runs as an
+SPMD program too, which finds the origin and raises its report (global element indices), with a note naming
+the device that holds the first bad result element. `print`, `assert` and the guards that check inside the
+program (`bounds`, `div0`, the all-ops scope) run their host callbacks on the program's first device
+(arrc/interop.py registers them with JAX's module). Under jax.distributed the process that saw a fault sends
+its report to the others; nothing is gathered.
 """
 from __future__ import annotations
 
@@ -119,8 +120,8 @@ class Sharded:
                 host = np.asarray(host_value(a))     # several processes: a value of this process (a key: its words)
                 a = jax.make_array_from_callback(     # is the whole array, the same on each process, of which
                     host.shape, s, lambda index, host=host: host[index])    # each places its devices' parts
-            elif isinstance(a, jax.Array) and a.sharding != s:
-                a = jax.device_put(a, s)
+            elif isinstance(a, jax.Array) and a.sharding != s or jax.process_count() > 1:   # (under
+                a = jax.device_put(a, s)            # jax.distributed, jax.jit refuses a NumPy argument to split)
             placed.append(a)
         self._check_divisible(placed)
         return placed
@@ -195,7 +196,7 @@ def spmd_function(fn):
     """What runs as the SPMD program: `fn` as JAX traces it (made once per Function; where it prints or
     asserts, the run id of its callbacks first), and with the module's nan/inf guards the flag `checked_call`
     reads, whether the sum of a float result is not finite (a sum is finite only where every element is, or
-    overflows: then the call on one device decides)."""
+    overflows: then the origin build decides, `_fault_at_results`)."""
     def make():
         import jax.numpy as jnp
         traced = fn._as_jax_spmd()
@@ -221,12 +222,11 @@ _in_flight: collections.deque = collections.deque()
 
 
 def checked_call(fn, jitted, args):
-    """Run the SPMD program `jitted` of `fn`; with guards, where its flag says a result may not be finite,
-    call `fn` again on one device (the arguments gathered, its prints silenced): it raises the origin's report,
-    with a note of the device that holds the first non-finite result element, or returns (a sum that
-    overflowed). Where `fn` prints or asserts, its callbacks run on the program's first device (prints once)
-    and the call waits for them; a failed assert is raised on that process, and on every other one by a call on
-    its own device that fails the same way. At most MAX_IN_FLIGHT calls run at once."""
+    """Run the SPMD program `jitted` of `fn`; with guards, where its flag says a result may not be finite, run
+    its origin build (`_fault_at_results`): it raises the origin's report, with a note of the device that holds
+    the first non-finite result element, or returns (a sum that overflowed). Where `fn` prints or asserts, its
+    callbacks run on the program's first device (prints once) and the call waits for them; a fault they report
+    is raised in every process (`_with_effects`). At most MAX_IN_FLIGHT calls run at once."""
     if has_effects(fn, spmd=True):
         return _with_effects(fn, jitted, args)
     if not flags_results(fn):
@@ -272,7 +272,7 @@ def _with_effects(fn, jitted, args):
         effects.end(run_id)
     out, suspect = out if flags_results(fn) else (out, None)
     reported = state.failure is not None or bool(state.events)
-    _raise_everywhere(_reported(fn, state, out) if reported else None, reported)
+    _raise_everywhere(_reported(fn, state, out) if reported else None, reported, out)
     if suspect is not None and _read(suspect):
         _fault_at_results(fn, args, out)
     return out
@@ -297,14 +297,16 @@ def _ran_on(leaves) -> str:
     return f"the call ran as one program on {len(set().union(*(r.sharding.device_set for r in leaves)))} devices"
 
 
-def _raise_everywhere(err, here: bool) -> None:
-    """Raise `err` (an arrc.GuardError, or None: nothing) in every process: under jax.distributed, the one of
-    the process where `here` (whose device ran the program's host callbacks, which saw the fault), sent to the
-    others through JAX's collectives (pickled; `multihost_utils`), so that each raises the same report and none
-    is left waiting in a collective. Where no process saw one, each raises its own `err` (made from replicated
-    values, the same everywhere)."""
+def _raise_everywhere(err, here: bool, out) -> None:
+    """Raise `err` (an arrc.GuardError, or None: nothing) in every process that ran the call of results `out`:
+    where it ran over other processes' devices too (jax.distributed), the one of the process where `here`
+    (whose device ran the program's host callbacks, which saw the fault), sent to the others through JAX's
+    collectives (pickled; `multihost_utils`), so that each raises the same report and none is left waiting
+    in a collective. Where no process saw one, each raises its own `err` (made from replicated values, the
+    same everywhere)."""
     import jax
-    if jax.process_count() > 1:
+    leaves = jax.tree_util.tree_leaves(out)
+    if any(not getattr(r, "is_fully_addressable", True) for r in leaves):
         import pickle
         import numpy as np
         from jax.experimental import multihost_utils
@@ -348,7 +350,7 @@ def _fault_at_results(fn, args, out) -> None:
         made.diagnostic.notes.append(_held_by(leaves, (k, index)))
         made.args = (str(made),)
         err = made
-    _raise_everywhere(err, bool(origins.events))
+    _raise_everywhere(err, bool(origins.events), out)
 
 
 def origin_function(fn):

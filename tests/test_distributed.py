@@ -68,6 +68,14 @@ WORKER = textwrap.dedent('''
         print(str(err).splitlines()[-1])
     spmd.host_value = host_value_of
     assert gathered == [], len(gathered)
+    # a mesh of this process's devices only: its fault is its own (no collective with the other process)
+    local = arrc.mesh(data=2, devices=jax.local_devices())
+    own = bad if jax.process_index() == 0 else np.full((8, 4), 3.0, np.float32)
+    try:
+        np.testing.assert_array_equal(guarded.logs.sharded(local, in_specs=(("data", None),))(own), np.log(own - 1))
+        print("clean")
+    except arrc.NaNError as err:
+        print(str(err).splitlines()[-1])
     arrc.distributed.shutdown()
     print("ok", flush=True)
 ''')
@@ -112,6 +120,8 @@ def test_two_processes_run_one_program_and_raise_the_same_report():
             "  |            ^^^^^^^^^^^^ this `log` produced NaN at index [5, 2]",
             "  = note: the call ran as one program on 4 devices; the first non-finite element of result 0, at "
             "index [5, 2], is held by device 2048 of process 1",
+            "  = note: the call ran as one program on 2 devices; the first non-finite element of result 0, at "
+            "index [5, 2], is held by device 1" if p is done[0] else "clean",
             "ok"], p.stdout
 
 
