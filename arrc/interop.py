@@ -5,8 +5,8 @@ private function and calls it, so XLA compiles the arr and JAX operations togeth
 For a function of float results, `jax.jvp` is arr's `jvp` with respect to its float arguments
 (`jax.custom_jvp`), whose tangent primitive is linear with arr's vjp as its transpose, so `jax.grad` and
 `jax.hessian` work too; otherwise (an integer result) `jax.grad`/`jax.vjp` go through `jax.custom_vjp`, with
-arr's vjp as the backward pass. `jax.vmap` goes
-through the primitive's batching rule, arr's `vmap` (compiler/batching.py).
+arr's vjp as the backward pass. `jax.vmap` goes through the primitive's batching rule, arr's `vmap`
+(compiler/batching.py).
 
 A `key` parameter takes a JAX typed key array (Threefry-2x32) or its words, a uint32 `[..., 2]`
 (`jax.random.PRNGKey`): the primitive's operand is the words, packed into arr's keys in the lowering; a key
