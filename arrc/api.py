@@ -432,7 +432,7 @@ class Function:
         the report if there is a fault (a function is pure: running it twice repeats nothing)."""
         full = self._call
         if self._reads_scalars:
-            return self._reading_scalars(main, [i for i, t in enumerate(self._sig.results) if t.dtype.is_float])
+            return self._reading_scalars(main, self._sig.float_results)
 
         def call(*args, **kwargs):
             out = main(*args, **kwargs)

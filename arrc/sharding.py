@@ -202,7 +202,7 @@ def spmd_function(fn):
         traced = fn._as_jax_spmd()
         if not flags_results(fn):
             return traced
-        floats = [i for i, t in enumerate(fn._sig.results) if t.dtype.is_float]
+        floats = fn._sig.float_results
 
         def checked(*args):
             out = traced(*args)
@@ -286,15 +286,17 @@ def _reported(fn, state, out):
     try:
         raise_faults(state, fn.module.guard_scope, None, fn.shown_name, fn.sources)
     except GuardError as err:
-        if not isinstance(err, (AssertionFailed, LoopBoundExceeded)):
-            err.diagnostic.notes.append(_ran_on(out if fn._sig.tuple_result else (out,)))
-            err.args = (str(err),)
-        return err
+        return err if isinstance(err, (AssertionFailed, LoopBoundExceeded)) else \
+            err.noted(_ran_on(_devices(out if fn._sig.tuple_result else (out,))))
     return None
 
 
-def _ran_on(leaves) -> str:
-    return f"the call ran as one program on {len(set().union(*(r.sharding.device_set for r in leaves)))} devices"
+def _ran_on(devices: int) -> str:
+    return f"the call ran as one program on {devices} devices"
+
+
+def _devices(leaves) -> int:
+    return len(set().union(*(r.sharding.device_set for r in leaves)))
 
 
 def _raise_everywhere(err, here: bool, out) -> None:
@@ -337,7 +339,7 @@ def _fault_at_results(fn, args, out) -> None:
     finally:
         effects.end(run_id)
     leaves = out if fn._sig.tuple_result else (out,)
-    floats = [i for i, t in enumerate(fn._sig.results) if t.dtype.is_float]
+    floats = fn._sig.float_results
     state = effects.RunState(quiet=True)
     state.bad_results = {i for i, b in zip(floats, bad) if bool(np.asarray(b))}
     state.fault = bool(state.bad_results)
@@ -347,9 +349,7 @@ def _fault_at_results(fn, args, out) -> None:
     except GuardError as made:
         k = min(state.bad_results)
         index = tuple(int(i) for i in np.unravel_index(int(np.asarray(first[floats.index(k)])), leaves[k].shape))
-        made.diagnostic.notes.append(_held_by(leaves, (k, index)))
-        made.args = (str(made),)
-        err = made
+        err = made.noted(_held_by(leaves, (k, index)))
     _raise_everywhere(err, bool(origins.events), out)
 
 
@@ -361,7 +361,7 @@ def origin_function(fn):
         import jax
         import jax.numpy as jnp
         traced = fn._as_jax_spmd(origins=True)
-        floats = [i for i, t in enumerate(fn._sig.results) if t.dtype.is_float]
+        floats = fn._sig.float_results
         kinds = fn.module.guard_kinds & {"nan", "inf"}
 
         def checked(x):
@@ -379,8 +379,8 @@ def origin_function(fn):
 def _held_by(leaves, found: tuple) -> str:
     """Which device holds the first non-finite element of the first result that has one, `found`: (result,
     index)."""
-    devices = len(set().union(*(r.sharding.device_set for r in leaves)))
-    ran = _ran_on(leaves)
+    devices = _devices(leaves)
+    ran = _ran_on(devices)
     k, index = found
     r = leaves[k]
     holders = sorted((d for d, where in r.sharding.devices_indices_map(r.shape).items()

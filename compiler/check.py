@@ -56,6 +56,11 @@ class Signature:
         res = ", ".join(str(t) for t in self.results)
         return f"({params}) -> " + (f"({res})" if self.tuple_result else res)
 
+    @property
+    def float_results(self) -> list[int]:
+        """The indices of its float results."""
+        return [i for i, t in enumerate(self.results) if t.dtype.is_float]
+
 
 def dim_of(expr, consts: dict, shape_vars: list | None, file_errors: list) -> Dim | None:
     """Evaluate a dimension expression; unknown names become shape variables when `shape_vars` allows."""

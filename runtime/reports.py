@@ -26,6 +26,12 @@ class GuardError(RuntimeError):
     def __str__(self) -> str:
         return render(self.diagnostic, self.sources)
 
+    def noted(self, note: str) -> GuardError:
+        """This report with one more note (where it was seen: arrc/sharding.py)."""
+        self.diagnostic.notes.append(note)
+        self.args = (str(self),)
+        return self
+
     def __reduce__(self):       # (pickled whole: arrc/sharding.py sends a report to the other processes)
         return _rebuilt, (type(self), self.__dict__)
 
