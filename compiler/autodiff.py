@@ -704,6 +704,7 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
     unroll_counted_loops(block)
     _number_from(fn)
     ops = list(block.operations)
+    forward = {o.operation for o in ops[:-1]}
     ret = ops[-1]
     extra = max(emit.int_attr(fn, abi.EXTRA_RESULTS, -1), 0)
     results = list(ret.operands)[:len(ret.operands) - extra]
@@ -731,6 +732,7 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
         outs = (results if keep_value else []) + grads + extras
         func.ReturnOp(outs)
     ret.erase()
+    _erase_unused_adjoints(block, forward)
     erase_dead([o for o in ops[:-1] if o.operation.name == "stablehlo.while"])     # loops replaced by tapes
     if past is not None:
         emit.set_int_attr(fn, abi.BOUND_RESULT, outs.index(past))
@@ -1057,6 +1059,16 @@ def erase_dead(ops: list) -> None:
     one), last first."""
     for o in reversed(ops):
         if all(not list(v.uses) for v in o.results) and not _calls_the_host(o):
+            o.operation.erase()
+
+
+def _erase_unused_adjoints(block, forward: set) -> None:
+    """Erase the operations the sweep added to `block` (those not in `forward`) whose results are unused and
+    that hold no region: cotangents nothing needs, such as a constant exponent's (`log(base) * ans`, NaN
+    for a negative base), which an all-ops guard would check. Ops with regions stay: erasing one leaves
+    the Python objects of the ops inside it pointing at freed memory (a later walk crashed)."""
+    for o in reversed(list(block.operations)[:-1]):
+        if o.operation not in forward and not o.operation.regions and all(not list(v.uses) for v in o.results):
             o.operation.erase()
 
 
