@@ -101,7 +101,7 @@ class Sharded:
 
     def __call__(self, *args):
         with _tracing(self.mesh):
-            return checked_call(self.fn, self.jitted, self._placed(args))
+            return checked_call(self.fn, self.jitted, self._placed(args), self.mesh)
 
     def _placed(self, args) -> list:
         """The arguments as jax.jit takes them for these shardings: a (nested) list as a NumPy array of its
@@ -113,7 +113,7 @@ class Sharded:
         n = len(self.fn._sig.params)
         args = [self.fn._python_argument(a, i) if type(a) in (list, tuple, bool, int, float) and i < n else a
                 for i, a in enumerate(args)]
-        self._check_types(args)
+        self._check_arguments(args)
         placed = []
         for a, s in zip(args, self.in_shardings):
             if not s.is_fully_addressable and getattr(a, "is_fully_addressable", True):
@@ -123,16 +123,16 @@ class Sharded:
             elif isinstance(a, jax.Array) and a.sharding != s or jax.process_count() > 1:   # (under
                 a = jax.device_put(a, s)            # jax.distributed, jax.jit refuses a NumPy argument to split)
             placed.append(a)
-        self._check_divisible(placed)
         return placed
 
-    def _check_types(self, args) -> None:
+    def _check_arguments(self, args) -> None:
         """The arguments against the signature, as a call on one device checks them (their count, each dtype
-        exactly: jax.jit alone would narrow an f64 array to f32, or drop an argument too many), once per kind
-        of arguments."""
+        exactly: jax.jit alone would narrow an f64 array to f32, or drop an argument too many), and their
+        split dimensions against the mesh (`_check_divisible`), once per kind of arguments."""
         kinds = tuple((type(a), getattr(a, "dtype", None), getattr(a, "shape", None)) for a in args)
         if kinds not in self._checked:
             self.fn._check_types(self.fn._types_of(tuple(args)), list(args))
+            self._check_divisible(args)
             self._checked.add(kinds)
 
     def lower(self, *args):
@@ -221,16 +221,20 @@ MAX_IN_FLIGHT = 8
 _in_flight: collections.deque = collections.deque()
 
 
-def checked_call(fn, jitted, args):
+def checked_call(fn, jitted, args, mesh=None):
     """Run the SPMD program `jitted` of `fn`; with guards, where its flag says a result may not be finite, run
     its origin build (`_fault_at_results`): it raises the origin's report, with a note of the device that holds
     the first non-finite result element, or returns (a sum that overflowed). Where `fn` prints or asserts, its
     callbacks run on the program's first device (prints once) and the call waits for them; a fault they report
-    is raised in every process (`_with_effects`). At most MAX_IN_FLIGHT calls run at once."""
-    if has_effects(fn, spmd=True):
-        return _with_effects(fn, jitted, args)
+    is raised in every process (`_with_effects`); where its program has no callback for these arguments, no run
+    is made (its run id `_no_run(mesh)`, `mesh` the arguments'). At most MAX_IN_FLIGHT calls run at once."""
+    run = ()
+    if _once("effects", fn, lambda: has_effects(fn, spmd=True)):
+        if _calls_back(fn, jitted, args):
+            return _with_effects(fn, jitted, args)
+        run = (_no_run(mesh),)
     if not flags_results(fn):
-        out = jitted(*args)
+        out = jitted(*run, *args)
         import jax
         leaves = jax.tree_util.tree_leaves(out)
         with _lock:
@@ -243,10 +247,43 @@ def checked_call(fn, jitted, args):
             except RuntimeError:
                 pass
         return out
-    out, suspect = jitted(*args)
+    out, suspect = jitted(*run, *args)
     if _read(suspect):      # (replicated: under jax.distributed every process comes here)
         _fault_at_results(fn, args, out)
     return out
+
+
+def _calls_back(fn, jitted, args) -> bool:
+    """Whether the SPMD program `jitted` of `fn` (which takes a run id first) has host callbacks for arguments
+    like `args`: JAX's effect on its trace says so (arrc/interop.py sets it only there). The guards a module
+    checks inside the program may find nothing to check in it (`all` on a chain of multiplications): a call
+    then neither makes a run nor waits for one. Traced once per kind of arguments."""
+    kinds = tuple((type(a), getattr(a, "shape", None), getattr(a, "dtype", None)) for a in args)
+    known = _once("callbacks", fn, dict)
+    found = known.get(kinds)
+    if found is None:
+        found = known[kinds] = bool(jitted.trace(0, *args).jaxpr.effects)
+    return found
+
+
+_no_runs: dict = {}
+
+
+def _no_run(mesh):
+    """The run id of a call whose program has no host callback to report to it: placed on every device of
+    `mesh` once (a Python 0 would be sent to each of them at every call: 8 devices, 64K elements, ~1.6x
+    unguarded against 1.4x), or where the arguments have no mesh, 0."""
+    if mesh is None:
+        return 0
+    with _lock:
+        made = _no_runs.get(mesh)
+        if made is None:
+            import jax
+            import numpy as np
+            from jax.sharding import NamedSharding
+            made = _no_runs[mesh] = jax.make_array_from_callback(
+                (), NamedSharding(mesh, partition_spec(None)), lambda index: np.int32(0))
+        return made
 
 
 def _read(flag) -> bool:
@@ -425,5 +462,6 @@ def spmd_call(fn, args):
     they are (jax.jit takes their shardings), the results sharded as XLA chose."""
     import jax
     meshes = [a.sharding.mesh for a in args if isinstance(getattr(a, "sharding", None), jax.sharding.NamedSharding)]
-    with _tracing(meshes[0] if meshes else None):
-        return checked_call(fn, _once("jit", fn, lambda: jax.jit(spmd_function(fn))), args)
+    mesh = meshes[0] if meshes else None
+    with _tracing(mesh):
+        return checked_call(fn, _once("jit", fn, lambda: jax.jit(spmd_function(fn))), args, mesh)
