@@ -414,14 +414,23 @@ class Function:
         """A call through `main` (the dispatcher), which returns the results and the PAST value last
         (`_dispatch_miss` too); where a loop ran past its bound, the full call runs again and raises
         its report (R0006)."""
-        full, tuple_result = self._call, self._sig.tuple_result
+        full, read = self._call, pjrt.read_when_ready
+        if self._sig.tuple_result:
+            def call(*args, **kwargs):
+                *out, past = main(*args, **kwargs) if kwargs else main(*args)
+                if read(past, 1, self._polls):
+                    return full(args, kwargs)[0]
+                return tuple(out)
+            return call
 
-        def call(*args, **kwargs):
-            *out, past = main(*args, **kwargs)
-            if pjrt.read_when_ready(past)[1]:
+        def call_one(*args, **kwargs):      # (`**kwargs` passed on empty costs ~4 us a call: not done)
+            out, past = main(*args, **kwargs) if kwargs else main(*args)
+            if read(past, 1, self._polls):
                 return full(args, kwargs)[0]
-            return tuple(out) if tuple_result else out[0]
-        return call
+            return out
+        return call_one
+
+    _polls = False      # per instance: whether a program the dispatcher runs is not inline (`_dispatch_miss`)
 
     def _checking(self, main, check):
         """A call through `main` (the dispatcher), then the results filter (runtime/call.py
@@ -435,7 +444,7 @@ class Function:
             return self._reading_scalars(main, self._sig.float_results)
 
         def call(*args, **kwargs):
-            out = main(*args, **kwargs)
+            out = main(*args, **kwargs) if kwargs else main(*args)
             if pjrt.read_when_ready(check(out)):
                 return full(args, kwargs)[0]
             return out
@@ -453,10 +462,10 @@ class Function:
         full, tuple_result = self._call, self._sig.tuple_result
 
         def call(*args, **kwargs):
-            out = main(*args, **kwargs)
+            out = main(*args, **kwargs) if kwargs else main(*args)
             leaves = out if tuple_result else (out,)
             for i in floats:            # (np.isfinite of a fresh result's buffer takes ~20 us more here)
-                if not math.isfinite(pjrt.read_when_ready(leaves[i])):
+                if not math.isfinite(pjrt.read_when_ready(leaves[i], 0, self._polls)):
                     return full(args, kwargs)[0]
             return out
         return call
@@ -481,6 +490,8 @@ class Function:
         out, compiled, tuple_result = self._call(args, kwargs)
         if compiled is None:            # (an SPMD call: jax.jit's own dispatcher runs it)
             return out, None, False
+        if not compiled.executable.runs_inline:     # (its results are read polling: `read_when_ready`)
+            self._polls = True
         if compiled.check is not None and self._checks_results and not self._reads_scalars:
             self._checks[_result_key(list(out) if tuple_result else [out])] = compiled.results_filter
         fast = None
