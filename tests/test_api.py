@@ -289,3 +289,25 @@ def test_64_bit_values_survive_without_the_x64_flag():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().endswith("ok")
+
+
+def test_a_calls_small_results_are_read_when_ready_and_whether_it_runs_inline():
+    """runtime/pjrt.py `read_when_ready` (a PAST value, a guard's flag, a scalar result): element `index`, of
+    every dtype it reads through the buffer protocol and of one it does not (bf16), polled or not: the
+    buffer protocol waits for a result not yet computed. `Executable.runs_inline` says where XLA:CPU runs
+    the program on the calling thread (under 1,000 flops), which a call then reads without polling."""
+    from arrc.runtime import pjrt
+    for dtype in (jnp.bool_, jnp.int32, jnp.int64, jnp.float16, jnp.float32, jnp.float64, jnp.bfloat16):
+        values = jnp.asarray([0, 3, -2] if dtype != jnp.bool_ else [False, True, False], dtype)
+        for index in range(3):
+            assert pjrt.read_when_ready(values, index, poll=index == 1) == np.asarray(values)[index]
+    slow = jax.jit(lambda a: (a @ a @ a @ a).sum())
+    a = jnp.full((600, 600), 0.001, jnp.float32)
+    for poll in (True, False):
+        assert pjrt.read_when_ready(slow(a), 0, poll) == np.asarray(slow(a))
+    mod = arrc.loads("def tiny(x: f32[4]) -> f32[4]:\n    return x + 1.0\n\n"
+                     "def big(a: f32[64, 64]) -> f32[64, 64]:\n    return a @ a\n")
+    mod.tiny(np.ones(4, np.float32))
+    mod.big(np.ones((64, 64), np.float32))
+    [(tiny, _)], [(big, _)] = mod.tiny._compiled.values(), mod.big._compiled.values()
+    assert tiny.executable.runs_inline and not big.executable.runs_inline
