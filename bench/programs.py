@@ -760,7 +760,7 @@ def programs(generated_statements: int = 2000) -> list[Program]:
                 "steps_grad", jax_small_loop_grad, lambda: [_rng(9).standard_normal(16), np.int64(20)], x64=True,
                 tags={"info"}, notes="JAX: lax.scan of length 20 that ignores the count (less work than arr's "
                                      "function): the fixed cost of the bound's check shows (an extra result "
-                                     "and its read, ~3.3 us)"),
+                                     "and its read, ~6 us)"),
         Program("uniform f32[4M]", UNIFORM, "draw", jax_uniform, lambda: [np.array([0, 42], np.uint32)],
                 specs=["key"], notes="Threefry-2x32 bits; the key as its u32 words (jax.random.PRNGKey) on both sides"),
         Program("kmeans f32[2000,2] k=3 x10", KMEANS, "kmeans", jax_kmeans, _kmeans_input,
