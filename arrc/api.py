@@ -430,7 +430,8 @@ class Function:
             return out
         return call_one
 
-    _polls = False      # per instance: whether a program the dispatcher runs is not inline (`_dispatch_miss`)
+    _polls = False      # per instance: whether a program its dispatchers run is not inline (`_dispatch_miss`,
+                        # `_check_miss`): its small results are then read polling (`read_when_ready`)
 
     def _checking(self, main, check):
         """A call through `main` (the dispatcher), then the results filter (runtime/call.py
@@ -445,7 +446,7 @@ class Function:
 
         def call(*args, **kwargs):
             out = main(*args, **kwargs) if kwargs else main(*args)
-            if pjrt.read_when_ready(check(out)):
+            if pjrt.read_when_ready(check(out), 0, self._polls):
                 return full(args, kwargs)[0]
             return out
         return call
@@ -477,6 +478,8 @@ class Function:
         check = self._checks.get(_result_key(leaves))
         if check is None:           # (a program with nothing to check: only empty float results)
             return np.False_, None, False
+        if not check.runs_inline:
+            self._polls = True
         return check(leaves)[0], check.fastpath(leaves, "single"), False
 
     _entry = _first_call                # per instance, the first call replaces it
