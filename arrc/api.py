@@ -490,13 +490,15 @@ class Function:
     def _dispatch_miss(self, *args, **kwargs):
         """The dispatcher has not seen these argument types: make the full call, and hand it the
         executable to run itself next time (positional calls of one without effects or guards)."""
-        out, compiled, tuple_result = self._call(args, kwargs)
+        results, compiled, tuple_result = self._call(args, kwargs)
+        # as the executable returns them (`_reading_past` reads the PAST value, which `_call` checked)
+        out = (list(results) if tuple_result else [results]) + [_NO_PAST] if self._returns_past else results
         if compiled is None:            # (an SPMD call: jax.jit's own dispatcher runs it)
             return out, None, False
         if not compiled.executable.runs_inline:     # (its results are read polling: `read_when_ready`)
             self._polls = True
         if compiled.check is not None and self._checks_results and not self._reads_scalars:
-            self._checks[_result_key(list(out) if tuple_result else [out])] = compiled.results_filter
+            self._checks[_result_key(list(results) if tuple_result else [results])] = compiled.results_filter
         fast = None
         names = [name for name, _, _ in self._sig.params]
         # jaxlib passes the positional arguments, then the keyword ones sorted by name: the executable's
@@ -510,8 +512,6 @@ class Function:
             if all(t is not None for t in transferred):
                 fast = compiled.executable.fastpath(transferred, "list" if self._returns_past else
                                                     "tuple" if tuple_result else "single")
-        if self._returns_past:          # as the executable returns them: `_call` checked the PAST value
-            return (list(out) if tuple_result else [out]) + [_NO_PAST], fast, False
         return out, fast, False
 
     def _call(self, args, kwargs):

@@ -233,7 +233,9 @@ CHILD = textwrap.dedent('''
     """, filename="t.arr")
     tape = taped.df.sharded(mesh, in_specs=(("data", None), None))
     np.testing.assert_allclose(tape(x, 3), taped.df(x, 3), rtol=1e-6)
-    assert len(taped.df(xs, 3).sharding.device_set) == 8
+    spread = taped.df(xs, 3)            # (a plain call on sharded arguments: the SPMD program, its results)
+    assert len(spread.sharding.device_set) == 8
+    np.testing.assert_allclose(np.asarray(spread), taped.df(x, 3), rtol=1e-6)
     reports = []
     for call in (lambda: tape(x, 6), lambda: taped.df(xs, 6), lambda: taped.df(x, 6)):
         try:
