@@ -717,7 +717,7 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
                 seeds[r] = hlo.add(seeds[r], seed) if r in seeds else seed
         _building.append(_Bounds(effects.sites_in(fn.operation.parent) if sites is None else sites))
         try:
-            cts = sweep(ops[:-1], seeds)
+            cts = sweep(ops[:-1], seeds, {block.arguments[i] for i in wrt})
         finally:
             pasts = _building.pop().regions[0]
         if isinstance(cts, Diagnostic):
@@ -732,7 +732,10 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
         outs = (results if keep_value else []) + grads + extras
         func.ReturnOp(outs)
     ret.erase()
-    _erase_unused_adjoints(block, forward)
+    # cotangents nothing uses (the all-ops guards would check them; a constant exponent's, `log(base) * ans`,
+    # is NaN for a negative base). Not ops with regions: erasing one leaves the Python objects of the ops
+    # inside it pointing at freed memory (a later walk crashed)
+    erase_dead([o for o in list(block.operations)[:-1] if o.operation not in forward and not o.operation.regions])
     erase_dead([o for o in ops[:-1] if o.operation.name == "stablehlo.while"])     # loops replaced by tapes
     if past is not None:
         emit.set_int_attr(fn, abi.BOUND_RESULT, outs.index(past))
@@ -874,13 +877,14 @@ def _forward_id(op) -> int:
     return ir.IntegerAttr(op.attributes[abi.FORWARD_ID]).value
 
 
-def sweep(ops: list, cts: dict):
+def sweep(ops: list, cts: dict, sources: set | None = None):
     """The backward sweep over `ops` (in program order), emitted at the current insertion point: from the
     cotangents `cts` (value -> cotangent) of values they make, the cotangents of the values they use
     (their operands, and for ops with regions the values those capture). The dict, or a Diagnostic.
-    A cotangent goes only where a float value from outside `ops` flows (`_varied`): the float ops of a
-    random sample, made from its key's bits, need no derivative, as in JAX."""
-    varied = _varied(ops)
+    A cotangent goes only where a value of `sources` (where None, any float value from outside `ops`)
+    flows (`_varied`): the float ops of a random sample, made from its key's bits, or of an argument the
+    derivative is not taken with respect to, need no derivative, as in JAX."""
+    varied = _varied(ops, sources)
     for op in reversed(ops):
         outs = [cts.pop(r, None) for r in op.results]
         if all(c is None for c in outs) or not any(r in varied for r in op.results):
@@ -906,14 +910,16 @@ def sweep(ops: list, cts: dict):
     return cts
 
 
-def _varied(ops: list) -> set:
-    """The results of `ops` that depend on a float value from outside them (an argument of the function
-    differentiated, a value a loop body captures): the values a derivative can flow through."""
+def _varied(ops: list, sources: set | None = None) -> set:
+    """The results of `ops` that depend on a value of `sources`, or where None on a float value from outside
+    them (an argument of the function differentiated, a value a loop body captures): the values a
+    derivative can flow through."""
     made = {r for op in ops for r in op.results}
     varied: set = set()
     for op in ops:
         inputs = list(op.operands) + (captured(op) if op.regions else [])
-        if any(v in varied or (v not in made and _is_float(v)) for v in inputs):
+        if any(v in varied or (v in sources if sources is not None else v not in made and _is_float(v))
+               for v in inputs):
             varied.update(op.results)
     return varied
 
@@ -1059,16 +1065,6 @@ def erase_dead(ops: list) -> None:
     one), last first."""
     for o in reversed(ops):
         if all(not list(v.uses) for v in o.results) and not _calls_the_host(o):
-            o.operation.erase()
-
-
-def _erase_unused_adjoints(block, forward: set) -> None:
-    """Erase the operations the sweep added to `block` (those not in `forward`) whose results are unused and
-    that hold no region: cotangents nothing needs, such as a constant exponent's (`log(base) * ans`, NaN
-    for a negative base), which an all-ops guard would check. Ops with regions stay: erasing one leaves
-    the Python objects of the ops inside it pointing at freed memory (a later walk crashed)."""
-    for o in reversed(list(block.operations)[:-1]):
-        if o.operation not in forward and not o.operation.regions and all(not list(v.uses) for v in o.results):
             o.operation.erase()
 
 
