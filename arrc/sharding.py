@@ -129,7 +129,7 @@ class Sharded:
         """The arguments against the signature, as a call on one device checks them (their count, each dtype
         exactly: jax.jit alone would narrow an f64 array to f32, or drop an argument too many), and their
         split dimensions against the mesh (`_check_divisible`), once per kind of arguments."""
-        kinds = tuple((type(a), getattr(a, "dtype", None), getattr(a, "shape", None)) for a in args)
+        kinds = _kinds(args)
         if kinds not in self._checked:
             self.fn._check_types(self.fn._types_of(tuple(args)), list(args))
             self._check_divisible(args)
@@ -230,7 +230,7 @@ def checked_call(fn, jitted, args, mesh=None):
     is made (its run id `_no_run(mesh)`, `mesh` the arguments'). At most MAX_IN_FLIGHT calls run at once."""
     run = ()
     if _once("effects", fn, lambda: has_effects(fn, spmd=True)):
-        if _calls_back(fn, jitted, args):
+        if _calls_back(fn, jitted, args, mesh):
             return _with_effects(fn, jitted, args)
         run = (_no_run(mesh),)
     if not flags_results(fn):
@@ -253,28 +253,34 @@ def checked_call(fn, jitted, args, mesh=None):
     return out
 
 
-def _calls_back(fn, jitted, args) -> bool:
-    """Whether the SPMD program `jitted` of `fn` (which takes a run id first) has host callbacks for arguments
-    like `args`: JAX's effect on its trace says so (arrc/interop.py sets it only there). The guards a module
+def _calls_back(fn, jitted, args, mesh) -> bool:
+    """Whether the SPMD program `jitted` of `fn` (which takes a run id first) over `mesh` has host callbacks for
+    arguments like `args`: JAX's effect on its trace says so (arrc/interop.py sets it only there, from the
+    program lowered for the CPU: on another platform, or without a mesh, taken as yes). The guards a module
     checks inside the program may find nothing to check in it (`all` on a chain of multiplications): a call
     then neither makes a run nor waits for one. Traced once per kind of arguments."""
-    kinds = tuple((type(a), getattr(a, "shape", None), getattr(a, "dtype", None)) for a in args)
+    if mesh is None or mesh.devices.flat[0].platform != "cpu":
+        return True
     known = _once("callbacks", fn, dict)
+    kinds = _kinds(args)
     found = known.get(kinds)
     if found is None:
-        found = known[kinds] = bool(jitted.trace(0, *args).jaxpr.effects)
+        import numpy as np
+        found = known[kinds] = bool(jitted.trace(np.int32(0), *args).jaxpr.effects)
     return found
+
+
+def _kinds(args) -> tuple:
+    """What a call's handling of its arguments depends on: each one's type, dtype and shape."""
+    return tuple((type(a), getattr(a, "dtype", None), getattr(a, "shape", None)) for a in args)
 
 
 _no_runs: dict = {}
 
 
 def _no_run(mesh):
-    """The run id of a call whose program has no host callback to report to it: placed on every device of
-    `mesh` once (a Python 0 would be sent to each of them at every call: 8 devices, 64K elements, ~1.6x
-    unguarded against 1.4x), or where the arguments have no mesh, 0."""
-    if mesh is None:
-        return 0
+    """The run id of a call whose program has no host callback to report to it, placed on every device of
+    `mesh` once (a Python 0 would be sent to each of them at every call)."""
     with _lock:
         made = _no_runs.get(mesh)
         if made is None:

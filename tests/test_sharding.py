@@ -127,6 +127,8 @@ CHILD = textwrap.dedent('''
     begun, begin = [], effects.begin
     effects.begin = lambda *a, **k: begun.append(a) or begin(*a, **k)
     same_all = guarded.normalize(xs)
+    np.testing.assert_allclose(np.asarray(guarded.normalize.sharded(mesh, in_specs=(("data", None),))(x)),
+                               np.asarray(same_all), rtol=1e-6)
     effects.begin = begin
     assert begun == [], begun
     assert len(same_all.sharding.device_set) == 8, same_all.sharding
