@@ -100,7 +100,8 @@ class Executable:
     @functools.cached_property
     def runs_inline(self) -> bool:
         """Whether XLA:CPU runs it on the calling thread (its cost analysis counts fewer than INLINE_FLOPS; a
-        `while` counts one iteration): its results are then ready when a call returns."""
+        `while` counts one iteration), as it does when its arguments are ready: its results are then ready
+        when a call returns (one on the result of a longer program still running is queued instead)."""
         if self.platform != "cpu":
             return False
         try:
@@ -394,9 +395,10 @@ def read_when_ready(x, index: int = 0, poll: bool = True):
     `block_until_ready`: on XLA:CPU a sleeping caller wakes ~35 us after a result is ready, which a call of
     ~100 us would pay each time (measured: the taped power iteration's call 99 us blocking, 62 us polling).
     Polling holds the GIL, so this is not for an executable with host callbacks (they need the GIL to run);
-    nor needed for one that runs inline (`Executable.runs_inline`), whose results are ready. On the CPU the
-    element is read through the array's buffer protocol (which waits for it too): a NumPy array of a fresh
-    result costs ~8-13 us more (a 20-step loop's gradient read its PAST value in a 66 us call, now 54 us)."""
+    nor needed for one that runs inline (`Executable.runs_inline`), whose results are ready (where one is
+    not, the read waits asleep: only slower). On the CPU the element is read through the array's buffer
+    protocol (which waits for it too): a NumPy array of a fresh result costs ~8-13 us more (a 20-step
+    loop's gradient, reading its PAST value: 68 us a call, now 57 us)."""
     if type(x) is _ArrayImpl:
         if poll and not x.is_ready():
             deadline = time.perf_counter() + POLL_S

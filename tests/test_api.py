@@ -291,16 +291,23 @@ def test_64_bit_values_survive_without_the_x64_flag():
     assert proc.stdout.strip().endswith("ok")
 
 
-def test_a_calls_small_results_are_read_when_ready_and_whether_it_runs_inline():
+def test_a_calls_small_results_are_read_when_ready_and_whether_it_runs_inline(monkeypatch):
     """runtime/pjrt.py `read_when_ready` (a PAST value, a guard's flag, a scalar result): element `index`, of
     every dtype it reads through the buffer protocol and of one it does not (bf16), polled or not: the
     buffer protocol waits for a result not yet computed. `Executable.runs_inline` says where XLA:CPU runs
     the program on the calling thread (under 1,000 flops), which a call then reads without polling."""
+    import types
     from arrc.runtime import pjrt
+    pjrt._bind_jax()
     for dtype in (jnp.bool_, jnp.int32, jnp.int64, jnp.float16, jnp.float32, jnp.float64, jnp.bfloat16):
         values = jnp.asarray([0, 3, -2] if dtype != jnp.bool_ else [False, True, False], dtype)
-        for index in range(3):
-            assert pjrt.read_when_ready(values, index, poll=index == 1) == np.asarray(values)[index]
+        assert type(values) is pjrt._ArrayImpl
+        expected = np.asarray(values)
+        with monkeypatch.context() as patch:       # (the buffer protocol only, where it reads the dtype)
+            if np.dtype(dtype) in pjrt._UNPACK:
+                patch.setattr(pjrt, "np", types.SimpleNamespace(asarray=None))
+            for index in range(3):
+                assert pjrt.read_when_ready(values, index, poll=index == 1) == expected[index]
     slow = jax.jit(lambda a: (a @ a @ a @ a).sum())
     a = jnp.full((600, 600), 0.001, jnp.float32)
     for poll in (True, False):
@@ -311,3 +318,4 @@ def test_a_calls_small_results_are_read_when_ready_and_whether_it_runs_inline():
     mod.big(np.ones((64, 64), np.float32))
     [(tiny, _)], [(big, _)] = mod.tiny._compiled.values(), mod.big._compiled.values()
     assert tiny.executable.runs_inline and not big.executable.runs_inline
+    assert not mod.tiny._polls and mod.big._polls      # (what the dispatcher ran: read without polling or not)
