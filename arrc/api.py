@@ -415,6 +415,7 @@ class Function:
         (`_dispatch_miss` too); where a loop ran past its bound, the full call runs again and raises
         its report (R0006)."""
         full, read = self._call, pjrt.read_when_ready
+        # `**kwargs` passed on empty costs ~4 us a call; a single result unpacked as a list then indexed, ~2.5
         if self._sig.tuple_result:
             def call(*args, **kwargs):
                 *out, past = main(*args, **kwargs) if kwargs else main(*args)
@@ -423,7 +424,7 @@ class Function:
                 return tuple(out)
             return call
 
-        def call_one(*args, **kwargs):      # (`**kwargs` passed on empty costs ~4 us a call: not done)
+        def call_one(*args, **kwargs):
             out, past = main(*args, **kwargs) if kwargs else main(*args)
             if read(past, 1, self._polls):
                 return full(args, kwargs)[0]
@@ -491,14 +492,15 @@ class Function:
         """The dispatcher has not seen these argument types: make the full call, and hand it the
         executable to run itself next time (positional calls of one without effects or guards)."""
         results, compiled, tuple_result = self._call(args, kwargs)
+        leaves = list(results) if tuple_result else [results]
         # as the executable returns them (`_reading_past` reads the PAST value, which `_call` checked)
-        out = (list(results) if tuple_result else [results]) + [_NO_PAST] if self._returns_past else results
+        out = leaves + [_NO_PAST] if self._returns_past else results
         if compiled is None:            # (an SPMD call: jax.jit's own dispatcher runs it)
             return out, None, False
         if not compiled.executable.runs_inline:     # (its results are read polling: `read_when_ready`)
             self._polls = True
         if compiled.check is not None and self._checks_results and not self._reads_scalars:
-            self._checks[_result_key(list(results) if tuple_result else [results])] = compiled.results_filter
+            self._checks[_result_key(leaves)] = compiled.results_filter
         fast = None
         names = [name for name, _, _ in self._sig.params]
         # jaxlib passes the positional arguments, then the keyword ones sorted by name: the executable's
