@@ -81,9 +81,11 @@ WORKER = textwrap.dedent('''
 ''')
 
 
-# Gloo's own line, which its threads print to stdout unsynchronized: now and then two run together, one is
-# left without its newline, or one is cut in two by another; its two halves are taken out one by one.
-GLOO = re.compile(r"\[Gloo\] Rank \d+ is connected to \d+ peer ranks\. ?|Expected number of connected peer ranks is : \d+")
+# Gloo's own line, which its threads print to stdout unsynchronized and in pieces: now and then two run
+# together, one is left without its newline, or one is cut by another, even between a rank and its number
+# ("[Gloo] Rank 0 is connected to 1[Gloo] Rank  peer ranks. ..."); its pieces are taken out one by one.
+GLOO = re.compile(r"\[Gloo\] Rank (\d+ )?|(\d+ )?is connected to( \d+)?| ?peer ranks\. ?"
+                  r"|Expected number of connected peer ranks is : \d+")
 
 
 def _port() -> int:
