@@ -100,11 +100,21 @@ def _attr_ints(op, name: str) -> list[int]:
 
 # ---- the rules: rule(op, cts) -> cotangents of op's operands (None: none) ------------------------------
 # `cts` are the cotangents of op's results (None where a result has none); `op.operands`, `op.results`.
+# A cotangent may be a function that builds it: the sweep calls it only where that operand's is wanted.
 
 def _elementwise(jvp: Callable) -> Callable:
-    """A rule from `jvp(g, ans, *operands) -> [tangent contribution per operand]` (JAX's defjvp2 form)."""
+    """A rule from `jvp(g, ans, x) -> [tangent contribution]` (JAX's defjvp2 form) for a one-operand op."""
     def rule(op, cts):
         return jvp(cts[0], op.results[0], *op.operands)
+    return rule
+
+
+def _binary(lhs: Callable, rhs: Callable) -> Callable:
+    """A rule from `lhs(g, ans, x, y)` and `rhs(...)`, each operand's contribution, built only where the sweep
+    wants it (a constant exponent's, `log(base) * ans`, would be NaN for a negative base)."""
+    def rule(op, cts):
+        args = (cts[0], op.results[0], *op.operands)
+        return [lambda: lhs(*args), lambda: rhs(*args)]
     return rule
 
 
@@ -134,11 +144,11 @@ def _round_toward_zero(x):
 
 
 VJP: dict[str, Callable] = {
-    "stablehlo.add": _elementwise(lambda g, ans, x, y: [g, g]),
-    "stablehlo.subtract": _elementwise(lambda g, ans, x, y: [g, _neg(g)]),
-    "stablehlo.multiply": _elementwise(lambda g, ans, x, y: [_mul(g, y), _mul(x, g)]),
-    "stablehlo.divide": _elementwise(lambda g, ans, x, y: [
-        _div(g, y), _mul(_mul(_neg(g), x), _div(_c(1.0, y), _mul(y, y)))]),
+    "stablehlo.add": _binary(lambda g, ans, x, y: g, lambda g, ans, x, y: g),
+    "stablehlo.subtract": _binary(lambda g, ans, x, y: g, lambda g, ans, x, y: _neg(g)),
+    "stablehlo.multiply": _binary(lambda g, ans, x, y: _mul(g, y), lambda g, ans, x, y: _mul(x, g)),
+    "stablehlo.divide": _binary(lambda g, ans, x, y: _div(g, y),
+                                lambda g, ans, x, y: _mul(_mul(_neg(g), x), _div(_c(1.0, y), _mul(y, y)))),
     "stablehlo.negate": _elementwise(lambda g, ans, x: [_neg(g)]),
     "stablehlo.exponential": _elementwise(lambda g, ans, x: [_mul(g, ans)]),
     "stablehlo.exponential_minus_one": _elementwise(lambda g, ans, x: [
@@ -159,7 +169,7 @@ VJP: dict[str, Callable] = {
     "stablehlo.floor": _elementwise(lambda g, ans, x: [None]),
     "stablehlo.ceil": _elementwise(lambda g, ans, x: [None]),
     "stablehlo.round_nearest_even": _elementwise(lambda g, ans, x: [None]),
-    "stablehlo.power": _elementwise(lambda g, ans, x, y: [_pow_lhs(g, ans, x, y), _pow_rhs(g, ans, x, y)]),
+    "stablehlo.power": _binary(_pow_lhs, _pow_rhs),
     "stablehlo.tan": _elementwise(lambda g, ans, x: [_mul(g, hlo.add(_c(1.0, ans), _mul(ans, ans)))]),
     "stablehlo.cbrt": _elementwise(lambda g, ans, x: [_mul(g, _div(_c(1.0 / 3.0, ans), _mul(ans, ans)))]),
     "chlo.sinh": _elementwise(lambda g, ans, x: [_mul(g, _un("chlo.cosh", x))]),
@@ -171,14 +181,15 @@ VJP: dict[str, Callable] = {
                                                                _un("stablehlo.exponential", _neg(_mul(x, x)))))]),
     "chlo.erfc": _elementwise(lambda g, ans, x: [_mul(g, _mul(_c(-2.0 / np.sqrt(np.pi), x),
                                                                 _un("stablehlo.exponential", _neg(_mul(x, x)))))]),
-    "stablehlo.atan2": _elementwise(lambda g, ans, x, y: [
-        _mul(g, _div(y, hlo.add(_mul(x, x), _mul(y, y)))), _mul(g, _div(_neg(x), hlo.add(_mul(x, x), _mul(y, y))))]),
-    "stablehlo.remainder": _elementwise(lambda g, ans, x, y: [g, _mul(_neg(g), _round_toward_zero(_div(x, y)))]),
+    "stablehlo.atan2": _binary(lambda g, ans, x, y: _mul(g, _div(y, hlo.add(_mul(x, x), _mul(y, y)))),
+                               lambda g, ans, x, y: _mul(g, _div(_neg(x), hlo.add(_mul(x, x), _mul(y, y))))),
+    "stablehlo.remainder": _binary(lambda g, ans, x, y: g,
+                                   lambda g, ans, x, y: _mul(_neg(g), _round_toward_zero(_div(x, y)))),
     "stablehlo.round_nearest_afz": _elementwise(lambda g, ans, x: [None]),
-    "stablehlo.maximum": _elementwise(lambda g, ans, x, y: [
-        _mul(g, _balanced_eq(x, ans, y)), _mul(g, _balanced_eq(y, ans, x))]),
-    "stablehlo.minimum": _elementwise(lambda g, ans, x, y: [
-        _mul(g, _balanced_eq(x, ans, y)), _mul(g, _balanced_eq(y, ans, x))]),
+    "stablehlo.maximum": _binary(lambda g, ans, x, y: _mul(g, _balanced_eq(x, ans, y)),
+                                 lambda g, ans, x, y: _mul(g, _balanced_eq(y, ans, x))),
+    "stablehlo.minimum": _binary(lambda g, ans, x, y: _mul(g, _balanced_eq(x, ans, y)),
+                                 lambda g, ans, x, y: _mul(g, _balanced_eq(y, ans, x))),
 }
 
 
@@ -877,14 +888,25 @@ def _forward_id(op) -> int:
     return ir.IntegerAttr(op.attributes[abi.FORWARD_ID]).value
 
 
-def sweep(ops: list, cts: dict, sources: set | None = None):
+_sweeping: list = []        # the varied values of each sweep in progress, outermost first
+
+
+def sweep(ops: list, cts: dict, sources: set):
     """The backward sweep over `ops` (in program order), emitted at the current insertion point: from the
     cotangents `cts` (value -> cotangent) of values they make, the cotangents of the values they use
     (their operands, and for ops with regions the values those capture). The dict, or a Diagnostic.
-    A cotangent goes only where a value of `sources` (where None, any float value from outside `ops`)
-    flows (`_varied`): the float ops of a random sample, made from its key's bits, or of an argument the
-    derivative is not taken with respect to, need no derivative, as in JAX."""
+    A cotangent goes only where a value of `sources` flows (`_varied`): the float ops of a random sample,
+    made from its key's bits, of a constant, or of an argument the derivative is not taken with respect
+    to, need no derivative, as in JAX (a constant exponent's, `log(base) * ans`, would be NaN)."""
     varied = _varied(ops, sources)
+    _sweeping.append(varied)
+    try:
+        return _sweep(ops, cts, varied)
+    finally:
+        _sweeping.pop()
+
+
+def _sweep(ops: list, cts: dict, varied: set):
     for op in reversed(ops):
         outs = [cts.pop(r, None) for r in op.results]
         if all(c is None for c in outs) or not any(r in varied for r in op.results):
@@ -893,33 +915,29 @@ def sweep(ops: list, cts: dict, sources: set | None = None):
         if name in NOT_DIFFERENTIABLE:
             continue
         rule = VJP.get(name)
-        ins = None
-        if rule is not None:
-            with _adjoint_location(op.location, f"vjp({name.split('.')[-1]})#{_forward_id(op)}"):
-                ins = rule(op, outs)
-        if isinstance(ins, Diagnostic):
-            return ins
-        if ins is None:
+        if rule is None:
             return _cannot(name, op)
-        pairs = ins.items() if isinstance(ins, dict) else zip(op.operands, ins)
-        for operand, ct in pairs:
-            if ct is None or not _is_float(operand):
-                continue
-            key = operand
-            cts[key] = ct if key not in cts else hlo.add(cts[key], ct)
+        with _adjoint_location(op.location, f"vjp({name.split('.')[-1]})#{_forward_id(op)}"):
+            ins = rule(op, outs)
+            if isinstance(ins, Diagnostic):
+                return ins
+            if ins is None:
+                return _cannot(name, op)
+            pairs = ins.items() if isinstance(ins, dict) else zip(op.operands, ins)
+            for operand, ct in pairs:
+                if ct is None or not _is_float(operand) or operand not in varied:
+                    continue
+                ct = ct() if callable(ct) else ct
+                cts[operand] = ct if operand not in cts else hlo.add(cts[operand], ct)
     return cts
 
 
-def _varied(ops: list, sources: set | None = None) -> set:
-    """The results of `ops` that depend on a value of `sources`, or where None on a float value from outside
-    them (an argument of the function differentiated, a value a loop body captures): the values a
-    derivative can flow through."""
-    made = {r for op in ops for r in op.results}
-    varied: set = set()
+def _varied(ops: list, sources: set) -> set:
+    """The values a derivative can flow through: `sources` and the results of `ops` that depend on one."""
+    varied = set(sources)
     for op in ops:
         inputs = list(op.operands) + (captured(op) if op.regions else [])
-        if any(v in varied or (v in sources if sources is not None else v not in made and _is_float(v))
-               for v in inputs):
+        if any(v in varied for v in inputs):
             varied.update(op.results)
     return varied
 
@@ -1022,7 +1040,7 @@ def _backward(op, floats: list, captured: list, seeds: list, count: ir.Value, st
             key = returned[i]
             seeded[key] = ct if key not in seeded else hlo.add(seeded[key], ct)
         with _region_pasts() as pasts:
-            found = sweep(ops, seeded)
+            found = sweep(ops, seeded, {state[i] for i in floats} | set(captured))
         if isinstance(found, Diagnostic):
             return found
         hlo.return_([hlo.add(step, emit.const(1, u64, ()))]
@@ -1198,8 +1216,9 @@ def _zeros(like: ir.Value) -> ir.Value:
 
 # ---- branches: the chosen branch is computed again inside the backward `if`, then swept ----------
 def _captured(op) -> list:
-    """The float values defined outside `op` that the operations in its regions use, in order."""
-    return [v for v in captured(op) if _is_float(v)]
+    """The float values defined outside `op` that the operations in its regions use and the sweep in progress
+    varies (their cotangents are wanted), in order."""
+    return [v for v in captured(op) if _is_float(v) and v in _sweeping[-1]]
 
 
 def captured(op) -> list:
@@ -1231,7 +1250,7 @@ def _if_vjp(op, cts):
         with ir.InsertionPoint(region.blocks.append()):
             with _region_pasts() as pasts:
                 ops, returned = _recompute(op, index)
-                branch_cts = sweep(ops, {v: ct for v, ct in zip(returned, cts) if ct is not None})
+                branch_cts = sweep(ops, {v: ct for v, ct in zip(returned, cts) if ct is not None}, set(captured))
             if isinstance(branch_cts, Diagnostic):
                 return branch_cts
             hlo.return_([branch_cts.get(v) or _zeros(v) for v in captured] + ([_merged(pasts)] if nested else []))
