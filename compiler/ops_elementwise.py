@@ -9,7 +9,7 @@ from .diagnostics import Label
 from .optable import OPERATORS, CallCx, _pair_cx, broadcast_shapes, check_literal, concrete, elementwise_type, \
     float_dtype_for, register
 from .types import BOOL, DTYPES, I32, ArrayType, Dim, DType, int_range, promote, shape_str, true_divide_dtype, wrap_int
-from .values import DeferredBool, DTypeVal, TupleVal, Val, describe
+from .values import DeferredBool, DTypeVal, TupleVal, Val, affine_parts, describe
 
 
 # ---- binary operators --------------------------------------------------------------------
@@ -46,20 +46,20 @@ def arithmetic(op_name: str, build_float, build_int=None, allow_bool=False):
 
 
 def _affine(op: str, x: Val, y: Val):
-    """Track run-time `i + c` / `i - c`, `c` a compile-time integer (a literal, const or shape variable:
-    a Dim), so that slices like `x[i:i + 4]` and `x[i:i + m]` have a provable length."""
-    def parts(v):
-        return v.affine if v.affine is not None else (v, Dim.const(0))
+    """Track a run-time integer as `i * scale + offset`, `i` a run-time integer and the others compile-time
+    ones (literals, consts or shape variables: Dims), through `+ c`, `- c`, `c - i` and `* c`, so that slices like
+    `x[i:i + 4]`, `x[i:i + m]` and `x[k * b:(k + 1) * b]` have a provable length (`affine_parts`)."""
     cx_, cy = (v.static if isinstance(v.static, Dim) else None for v in (x, y))
-    if op == "+" and cy is not None and cx_ is None:
-        base, off = parts(x)
-        return base, off + cy
-    if op == "+" and cx_ is not None and cy is None:
-        base, off = parts(y)
-        return base, off + cx_
-    if op == "-" and cy is not None and cx_ is None:
-        base, off = parts(x)
-        return base, off - cy
+    if (cx_ is None) == (cy is None):
+        return None
+    v, c = (x, cy) if cy is not None else (y, cx_)
+    base, scale, off = affine_parts(v)
+    if op == "+":
+        return base, scale, off + c
+    if op == "-":
+        return (base, scale, off - c) if v is x else (base, -scale, c - off)
+    if op == "*":
+        return base, scale * c, off * c
     return None
 
 

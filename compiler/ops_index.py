@@ -14,7 +14,7 @@ from .diagnostics import Label
 from .emit import hlo
 from .optable import CallCx, concrete, register, source_text
 from .types import BOOL, I32, I64, ArrayType, Dim, int_range, promote, shape_str
-from .values import ArrError, TupleVal, Val, describe
+from .values import ArrError, TupleVal, Val, affine_parts, describe
 
 
 @dataclass
@@ -29,12 +29,6 @@ class _Axis:
     step: int = 1
     dropped: bool = False
     gather: Val | None = None
-
-
-def affine_parts(v: Val) -> tuple[object, Dim]:
-    """(base, offset) of a run-time integer: `i + 4` is (i, 4) and `i + m` (m a shape variable) is (i, m),
-    so `x[i:i + 4]` and `x[i:i + m]` have a static length."""
-    return v.affine if v.affine is not None else (v, Dim.const(0))
 
 
 def _is_runtime_int(v) -> bool:
@@ -99,14 +93,14 @@ def _dynamic_slice_axis(cx: CallCx, start, stop, step: int, size: Dim, site) -> 
     def fail():
         cx.error("E0304", "the length of this slice is not known at compile time", "run-time length",
                  notes=["a static length: the stop is the start plus a literal, `const` or shape variable "
-                        "(`x[i:i + 4]`, `x[i:i + m]`), or `dynamic_slice(x, (i,), (4,))`"],
+                        "(`x[i:i + 4]`, `x[i:i + m]`, `x[k * b:(k + 1) * b]`), or `dynamic_slice(x, (i,), (4,))`"],
                  help=_mask_help(cx, size, step, site) if site is not None else None)
     if start is None or stop is None or step < 0:
         fail()
     if _is_runtime_int(start) and _is_runtime_int(stop):
-        base_a, off_a = affine_parts(start)
-        base_b, off_b = affine_parts(stop)
-        if base_a is not base_b:
+        base_a, scale_a, off_a = affine_parts(start)
+        base_b, scale_b, off_b = affine_parts(stop)
+        if base_a is not base_b or scale_a != scale_b:
             fail()
         length = off_b - off_a
     else:
@@ -286,14 +280,20 @@ def _start_ir(cx: CallCx, a: _Axis, size: int, index_dtype):
 
 def value_range(v: Val) -> tuple:
     """(least, greatest) of a run-time integer where known, else None for either: a loop counter's
-    (control.py `_counter_range`), shifted by a constant offset (`i + 1`, `i - 1`)."""
+    (control.py `_counter_range`), scaled and shifted by constants (`i + 1`, `4 * i - 1`) where that
+    cannot wrap around."""
     if v.range is not None:
         return v.range
     if v.affine is not None:
-        base, offset = v.affine
-        if isinstance(base, Val) and base.range is not None and offset.is_const:
+        base, scale, offset = v.affine
+        if isinstance(base, Val) and base.range is not None and scale.is_const and offset.is_const:
             least, greatest = base.range
-            return least + offset.value, None if greatest is None else greatest + offset.value
+            s, c = scale.value, offset.value
+            if greatest is None:            # (a counter with no known end: only shifted)
+                return (least + c, None) if s == 1 else (None, None)
+            ends = sorted((least * s + c, greatest * s + c))
+            low, high = int_range(v.type.dtype)
+            return tuple(ends) if low <= ends[0] and ends[1] <= high else (None, None)
     return None, None
 
 

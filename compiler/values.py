@@ -25,13 +25,19 @@ class Val:
     type: ArrayType
     ir: Any = None
     static: Any = None
-    affine: Any = None     # (base Val, int offset) for run-time integers like `i + 4`
+    affine: Any = None     # (base Val, scale, offset) for run-time integers like `i + 4`, `k * b`: Dims (`_affine`)
     range: Any = None      # (least, greatest or None) a run-time integer takes, where known: a loop counter
 
     @property
     def static_int(self) -> int | None:
         """The integer this value is at compile time, if known."""
         return self.static.value if isinstance(self.static, Dim) and self.static.is_const else None
+
+
+def affine_parts(v: Val) -> tuple:
+    """(base, scale, offset) of a run-time integer, `v` = base * scale + offset with the last two compile-time
+    Dims (`i + 4` is (i, 1, 4), `(k + 1) * b` is (k, b, b)); a value not tracked is its own base."""
+    return v.affine if v.affine is not None else (v, Dim.const(1), Dim.const(0))
 
 
 @dataclass

@@ -269,6 +269,52 @@ def test_window_ending_at_index(mod, i):
     assert_close(mod.window_before(X, i), X[i - 3:i])
 
 
+BLOCKS = """\
+def block(x: f32[n], k: i32) -> f32[4]:
+    return x[k * 4:(k + 1) * 4]
+
+def block_rows(x: f32[n, m], k: i32) -> f32[2, m]:
+    return x[2 * k + 1:2 * k + 3, :]
+
+def block_sums(x: f32[64]) -> f32[8]:
+    out = zeros((8,), f32)
+    for k in range(8):
+        out[k] = sum(x[k * 8:(k + 1) * 8])
+    return out
+
+def reversed_copy(x: f32[n]) -> f32[n]:
+    y = x
+    for i in range(n):
+        y[i] = x[n - 1 - i]
+    return y
+
+def before_the_end(x: f32[n], i: i32) -> f32[3]:
+    return x[n - i - 3:n - i]
+"""
+
+
+def test_blocks_of_a_run_time_index_have_a_static_length():
+    """`x[k * b:(k + 1) * b]`, the blocked-loop idiom: start and stop are the same run-time integer times a
+    compile-time one plus compile-time offsets, so the length is the offsets' difference (JAX's indexing
+    refuses a traced start; `lax.dynamic_slice` is its way). A loop counter's blocks that stay in range
+    need no bounds check; others keep theirs. `n - 1 - i` counts down the same way."""
+    mod = arrc.loads(BLOCKS, filename="b.arr", guards="bounds")
+    x = np.arange(20, dtype=np.float32)
+    for k in (0, 2, 4):
+        assert_close(mod.block(x, k), x[k * 4:(k + 1) * 4])
+    m = np.arange(24, dtype=np.float32).reshape(8, 3)
+    assert_close(mod.block_rows(m, 2), m[5:7])
+    with pytest.raises(arrc.BoundsError, match="index 20 is out of range"):
+        mod.block(x, 5)
+    y = np.arange(64, dtype=np.float32)
+    assert_close(mod.block_sums(y), y.reshape(8, 8).sum(1))
+    assert 'arrc.kind = "bounds"' not in mod.block_sums.lower(y, guarded=True).as_text()
+    assert 'arrc.kind = "bounds"' in mod.block.lower(x, np.int32(0), guarded=True).as_text()
+    assert_close(mod.reversed_copy(x), x[::-1])             # `c - i` too: a scale of -1
+    assert 'arrc.kind = "bounds"' not in mod.reversed_copy.lower(x, guarded=True).as_text()
+    assert_close(mod.before_the_end(x, 2), x[15:18])
+
+
 def test_window_rows(mod):
     assert_close(mod.window_rows(M, 1), M[1:3])
     assert "stablehlo.dynamic_slice" in text_of(mod.window, "f32[6]", "i32")
@@ -581,7 +627,7 @@ error[E0304]: the length of this slice is not known at compile time
 2 |     return sum(x[i:j])
   |                  ^^^ run-time length
   |
-  = note: a static length: the stop is the start plus a literal, `const` or shape variable (`x[i:i + 4]`, `x[i:i + m]`), or `dynamic_slice(x, (i,), (4,))`
+  = note: a static length: the stop is the start plus a literal, `const` or shape variable (`x[i:i + 4]`, `x[i:i + m]`, `x[k * b:(k + 1) * b]`), or `dynamic_slice(x, (i,), (4,))`
   = help: for a run-time length, keep the shape and mask the rest: `where((arange(n) >= i) & (arange(n) < j), x, 0)`
 """
 
@@ -593,6 +639,8 @@ error[E0304]: the length of this slice is not known at compile time
     ("sum(x[i:j + 1])", 18, "i:j + 1", "where((arange(n) >= i) & (arange(n) < j + 1), x, 0)"),
     ("sum(x[i:i + 4:-1])", 18, "i:i + 4:-1", "where((arange(n) <= i) & (arange(n) > i + 4), x, 0)"),
     ("sum(x[i:j:3])", 18, "i:j:3", "where((arange(n) >= i) & (arange(n) < j) & ((arange(n) - i) % 3 == 0), x, 0)"),
+    ("sum(x[i * j:(i + 1) * j])", 18, "i * j:(i + 1) * j", "where((arange(n) >= i * j) & (arange(n) < (i + 1) * j), x, 0)"),
+    ("sum(x[2 * i:3 * i])", 18, "2 * i:3 * i", "where((arange(n) >= 2 * i) & (arange(n) < 3 * i), x, 0)"),
 ])
 def test_e0304_variants(expr, col, text, mask):
     d = first(compile_error(f"""\
