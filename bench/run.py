@@ -160,7 +160,9 @@ def bench_program(p: P.Program, report: Report, args) -> None:
     with x64(p.x64):
         avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in inputs]
     big = "generated" in p.tags
-    rounds_fe = 3 if big else args.rounds_compile
+    # a front end takes 3-60 ms: 9 rounds at least, so that its median is not the first round's, which also
+    # lowers what a process lowers once (JAX's linear algebra for a new shape: 30 ms for an eigh)
+    rounds_fe = 3 if big else max(args.rounds_compile, 9)
     rounds_compile = (1 if args.quick else 3) if big else args.rounds_compile   # big: ~5 s per XLA compile
     print(f"\n-- {p.name}", flush=True)
 

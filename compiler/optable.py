@@ -9,6 +9,7 @@ in the `ops_*` modules, which register into these tables; `builtins.py` assemble
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -290,16 +291,23 @@ def check_literal(cx: CallCx, v: Val, dtype: DType, at, literals_only: bool = Fa
                     "cast the other operand, e.g. `.astype(i64)`"
                 cx.error("E0211", f"literal {value} is out of range for {dtype} ({lo}..{hi})",
                          f"does not fit in {dtype}", at=at, help=help)
-    elif dtype.is_float and isinstance(v.static, (float, int)) and np.isfinite(float(v.static)):
+    elif dtype.is_float and isinstance(v.static, (float, int)) and _rounds_to_inf(float(v.static), dtype.np):
         import ml_dtypes
         biggest = float(ml_dtypes.finfo(dtype.np).max)
-        with np.errstate(over="ignore"):
-            rounds_to_inf = bool(np.isinf(np.asarray(float(v.static)).astype(dtype.np)))
-        if rounds_to_inf:
-            wider = f"write `f64({v.static!r})` where f64 is declared," if literals_only else \
-                "compute in a wider dtype (`.astype(f64)` on the other operand)"
-            cx.warn("W0005", f"literal {v.static!r} is too large for {dtype} and becomes {'-' if v.static < 0 else ''}inf",
-                    f"inf in {dtype}", at=at, help=f"the largest {dtype} is {biggest:.6g}; {wider} or write `inf` if meant")
+        wider = f"write `f64({v.static!r})` where f64 is declared," if literals_only else \
+            "compute in a wider dtype (`.astype(f64)` on the other operand)"
+        cx.warn("W0005", f"literal {v.static!r} is too large for {dtype} and becomes {'-' if v.static < 0 else ''}inf",
+                f"inf in {dtype}", at=at, help=f"the largest {dtype} is {biggest:.6g}; {wider} or write `inf` if meant")
+
+
+@functools.lru_cache(maxsize=4096)
+def _rounds_to_inf(value: float, dtype: np.dtype) -> bool:
+    """Whether a finite `value` becomes an infinity in `dtype` (cached: a program repeats its literals, and
+    the NumPy conversion costs ~7 us)."""
+    if not np.isfinite(value):
+        return False
+    with np.errstate(over="ignore"):
+        return bool(np.isinf(np.asarray(value).astype(dtype)))
 
 
 def source_text(cx: CallCx, span) -> str | None:
