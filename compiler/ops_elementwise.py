@@ -40,20 +40,23 @@ def arithmetic(op_name: str, build_float, build_int=None, allow_bool=False):
         if static is not None:
             return Val(ArrayType(dtype, shape, weak), None, static)
         result = cx.value(ArrayType(dtype, shape, weak), build)
-        result.affine = _affine(op_name, x, y) if dtype.is_int and not shape else None
+        result.affine = _affine(op_name, x, y, dtype) if dtype.is_int and not shape else None
         return result
     return rule
 
 
-def _affine(op: str, x: Val, y: Val):
+def _affine(op: str, x: Val, y: Val, dtype):
     """Track a run-time integer as `i * scale + offset`, `i` a run-time integer and the others compile-time
-    ones (literals, consts or shape variables: Dims), through `+ c`, `- c`, `c - i` and `* c`, so that slices like
-    `x[i:i + 4]`, `x[i:i + m]` and `x[k * b:(k + 1) * b]` have a provable length (`affine_parts`)."""
+    ones (literals, consts or shape variables: Dims), through `+ c`, `- c`, `c - i` and `* c`, so that slices
+    like `x[i:i + 4]`, `x[i:i + m]` and `x[k * b:(k + 1) * b]` have a provable length (`affine_parts`). Every
+    step is in one dtype (wrapping modulo its range, as the exact value does), so a range of the exact value
+    that fits it is the run-time one (`value_range`); a value widened by promotion is a new base, as what
+    wrapped in the narrower dtype stays wrapped."""
     cx_, cy = (v.static if isinstance(v.static, Dim) else None for v in (x, y))
     if (cx_ is None) == (cy is None):
         return None
     v, c = (x, cy) if cy is not None else (y, cx_)
-    base, scale, off = affine_parts(v)
+    base, scale, off = affine_parts(v) if v.type.dtype == dtype else (v, Dim.const(1), Dim.const(0))
     if op == "+":
         return base, scale, off + c
     if op == "-":

@@ -315,6 +315,25 @@ def test_blocks_of_a_run_time_index_have_a_static_length():
     assert_close(mod.before_the_end(x, 2), x[15:18])
 
 
+
+def test_an_index_that_wrapped_before_a_promotion_keeps_its_bounds_check():
+    """`i * 7` wraps in i32 before `+ C` widens it to i64, and `i - 5` in u32 before `+ D`: the exact value's
+    range (in bounds) is not the run-time one, so the check stays and reports (found in review: the
+    tracking went through the promotion, and the index was clamped with no report)."""
+    mod = arrc.loads("const C: i64 = -2147483652\nconst D: i64 = 10\n"
+                     "def f(x: f32[16]) -> f32[2]:\n    out = zeros((2,), f32)\n"
+                     "    for i in range(306783379, 306783381):\n        out[i - 306783379] = x[i * 7 + C]\n"
+                     "    return out\n"
+                     "def g(x: f32[16]) -> f32[4]:\n    out = zeros((4,), f32)\n"
+                     "    for i in range(u32(0), u32(4)):\n        out[i] = x[i - 5 + D]\n    return out\n",
+                     guards="bounds")
+    x = np.arange(16, dtype=np.float32)
+    with pytest.raises(arrc.BoundsError, match="index -4294967295 is out of range"):
+        mod.f(x)
+    with pytest.raises(arrc.BoundsError, match="index 4294967301 is out of range"):
+        mod.g(x)
+
+
 def test_window_rows(mod):
     assert_close(mod.window_rows(M, 1), M[1:3])
     assert "stablehlo.dynamic_slice" in text_of(mod.window, "f32[6]", "i32")
