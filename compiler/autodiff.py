@@ -1040,7 +1040,7 @@ def _backward(op, floats: list, captured: list, seeds: list, count: ir.Value, st
             key = returned[i]
             seeded[key] = ct if key not in seeded else hlo.add(seeded[key], ct)
         with _region_pasts() as pasts:
-            found = sweep(ops, seeded, {state[i] for i in floats} | set(captured))
+            found = sweep(ops, seeded, {state[i] for i in _varied_carried(op, floats, captured)} | set(captured))
         if isinstance(found, Diagnostic):
             return found
         hlo.return_([hlo.add(step, emit.const(1, u64, ()))]
@@ -1052,6 +1052,24 @@ def _backward(op, floats: list, captured: list, seeds: list, count: ir.Value, st
     if nested:
         _building[-1].regions[-1].append(backward.results[-1])
     return list(backward.results[1:1 + len(floats) + len(captured)])
+
+
+def _varied_carried(loop, floats: list, captured: list) -> list:
+    """Which of the carried floats `floats` (indices) of `loop` a derivative flows through: those whose initial
+    value the sweep in progress varies, and those the body makes from a varied carried value or from
+    `captured` (the varied values it captures), to a fixpoint (a carried exponent that only a constant
+    feeds needs no cotangent, and `log(base) * ans` would be NaN for a negative base)."""
+    body = loop.regions[1].blocks[0]
+    ops = list(body.operations)
+    returned = list(ops[-1].operands)
+    varied = {i for i in floats if loop.operands[i] in _sweeping[-1]}
+    while True:
+        sources = {body.arguments[i] for i in varied} | set(captured)
+        reached = _varied(ops[:-1], sources)
+        more = {i for i in floats if returned[i] in reached}
+        if more <= varied:
+            return sorted(varied)
+        varied |= more
 
 
 def _tape_residuals(loop, recording, ops: list, j: ir.Value) -> None:
