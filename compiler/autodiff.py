@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import threading
 from typing import Callable
 
 import numpy as np
@@ -726,11 +727,11 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
         for r, seed in zip(results, given):
             if _is_float(r):
                 seeds[r] = hlo.add(seeds[r], seed) if r in seeds else seed
-        _building.append(_Bounds(effects.sites_in(fn.operation.parent) if sites is None else sites))
+        _building.bounds.append(_Bounds(effects.sites_in(fn.operation.parent) if sites is None else sites))
         try:
             cts = sweep(ops[:-1], seeds, {block.arguments[i] for i in wrt})
         finally:
-            pasts = _building.pop().regions[0]
+            pasts = _building.bounds.pop().regions[0]
         if isinstance(cts, Diagnostic):
             return [cts]
         grads = [cts.get(block.arguments[i]) or _zeros(block.arguments[i]) for i in wrt]
@@ -771,18 +772,26 @@ class _Bounds:
         self.sites, self.regions = sites, [[]]
 
 
-_building: list = []          # the _Bounds of the derivative being built
+class _Building(threading.local):
+    """What the derivative being built in this thread keeps while its sweeps run (threads lower concurrently)."""
+
+    def __init__(self):
+        self.bounds: list = []      # the _Bounds of the derivative being built
+        self.varied: list = []      # the varied values of each sweep in progress, outermost first
+
+
+_building = _Building()
 
 
 @contextlib.contextmanager
 def _region_pasts():
     """Collect the PAST values of a region swept inside another (a list; `_merged` makes one of them)."""
     found: list = []
-    _building[-1].regions.append(found)
+    _building.bounds[-1].regions.append(found)
     try:
         yield found
     finally:
-        _building[-1].regions.pop()
+        _building.bounds[-1].regions.pop()
 
 
 def _merged(pasts: list) -> ir.Value:
@@ -888,9 +897,6 @@ def _forward_id(op) -> int:
     return ir.IntegerAttr(op.attributes[abi.FORWARD_ID]).value
 
 
-_sweeping: list = []        # the varied values of each sweep in progress, outermost first
-
-
 def sweep(ops: list, cts: dict, sources: set):
     """The backward sweep over `ops` (in program order), emitted at the current insertion point: from the
     cotangents `cts` (value -> cotangent) of values they make, the cotangents of the values they use
@@ -899,11 +905,11 @@ def sweep(ops: list, cts: dict, sources: set):
     made from its key's bits, of a constant, or of an argument the derivative is not taken with respect
     to, need no derivative, as in JAX (a constant exponent's, `log(base) * ans`, would be NaN)."""
     varied = _varied(ops, sources)
-    _sweeping.append(varied)
+    _building.varied.append(varied)
     try:
         return _sweep(ops, cts, varied)
     finally:
-        _sweeping.pop()
+        _building.varied.pop()
 
 
 def _sweep(ops: list, cts: dict, varied: set):
@@ -987,7 +993,7 @@ def _while_vjp(op, cts):
     known = emit.int_attr(op, abi.TRIP_COUNT, -1)
     bound = known if known >= 0 else emit.int_attr(op, abi.LOOP_BOUND, -1)
     if known < 0 and bound > 0:
-        effects.number_loop(op, _building[-1].sites, bound)
+        effects.number_loop(op, _building.bounds[-1].sites, bound)
     recording = _record(op, bound)
 
     def recomputed(j):
@@ -1002,7 +1008,7 @@ def _while_vjp(op, cts):
     else:
         count = recording.results[len(inits)]          # the iterations it ran
         fits = emit.compare(count, emit.const(bound, u64, ()), "LE", u64)
-        _building[-1].regions[-1].append(effects.past_bound(emit.int_attr(op, abi.BOUND_SITE), count, fits))
+        _building.bounds[-1].regions[-1].append(effects.past_bound(emit.int_attr(op, abi.BOUND_SITE), count, fits))
         # Past the bound the backward loop reads the whole tape only and its results are zeros: without
         # a conditional (XLA:CPU runs one as a separate step, ~5 us on a small loop), never returned.
         within = emit.select(fits, count, emit.const(bound, u64, ()))
@@ -1050,7 +1056,7 @@ def _backward(op, floats: list, captured: list, seeds: list, count: ir.Value, st
     if recording is not None:
         _tape_residuals(op, recording, ops, j)
     if nested:
-        _building[-1].regions[-1].append(backward.results[-1])
+        _building.bounds[-1].regions[-1].append(backward.results[-1])
     return list(backward.results[1:1 + len(floats) + len(captured)])
 
 
@@ -1062,7 +1068,7 @@ def _varied_carried(loop, floats: list, captured: list) -> list:
     body = loop.regions[1].blocks[0]
     ops = list(body.operations)
     returned = list(ops[-1].operands)
-    varied = {i for i in floats if loop.operands[i] in _sweeping[-1]}
+    varied = {i for i in floats if loop.operands[i] in _building.varied[-1]}
     while True:
         sources = {body.arguments[i] for i in varied} | set(captured)
         reached = _varied(ops[:-1], sources)
@@ -1236,7 +1242,7 @@ def _zeros(like: ir.Value) -> ir.Value:
 def _captured(op) -> list:
     """The float values defined outside `op` that the operations in its regions use and the sweep in progress
     varies (their cotangents are wanted), in order."""
-    return [v for v in captured(op) if _is_float(v) and v in _sweeping[-1]]
+    return [v for v in captured(op) if _is_float(v) and v in _building.varied[-1]]
 
 
 def captured(op) -> list:
@@ -1273,7 +1279,7 @@ def _if_vjp(op, cts):
                 return branch_cts
             hlo.return_([branch_cts.get(v) or _zeros(v) for v in captured] + ([_merged(pasts)] if nested else []))
     if nested:
-        _building[-1].regions[-1].append(backward.results[-1])
+        _building.bounds[-1].regions[-1].append(backward.results[-1])
     return dict(zip(captured, backward.results))
 
 

@@ -206,6 +206,39 @@ def test_lower_concurrently():
     assert all(run_threads(work))
 
 
+GRAD_SRC = """\
+def looped(x: f64[n], k: i32, q: f64) -> f64:
+    y = x
+    e = 2.0
+    for i in range(k, bound=6):
+        y = tanh(y) ** e + y ** q
+        e = e * 1.0
+    if k > 2:
+        y = y * 3.0
+    return sum(y)
+"""
+
+
+def test_derivatives_built_concurrently():
+    """Derivatives of loops with bounds built in many threads at once, each of its own module: what a
+    sweep keeps while it runs (its loops' bound checks, the values it varies) is per thread."""
+    def expected(x, k):
+        y = x.copy()
+        dy = np.ones_like(x)
+        for _ in range(k):
+            t = np.tanh(y)
+            dy = dy * (2 * t * (1 - t * t) + 2 * y)
+            y = t ** 2 + y ** 2
+        return dy * (3.0 if k > 2 else 1.0)
+
+    def work(i):
+        x = np.linspace(-0.4, 0.3, 2 + i)
+        got = arrc.grad(loads(GRAD_SRC, guards="nan", guard_scope="all-ops").looped)(x, 3, 2.0)
+        np.testing.assert_allclose(got, expected(x, 3), rtol=1e-12)
+        return True
+    assert all(run_threads(work))
+
+
 # ---- effects and guards ----------------------------------------------------------------------------
 
 EFFECT_SRC = """\
