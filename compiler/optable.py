@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from .diagnostics import Label
-from .types import DTYPES, ArrayType, Dim, DType, int_range, lossy_promotion, promote, too_large, true_divide_dtype
+from .types import DTYPES, KEY, ArrayType, Dim, DType, int_range, lossy_promotion, promote, too_large, true_divide_dtype
 from .values import ArrError, DTypeVal, TupleVal, Val, describe
 
 
@@ -113,6 +113,12 @@ def bind_arguments(rule: Builtin, args: list, kwargs: dict, cx: "CallCx") -> lis
 
 def refuse_keys(rule: Builtin, args: list, kwargs: dict, cx: "CallCx") -> None:
     """E0201 where a rule that does not take keys is given one: keys are not numbers."""
+    if not kwargs:
+        for v in args:
+            if type(v) is Val and v.type.dtype is KEY:
+                break
+        else:
+            return              # (the common case, once per operation: no list of spans to build)
     spans = [cx.at(i) for i, v in enumerate(args) if isinstance(v, Val) and v.type.dtype.is_key]
     spans += [cx.kw_spans.get(k, cx.span) for k, v in kwargs.items() if isinstance(v, Val) and v.type.dtype.is_key]
     if spans:
@@ -335,9 +341,15 @@ def _wide_literal_help(cx: CallCx, value: int, at) -> str:
 def elementwise_type(cx: CallCx, args: list, what: str) -> tuple[DType, bool, tuple]:
     """Promoted dtype, weakness and broadcast shape of elementwise operands (with checks and warnings)."""
     types = [a.type for a in args]
+    if len(types) == 2 and not types[0].weak and types[0] == types[1]:
+        return types[0].dtype, False, types[0].shape    # (one dtype, one shape: nothing to promote or check)
     shape = types[0].shape
     for i, t in enumerate(types[1:], 1):
-        if t.shape != shape:
+        if not t.shape:
+            continue                    # a scalar broadcasts to any shape
+        if not shape:
+            shape = t.shape
+        elif t.shape != shape:
             shape = broadcast_shapes(_pair_cx(cx, 0, i), ArrayType(types[0].dtype, shape), t,
                                      what)
     dtype, weak = promote(types)

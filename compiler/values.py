@@ -18,10 +18,11 @@ class ArrError(Exception):
         self.diag = Diagnostic(code, message, span, label, list(labels), list(notes), help)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Val:
     """An array value. `ir` is its MLIR value while lowering; `static` its compile-time value if known
-    (a `Dim` for integers, Python float/bool, or a NumPy array for literals)."""
+    (a `Dim` for integers, Python float/bool, or a NumPy array for literals). Equality is identity: two
+    values are the same value, not two of equal fields (and `POISON in operands` calls no Python)."""
     type: ArrayType
     ir: Any = None
     static: Any = None
