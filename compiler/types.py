@@ -1,7 +1,7 @@
 """dtypes, symbolic dimensions (polynomials over shape variables), array types and promotion."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import ml_dtypes
@@ -14,29 +14,21 @@ class DType:
     kind: str          # "bool" | "int" | "uint" | "float" | "key"
     bits: int
     np: object         # numpy dtype
+    # What rules ask of every operand, as fields rather than properties (read several times per operation)
+    is_float: bool = field(init=False, repr=False)
+    is_int: bool = field(init=False, repr=False)
+    is_bool: bool = field(init=False, repr=False)
+    is_key: bool = field(init=False, repr=False)
+    is_64bit: bool = field(init=False, repr=False)
+
+    def __post_init__(self):
+        for name, value in [("is_float", self.kind == "float"), ("is_int", self.kind in ("int", "uint")),
+                            ("is_bool", self.kind == "bool"), ("is_key", self.kind == "key"),
+                            ("is_64bit", self.bits == 64)]:
+            object.__setattr__(self, name, value)
 
     def __str__(self) -> str:
         return self.name
-
-    @property
-    def is_float(self) -> bool:
-        return self.kind == "float"
-
-    @property
-    def is_int(self) -> bool:
-        return self.kind in ("int", "uint")
-
-    @property
-    def is_bool(self) -> bool:
-        return self.kind == "bool"
-
-    @property
-    def is_key(self) -> bool:
-        return self.kind == "key"
-
-    @property
-    def is_64bit(self) -> bool:
-        return self.bits == 64
 
     def __reduce__(self):       # copies and unpickled dtypes are the one instance (equality is identity)
         return dtype_named, (self.name,)
