@@ -590,26 +590,34 @@ def _typed_def(line: str) -> str:
     return f"def {m.group(1)}({', '.join(params)}) -> {result}:"
 
 
+_BRACKET = re.compile(r"[\[\]()]")
+
+
 def _prescan(source: Source) -> list[Diagnostic]:
-    """Errors found before parsing: tabs in indentation, nesting deeper than the compiler accepts."""
+    """Errors found before parsing: tabs in indentation, nesting deeper than the compiler accepts (by line and
+    column, as the text's lines are split at \n only)."""
     diags = []
+    text = source.text
+    if "\t" in text:
+        for lineno, line in enumerate(text.split("\n"), 1):
+            indent = line[: len(line) - len(line.lstrip(" \t"))]
+            if "\t" in indent and line.strip():
+                col = indent.index("\t") + 1
+                diags.append(Diagnostic("E0002", "tab in indentation", Span(source.name, lineno, col, lineno, col + 1),
+                                        "a tab", help="indent with spaces only (4 per level is usual)"))
     depth = 0
-    for lineno, line in enumerate(source.text.split("\n"), 1):
-        indent = line[: len(line) - len(line.lstrip(" \t"))]
-        if "\t" in indent and line.strip():
-            col = indent.index("\t") + 1
-            diags.append(Diagnostic("E0002", "tab in indentation", Span(source.name, lineno, col, lineno, col + 1),
-                                    "a tab", help="indent with spaces only (4 per level is usual)"))
-        for col, ch in enumerate(line, 1):
-            if ch in "([":
-                depth += 1
-                if depth == MAX_NESTING + 1:
-                    diags.append(Diagnostic("E0004", f"brackets nested more than {MAX_NESTING} deep",
-                                            Span(source.name, lineno, col, lineno, col + 1), "too deep here",
-                                            help="split the expression into several assignments"))
-            elif ch in ")]":
-                depth = max(0, depth - 1)
-    return diags
+    for match in _BRACKET.finditer(text):           # (the brackets only, not every character)
+        if match.group() in "([":
+            depth += 1
+            if depth == MAX_NESTING + 1:
+                at = match.start()
+                lineno, col = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+                diags.append(Diagnostic("E0004", f"brackets nested more than {MAX_NESTING} deep",
+                                        Span(source.name, lineno, col, lineno, col + 1), "too deep here",
+                                        help="split the expression into several assignments"))
+        elif depth:
+            depth -= 1
+    return sorted(diags, key=lambda d: (d.span.line, d.span.col))
 
 
 # Invisible characters that change the direction text is shown in (the "Trojan Source" attack, CVE-2021-42574):
