@@ -7,6 +7,7 @@ import gc
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fuzz.gen_programs import case_from_seed
 
@@ -192,3 +193,19 @@ def test_a_function_called_from_anywhere_is_not_an_entry():
            "def later(x: f32[4]) -> f32[4]:\n    return x - 1.0\n\n"
            "def helper(x: f32[4]) -> f32[4]:\n    return x + 1.0\n")
     assert list(check_program(Source("h.arr", src)).lowered) == ["main"]
+
+
+def test_a_function_given_to_vmap_or_grad_is_not_an_entry():
+    """`vmap(f)(xs)` and `grad(f)(x)` call `f` (lowered inside its caller's specialization): `f` is only
+    checked, not lowered on its own in a context of its own as well."""
+    src = ("def row(x: f32[4]) -> f32[4]:\n    return tanh(x)\n\n"
+           "def rows(xs: f32[b, 4]) -> f32[b, 4]:\n    return vmap(row)(xs)\n\n"
+           "def loss(x: f32[4]) -> f32:\n    return sum(x * x)\n\n"
+           "def slope(x: f32[4]) -> f32[4]:\n    return grad(loss)(x)\n")
+    program = check_program(Source("v.arr", src))
+    assert list(program.lowered) == ["slope"]
+    mod = arrc.loads(src)
+    xs = np.arange(8, dtype=np.float32).reshape(2, 4) / 8
+    np.testing.assert_allclose(mod.rows(xs), np.tanh(xs), rtol=1e-6)
+    np.testing.assert_allclose(mod.slope(xs[1]), 2 * xs[1], rtol=1e-6)
+    np.testing.assert_allclose(mod.row(xs[0]), np.tanh(xs[0]), rtol=1e-6)
