@@ -156,7 +156,9 @@ def _convolve(cx: CallCx, x: Val, w: Val, specs, strides: list, padding, lhs_dil
               groups: int, what: str = "`conv`") -> Val:
     """The convolution of `x` by `w`: `specs` from `_layout`, `padding` "VALID", "SAME" or (lo, hi) pairs."""
     tx, tw = x.type, w.type
-    labels = [Label(cx.at("x"), f"the input is {tx}"), Label(cx.at("w"), f"the kernel is {tw}")]
+
+    def labels() -> list:           # (for the errors only: types are printed when one is raised)
+        return [Label(cx.at("x"), f"the input is {tx}"), Label(cx.at("w"), f"the kernel is {tw}")]
     dtype, weak = _promoted(cx, [x, w], what)
     if dtype.is_bool:
         cx.error("E0201", f"{what} is not defined on bool", "bool operands", help="convert with `.astype(i32)`")
@@ -168,7 +170,7 @@ def _convolve(cx: CallCx, x: Val, w: Val, specs, strides: list, padding, lhs_dil
     if features != in_features * Dim.const(groups):
         grouped = f" times {groups} groups" if groups > 1 else ""
         cx.error("E0202", f"{what}: the input has {features} features, the kernel takes {in_features}{grouped}",
-                 f"{features} vs {in_features}{grouped}", labels=labels,
+                 f"{features} vs {in_features}{grouped}", labels=labels(),
                  notes=["the kernel's I dimension is the input's features divided by `groups`"])
     if groups > 1 and out_features.floordiv(Dim.const(groups)) is None:
         cx.error("E0202", f"{what}: the kernel's {out_features} output features do not split into {groups} groups",
@@ -195,7 +197,7 @@ def _convolve(cx: CallCx, x: Val, w: Val, specs, strides: list, padding, lhs_dil
         if o.is_const and o.value < 1:
             cx.error("E0202", f"{what} leaves spatial dimension {i} empty: the window ({windows[i]} after dilation) "
                               f"is larger than the padded input ({tx.shape[d]} before padding)",
-                     "an empty output", labels=labels, help="pad more, or use a smaller kernel or dilation")
+                     "an empty output", labels=labels(), help="pad more, or use a smaller kernel or dilation")
     shape = [None] * tx.rank
     shape[ob], shape[of] = tx.shape[xb], out_features
     for d, o in zip(os, out):

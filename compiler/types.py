@@ -231,6 +231,9 @@ class Dim:
 
     def subs(self, env: dict) -> "Dim":
         """Substitute variables by ints or Dims (an opaque `a // b` is recomputed from its parts)."""
+        terms = self.terms
+        if not terms or (len(terms) == 1 and () in terms):
+            return self                 # a constant (Dims are never changed once made)
         out = Dim({})
         for m, c in self.terms.items():
             term = Dim.const(c)
