@@ -190,7 +190,7 @@ def reachable(program, name: str) -> list:
             continue
         seen.add(n)
         out.append(n)
-        stack.extend(ast.called_names(program.functions[n]))
+        stack.extend(ast.called_names(program.functions[n], program.functions))
     return out
 
 

@@ -37,7 +37,8 @@ class Program:
 
     def has_effect_call(self, expr) -> bool:
         """Whether `expr` calls a function that prints or asserts, or differentiates through a bounded loop."""
-        return any(name in self.effectful or name in self.checks_bounds for name in ast.called_names(expr)) \
+        return any(name in self.effectful or name in self.checks_bounds
+                   for name in ast.called_names(expr, self.functions)) \
             or self.checks_a_bound(expr)
 
     def checks_a_bound(self, node) -> bool:
@@ -143,7 +144,8 @@ def _lower_entries(program: Program) -> dict:
     thread-local uniquer caches are swept on a context's first use, over every live context's entries)."""
     from .emit import make_context
     from .lower import MAX_CALL_DEPTH, lower_at_definition
-    callees = {name: ast.called_names(fn) & program.functions.keys() for name, fn in program.functions.items()}
+    callees = {name: ast.called_names(fn, program.functions) & program.functions.keys()
+               for name, fn in program.functions.items()}
     called = set().union(*callees.values())
     depth = _call_depths(callees)
     # (a call of an extern is lowered by JAX, with the function given after the check: `arrc check` never
@@ -538,7 +540,7 @@ def expression_function(program: Program, expr: ast.Node, source: Source, name: 
                          name_span=expr.span, label=label)
     program.functions[name] = fn
     program.signatures[name] = Signature(name, [], results, [expr.span] * len(results), fn.tuple_result, [])
-    called = ast.called_names(expr)
+    called = ast.called_names(expr, program.functions)
     if any(f in program.effectful for f in called):
         program.effectful.add(name)
     if program.checks_a_bound(expr) or any(f in program.checks_bounds for f in called):

@@ -294,6 +294,44 @@ def test_vmap_and_grad_compose_both_ways():
                                jax.vmap(jax.grad(_loss), in_axes=(None, 0, 0))(w, xs, ys), rtol=1e-12)
 
 
+BOUNDED_LANES = """
+def h(x: f32, n: i32) -> f32:
+    y = x
+    for i in range(n, bound=10):
+        y = y * 0.5 + x
+    return y
+
+def loss(xs: f32[4], n: i32) -> f32:
+    return sum(vmap(h, in_axes=(0, None))(xs, n))
+
+def main(xs: f32[4], n: i32) -> f32[4]:
+    return grad(loss)(xs, n)
+"""
+
+
+def test_grad_of_a_vmap_checks_the_mapped_loops_bound():
+    """`grad(loss)` where `loss` vmaps a function with a bounded loop: the derivative checks that bound
+    (it raised an internal NotAtDefinition before: `h` counted as called by nobody)."""
+    mod = arrc.loads(BOUNDED_LANES)
+    xs = np.arange(4, dtype=np.float32)
+    for n in (0, 3, 10):            # y_n = x (0.5^n + 2 (1 - 0.5^n)), dy_n/dx = 2 - 0.5^n
+        np.testing.assert_allclose(mod.main(xs, np.int32(n)), np.full(4, 2 - 0.5 ** n), rtol=1e-6)
+    with pytest.raises(arrc.LoopBoundExceeded, match="R0006"):
+        mod.main(xs, np.int32(12))
+
+
+def test_a_module_function_named_vmap_is_no_higher_order_call():
+    """A module function named `vmap` is called as any function: `vmap(h)` with `h` a parameter calls the
+    module's `vmap`, not the function `h`, whose loop no derivative reaches (no W0004)."""
+    src = ("def vmap(x: f32) -> f32:\n    return x\n\n"
+           "def h(x: f32, n: i32) -> f32:\n    y = x\n    for i in range(n):\n        y = y * x\n    return y\n\n"
+           "def loss(h: f32, n: i32) -> f32:\n    return vmap(h)\n\n"
+           "def main(x: f32, n: i32) -> f32:\n    return grad(loss)(x, n)\n")
+    mod = arrc.loads(src)
+    assert [d.code for d in mod.warnings] == []
+    assert mod.main(np.float32(2.0), np.int32(3)) == 1.0
+
+
 EFFECTS = """
 def step(x: f32[2]) -> f32[2]:
     y = -x
