@@ -223,6 +223,8 @@ def _static_or_value(cx: CallCx, v, name: str, dt: DType | None):
     """A sampler's number: a literal as the Python number it is (JAX with x64 types it 64-bit), or a scalar
     value (run-time allowed) as an MLIR value, in `dt` when given (else its own dtype)."""
     v = cx.array(v, name)
+    if v.type.dtype.is_key:
+        cx.error("E0210", f"`{name}` must be a number, found {v.type}", f"this is {v.type}", at=name)
     if v.type.rank:
         cx.error("E0204", f"`{name}` must be a scalar, found {v.type}", f"this is {v.type}", at=name)
     if v.type.weak and v.static is not None:

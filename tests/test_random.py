@@ -153,6 +153,18 @@ def test_keys_in_loops_branches_and_indexing():
         assert same_bits(jax.random.key_data(b), jax.random.key_data(ks[1] if c else ks[2]))
 
 
+def test_an_array_literal_of_keys_stacks_them():
+    """`[k1, k2]` is a key[2], as `jnp.stack` of JAX keys (it raised KeyError from the promotion of keys)."""
+    mod = arrc.loads("def f(k: key) -> (u32[3, 2], f32[2]):\n"
+                     "    ks = [k, fold_in(k, 1), fold_in(k, 2)]\n"
+                     "    return key_data(ks), uniform(ks[2], (2,))\n")
+    k = jax.random.key(42)
+    words, draws = mod.f(k)
+    ks = jnp.stack([k, jax.random.fold_in(k, 1), jax.random.fold_in(k, 2)])
+    assert same_bits(words, jax.random.key_data(ks))
+    assert same_bits(draws, jax.random.uniform(ks[2], (2,), jnp.float32))
+
+
 def test_keys_from_python_in_every_form_and_back_as_jax_keys():
     mod = arrc.loads("def f(k: key, ks: key[2]) -> (key[3], f32[2]):\n"
                      "    return split(k, 3), uniform(ks[1], (2,))\n")
@@ -212,6 +224,9 @@ def test_key_errors_are_diagnostics():
         "def f(k: key) -> key:\n    return fold_in(k, -1)\n": "out of range for u32",
         "def f() -> key:\n    return key(2 ** 70)\n": "out of range for i64",
         "def f(k: key) -> key[2]:\n    return split(k, -1)\n": "must not be negative",
+        "def f(k: key) -> key[2]:\n    return [k, 1.0]\n": "cannot mix keys and numbers",
+        "def f(k: key) -> f32:\n    return truncated_normal(k, k, 1.0)\n": "`lower` must be a number, found key",
+        "def f(k: key) -> i32:\n    return randint(k, (), 0, k)\n": "`maxval` must be an integer",
     }
     for src, message in cases.items():
         with pytest.raises(arrc.CompileError) as err:
