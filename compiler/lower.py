@@ -127,6 +127,10 @@ class ModuleLowering:
                 emit.set_int_attr(fop, abi.EXTRA_RESULTS, 1)
                 emit.set_int_attr(fop, abi.BOUND_RESULT, len(out_types) - 1)
             block = fop.body.blocks.append(*in_types, arg_locs=arg_locs)
+        if fn_ast.extern:           # `vmap(f)` of an `extern def` f: its JAX function on the parameters
+            with ir.InsertionPoint(block), self.location(fn_ast.name_span, name):
+                func.ReturnOp(FunctionLowering(self).extern(name, list(block.arguments), arg_types, fn_ast.name_span))
+            return
         walk = FunctionWalk(self.program, fn_ast, self.reporter, FunctionLowering(self), bindings)
         self.active, self.entry_calls = [name], walk.calls
         args = list(block.arguments)

@@ -366,6 +366,23 @@ def test_an_extern_is_the_jax_function_under_grad_and_vmap():
     np.testing.assert_allclose(mod.per_example(xs, ts), jax.vmap(_jax_loss)(xs, ts), rtol=1e-6)
 
 
+def test_an_extern_itself_under_vmap_grad_and_jvp():
+    """`vmap(encoder)`, `grad(e)`, `jvp(e, ...)` of an `extern def` itself (not of an arr function calling
+    it): JAX's function on each lane, and its derivatives (E0214 "does not return a value" before)."""
+    def energy(x):
+        return jnp.sum(jnp.sin(x) * x)
+    src = ("extern def encoder(x: f32[4]) -> f32[2]\n\nextern def energy(x: f32[4]) -> f32\n\n"
+           "def rows(xs: f32[5, 4]) -> f32[5, 2]:\n    return vmap(encoder)(xs)\n\n"
+           "def slope(x: f32[4]) -> f32[4]:\n    return grad(energy)(x)\n\n"
+           "def push(x: f32[4], t: f32[4]) -> (f32, f32):\n    return jvp(energy, (x,), (t,))\n")
+    mod = arrc.loads(src, filename="ext.arr", externs={"encoder": _encoder, "energy": energy})
+    xs, t = R.normal(size=(5, 4)).astype(np.float32), R.normal(size=4).astype(np.float32)
+    np.testing.assert_allclose(mod.rows(xs), jax.vmap(_encoder)(xs), rtol=1e-6)
+    np.testing.assert_allclose(mod.slope(xs[0]), jax.grad(energy)(xs[0]), rtol=1e-5, atol=1e-7)
+    for got, want in zip(mod.push(xs[0], t), jax.jvp(energy, (xs[0],), (t,))):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_an_extern_can_be_a_jax_export():
     exported = jax.export.export(jax.jit(_encoder))(jax.ShapeDtypeStruct((3, 4), np.float32))
     mod = arrc.loads(EXTERN_SRC, filename="enc.arr", externs={"encoder": exported})
