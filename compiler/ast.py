@@ -293,9 +293,12 @@ def walk(node: Node):
         stack.extend(reversed(children))
 
 
-# The builtins that take a module function by name, as their first argument, and call it: `grad(f)(x)`,
-# `vmap(f)(xs)`, `jvp(f, primals, tangents)` (LANGUAGE.md sections 15 and 16).
-HIGHER_ORDER = frozenset({"grad", "value_and_grad", "vmap", "jvp", "vjp"})
+# The builtins that take a module function by name, as their first argument, and call it (LANGUAGE.md
+# sections 15 and 16): `grad(f)(x)` (check.py FunctionWalk.call_derivative), `jvp(f, primals, tangents)`
+# (FunctionWalk.call_jvp_vjp), `vmap(f)(xs)` (FunctionWalk.call_vmap).
+DERIVATIVES = ("grad", "value_and_grad")
+PUSH_PULL = ("jvp", "vjp")
+HIGHER_ORDER = frozenset(DERIVATIVES + PUSH_PULL + ("vmap",))
 
 
 def called_names(node, functions=()) -> set:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import ast, emit
+from .ast import DERIVATIVES, PUSH_PULL        # (with vmap, ast.HIGHER_ORDER)
 from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, refuse_keys, weak_literal_fits
 from .diagnostics import CompileError, Diagnostic, Label, Reporter
 from .span import Span
@@ -163,11 +164,9 @@ def unify(sig: Signature, args: list, arg_spans: list, call_span) -> dict:
     return env
 
 
-DERIVATIVES = ("grad", "value_and_grad")      # higher-order: `grad(f)(x)` (FunctionWalk.call_derivative)
 METHOD_FORMS = ("sum", "mean", "max", "min", "prod", "std", "var", "argmax", "argmin", "any", "all", "cumsum",
                 "cumprod", "reshape", "transpose", "squeeze", "clip", "round", "dot", "sort", "argsort", "trace",
                 "flatten", "ravel")               # `x.sum()` is `sum(x)` (FunctionWalk._method_form)
-PUSH_PULL = ("jvp", "vjp")                     # `jvp(f, primals, tangents)` (FunctionWalk.call_jvp_vjp)
 
 
 def _results_of(sig: Signature) -> str:

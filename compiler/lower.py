@@ -164,9 +164,8 @@ class ModuleLowering:
         if span is None:
             return _NO_LOCATION
         loc = ir.Location.name(what, childLoc=self._file_loc(span))
-        if self.call_sites:
-            for caller in reversed(self.call_sites):
-                loc = ir.Location.callsite(loc, [caller])
+        for caller in reversed(self.call_sites):
+            loc = ir.Location.callsite(loc, [caller])
         return loc
 
 

@@ -26,8 +26,7 @@ def arithmetic(op_name: str, build_float, build_int=None, allow_bool=False):
 
     def rule(cx: CallCx, x, y):
         operands = [x, y]
-        if type(x) is not Val or type(y) is not Val:
-            _require_arrays(cx, operands, what)
+        _require_arrays(cx, operands, what)
         dtype, weak, shape = elementwise_type(cx, operands, what)
         if dtype.is_bool and not allow_bool:
             cx.error("E0201", f"`{op_name}` is not defined on bool", "both operands are bool",
@@ -254,8 +253,7 @@ def bitwise(op: str, build, bool_only=False):
 
     def rule(cx: CallCx, x, y):
         operands = [x, y]
-        if type(x) is not Val or type(y) is not Val:
-            _require_arrays(cx, operands, what)
+        _require_arrays(cx, operands, what)
         dtype, weak, shape = elementwise_type(cx, operands, what)
         if dtype.is_float or (bool_only and not dtype.is_bool):
             kinds = "bool" if bool_only else "bool or integer"
@@ -284,8 +282,7 @@ def shift(op: str):
 
     def rule(cx: CallCx, x, y):
         operands = [x, y]
-        if type(x) is not Val or type(y) is not Val:
-            _require_arrays(cx, operands, what)
+        _require_arrays(cx, operands, what)
         dtype, weak, shape = elementwise_type(cx, operands, what)
         if not dtype.is_int:
             wrong = [Label(cx.at(i), f"this is {v.type}") for i, v in enumerate(operands) if not v.type.dtype.is_int]

@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from .diagnostics import Label
-from .types import DTYPES, KEY, ArrayType, Dim, DType, int_range, lossy_promotion, promote, too_large, true_divide_dtype
+from .types import DTYPES, ArrayType, Dim, DType, int_range, lossy_promotion, promote, too_large, true_divide_dtype
 from .values import ArrError, DTypeVal, TupleVal, Val, describe
 
 
@@ -115,7 +115,7 @@ def refuse_keys(rule: Builtin, args: list, kwargs: dict, cx: "CallCx") -> None:
     """E0201 where a rule that does not take keys is given one: keys are not numbers."""
     if not kwargs:
         for v in args:
-            if type(v) is Val and v.type.dtype is KEY:
+            if type(v) is Val and v.type.dtype.is_key:
                 break
         else:
             return              # (the common case, once per operation: no list of spans to build)
