@@ -22,7 +22,7 @@ from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, refu
 from .diagnostics import CompileError, Diagnostic, Label, Reporter
 from .span import Span
 from .suggest import MODULES, closest, function_help, qualified_value_help, value_help
-from .types import DTYPES, I32, TYPE_NAMES, ArrayType, Dim, too_large
+from .types import DTYPES, I32, TYPE_NAMES, ArrayType, Dim, KeysAreNotNumbers, too_large
 from .control import ControlFlow
 from .values import POISON, ArrError, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe
 
@@ -784,7 +784,13 @@ class FunctionWalk(ControlFlow):
         cx = CallCx(self, node, spans, kw_spans or {})
         if not rule.keys:
             refuse_keys(rule, args, kwargs, cx)
-        return rule.fn(cx, *bind_arguments(rule, args, kwargs, cx))
+        try:
+            return rule.fn(cx, *bind_arguments(rule, args, kwargs, cx))
+        except KeysAreNotNumbers:
+            name = rule.name.lstrip(".").removeprefix("__").removesuffix("__")
+            raise ArrError("E0201", f"`{name}` cannot mix keys and numbers: keys are not numbers", node.span,
+                           "keys and numbers", help="keep keys apart from numbers; `key_data(k)` gives a key's "
+                                                    "two u32 words") from None
 
     def call_derivative(self, e):
         """`grad(f, argnums=...)(args)`, `value_and_grad(...)(args)` (LANGUAGE.md section 15): f's derivatives

@@ -425,6 +425,9 @@ def update(cx: CallCx, x: Val, subscripts, new, value_span=None) -> Val:
     shown = _with_newaxes(region, _newaxis_positions(x, subscripts, marks)) if marks else region
     dt = x.type.dtype
     if not _stores_into(new, x):
+        if dt.is_key or new.type.dtype.is_key:
+            raise ArrError("E0201", f"cannot store {new.type} into {x.type}: keys are not numbers", at_value,
+                           f"this is {new.type}", labels=target, help="store keys into arrays of keys only")
         raise ArrError("E0201", f"cannot store {new.type} into {x.type} without losing information", at_value,
                        f"this is {new.type}", labels=target, help=f"convert it first: `.astype({dt})`")
     from .optable import broadcast_shapes, check_literal
@@ -459,6 +462,8 @@ def _stores_into(new: Val, x: Val) -> bool:
     """Whether `new` can be stored into (or added to) `x` without a lossy conversion."""
     from .optable import weak_literal_fits
     dt = x.type.dtype
+    if dt.is_key or new.type.dtype.is_key:     # keys are stored into keys only
+        return new.type.dtype == dt
     return new.type.dtype == dt or (new.type.weak and weak_literal_fits(new.type, dt)) or \
         promote([x.type, new.type.strong()])[0] == dt
 

@@ -365,8 +365,17 @@ def promote(types: list[ArrayType]) -> tuple[DType, bool]:
     return _promote(tuple([(t.dtype, t.weak) for t in types]))
 
 
+class KeysAreNotNumbers(Exception):
+    """Keys promoted together with numbers (`stack((k, x))`, `ks[0] = 1.0`): a rule's call reports E0201."""
+
+
 @lru_cache(maxsize=None)
 def _promote(kinds: tuple) -> tuple[DType, bool]:
+    keys = [dt.is_key for dt, _ in kinds]
+    if any(keys):               # keys are not in the lattice: they stay keys, and never mix with numbers
+        if not all(keys):
+            raise KeysAreNotNumbers
+        return KEY, False
     node = _node(*kinds[0])
     for kind in kinds[1:]:
         node = _join(node, _node(*kind))

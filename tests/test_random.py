@@ -163,6 +163,8 @@ def test_an_array_literal_of_keys_stacks_them():
     ks = jnp.stack([k, jax.random.fold_in(k, 1), jax.random.fold_in(k, 2)])
     assert same_bits(words, jax.random.key_data(ks))
     assert same_bits(draws, jax.random.uniform(ks[2], (2,), jnp.float32))
+    stacked = arrc.loads("def g(k: key) -> u32[2, 2]:\n    return key_data(stack((k, fold_in(k, 1))))\n")
+    assert same_bits(stacked.g(k), jax.random.key_data(ks[:2]))
 
 
 def test_keys_from_python_in_every_form_and_back_as_jax_keys():
@@ -225,6 +227,13 @@ def test_key_errors_are_diagnostics():
         "def f() -> key:\n    return key(2 ** 70)\n": "out of range for i64",
         "def f(k: key) -> key[2]:\n    return split(k, -1)\n": "must not be negative",
         "def f(k: key) -> key[2]:\n    return [k, 1.0]\n": "cannot mix keys and numbers",
+        "def f(k: key, x: f32) -> key[2]:\n    return stack((k, x))\n": "`stack` cannot mix keys and numbers",
+        "def f(k: key, x: f32[2]) -> key[4]:\n    return concatenate((split(k), x))\n":
+            "`concatenate` cannot mix keys and numbers",
+        "def f(k: key) -> key[4]:\n    ks = split(k, 4)\n    ks[0] = 1.0\n    return ks\n":
+            "cannot store f32 into key[4]: keys are not numbers",
+        "def f(k: key, x: f32[4]) -> f32[4]:\n    x[0] = k\n    return x\n":
+            "cannot store key into f32[4]: keys are not numbers",
         "def f(k: key) -> f32:\n    return truncated_normal(k, k, 1.0)\n": "`lower` must be a number, found key",
         "def f(k: key) -> i32:\n    return randint(k, (), 0, k)\n": "`maxval` must be an integer",
     }
