@@ -787,8 +787,7 @@ class FunctionWalk(ControlFlow):
         try:
             return rule.fn(cx, *bind_arguments(rule, args, kwargs, cx))
         except KeysAreNotNumbers:
-            name = rule.name.lstrip(".").removeprefix("__").removesuffix("__")
-            raise ArrError("E0201", f"`{name}` cannot mix keys and numbers: keys are not numbers", node.span,
+            raise ArrError("E0201", f"`{rule.display}` cannot mix keys and numbers: keys are not numbers", node.span,
                            "keys and numbers", help="keep keys apart from numbers; `key_data(k)` gives a key's "
                                                     "two u32 words") from None
 

@@ -781,14 +781,11 @@ def array_literal(cx: CallCx, elems: list) -> Val:
             cx.error("E0202", f"array literal is not rectangular: element {i} has shape {shape_str(s)}, "
                               f"element 0 has {shape_str(shapes[0])}", f"shape {shape_str(s)}", at=i)
     keys = [e.type.dtype.is_key for e in elems]
-    if any(keys):                   # keys stack into an array of keys (`[k1, k2]`, as `jnp.stack` of keys)
-        if not all(keys):
-            cx.error("E0201", "an array literal cannot mix keys and numbers: keys are not numbers",
-                     "a key" if not keys[0] else "a number", at=keys.index(not keys[0]),
-                     help="make arrays of keys from keys only (`[k1, k2]`, `split(k)`)")
-        dtype, weak = elems[0].type.dtype, False
-    else:
-        dtype, weak = promote([e.type for e in elems])
+    if any(keys) and not all(keys):     # (at the element that mixes them; keys alone promote to keys)
+        cx.error("E0201", "an array literal cannot mix keys and numbers: keys are not numbers",
+                 "a key" if not keys[0] else "a number", at=keys.index(not keys[0]),
+                 help="make arrays of keys from keys only (`[k1, k2]`, `split(k)`)")
+    dtype, weak = promote([e.type for e in elems])
     literal = not dtype.is_key and all(_literal_static(e) is not None for e in elems)
     for i, e in enumerate(elems):
         if not (weak and literal):               # a literal of literals is checked where it takes its dtype
