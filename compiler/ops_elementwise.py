@@ -794,9 +794,7 @@ def array_literal(cx: CallCx, elems: list) -> Val:
     if literal:
         # A literal of numbers is weakly typed like its elements (`[0.1, 0.2]` is f32 alone, f64 next to f64),
         # and keeps full precision until it takes its dtype.
-        data = np.array([_literal_static(e) for e in elems])
-        data = data.astype(np.float64) if dtype.is_float else data.astype(np.bool_) if dtype.is_bool else data
-        return Val(ArrayType(dtype, shape, weak), None, data)
+        return Val(ArrayType(dtype, shape, weak), None, _literal_data([_literal_static(e) for e in elems], dtype))
     t = ArrayType(dtype, shape)
 
     def build():
@@ -804,6 +802,22 @@ def array_literal(cx: CallCx, elems: list) -> Val:
         parts = [hlo.reshape(emit.tensor_type((1,) + inner, dtype), cx.ir(e, dtype)) for e in elems]
         return hlo.concatenate(parts, 0)
     return cx.value(t, build)
+
+
+def _literal_data(values: list, dtype: DType) -> np.ndarray:
+    """The exact values of a literal of literals. Integers keep every digit: NumPy makes float64 of
+    `[2**64 - 1, 1]` (no int64 holds the first, no uint64 a negative), so they go through Python ints into
+    the narrowest of int64 / uint64 that holds them all, else stay Python ints for the range check."""
+    if dtype.is_float:
+        return np.array(values, dtype=np.float64)
+    if dtype.is_bool:
+        return np.array(values).astype(np.bool_)
+    data = np.array(values, dtype=object)
+    lo, hi = int(data.min()), int(data.max())
+    for fits in (np.int64, np.uint64):
+        if np.iinfo(fits).min <= lo and hi <= np.iinfo(fits).max:
+            return data.astype(fits)
+    return data
 
 
 def _literal_static(e: Val):

@@ -288,12 +288,14 @@ def check_literal(cx: CallCx, v: Val, dtype: DType, at, literals_only: bool = Fa
         value = v.static_int
         if isinstance(v.static, float):
             cx.error("E0201", f"float literal {v.static} cannot take dtype {dtype}", "a float", at=at)
-        if isinstance(v.static, np.ndarray) and v.static.size and v.static.dtype.kind in "iu":
-            value = int(v.static.max()) if v.static.max() > int_range(dtype)[1] else int(v.static.min())
+        values = (value, value)
+        if isinstance(v.static, np.ndarray) and v.static.size and v.static.dtype.kind in "iuO":
+            values = (int(v.static.min()), int(v.static.max()))
+            value = values[1] if values[1] > int_range(dtype)[1] else values[0]
         if value is not None:
             lo, hi = int_range(dtype)
             if not lo <= value <= hi:
-                help = _wide_literal_help(cx, value, at) if literals_only else \
+                help = _wide_literal_help(cx, values, at) if literals_only else \
                     "cast the other operand, e.g. `.astype(i64)`"
                 cx.error("E0211", f"literal {value} is out of range for {dtype} ({lo}..{hi})",
                          f"does not fit in {dtype}", at=at, help=help)
@@ -324,11 +326,15 @@ def source_text(cx: CallCx, span) -> str | None:
     return source.line_text(span.line)[span.col - 1:span.end_col - 1] if source is not None else None
 
 
-def _wide_literal_help(cx: CallCx, value: int, at) -> str:
-    """E0211's help where literals alone make the value: one of them written in a 64-bit dtype."""
+def _wide_literal_help(cx: CallCx, values: tuple[int, int], at) -> str:
+    """E0211's help where literals alone make the values (their least and greatest): one of them written in
+    a 64-bit dtype that holds both."""
     from .ast import Binary             # (the module's `ast` is Python's)
-    lo, hi = int_range(DTYPES["i64"])
-    wide = "i64" if lo <= value <= hi else "u64"
+    wide = next((w for w in ("i64", "u64") if int_range(DTYPES[w])[0] <= values[0]
+                 and values[1] <= int_range(DTYPES[w])[1]), None)
+    if wide is None:
+        held = " and ".join(str(v) for v in dict.fromkeys(values))
+        return f"no integer dtype holds {held}: write a float (`{values[-1]}.0`) if an approximation is meant"
     node = cx.node
     if isinstance(node, Binary) and source_text(cx, node.lhs.span) and source_text(cx, node.rhs.span):
         written = f"{wide}({source_text(cx, node.lhs.span)}) {node.op} {source_text(cx, node.rhs.span)}"

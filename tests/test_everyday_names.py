@@ -522,3 +522,28 @@ def test_integer_array_literals_keep_full_precision_until_they_take_a_dtype():
         assert np.asarray(f()).tolist() == [9007199254740993, -1]
     with pytest.raises(arrc.CompileError, match=r"E0211.*literal 3000000000 is out of range for i32"):
         arrc.loads("def c(x: i32[2]) -> i32[2]:\n    return x + [3000000000, -1]\n")
+
+
+U64_MAX = 2**64 - 1
+
+
+@pytest.mark.parametrize("body, want", [
+    (f"return [{U64_MAX}, 1]", [U64_MAX, 1]),
+    (f"return x | [{U64_MAX}, 0]", [U64_MAX, 2]),
+    (f"return u64([[{U64_MAX}, 1], [2, 3]])[0]", [U64_MAX, 1]),
+    (f"return where(x > 2, [{U64_MAX}, 1], u64(0))", [U64_MAX, 0]),
+    (f"return u64([{U64_MAX}, 1]) + [1, 2]", [0, 3]),
+])
+def test_u64_literals_beyond_i64_are_exact(body, want):
+    """NumPy makes float64 of `[2**64 - 1, 1]`, which read back as u64 was `[0, 1]`: a literal's integers
+    are exact in the narrowest 64-bit dtype that holds them all."""
+    mod = arrc.loads(f"def f(x: u64[2]) -> u64[2]:\n    {body}\n")
+    got = mod.f(np.array([3, 2], np.uint64))
+    assert got.dtype == np.uint64 and got.tolist() == want
+
+
+@pytest.mark.parametrize("literal, shape", [(f"[{U64_MAX + 1}]", "1"), (f"[-1, {U64_MAX}]", "2"),
+                                            (f"[[{U64_MAX + 1}], [1]]", "2, 1")])
+def test_integer_literals_beyond_every_dtype_are_E0211(literal, shape):
+    with pytest.raises(arrc.CompileError, match=r"E0211(.|\n)*no integer dtype holds"):
+        arrc.loads(f"def f() -> u64[{shape}]:\n    return {literal}\n")
