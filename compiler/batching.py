@@ -504,6 +504,9 @@ def _lanes(body, args: list, batched: list, size: int, threaded: dict, label: st
     outs = [emit.const(0, dtype_of(r), (size,) + tuple(ir.RankedTensorType(r.type).shape))
             for i, r in enumerate(results) if i not in threaded]
     carried_args = {p: args[p] for p in threaded.values()}
+    if size == 0:       # no lane runs (and no row of size 1 can be sliced from none)
+        outs, carried_out = iter(outs), iter(carried_args.values())
+        return [next(carried_out) if i in threaded else next(outs) for i in range(len(results))]
     lane0 = emit.const(0, I64, ())
     start = outs + list(carried_args.values()) + [lane0]
     loop = hlo.WhileOp([v.type for v in start], start)

@@ -364,6 +364,23 @@ def test_print_assert_and_discarded_branches_are_per_lane(capfd):
     assert capfd.readouterr().out == "positive lane 1.0\npositive lane 3.0\n"   # lane 2 prints, then fails
 
 
+def test_zero_lanes_on_the_lane_loop(capfd):
+    """A batch of none through the lane loop (sort, a per-lane index, print and assert) runs no lane: the
+    results are empty, as jax.vmap's, and nothing prints (a row of size 1 cannot be sliced from none)."""
+    mod = arrc.loads("def f(x: f64[3], i: i32) -> (f64[3], f64):\n    print(\"lane\")\n"
+                     "    assert x[0] < 10.0\n    return sort(x), x[i]\n"
+                     "def b(x: f64[n, 3], i: i32[n]) -> (f64[n, 3], f64[n]):\n    return vmap(f)(x, i)\n",
+                     guards="all")
+    assert "arrc.lanes" in mod.b.lower(arrc.spec("f64[2, 3]"), arrc.spec("i32[2]")).as_text()
+    for n in (0, 2):
+        x, i = R.normal(size=(n, 3)), np.arange(n, dtype=np.int32)
+        want = jax.vmap(lambda x, i: (jnp.sort(x), x[i]))(x, i)
+        for g, w in zip(mod.b(x, i), want, strict=True):
+            assert g.shape == w.shape
+            np.testing.assert_array_equal(g, w)
+        assert capfd.readouterr().out == "lane\n" * n
+
+
 def test_a_guard_report_names_the_lane_in_either_way_of_batching():
     rules = arrc.loads("def f(x: f32[3]) -> f32[3]:\n    return log(x - 1.0)\n"
                        "def b(x: f32[4, 3]) -> f32[4, 3]:\n    return vmap(f)(x)\n", filename="v.arr", guards="nan")
