@@ -682,9 +682,7 @@ def _bincount(cx: CallCx, x, weights=None, length=None):
         cx.error("E0103", "`bincount` needs `length=`, the number of bins", "no `length`",
                  help="give it as a literal, `const` or shape variable: `bincount(x, length=10)` (the result "
                       "shape must be known at compile time; values >= length are dropped)")
-    n = cx.static_int(length, "length")
-    if n.is_const and n.value < 0:
-        cx.error("E0204", f"`length` must not be negative, found {n.value}", at="length")
+    n = cx.count(length, "length")
     dt = I32
     if weights is not None:
         weights = cx.array(weights, "weights")

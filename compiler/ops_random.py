@@ -130,9 +130,7 @@ def _key_from_seed(cx: CallCx, seed) -> Val:
           doc="num new keys from one, as jax.random.split (a key[num])")
 def _split(cx: CallCx, key, num=2) -> Val:
     k = _drawing_key(cx, key)
-    n = cx.static_int(num, "num")
-    if n.is_const and n.value < 0:
-        cx.error("E0204", f"`num` must not be negative, found {n.value}", "negative", at="num")
+    n = cx.count(num, "num")
     return cx.value(ArrayType(KEY, (n,)),
                     lambda: pack(*threefry.split_pairs(_key_words(cx, k), concrete((n,))[0])))
 
@@ -312,7 +310,7 @@ def _permutation(cx: CallCx, key, x, axis=0) -> Val:
     k = _drawing_key(cx, key)
     v = cx.array(x, "x")
     if v.type.rank == 0:
-        n = cx.static_int(v, "x")
+        n = cx.count(v, "x")
         return cx.value(ArrayType(I32, (n,)), lambda: threefry.permutation(
             _key_words(cx, k), concrete((n,))[0], 0, I32))
     ax = cx.axes(axis, v.type.rank)[0]

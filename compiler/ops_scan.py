@@ -158,9 +158,7 @@ def _nonzero(cx: CallCx, mask, size=None, fill=0):
     if size is None:
         cx.error("E0207", "`nonzero` needs `size=`: the number of true elements is only known at run time",
                  "no size", help="pass the largest count you expect, e.g. `nonzero(mask, size=10, fill=-1)`")
-    n_dim = cx.static_int(size, "size")      # a literal, a const or a shape variable
-    if n_dim.is_const and n_dim.value < 0:
-        cx.error("E0204", f"`size` must be >= 0, found {n_dim.value}", at="size")
+    n_dim = cx.count(size, "size")           # a literal, a const or a shape variable
     fill_value = fill if isinstance(fill, int) else cx.const_int(fill, "fill")
     if not -2 ** 31 <= fill_value < 2 ** 31:
         cx.error("E0211", f"fill {fill_value} is out of range for the i32 indices", at="fill")

@@ -86,11 +86,6 @@ def _promoted(cx: CallCx, vals: list, what: str) -> tuple[DType, bool]:
     return dtype, weak
 
 
-def _int_arg(cx: CallCx, v, name: str) -> Dim:
-    """A compile-time integer argument; Python ints are the defaults of omitted parameters."""
-    return Dim.const(v) if isinstance(v, int) and not isinstance(v, bool) else cx.static_int(v, name)
-
-
 def _axis_list(cx: CallCx, axis, rank: int, name: str = "axis") -> list[int]:
     """Normalized axes; None means all; Python ints are defaults."""
     if axis is None:
@@ -108,12 +103,6 @@ def _single_axis(cx: CallCx, axis, rank: int) -> int:
         cx.error("E0204", "`axis` must be a single integer here", "a tuple", at="axis")
     return _axis_list(cx, axis, rank)[0]
 
-
-def _size(cx: CallCx, v, name: str) -> Dim:
-    d = cx.static_int(v, name)
-    if d.is_const and d.value < 0:
-        cx.error("E0204", f"`{name}` must not be negative, found {d.value}", "negative", at=name)
-    return d
 
 
 def _dtype_or(cx: CallCx, v, default: DType) -> DType:
@@ -229,7 +218,7 @@ def _static_number(cx: CallCx, v, name: str) -> Dim | float:
         cx.error("E0207", f"`{name}` must be known at compile time, but it is a run-time value",
                  "depends on run-time values", at=name,
                  help="use a literal, a `const` or a shape variable: the length of the result depends on it")
-    return _int_arg(cx, v, name)
+    return cx.static_int(v, name)
 
 
 @register("arange", params="start, stop=None, step=None, dtype=None",
@@ -282,9 +271,9 @@ def _arange(cx: CallCx, start, stop=None, step=None, dtype=None) -> Val:
 @register("eye", params="N, M=None, k=0, dtype=None",
           family="Construction", doc="an N x M array with ones on the k-th diagonal and zeros elsewhere")
 def _eye(cx: CallCx, N, M=None, k=0, dtype=None) -> Val:
-    rows = _size(cx, N, "N")
-    cols = rows if M is None else _size(cx, M, "M")
-    diag = _int_arg(cx, k, "k")
+    rows = cx.count(N, "N")
+    cols = rows if M is None else cx.count(M, "M")
+    diag = cx.static_int(k, "k")
     dt = _dtype_or(cx, dtype, F32)
     shape = (rows, cols)
 
@@ -304,9 +293,7 @@ def _linspace(cx: CallCx, start, stop, num=50, endpoint=True, dtype=None) -> Val
     for v, name in ((lo, "start"), (hi, "stop")):
         if v.type.rank:
             cx.error("E0204", f"`{name}` must be a scalar, found {v.type}", f"this is {v.type}", at=name)
-    count = _int_arg(cx, num, "num")
-    if count.is_const and count.value < 0:
-        cx.error("E0204", f"`num` must not be negative, found {count.value}", "negative", at="num")
+    count = cx.count(num, "num")
     endpoint = endpoint if isinstance(endpoint, bool) else cx.bool_flag(endpoint, "endpoint")
     dt = float_dtype_for(promote([lo.type, hi.type])[0]) if dtype is None else cx.dtype(dtype, "dtype")
     ct = float_dtype_for(dt)        # computed in floats (as jax.numpy), floored for integer dtypes
@@ -676,7 +663,7 @@ def _triangle(name: str, direction: str):
         if x.type.rank < 2:
             cx.error("E0204", f"`{name}` needs an array of rank 2 or more, found {x.type}", f"this is {x.type}",
                      at="x", help="as in jax.numpy, 1-D arrays are not promoted to matrices")
-        offset = _int_arg(cx, k, "k")
+        offset = cx.static_int(k, "k")
         dt, rank = x.type.dtype, x.type.rank
 
         def build():
@@ -981,9 +968,7 @@ def _one_hot(cx: CallCx, x, num_classes, dtype=None) -> Val:
     if not x.type.dtype.is_int:
         cx.error("E0201", f"`one_hot` needs integer class indices, found {x.type}", f"this is {x.type}", at="x",
                  help="convert with `.astype(i32)` first")
-    k = cx.static_int(num_classes, "num_classes")
-    if k.is_const and k.value < 0:
-        cx.error("E0204", f"`num_classes` must not be negative, found {k.value}", "negative", at="num_classes")
+    k = cx.count(num_classes, "num_classes")
     dt = _dtype_or(cx, dtype, F32)
     shape = x.type.shape + (k,)
 

@@ -209,6 +209,13 @@ class CallCx:
                        help="use a shape variable (a dimension of a parameter), a `const`, or a literal")
         self.error("E0204", f"`{name}` must be an integer, found {describe(v)}", "not an integer", at=name)
 
+    def count(self, v, name) -> Dim:
+        """A compile-time integer that must not be negative (a size, a number of things)."""
+        d = self.static_int(v, name)
+        if d.is_const and d.value < 0:
+            self.error("E0204", f"`{name}` must not be negative, found {d.value}", "negative", at=name)
+        return d
+
     def static_ints(self, v, name) -> list[Dim]:
         """An int or a tuple of ints, known at compile time (shapes, axes, repetitions)."""
         if isinstance(v, TupleVal):

@@ -226,6 +226,7 @@ def test_key_errors_are_diagnostics():
         "def f(k: key) -> key:\n    return fold_in(k, -1)\n": "out of range for u32",
         "def f() -> key:\n    return key(2 ** 70)\n": "out of range for i64",
         "def f(k: key) -> key[2]:\n    return split(k, -1)\n": "must not be negative",
+        "def f(k: key) -> i32[3]:\n    return permutation(k, -3)\n": "`x` must not be negative, found -3",
         "def f(k: key) -> key[2]:\n    return [k, 1.0]\n": "cannot mix keys and numbers",
         "def f(k: key, x: f32) -> key[2]:\n    return stack((k, x))\n": "`stack` cannot mix keys and numbers",
         "def f(k: key, x: f32[2]) -> key[4]:\n    return concatenate((split(k), x))\n":
