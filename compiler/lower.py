@@ -193,13 +193,11 @@ class FunctionLowering:
         from .ops_linalg import EXTERN, extern_results, linalg_op, register_extern
         arguments = ", ".join(str(t) for t in param_types)
         try:
-            found = extern_results(function, [jax.ShapeDtypeStruct(t.concrete_shape, t.dtype.np)
-                                              for t in param_types])
+            found = extern_results(function, param_types)
         except Exception as err:        # noqa: BLE001 - the user's JAX function fails on these types
             error("E0203", f"the JAX function of extern `{name}` fails on ({arguments}): {first_line(err)}", span,
                   "called here", [Label(fn.name_span, "declared here")])
-        declared = [(tuple(t.concrete_shape), np.dtype(t.dtype.np)) for t in results]
-        if [(tuple(s), np.dtype(d)) for s, d in found] != declared:
+        if found != [(tuple(t.concrete_shape), t.dtype.name) for t in results]:
             gives = ", ".join(_type_text(s, d) for s, d in found)
             wanted = ", ".join(str(t) for t in results)
             error("E0203", f"extern `{name}` is declared to return {wanted} here; its JAX function returns {gives}",
@@ -208,7 +206,8 @@ class FunctionLowering:
                   help="change the declaration to what the JAX function returns, or the JAX function")
         with self.location(span, name):
             op = linalg_op(EXTERN, args, [emit.tensor_type(t.concrete_shape, t.dtype) for t in results],
-                           {"key": register_extern(function), "name": name, "arity": len(args)})
+                           {"key": register_extern(function), "name": name, "arity": len(args),
+                            "keys": [i for i, t in enumerate(param_types) if t.dtype.is_key]})
         return list(op.results)
 
     def __init__(self, module_lowering: ModuleLowering):
@@ -394,9 +393,6 @@ def _add_to_recursion_limit(frames: int) -> None:
         sys.setrecursionlimit(sys.getrecursionlimit() + frames)
 
 
-def _type_text(shape, dtype) -> str:
-    """An arr type written for a NumPy/JAX (shape, dtype): `f32[8, 64]`."""
-    from .types import dtype_of_numpy
-    arr = dtype_of_numpy(np.dtype(dtype))
-    name = str(arr) if arr is not None else str(dtype)
+def _type_text(shape, name: str) -> str:
+    """An arr type written for a shape and a dtype's name: `f32[8, 64]`."""
     return f"{name}[{', '.join(map(str, shape))}]" if shape else name

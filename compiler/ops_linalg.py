@@ -11,6 +11,7 @@ same call (LAPACK on CPU, cuSOLVER or hipSOLVER on GPU), so results and speed ar
 """
 from __future__ import annotations
 
+import functools
 import json
 import threading
 
@@ -347,12 +348,46 @@ def extern_function(number: int):
     return _externs[number]
 
 
-def extern_results(function, avals: list) -> list:
-    """The (shape, dtype) of each result of the JAX callable `function` (an `extern def`'s) on `avals`, as
-    the placeholder's lowering will trace it (a jax.export.Exported: its `call`)."""
+def extern_results(function, param_types: list) -> list[tuple]:
+    """The (shape, dtype name) of each result of the JAX callable `function` (an `extern def`'s) on arguments
+    of arr's `param_types`, as the placeholder's lowering will trace it (`extern_callable`): arr's name of the
+    dtype (`key` for a Threefry key), else JAX's."""
     import jax
+    from .types import dtype_of_numpy
+    key = _threefry_key_dtype()
+    avals = [jax.ShapeDtypeStruct(t.concrete_shape, key if t.dtype.is_key else t.dtype.np) for t in param_types]
     with jax.enable_x64(True):
-        return [(tuple(r.shape), r.dtype) for r in jax.eval_shape(as_tuple(function), *avals)]
+        found = jax.eval_shape(as_tuple(function), *avals)
+    return [(tuple(r.shape), "key" if r.dtype == key else str(r.dtype) if jax.dtypes.issubdtype(
+        r.dtype, jax.dtypes.extended) else str(dtype_of_numpy(r.dtype) or r.dtype)) for r in found]
+
+
+def extern_callable(function, keys: list):
+    """`function` (an `extern def`'s) as arr calls it: the flat tuple of its results, with arr's keys (one
+    uint64 each, the words packed; the arguments `keys`) given as JAX's typed keys, and typed keys returned
+    as arr's."""
+    import jax
+    import jax.numpy as jnp
+    fn = as_tuple(function)
+    key = _threefry_key_dtype()
+
+    def words(k):
+        return jnp.stack([(k >> 32).astype(jnp.uint32), k.astype(jnp.uint32)], axis=-1)
+
+    def packed(k):
+        data = jax.random.key_data(k).astype(jnp.uint64)
+        return (data[..., 0] << 32) | data[..., 1]
+
+    def call(*args):
+        args = [jax.random.wrap_key_data(words(a)) if i in keys else a for i, a in enumerate(args)]
+        return tuple(packed(r) if r.dtype == key else r for r in fn(*args))
+    return call
+
+
+@functools.cache
+def _threefry_key_dtype():
+    import jax
+    return jax.eval_shape(lambda: jax.random.key(0, impl="threefry2x32")).dtype
 
 
 def as_tuple(function):

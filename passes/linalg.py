@@ -26,7 +26,7 @@ from jaxlib.mlir.dialects import func
 from ..compiler import abi, emit
 from ..compiler.diagnostics import Diagnostic, first_line, internal_error
 from ..compiler.locations import span_of
-from ..compiler.ops_linalg import EXTERN, SHARD, as_tuple, extern_function, is_linalg, linalg_call
+from ..compiler.ops_linalg import EXTERN, SHARD, extern_callable, extern_function, is_linalg, linalg_call
 from .base import ModulePass
 
 _lowered: dict = {}
@@ -186,7 +186,7 @@ def jax_function(name: str, p: dict, lane_loops: bool = False):
     """The jax.numpy function arr's operation `name` with parameters `p` is, returning a tuple of arrays."""
     import jax
     if name == EXTERN:                  # (under arr's vmap, every operand has the lanes: one level each)
-        fn = as_tuple(extern_function(p["key"]))
+        fn = extern_callable(extern_function(p["key"]), p["keys"])
         for _ in p.get("lanes", []):
             fn = _lane_by_lane(fn) if lane_loops else jax.vmap(fn)
         return fn

@@ -3,6 +3,8 @@ jax.jit (its StableHLO merged into JAX's module), jax.grad and jax.vjp (arr's ow
 (arr's vmap), with linear algebra, and its errors at trace time; against the same computation in JAX."""
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -407,6 +409,38 @@ error[E0203]: extern `encoder` is declared to return f32[3, 2] here; its JAX fun
   |
   = help: change the declaration to what the JAX function returns, or the JAX function
 """
+
+
+KEYED_EXTERNS = {"noise": lambda k, x: x + jax.random.normal(k, (3,), jnp.float32),
+                 "fork": lambda k: jax.random.split(k),
+                 "draw": jax.vmap(lambda k: jax.random.uniform(k, (3,), jnp.float32))}
+
+
+def test_keys_cross_an_extern_as_jax_typed_keys():
+    """An arr key reaches the JAX function as a typed key and a typed key it returns is an arr key, bit for
+    bit with the JAX function called on JAX's keys (also under vmap, lane by lane). Before: a u64 scalar in,
+    and a TypeError out of the declaration check for a key result."""
+    mod = arrc.loads("extern def noise(k: key, x: f32[3]) -> f32[3]\nextern def fork(k: key) -> key[2]\n"
+                     "extern def draw(k: key[2]) -> f32[2, 3]\n"
+                     "def f(k: key, x: f32[3]) -> (f32[3], key[2], f32[2, 3], f32[2, 3]):\n    ks = fork(k)\n"
+                     "    return noise(k, x), ks, draw(ks), vmap(noise)(ks, [x, 2.0 * x])\n",
+                     externs=KEYED_EXTERNS)
+    k, x = jax.random.key(7), np.arange(3, dtype=np.float32)
+    noise, ks, drawn, lanes = mod.f(k, x)
+    np.testing.assert_array_equal(noise, KEYED_EXTERNS["noise"](k, x))
+    np.testing.assert_array_equal(jax.random.key_data(ks), jax.random.key_data(jax.random.split(k)))
+    np.testing.assert_array_equal(drawn, KEYED_EXTERNS["draw"](jax.random.split(k)))
+    np.testing.assert_allclose(lanes, jax.vmap(KEYED_EXTERNS["noise"])(jax.random.split(k), np.stack([x, 2 * x])),
+                               rtol=1e-6)
+
+
+def test_an_extern_returning_other_keys_is_an_error_at_the_declaration():
+    source = "extern def fork(k: key) -> key[2]\ndef f(k: key) -> key[2]:\n    return fork(k)\n"
+    for fork, gives in ((lambda k: jax.random.key_data(jax.random.split(k)), "u32[2, 2]"),
+                        (lambda k: jax.random.split(jax.random.key(1, impl="rbg")), "key<rbg>[2]")):
+        with pytest.raises(arrc.CompileError, match=rf"E0203(.|\n)*extern `fork` is declared to return key\[2\] "
+                                                     rf"here; its JAX function returns {re.escape(gives)}"):
+            arrc.loads(source, externs={"fork": fork}).f(jax.random.key(0))
 
 
 def test_an_extern_without_a_function_is_an_error_at_the_declaration():
