@@ -677,8 +677,12 @@ def vmap(fn: Function, in_axes=0, out_axes=0) -> Function:
     wrapper = f"vmap_of_{fn.name}"
     text = (f"\n\ndef {wrapper}({params}) -> {shown}:\n    return vmap({fn.name}, in_axes=({axes},), "
             f"out_axes=({', '.join(map(str, outs))},))({', '.join(name for name, _, _ in sig.params)})\n")
+    program = fn.module._program        # (its constants given from Python and its externs too)
+    constants = {name: _as_jax_keys(value) if program.const_types[name].dtype.is_key else value
+                 for name, value in program.externals.items()}
     module = loads(sources[0].text.rstrip("\n") + "\n" + text, filename=sources[0].name, guards=fn.module.guards,
-                   warnings="ignore", guard_scope=fn.module.guard_scope, device=fn.module.device)
+                   warnings="ignore", guard_scope=fn.module.guard_scope, device=fn.module.device,
+                   constants=constants, externs=program.extern_functions)
     return module[wrapper]
 
 

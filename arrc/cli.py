@@ -33,8 +33,8 @@ import arrc
 from arrc.api import DEVICES
 from arrc.compiler.abi import GUARD_KINDS as KINDS
 from arrc.compiler.abi import GUARD_SCOPES as SCOPES
-from arrc.compiler.diagnostics import (CODES, CompileError, Diagnostic, first_line, internal_error, render_all,
-                                       render_json)
+from arrc.compiler.diagnostics import (CODES, CompileError, Diagnostic, first_line, internal_error, plural,
+                                       render_all, render_json)
 from arrc.compiler.parse import decode
 from arrc.compiler.span import Source
 from arrc.compiler.types import MAX_ARRAY_BYTES, ArrayType, Dim, dtype_of_numpy, host_keys, key_words
@@ -952,10 +952,6 @@ def specialize_concrete(module: arrc.Module) -> list[Diagnostic]:
         except CompileError as err:
             found.extend(d for d in err.diagnostics if d not in found)
     return found
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("s" if n != 1 else "")
 
 
 def check_summary(path: str, diags: list[Diagnostic]) -> str:

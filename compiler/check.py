@@ -19,7 +19,7 @@ import numpy as np
 from . import ast, emit
 from .ast import DERIVATIVES, PUSH_PULL        # (with vmap, ast.HIGHER_ORDER)
 from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, refuse_keys, weak_literal_fits
-from .diagnostics import CompileError, Diagnostic, Label, Reporter
+from .diagnostics import CompileError, Diagnostic, Label, Reporter, plural
 from .span import Span
 from .suggest import MODULES, closest, function_help, qualified_value_help, value_help
 from .types import DTYPES, I32, TYPE_NAMES, ArrayType, Dim, KeysAreNotNumbers, too_large
@@ -383,10 +383,15 @@ class FunctionWalk(ControlFlow):
         if isinstance(value, Val) and value.type.rank and value.type.shape[0] == len(targets):
             value = self._rows(value, node)        # `k1, k2 = split(k)`: an array unpacks by rows
         if not isinstance(value, TupleVal) or len(value.items) != len(targets):
-            count = len(value.items) if isinstance(value, TupleVal) else 1
+            names = plural(len(targets), "name")
+            if isinstance(value, TupleVal):
+                message = f"cannot unpack {plural(len(value.items), 'value')} into {names}"
+            elif isinstance(value, Val) and value.type.rank:
+                message = f"cannot unpack the {plural(value.type.shape[0], 'row')} of {value.type} into {names}"
+            else:
+                message = f"cannot unpack {describe(value)} into {names}: it is neither a tuple nor an array of rows"
             label = f"receives {describe(value)}" if isinstance(node, ast.TupleTarget) else f"this is {describe(value)}"
-            raise ArrError("E0209", f"cannot unpack {count} value{'s' if count != 1 else ''} into "
-                                    f"{len(targets)} names", node.span, label)
+            raise ArrError("E0209", message, node.span, label)
         for t, v in zip(targets, value.items):
             self.assign(t, v)
 
@@ -833,10 +838,8 @@ class FunctionWalk(ControlFlow):
         if POISON in args:
             return POISON
         spans = [a.span for a in e.args]
-        left_out = [sig.defaults.get(p) for p, _, _ in sig.params[len(args):]]
-        if left_out and None not in left_out:           # trailing parameters with defaults, as in a call
-            args += [self.eval(d[0]) for d in left_out]
-            spans += [d[0].span for d in left_out]
+        defaults, default_spans = self._left_out(sig, len(args))
+        args, spans = args + defaults, spans + default_spans
         if len(args) != n:
             raise ArrError("E0103", f"`{fname}` takes {n} argument(s), {len(args)} given", e.span,
                            "wrong number of arguments", notes=[f"signature: {fname}{sig}"])
@@ -878,6 +881,10 @@ class FunctionWalk(ControlFlow):
         if POISON in args:
             return POISON
         arg_spans = [a.span for a in e.args]
+        defaults, default_spans = self._left_out(sig, len(args))
+        args, arg_spans = args + defaults, arg_spans + default_spans
+        if defaults:                    # every lane shares a default, as Python fills it inside jax.vmap
+            axes["in_axes"][-len(defaults):] = [None] * len(defaults)
         if len(args) != n:
             raise ArrError("E0103", f"`{fname}` takes {n} argument(s), {len(args)} given", e.span,
                            "wrong number of arguments", notes=[f"signature: {fname}{sig}"])
@@ -1050,6 +1057,14 @@ class FunctionWalk(ControlFlow):
                            "functions are not values in arr: give the name of one defined with `def`")
         self.program.derivative_sites.add((kind, node.id, node.span))
         return node.id, self.program.signatures[node.id]
+
+    def _left_out(self, sig, given: int) -> tuple[list, list]:
+        """The values and spans of the parameters after the first `given`, where all have defaults (filled as
+        in a call); none otherwise."""
+        left_out = [sig.defaults.get(p) for p, _, _ in sig.params[given:]]
+        if not left_out or None in left_out:
+            return [], []
+        return [self.eval(d[0]) for d in left_out], [d[0].span for d in left_out]
 
     def _refuse_non_floats(self, fname: str, sig, wrt: tuple, spans: list,
                            help: str = "derivatives are taken with respect to float arguments only") -> None:

@@ -160,6 +160,11 @@ def render(diag: Diagnostic, sources: dict[str, Source]) -> str:
     return "\n".join(out) + "\n"
 
 
+def plural(n: int, word: str) -> str:
+    """`1 name`, `2 names`."""
+    return f"{n} {word}" + ("s" if n != 1 else "")
+
+
 def first_line(err: BaseException) -> str:
     """The first line of an exception's message, or its kind where it has none: the reason a diagnostic
     gives for a failure of JAX's or of the user's code."""

@@ -385,6 +385,20 @@ def test_an_extern_itself_under_vmap_grad_and_jvp():
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+def test_python_side_vmap_keeps_the_modules_externs_and_constants():
+    """`arrc.vmap(mod.f)` and `jax.vmap(mod.f.as_jax())` compile f in a copy of its module: with its externs
+    and the constants given from Python (keys among them). Before: E0101 "extern has no function"."""
+    mod = arrc.loads("def loss(x: f32[3, 4], t: f32[3, 2]) -> f32:\n"
+                     "    return mean((encoder(x) - t) ** 2) * W + sum(uniform(K, (2,)))\n"
+                     "extern def encoder(x: f32[b, 4]) -> f32[b, 2]\n",
+                     externs={"encoder": _encoder}, constants={"W": np.float32(2.0), "K": jax.random.key(3)})
+    xs, ts = R.normal(size=(5, 3, 4)).astype(np.float32), R.normal(size=(5, 3, 2)).astype(np.float32)
+    want = jax.vmap(lambda x, t: _jax_loss(x, t) * 2.0 + jnp.sum(jax.random.uniform(jax.random.key(3), (2,), jnp.float32)))(
+        xs, ts)
+    np.testing.assert_allclose(arrc.vmap(mod.loss)(xs, ts), want, rtol=1e-6)
+    np.testing.assert_allclose(jax.vmap(mod.loss.as_jax())(xs, ts), want, rtol=1e-6)
+
+
 def test_an_extern_can_be_a_jax_export():
     exported = jax.export.export(jax.jit(_encoder))(jax.ShapeDtypeStruct((3, 4), np.float32))
     mod = arrc.loads(EXTERN_SRC, filename="enc.arr", externs={"encoder": exported})

@@ -128,7 +128,7 @@ def test_tuple_and_augmented_assignment(session):
                     "a, b = 1")
     lines = out.splitlines()
     assert lines[:5] == ["i32 = 1", "f32[2] = [1. 2.]", "f32[2] = [2. 3.]", "f32[2] = [6. 9.]",
-                         "error[E0209]: cannot unpack 1 value(s) into 2 name(s)"]
+                         "error[E0209]: cannot unpack 1 value into 2 names"]
 
 
 def test_changing_a_binding_type_warns_about_broken_functions(session):

@@ -364,6 +364,19 @@ def test_print_assert_and_discarded_branches_are_per_lane(capfd):
     assert capfd.readouterr().out == "positive lane 1.0\npositive lane 3.0\n"   # lane 2 prints, then fails
 
 
+def test_vmap_fills_default_parameters_as_a_call_does():
+    """`vmap(g)(x)` with g's trailing parameters left out takes their defaults, shared by every lane, as
+    `grad(g)(x)` and a call do, and as Python fills them inside jax.vmap. Before: E0103."""
+    mod = arrc.loads("def g(x: f64[3], s: f64 = 2.0, p: i32 = 3) -> f64:\n    return sum(x ** p) * s\n"
+                     "def b(x: f64[4, 3]) -> f64[4]:\n    return vmap(g)(x)\n"
+                     "def c(x: f64[4, 3], s: f64[4]) -> f64[4]:\n    return vmap(g)(x, s)\n")
+    def g(x, s=2.0, p=3):
+        return jnp.sum(x ** p) * s
+    x, s = R.normal(size=(4, 3)), R.normal(size=4)
+    np.testing.assert_allclose(mod.b(x), jax.vmap(g)(x), rtol=1e-13)
+    np.testing.assert_allclose(mod.c(x, s), jax.vmap(g)(x, s), rtol=1e-13)
+
+
 def test_zero_lanes_on_the_lane_loop(capfd):
     """A batch of none through the lane loop (sort, a per-lane index, print and assert) runs no lane: the
     results are empty, as jax.vmap's, and nothing prints (a row of size 1 cannot be sliced from none)."""

@@ -24,7 +24,7 @@ import numpy as np
 from arrc import api
 from arrc.compiler import ast
 from arrc.compiler.check import NAMED_CONSTANTS
-from arrc.compiler.diagnostics import CompileError, Diagnostic, Label, internal_error, render_all
+from arrc.compiler.diagnostics import CompileError, Diagnostic, Label, internal_error, plural, render_all
 from arrc.compiler.fastparse import KEYWORDS as RESERVED_WORDS
 from arrc.compiler.parse import parse
 from arrc.compiler.span import Source, Span
@@ -278,9 +278,9 @@ class Session:
             count = len(values) if tuple_result else 1
             if not tuple_result or count != len(names):
                 span = stmt.targets[0].span.to(stmt.targets[-1].span)
-                raise self.error(Diagnostic("E0209", f"cannot unpack {count} value(s) into {len(names)} name(s)",
-                                            span, f"{len(names)} name(s)",
-                                            [Label(stmt.value.span, f"this gives {count} value(s)")]))
+                raise self.error(Diagnostic("E0209", f"cannot unpack {plural(count, 'value')} into "
+                                            f"{plural(len(names), 'name')}", span, plural(len(names), "name"),
+                                            [Label(stmt.value.span, f"this gives {plural(count, 'value')}")]))
         self.bind(dict(zip(names, values)))
 
     def bind(self, values: dict[str, np.ndarray]) -> None:
