@@ -577,7 +577,8 @@ register("isfinite",
          doc="elementwise whether x is neither infinite nor NaN")(predicate(lambda x, dt: hlo.is_finite(x), True))
 
 
-@register("where", params="condition, x, y", family="Elementwise", doc="elementwise x where condition is true, else y")
+@register("where", params="condition, x, y", keys=True, family="Elementwise",
+          doc="elementwise x where condition is true, else y")
 def _where(cx: CallCx, condition, x, y):
     _require_arrays(cx, [condition, x, y], "`where`")
     if not condition.type.dtype.is_bool:
@@ -757,7 +758,7 @@ def _dtype_attr(cx: CallCx, x):
     return DTypeVal(cx.array(x, "x").type.dtype)
 
 
-@register(".T", doc="x with its axes reversed")
+@register(".T", keys=True, doc="x with its axes reversed")
 def _transpose_attr(cx: CallCx, x):
     x = cx.array(x, "x")
     perm = list(range(x.type.rank))[::-1]

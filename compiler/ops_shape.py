@@ -325,7 +325,8 @@ def _with_hole(dims: list) -> str:
     return "-1" if len(dims) == 1 else "(" + ", ".join(["-1"] + [str(d) for d in dims[1:]]) + ")"
 
 
-@register("reshape", params="x, shape", family="Shape", doc="x with a new shape of the same size (one -1 is inferred)")
+@register("reshape", params="x, shape", keys=True, family="Shape",
+          doc="x with a new shape of the same size (one -1 is inferred)")
 def _reshape(cx: CallCx, x, shape) -> Val:
     x = cx.array(x, "x")
     dims = list(cx.static_ints(shape, "shape"))
@@ -363,7 +364,8 @@ def _reshape(cx: CallCx, x, shape) -> Val:
                     lambda: hlo.reshape(emit.tensor_type(concrete(out), x.type.dtype), cx.ir(x)))
 
 
-@register("transpose", params="x, axes=None", family="Shape", doc="x with its axes permuted (reversed by default)")
+@register("transpose", params="x, axes=None", keys=True, family="Shape",
+          doc="x with its axes permuted (reversed by default)")
 def _transpose(cx: CallCx, x, axes=None) -> Val:
     x = cx.array(x, "x")
     rank = x.type.rank
@@ -386,7 +388,7 @@ def _broadcast_check(cx: CallCx, t: ArrayType, target: tuple, name: str) -> None
                   if any(d.variables for d in t.shape) and any(d.variables for d in target) else []))
 
 
-@register("broadcast_to", params="x, shape", family="Shape", doc="x broadcast to shape")
+@register("broadcast_to", params="x, shape", keys=True, family="Shape", doc="x broadcast to shape")
 def _broadcast_to(cx: CallCx, x, shape) -> Val:
     x = cx.array(x, "x")
     dims = cx.shape(shape, "shape")
@@ -441,7 +443,8 @@ def _reshaped(cx: CallCx, x: Val, shape: tuple) -> Val:
                     lambda: hlo.reshape(emit.tensor_type(concrete(shape), x.type.dtype), cx.ir(x)))
 
 
-@register("expand_dims", params="x, axis", family="Shape", doc="x with a new axis of size 1 inserted at axis")
+@register("expand_dims", params="x, axis", keys=True, family="Shape",
+          doc="x with a new axis of size 1 inserted at axis")
 def _expand_dims(cx: CallCx, x, axis) -> Val:
     x = cx.array(x, "x")
     rank = x.type.rank + len(cx.static_ints(axis, "axis"))
@@ -450,7 +453,7 @@ def _expand_dims(cx: CallCx, x, axis) -> Val:
     return _reshaped(cx, x, tuple(ONE if i in axes else next(rest) for i in range(rank)))
 
 
-@register("squeeze", params="x, axis=None", family="Shape", doc="x with axes of size 1 removed")
+@register("squeeze", params="x, axis=None", keys=True, family="Shape", doc="x with axes of size 1 removed")
 def _squeeze(cx: CallCx, x, axis=None) -> Val:
     x = cx.array(x, "x")
     shape = x.type.shape
@@ -473,7 +476,8 @@ def _squeeze(cx: CallCx, x, axis=None) -> Val:
     return _reshaped(cx, x, tuple(d for i, d in enumerate(shape) if i not in axes))
 
 
-@register("flip", params="x, axis=None", family="Shape", doc="x with the order of its elements reversed along axis")
+@register("flip", params="x, axis=None", keys=True, family="Shape",
+          doc="x with the order of its elements reversed along axis")
 def _flip(cx: CallCx, x, axis=None) -> Val:
     x = cx.array(x, "x")
     axes = _axis_list(cx, axis, x.type.rank)
@@ -537,7 +541,7 @@ def _pad(cx: CallCx, x, pad_width, constant_values=0) -> Val:
     return cx.value(x.type.with_shape(shape), build)
 
 
-@register("tile", params="x, reps", family="Shape", doc="x repeated reps times along each axis")
+@register("tile", params="x, reps", keys=True, family="Shape", doc="x repeated reps times along each axis")
 def _tile(cx: CallCx, x, reps) -> Val:
     x = cx.array(x, "x")
     counts = cx.static_ints(reps, "reps")
@@ -579,7 +583,7 @@ def _roll_axes(cx: CallCx, axis, rank: int) -> list[int]:
     return out
 
 
-@register("roll", params="x, shift, axis=None", family="Shape",
+@register("roll", params="x, shift, axis=None", keys=True, family="Shape",
           doc="x with its elements shifted cyclically by shift places along axis (of the flattened x by default)")
 def _roll(cx: CallCx, x, shift, axis=None) -> Val:
     x = cx.array(x, "x")

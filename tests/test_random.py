@@ -214,6 +214,22 @@ def test_guards_treat_keys_as_data():
     assert err.value.diagnostic.span.line == 3           # the index of the key array, not a key's words
 
 
+def test_shape_operations_carry_keys_as_jax_numpy_does():
+    """reshape, transpose, .T, flip, roll, tile, broadcast_to, expand_dims, squeeze and where move keys as
+    they move numbers: the words bit for bit jax.numpy's on typed keys (E0201 before)."""
+    mod = arrc.loads("def f(k: key, c: bool[6]) -> (key[2, 3], key[3, 2], key[3, 2], key[6], key[6], key[12], "
+                     "key[3], key[1, 6], key[6], key[6]):\n    ks = split(k, 6)\n    m = reshape(ks, (2, 3))\n"
+                     "    return m, m.T, transpose(m), flip(ks), roll(ks, 2), tile(ks, 2), broadcast_to(ks[0], (3,)), "
+                     "expand_dims(ks, 0), squeeze(expand_dims(ks, 0)), where(c, ks, flip(ks))\n")
+    k, c = jax.random.key(5), np.arange(6) > 2
+    ks = jax.random.split(k, 6)
+    m = ks.reshape(2, 3)
+    want = [m, m.T, m.T, jnp.flip(ks), jnp.roll(ks, 2), jnp.tile(ks, 2), jnp.broadcast_to(ks[0], (3,)),
+            jnp.expand_dims(ks, 0), ks, jnp.where(c, ks, jnp.flip(ks))]
+    for got, w in zip(mod.f(k, c), want, strict=True):
+        np.testing.assert_array_equal(jax.random.key_data(got), jax.random.key_data(w))
+
+
 def test_key_errors_are_diagnostics():
     cases = {
         "def f(k: key) -> key:\n    return -k\n": "`-` cannot take a key",
@@ -227,6 +243,8 @@ def test_key_errors_are_diagnostics():
         "def f() -> key:\n    return key(2 ** 70)\n": "out of range for i64",
         "def f(k: key) -> key[2]:\n    return split(k, -1)\n": "must not be negative",
         "def f(k: key) -> i32[3]:\n    return permutation(k, -3)\n": "`x` must not be negative, found -3",
+        "def f(k: key) -> key[4]:\n    return pad(split(k), 1)\n": "`pad` cannot take a key",
+        "def f(k: key, c: bool[2]) -> key[2]:\n    return where(c, split(k), 1.0)\n": "`where` cannot mix keys and numbers",
         "def f(k: key) -> key[2]:\n    return [k, 1.0]\n": "cannot mix keys and numbers",
         "def f(k: key, x: f32) -> key[2]:\n    return stack((k, x))\n": "`stack` cannot mix keys and numbers",
         "def f(k: key, x: f32[2]) -> key[4]:\n    return concatenate((split(k), x))\n":
