@@ -78,7 +78,6 @@ _TOKEN = re.compile(r"""
     )""".replace("{D}", "[0-9](?:_?[0-9])*"), re.VERBOSE)
 
 MAX_BLOCKS = 30          # nested def/if/for/while bodies
-SHORT = 40               # a statement of at most this many tokens is never too deep
 MAX_LARK_LEVELS = 240    # Lark's transformer takes ~2 frames per tree level; Python's limit is 1000 frames
 
 
@@ -252,9 +251,10 @@ class _Parser:
 
     def check_depth(self, node: ast.Node, first: int):
         """Gives up where Lark's tree could be too deep for its recursive transformer: an AST node is at most
-        two levels of that tree, a block four. Only a statement of many tokens (from token `first` on) can be
-        that deep: an AST is no higher than its tokens are many."""
-        if self.pos - first > SHORT and 2 * _height(node) + 4 * self.blocks + 8 > MAX_LARK_LEVELS:
+        two levels of that tree, a block four. An AST is no higher than its tokens (from token `first` on) are
+        many, so only a statement of many tokens needs its height measured."""
+        levels = 4 * self.blocks + 8
+        if 2 * (self.pos - first) + levels > MAX_LARK_LEVELS and 2 * _height(node) + levels > MAX_LARK_LEVELS:
             raise GiveUp("nested too deeply")
 
     # ---- module -----------------------------------------------------------------------------------------
