@@ -711,7 +711,9 @@ def _astype(cx: CallCx, x, dtype):
         # literal beyond i64 (`f64(2**64)`, `bool(2**64)`) goes through f64, where it does not wrap to 0.
         i64_lo, i64_hi = int_range(DTYPES["i64"])
         beyond_i64 = static is not None and not dt.is_int and not i64_lo <= static <= i64_hi
-        wide = DTYPES["f64"] if x.type.dtype.is_float or beyond_i64 else DTYPES["i64"] if x.type.dtype.is_int \
+        past_i64 = static is not None and static > i64_hi or getattr(x.static, "dtype", None) == np.uint64
+        wide_int = DTYPES["u64" if past_i64 else "i64"]       # (the cast wraps it from there, as NumPy's)
+        wide = DTYPES["f64"] if x.type.dtype.is_float or beyond_i64 else wide_int if x.type.dtype.is_int \
             else x.type.dtype
         return cx.value(ArrayType(dt, x.type.shape), lambda: emit.cast(cx.ir(x, wide), wide, dt))
     return cx.value(ArrayType(dt, x.type.shape), lambda: emit.cast(cx.ir(x), x.type.dtype, dt))

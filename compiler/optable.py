@@ -86,6 +86,7 @@ def bind_arguments(rule: Builtin, args: list, kwargs: dict, cx: "CallCx") -> lis
     """The arguments of a call of `rule`, in the order of its parameters (defaults filled in)."""
     cx.params = rule.params
     if not kwargs and len(args) == len(rule.params):        # the common case: all positional
+        cx.args = args
         return args
     bound = {}
     if len(args) > len(rule.params):
@@ -108,7 +109,8 @@ def bind_arguments(rule: Builtin, args: list, kwargs: dict, cx: "CallCx") -> lis
                 raise ArrError("E0103", f"missing argument `{name}` in call to `{rule.name.lstrip('.')}`", cx.span,
                                "missing argument", notes=[f"parameters: {', '.join(rule.params)}"])
             bound[name] = rule.defaults[name]
-    return [bound[name] for name in rule.params]
+    cx.args = [bound[name] for name in rule.params]
+    return cx.args
 
 
 def refuse_keys(rule: Builtin, args: list, kwargs: dict, cx: "CallCx") -> None:
@@ -137,7 +139,7 @@ def weak_literal_fits(t: ArrayType, dtype: DType) -> bool:
 
 class CallCx:
     """What a rule sees of its call site."""
-    __slots__ = ("walk", "node", "arg_spans", "kw_spans", "spans_by_name", "params")
+    __slots__ = ("walk", "node", "arg_spans", "kw_spans", "spans_by_name", "params", "args")
 
     def __init__(self, walk, node, arg_spans: list, kw_spans: dict, spans_by_name: dict | None = None):
         self.walk = walk
@@ -146,6 +148,7 @@ class CallCx:
         self.kw_spans = kw_spans
         self.spans_by_name = {} if spans_by_name is None else spans_by_name     # keyword arguments
         self.params: tuple = ()         # the rule's parameter names, once its arguments are bound
+        self.args: list = []            # and its arguments, in that order
 
     @property
     def lowering(self) -> bool:
@@ -179,6 +182,9 @@ class CallCx:
         return Val(t, build() if (self.lowering and build is not None) else None, static)
 
     def ir(self, v: Val, dtype: DType | None = None, shape=None):
+        if v.ir is None and v.type.weak and v.type.dtype.is_int:    # an integer literal takes its dtype here
+            at = next((i for i, a in enumerate(self.args) if a is v), None)
+            check_literal(self, v, dtype or v.type.dtype, at, literals_only=True)
         if shape is None or shape == v.type.shape:       # (often the same tuple: no broadcast to check)
             return self.walk.materialize(v, dtype)
         return self.walk.materialize(v, dtype, concrete(shape))

@@ -547,3 +547,19 @@ def test_u64_literals_beyond_i64_are_exact(body, want):
 def test_integer_literals_beyond_every_dtype_are_E0211(literal, shape):
     with pytest.raises(arrc.CompileError, match=r"E0211(.|\n)*no integer dtype holds"):
         arrc.loads(f"def f() -> u64[{shape}]:\n    return {literal}\n")
+
+
+@pytest.mark.parametrize("expr, want", [("sum([3000000000, 1])", 3000000001), ("max([3000000000, 1])", 3000000000),
+                                        ("sort([3000000000, 1])[0]", 1), ("[3000000000, 1][0]", 3000000000),
+                                        ("abs(-3000000000)", 3000000000), ("(-[3000000000, 1])[0]", -3000000000),
+                                        ("flip([3000000000, 1])[1]", 3000000000),
+                                        ("concatenate(([3000000000, 1], [2]))[0]", 3000000000)])
+def test_an_integer_literal_computed_in_its_own_i32_is_range_checked(expr, want):
+    """A literal past i32 that an operation takes as it is (no other operand gives it a dtype) is E0211 at
+    the literal, as `jnp.asarray(3000000000)` is an OverflowError without x64: before, it wrapped silently
+    (`max([3000000000, 1])` was 1). With one element written `i64(...)`, it computes in i64."""
+    with pytest.raises(arrc.CompileError, match=r"E0211(.|\n)*literal -?3000000000 is out of range for i32"
+                                                r"(.|\n)*write `i64\("):
+        arrc.loads(f"def f() -> i32:\n    return {expr}\n").f()
+    wide = expr.replace("3000000000", "i64(3000000000)").replace("[2]", "[i64(2)]")
+    assert arrc.loads(f"def f() -> i64:\n    return {wide}\n").f() == want
