@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import threading
 
 from jaxlib.mlir import ir
@@ -317,6 +318,13 @@ def _norm(cx: CallCx, x, ord, axis, keepdims):
     if len(over) == 2 and ord not in MATRIX_ORDS or len(over) == 1 and isinstance(ord, str):
         cx.error("E0204", f"`norm`: ord={ord!r} is not a {'matrix' if len(over) == 2 else 'vector'} norm",
                  "unknown norm", at="ord", help="matrix norms: None, \"fro\", \"nuc\", 1, -1, 2, -2, inf, -inf")
+    # These ords take the smallest |element| (vector -inf), column sum (-1), row sum (-inf) or singular value
+    # (-2), of none where an axis here is empty: like `min` of no elements, an error (NumPy and JAX raise).
+    smallest_over = {(1, -math.inf): over, (2, -1.0): over[1:], (2, -math.inf): over[:1], (2, -2.0): over}
+    for a in smallest_over.get((len(over), ord), []):
+        if x.type.shape[a] == Dim.const(0):
+            cx.error("E0204", f"`norm` with ord={ord!r} of an empty array: axis {a} has size 0, so there is no "
+                              f"smallest value to take", f"this is {x.type}", at="x")
     keep = cx.bool_flag(keepdims, "keepdims")
     shape = tuple(Dim.const(1) if i in over else d for i, d in enumerate(x.type.shape)) if keep else \
         tuple(d for i, d in enumerate(x.type.shape) if i not in over)

@@ -8,7 +8,7 @@ from . import emit
 from .emit import hlo
 from .ops_elementwise import isclose_rule
 from .ops_shape import _prod
-from .optable import CallCx, concrete, float_dtype_for, register, source_text
+from .optable import CallCx, accumulation_dtype, concrete, float_dtype_for, register, source_text
 from .types import BOOL, DTYPES, I32, I64, ArrayType, Dim, int_range
 
 
@@ -61,11 +61,6 @@ def _require_nonempty(cx: CallCx, name: str, x, axes) -> None:
                           f"or `sum`/`prod`/`any`/`all`, which have an identity")
 
 
-def _wide(dt):
-    """16-bit floats accumulate in f32 (as jax.numpy), then round back once."""
-    return DTYPES["f32"] if dt.is_float and dt.bits == 16 else dt
-
-
 def warn_if_sum_can_overflow(cx: CallCx, name: str, x, count: Dim, acc) -> None:
     """W0006 where `name` (a sum) widens x's narrow integers (or bools) to the 32-bit `acc` and `count`
     elements at x's extreme would not fit it: `sum` of a u8[20000000] image of 255s is 5.1e9, which u32
@@ -105,7 +100,7 @@ def monoid(name: str, combine_for, identity, dtype_rule):
         if name in ("max", "min"):
             _require_nonempty(cx, name, x, axes)
         dt = _sum_dtype(cx, x, dtype, dtype_rule)
-        acc = _wide(dt) if name in ("sum", "prod") else dt
+        acc = accumulation_dtype(dt) if name in ("sum", "prod") else dt
         combine = combine_for(acc)
         if acc.is_bool and name in ("sum", "prod"):        # `dtype=bool`: any / all, as NumPy's
             combine = hlo.or_ if name == "sum" else hlo.and_
@@ -195,19 +190,24 @@ def _mean_ir(cx, x, axes, dt, keep_shape=False):
 def _mean(cx: CallCx, x, axis=None, keepdims=False):
     x, axes, keepdims = _read(cx, x, axis, keepdims)
     dt = float_dtype_for(x.type.dtype)
-    return _finish(cx, x, axes, keepdims, dt, lambda: emit.convert(_mean_ir(cx, x, axes, _wide(dt)), _wide(dt), dt))
+    return _finish(cx, x, axes, keepdims, dt, lambda: emit.convert(_mean_ir(cx, x, axes, accumulation_dtype(dt)), accumulation_dtype(dt), dt))
 
 
 def _variance_ir(cx, x, axes, dt, ddof: int):
-    value = cx.ir(x, dt)
+    """jnp.var's: computed in `dt`'s accumulation dtype and rounded to `dt` once; NaN where `ddof` leaves no
+    degree of freedom (as JAX; NumPy gives inf or a negative count's quotient)."""
+    wide = accumulation_dtype(dt)
+    value = cx.ir(x, wide)
     in_shape = concrete(x.type.shape)
-    mean = _mean_ir(cx, x, axes, dt)
+    mean = _mean_ir(cx, x, axes, wide)
     kept = [i for i in range(len(in_shape)) if i not in axes]
-    mean_b = hlo.broadcast_in_dim(emit.tensor_type(in_shape, dt), mean, kept)
+    mean_b = hlo.broadcast_in_dim(emit.tensor_type(in_shape, wide), mean, kept)
     centered = hlo.subtract(value, mean_b)
     sq = hlo.multiply(centered, centered)
-    total = emit.reduce(sq, emit.const(0, dt), axes, hlo.add, dt)
-    return hlo.divide(total, emit.const(_count(x, axes) - ddof, dt, emit.shape_of(total)))
+    total = emit.reduce(sq, emit.const(0, wide), axes, hlo.add, wide)
+    freedom = _count(x, axes) - ddof
+    variance = hlo.divide(total, emit.const(freedom if freedom > 0 else np.nan, wide, emit.shape_of(total)))
+    return emit.convert(variance, wide, dt)
 
 
 @register("var", params="x, axis=None, keepdims=False, ddof=0",
@@ -311,7 +311,7 @@ def _trace(cx: CallCx, x, offset=0, axis1=0, axis2=1, dtype=None):
         cx.error("E0204", f"`axis1` and `axis2` are both axis {a1}: the diagonal needs two different axes",
                  "the same axis", at="axis2")
     dt = _accumulator_dtype(x.type.dtype) if dtype is None else cx.dtype(dtype, "dtype")
-    acc = _wide(dt)
+    acc = accumulation_dtype(dt)
     if dtype is None:
         shape = x.type.shape
         diagonal = _diagonal_length(shape[a1], shape[a2], k)

@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import ast, emit
-from .optable import OPERATORS, CallCx, check_literal, concrete, elementwise_type, float_dtype_for, register
+from .optable import (OPERATORS, CallCx, accumulation_dtype, check_literal, concrete, elementwise_type, float_dtype_for,
+                      register)
 from .diagnostics import Label
 from .emit import hlo
 from .types import BOOL, F32, I32, I64, ArrayType, DType, Dim, promote, shape_str
@@ -954,12 +955,18 @@ def _layer_norm(cx: CallCx, x, axis=-1, epsilon=None) -> Val:
     if epsilon is not None and (not isinstance(epsilon, Val) or epsilon.type.rank):
         cx.error("E0204", f"`epsilon` must be a scalar, found {describe(epsilon)}", "not a scalar", at="epsilon")
 
+    wide = accumulation_dtype(dt)
+
     def build():
         value = cx.ir(x, dt)
         shape = emit.shape_of(value)
-        count = emit.const(int(np.prod([shape[a] for a in axes])), dt, shape)
-        centered = hlo.subtract(value, hlo.divide(_reduce_keep(value, axes, 0, hlo.add, dt), count))
-        var = hlo.divide(_reduce_keep(hlo.multiply(centered, centered), axes, 0, hlo.add, dt), count)
+        count = emit.const(int(np.prod([shape[a] for a in axes])), wide, shape)
+
+        def mean(v):        # jnp.mean(v, axes, keepdims=True): accumulated in `wide`, rounded to dt once
+            return emit.convert(hlo.divide(_reduce_keep(emit.convert(v, dt, wide), axes, 0, hlo.add, wide), count),
+                                wide, dt)
+        centered = hlo.subtract(value, mean(value))
+        var = mean(hlo.multiply(centered, centered))
         eps = emit.const(1e-5, dt, shape) if epsilon is None else emit.broadcast(_scalar_as(cx, epsilon, dt), shape)
         return hlo.multiply(centered, hlo.rsqrt(hlo.add(var, eps)))
     return cx.value(x.type.with_dtype(dt, x.type.weak), build)

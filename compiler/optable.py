@@ -396,3 +396,8 @@ def elementwise(cx: CallCx, args: list, dtype: DType, shape, build) -> list:
 def float_dtype_for(dt: DType) -> DType:
     """The float dtype that math on `dt` computes in (ints: f32, or f64 for 64-bit ints)."""
     return dt if dt.is_float else true_divide_dtype(dt)
+
+
+def accumulation_dtype(dt: DType) -> DType:
+    """16-bit floats accumulate in f32 (as jax.numpy's reductions), then round back once."""
+    return DTYPES["f32"] if dt.is_float and dt.bits == 16 else dt

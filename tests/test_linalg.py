@@ -405,3 +405,16 @@ error[E0504]: the tpu backend cannot run an f64 `solve` (an LU decomposition the
     assert len(diags) == 1
     assert VerifyBackend("tpu").apply(mod.g.lower(np.eye(4, dtype=np.float32)).module) == []
     assert VerifyBackend("cpu").apply(mod.f.lower(a, b).module) == []
+
+
+@pytest.mark.parametrize("ord_, shape", [("-inf", (0,)), ("-2", (0, 0)), ("-2", (3, 0)), ("-1", (2, 0)),
+                                         ("-inf", (0, 2))])
+def test_a_norm_that_takes_the_smallest_of_nothing_is_E0204(ord_, shape):
+    """As `min` of no elements (JAX and NumPy raise): E0204 at the call, not an internal error from JAX's
+    lowering; the same norms of a non-empty side are jnp's."""
+    dims = ", ".join("nm"[:len(shape)])
+    mod = arrc.loads(f"def f(a: f64[{dims}]) -> f64:\n    return norm(a, ord={ord_})\n")
+    with pytest.raises(arrc.CompileError, match=r"E0204(.|\n)*no smallest value"):
+        mod.f(np.zeros(shape))
+    a = np.arange(1.0, 7.0).reshape((2, 3) if len(shape) == 2 else (6,))
+    np.testing.assert_allclose(mod.f(a), jnp.linalg.norm(a, ord=float(ord_)), rtol=1e-12)
