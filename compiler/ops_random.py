@@ -11,8 +11,8 @@ from jaxlib.mlir import ir
 from . import emit, threefry
 from .emit import hlo
 from .diagnostics import Label
-from .optable import CallCx, check_literal, concrete, register
-from .types import BOOL, F32, F64, I32, I64, KEY, U32, U64, ArrayType, Dim, DType, shape_str
+from .optable import CallCx, check_literal, concrete, register, source_text
+from .types import BOOL, F32, F64, I32, I64, KEY, U32, U64, ArrayType, Dim, DType, int_range, shape_str
 from .values import Val
 
 FLOATS = tuple(threefry.FLOAT_LAYOUT)
@@ -263,6 +263,12 @@ def _randint(cx: CallCx, key, shape, minval, maxval, dtype=None) -> Val:
             cx.error("E0201", f"`{name}` must be an integer literal or a {dt} value, found {b.type}",
                      f"this is {b.type}", at=name, help=f"convert it with `.astype({dt})`")
         bounds.append(_static_or_value(cx, b, name, dt))
+        lo, hi = int_range(I64)
+        if not callable(bounds[-1]) and not lo <= bounds[-1] <= hi:     # (JAX types a literal bound int64)
+            cx.error("E0211", f"literal {bounds[-1]} is out of range for i64, the dtype of a literal bound of "
+                              f"`randint` (as in JAX)", "does not fit in i64", at=name,
+                     help=f"give it as a {dt} value, e.g. `{dt}({source_text(cx, cx.at(name)) or bounds[-1]})`"
+                     if dt.kind == "uint" else "a bound past i64 is past every integer dtype's values")
     return cx.value(ArrayType(dt, dims), lambda: threefry.randint(
         _key_words(cx, k), concrete(dims), _emit_number(bounds[0]), _emit_number(bounds[1]), dt))
 

@@ -255,6 +255,8 @@ def test_key_errors_are_diagnostics():
             "cannot store key into f32[4]: keys are not numbers",
         "def f(k: key) -> f32:\n    return truncated_normal(k, k, 1.0)\n": "`lower` must be a number, found key",
         "def f(k: key) -> i32:\n    return randint(k, (), 0, k)\n": "`maxval` must be an integer",
+        "def f(k: key) -> u64[3]:\n    return randint(k, (3,), 0, 2**63, dtype=u64)\n":     # (OverflowError before)
+            "literal 9223372036854775808 is out of range for i64, the dtype of a literal bound of `randint`",
     }
     for src, message in cases.items():
         with pytest.raises(arrc.CompileError) as err:
