@@ -156,6 +156,14 @@ def unify(sig: Signature, args: list, arg_spans: list, call_span) -> dict:
             if solved is not None and (solved * Dim.const(coeff) + rest) == ad:
                 env[free[0]] = solved
                 expected = pd.subs(env)
+        negative = [f"`{v}` = {d}" for v, d in env.items() if d.is_const and d.value < 0]
+        if negative or expected.is_const and expected.value < 0:
+            bound = ", ".join(f"{k} = {v}" for k, v in env.items())
+            message = f"argument `{pname}` of `{sig.name}` has type {at}, which as {ptype} makes {negative[0]}" \
+                if negative else f"argument `{pname}` of `{sig.name}` is declared {ptype}, which with {bound} is " \
+                                 f"the size {expected}"
+            raise ArrError("E0212", message + ": a size is never negative", aspan, f"this is {at}",
+                           labels=[Label(pspan, f"parameter declared as {ptype}")])
         if expected != ad:
             bound = ", ".join(f"{k} = {v}" for k, v in env.items())
             raise ArrError("E0212", f"argument `{pname}` of `{sig.name}` has type {at}, expected {ptype.subs(env)}",

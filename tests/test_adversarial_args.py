@@ -330,3 +330,22 @@ def test_any_array_is_refused_or_computed_right(shared, dtype, order, step, valu
             with pytest.raises(arrc.ArgumentError,
                                match=r"^argument `x` of `f` has type \w+\[\d+\], expected f32\[n\](\.|$)"):
                 shared.f(arg)
+
+
+@pytest.mark.parametrize("source, args, message", [
+    ("def f(x: f32[n + 1]) -> f32[n]:\n    return x[1:]\n", [np.zeros(0, np.float32)],
+     "argument `x` of `f` has type f32[0], which as f32[n + 1] makes `n` = -1: a size is never negative"),
+    ("def f(x: f32[n + 2]) -> i32:\n    return n\n", [np.zeros(1, np.float32)],
+     "argument `x` of `f` has type f32[1], which as f32[n + 2] makes `n` = -1: a size is never negative"),
+    ("def f(x: f32[n], y: f32[n - 2]) -> i32:\n    return n\n", [np.zeros(1, np.float32), np.zeros(0, np.float32)],
+     "argument `y` of `f` is declared f32[n - 2], which with n = 1 is the size -1: a size is never negative"),
+])
+def test_a_shape_variable_solved_to_a_negative_size_is_refused(source, args, message):
+    """Before: an MLIRError (an invalid tensor dimension) from the lowering, or `n` returned as -1."""
+    mod = arrc.loads(source)
+    with pytest.raises(arrc.ArgumentError) as err:
+        mod.f(*args)
+    assert str(err.value) == message
+    with pytest.raises(arrc.CompileError, match=r"E0212(.|\n)*makes `n` = -1: a size is never negative"):
+        arrc.loads("def g(x: f32[n + 1]) -> f32[n]:\n    return x[1:]\n"
+                   "def f(x: f32[k, 0]) -> f32[k, 0]:\n    return vmap(g)(x)\n").f(np.zeros((2, 0), np.float32))
