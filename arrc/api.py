@@ -360,11 +360,8 @@ class Function:
             raise CompileError(err.diagnostics, {**self.sources, **err.sources}) from None
 
     def _types_of(self, args: tuple) -> list[ArrayType]:
-        """The concrete types of `lower`/`compile`'s arguments (`_arg_type`)."""
-        params = self._sig.params
-        if len(args) != len(params):
-            raise ArgumentError(f"{self.name}{self._sig} takes {len(params)} argument(s), {len(args)} given")
-        return [_arg_type(a, ptype, pname) for a, (pname, ptype, _) in zip(args, params)]
+        """The concrete types of `lower`/`compile`'s arguments (`_arg_type`; defaults filled as in a call)."""
+        return [_arg_type(a, ptype, pname) for a, (pname, ptype, _) in zip(self._positional(args, {}), self._sig.params)]
 
     def _check_types(self, types: list[ArrayType], values: list | None = None) -> None:
         """`types` against the signature; a mismatch is an ArgumentError that says what to do about a dtype
@@ -592,6 +589,11 @@ class Function:
         return _to_array(value, ptype, pname)
 
     def _bind(self, args, kwargs) -> list:
+        return [_to_array(value, ptype, name) for value, (name, ptype, _) in
+                zip(self._positional(args, kwargs), self._sig.params)]
+
+    def _positional(self, args, kwargs) -> list:
+        """The arguments in the order of the parameters: keywords placed, defaults filled (as a call binds)."""
         params = self._sig.params
         if len(args) > len(params):
             raise ArgumentError(f"{self.name}{self._sig} takes {len(params)} argument(s), {len(args)} given")
@@ -606,8 +608,9 @@ class Function:
             by_name.setdefault(name, value)
         missing = [p[0] for p in params if p[0] not in by_name]
         if missing:
-            raise ArgumentError(f"{self.name}() is missing argument `{missing[0]}`")
-        return [_to_array(by_name[name], ptype, name) for name, ptype, _ in params]
+            raise ArgumentError(f"{self.name}{self._sig} takes {len(params)} argument(s), "
+                                f"{len(args) + len(kwargs)} given: missing argument `{missing[0]}`")
+        return [by_name[name] for name, _, _ in params]
 
 
 def value_and_grad(fn: Function, argnums=0) -> "Derivative":
@@ -768,7 +771,7 @@ class Derivative(Function):
             extra = list(zip(names, sig.results, sig.result_spans)) if kind == "vjp" else []
             results = values + [sig.params[i][1] for i in self._wrt]
         self._sig = Signature(self.label, sig.params + extra, results, [sig.result_spans[0]] * len(results),
-                              len(results) > 1, sig.shape_vars)
+                              len(results) > 1, sig.shape_vars, sig.defaults)
         self._entry = self._call_structured        # its results are restructured: not the C++ fast path
 
     def __repr__(self) -> str:

@@ -52,8 +52,8 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False, q
         return [_key_words(a, fn._sig.params[i][0], error) if keys_in[i] else    # traced); a key, its words
                 jax.numpy.asarray(a, dtypes[i]) if _weak_scalar(a) else a for i, a in enumerate(args)]
 
-    def jax_fn(*args):
-        return f(*operands(args))
+    def jax_fn(*args, **kwargs):         # (keywords placed and defaults filled, as a call of `fn` does)
+        return f(*operands(fn._positional(args, kwargs)))
 
     def apply(*args):
         out = [jax.random.wrap_key_data(r) if key else r

@@ -619,3 +619,19 @@ def test_as_jax_warns_of_a_derivative_only_when_jax_differentiates():
         assert float(jax.jit(f)(1.5)) == 12.0 and not caught
         assert float(jax.grad(f)(1.5)) == 8.0
     assert caught and all(str(w.message).startswith("warning[W0004]") for w in caught)
+
+
+def test_a_parameter_left_to_its_default_under_jax_and_the_python_api():
+    """`as_jax()` and the Python API bind as a call does: defaults filled, keywords placed. Before:
+    IndexError under jax.grad/jvp, and `lower`, `compile`, `arrc.grad` refused the call."""
+    mod = arrc.loads("def f(x: f64[n], eps: f64 = 0.5) -> f64:\n    return sum(x * x) * eps\n")
+    def twin(x, eps=0.5):
+        return jnp.sum(x * x) * eps
+    x = np.arange(3.0)
+    with jax.enable_x64(True):
+        np.testing.assert_allclose(jax.grad(mod.f.as_jax())(x), jax.grad(twin)(x))
+        np.testing.assert_allclose(jax.jvp(mod.f.as_jax(), (x,), (x,))[1], jax.jvp(twin, (x,), (x,))[1])
+        np.testing.assert_allclose(jax.jit(mod.f.as_jax())(x, eps=2.0), twin(x, 2.0))
+        np.testing.assert_allclose(arrc.grad(mod.f)(x), jax.grad(twin)(x))
+    assert arrc.grad(mod.f).signature == "(x: f64[n], eps: f64 = 0.5) -> f64[n]"
+    assert [str(t) for t in mod.f.lower(arrc.spec("f64[4]")).arg_types] == ["f64[4]", "f64"]
