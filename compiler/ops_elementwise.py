@@ -1,6 +1,9 @@
 """Elementwise rules: operators, math, predicates, `where`/`clip`, casts, attributes, array literals."""
 from __future__ import annotations
 
+import math
+import operator
+
 import numpy as np
 
 from . import abi, emit
@@ -31,8 +34,8 @@ def arithmetic(op_name: str, build_float, build_int=None, allow_bool=False):
         if dtype.is_bool and not allow_bool:
             cx.error("E0201", f"`{op_name}` is not defined on bool", "both operands are bool",
                      help="convert with `.astype(i32)` first")
-        static = _fold(op_name, x, y) if dtype.is_int else None
-        if static is not None and not weak and static.is_const:
+        static = _fold(op_name, x, y) if dtype.is_int else _fold_float(op_name, x, y) if weak else None
+        if isinstance(static, Dim) and not weak and static.is_const:
             static = Dim.const(wrap_int(static.value, dtype))     # a typed integer wraps, as at run time
 
         def build():
@@ -84,6 +87,21 @@ def _fold(op: str, x: Val, y: Val):
     if op == "%" and a.is_const and b.is_const and b.value != 0:
         return Dim.const(a.value % b.value)          # Python's and NumPy's sign rule (that of the divisor)
     return None
+
+
+_FLOAT_FOLDS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
+
+
+def _fold_float(op: str, x: Val, y: Val) -> float | None:
+    """Float arithmetic of literals is Python's, in f64, as JAX with x64 sees `1.0 / 3.0` (Python computes
+    it): a literal until it takes its dtype (`const E: f64 = 1.0 / 3.0` is 1/3, not rounded through f32).
+    Not where the f64 result is not finite: that overflow (or 0 / 0) happens at run time, in the dtype taken."""
+    a, b = (v.static.value if isinstance(v.static, Dim) and v.static.is_const else v.static
+            for v in (x, y))
+    if op not in _FLOAT_FOLDS or not all(type(s) in (float, int) for s in (a, b)) or op == "/" and b == 0:
+        return None
+    value = float(_FLOAT_FOLDS[op](a, b))
+    return value if math.isfinite(value) else None
 
 
 def _divisor(a, b, dt: DType):
@@ -184,6 +202,9 @@ def _true_divide(cx: CallCx, x, y):
     dtype, weak, shape = elementwise_type(cx, [x, y], "`/`")
     if not dtype.is_float:
         dtype, weak = true_divide_dtype(dtype), False
+    static = _fold_float("/", x, y) if weak else None
+    if static is not None:
+        return Val(ArrayType(dtype, shape, weak), None, static)
     return cx.value(ArrayType(dtype, shape, weak),
                     lambda: emit.same_type("stablehlo.divide", cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
 

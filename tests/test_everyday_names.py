@@ -563,3 +563,16 @@ def test_an_integer_literal_computed_in_its_own_i32_is_range_checked(expr, want)
         arrc.loads(f"def f() -> i32:\n    return {expr}\n").f()
     wide = expr.replace("3000000000", "i64(3000000000)").replace("[2]", "[i64(2)]")
     assert arrc.loads(f"def f() -> i64:\n    return {wide}\n").f() == want
+
+
+def test_float_arithmetic_of_literals_is_exact_in_f64_until_it_takes_a_dtype():
+    """`1.0 / 3.0` is Python's (f64) value, as JAX with x64 sees it, rounded once where it takes its dtype:
+    a declared f64 const or result keeps it (before: 0.3333333432674408, rounded through f32)."""
+    mod = arrc.loads("const E: f64 = 1.0 / 3.0\nconst B: f64 = 0.1 + 0.2\n"
+                     "def f(x: f64[2]) -> (f64, f64, f64[2], f64, f32, f32):\n"
+                     "    return E, B, x * (1.0 / 3.0), 2 * 0.1 - 1.5, 1.0 / 3.0, 0.1 * 3\n")
+    x = np.array([1.0, -1.0])
+    e, b, scaled, mixed, e32, b32 = mod.f(x)
+    assert (float(e), float(b), float(mixed)) == (1.0 / 3.0, 0.1 + 0.2, 2 * 0.1 - 1.5)
+    np.testing.assert_array_equal(scaled, x * (1.0 / 3.0))
+    assert (e32, b32) == (np.float32(1.0 / 3.0), np.float32(0.1 * 3))
