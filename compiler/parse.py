@@ -788,7 +788,9 @@ def _bad_dedent_line(source: Source) -> int:
 
 
 def decode(data: bytes, name: str) -> Source:
-    """Decode file bytes as UTF-8; invalid bytes are an E0003 diagnostic pointing at the first one."""
+    """Decode file bytes as UTF-8 (a byte order mark first is skipped, as Python does); invalid bytes are an
+    E0003 diagnostic pointing at the first one."""
+    data = data.removeprefix(b"\xef\xbb\xbf")
     try:
         return Source(name, data.decode("utf-8"))
     except UnicodeDecodeError as err:

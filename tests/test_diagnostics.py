@@ -234,6 +234,16 @@ def test_bad_utf8_points_at_the_first_bad_byte():
     assert "0xc3" in d.message
 
 
+def test_a_byte_order_mark_is_skipped_as_python_skips_it():
+    """A file saved as "UTF-8 with BOM" (Windows editors): E0001 at its first character before."""
+    source = decode(b"\xef\xbb\xbfdef f(x: f32) -> f32:\n    return x\n", "bom.arr")
+    assert source.text.startswith("def f")
+    assert arrc.loads(source.text).f(2.0) == 2.0
+    with pytest.raises(CompileError) as info:                 # columns count from after the mark
+        decode(b"\xef\xbb\xbfx = \xc3(\n", "u.arr")
+    assert (info.value.diagnostics[0].span.line, info.value.diagnostics[0].span.col) == (1, 5)
+
+
 def test_tab_reported_on_every_line():
     err = _error("def f(x: f32) -> f32:\n\ty = x\n\treturn y\n")
     assert [(d.code, d.span.line, d.span.col) for d in err.diagnostics] == [("E0002", 2, 1), ("E0002", 3, 1)]
