@@ -201,6 +201,13 @@ def test_errors_then_recovery_with_spans_in_the_cell():
     assert out.splitlines()[-1] == "i32 = 2"                                     # the session went on
 
 
+def test_a_cell_of_comments_only_does_nothing(session):
+    """As Python's REPL: `# a note` typed at the prompt is no E0001 and takes no cell number."""
+    for cell in ("# a note", "  # indented\n# two lines", "x = 1  # kept"):
+        assert session.run_cell(cell)
+    assert session.cells == 1 and session.out.getvalue() == ""
+
+
 def test_statement_cell_errors_point_into_the_cell(session):
     out = run_cells(session, "s = 0", "for i in range(3):\n    s = s + 0.5\n")
     assert "error[E0302]" in out and "--> <cell 2>:2:5" in out and "2 |     s = s + 0.5" in out

@@ -161,8 +161,8 @@ class Session:
     def run_cell(self, text: str) -> bool:
         """Run one cell; print its result or its error. Never raises (except KeyboardInterrupt in scripts)."""
         text = text.rstrip()
-        if not text.strip():
-            return True
+        if all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()):
+            return True                 # blank, or comments only (as Python's REPL)
         self.cells += 1
         source = Source(f"<cell {self.cells}>", text)
         self.sources[source.name] = source
