@@ -206,13 +206,15 @@ class Dim:
         return Dim(t)
 
     def floordiv(self, other: "Dim") -> "Dim | None":
-        """Exact or constant floor division; None where it is not a polynomial."""
+        """Exact or constant floor division; None where it is not a polynomial. A constant divisor of every
+        coefficient but the constant term's divides the rest exactly: `(2 * n + 1) // 2` is `n`."""
         if other.is_const and other.value != 0:
             d = other.value
             if self.is_const:
                 return Dim.const(self.value // d)
-            if all(c % d == 0 for c in self.terms.values()):
-                return Dim({m: c // d for m, c in self.terms.items()})
+            if all(c % d == 0 for m, c in self.terms.items() if m != ()):
+                return Dim({m: c // d for m, c in self.terms.items() if m != ()}) + \
+                    Dim.const(self.terms.get((), 0) // d)
         if self == other and self.terms:
             return Dim.const(1)
         return None

@@ -713,3 +713,15 @@ def f(x: f32[n], i: i32) -> f32:
     return sum(x[i + 4:i])
 """), "E0204")
     assert "negative" in d.message
+
+
+def test_a_stride_over_a_symbolic_dimension_has_its_exact_length():
+    """`(2 * n + 1) // 2` is `n`: `x[::2]` of an f32[2 * n] is an f32[n] (was E0203, the length left as an
+    opaque quotient), and of an f32[2 * n + 1] an f32[n + 1]; as NumPy's."""
+    mod = arrc.loads("def f(x: f32[2 * n]) -> f32[n]:\n    return x[::2]\n"
+                     "def g(x: f32[2 * n + 1]) -> f32[n]:\n    return x[1::2]\n"
+                     "def h(x: f32[2 * n + 1]) -> f32[n + 1]:\n    return x[::2]\n")
+    x = np.arange(7, dtype=np.float32)
+    np.testing.assert_array_equal(mod.f(x[:6]), x[:6][::2])
+    np.testing.assert_array_equal(mod.g(x), x[1::2])
+    np.testing.assert_array_equal(mod.h(x), x[::2])
