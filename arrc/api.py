@@ -913,7 +913,8 @@ def _to_array(value, ptype: ArrayType, pname: str):
         lo, hi = int_range(ptype.dtype)
         if arr.size and (arr.min() < lo or arr.max() > hi):
             raise ArgumentError(f"argument `{pname}`: value out of range for {ptype.dtype}")
-    return arr.astype(ptype.dtype.np)
+    with np.errstate(over="ignore"):        # a float past the dtype's range is inf, as jnp.asarray makes it
+        return arr.astype(ptype.dtype.np)
 
 
 def _type_of_value(value, ptype: ArrayType) -> ArrayType:

@@ -302,7 +302,8 @@ def scalar_argument(value) -> np.ndarray | None:
     dtype = _SCALAR_DTYPES[type(value)]
     if dtype.kind == "i" and not -2 ** 31 <= value < 2 ** 31:
         return None
-    return np.asarray(value, dtype)
+    with np.errstate(over="ignore"):        # a float past f32's range is inf, as jnp.asarray makes it
+        return np.asarray(value, dtype)
 
 
 def _scalar_node(value):

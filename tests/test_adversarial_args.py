@@ -349,3 +349,13 @@ def test_a_shape_variable_solved_to_a_negative_size_is_refused(source, args, mes
     with pytest.raises(arrc.CompileError, match=r"E0212(.|\n)*makes `n` = -1: a size is never negative"):
         arrc.loads("def g(x: f32[n + 1]) -> f32[n]:\n    return x[1:]\n"
                    "def f(x: f32[k, 0]) -> f32[k, 0]:\n    return vmap(g)(x)\n").f(np.zeros((2, 0), np.float32))
+
+
+def test_a_python_float_past_f32_is_inf_without_numpys_overflow_warning():
+    """As `jnp.asarray(1e40, jnp.float32)`; NumPy's RuntimeWarning leaked to the caller (and to the CLI's
+    stderr for `--arg x='[1e40]'`)."""
+    import warnings
+    mod = arrc.loads("def f(x: f32) -> f32:\n    return x\ndef g(x: f32[1]) -> f32[1]:\n    return x\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert mod.f(1e40) == np.inf and mod.g([1e40]).tolist() == [np.inf]
