@@ -669,11 +669,14 @@ def vmap(fn: Function, in_axes=0, out_axes=0) -> Function:
                         f"write `vmap` and `grad` in arr")
     sig = fn._sig
     ins, outs = _axes(in_axes, len(sig.params), "in_axes"), _axes(out_axes, len(sig.results), "out_axes")
+    if not isinstance(in_axes, (tuple, list)):      # a parameter left to its default is shared (jax.vmap's
+        ins = [None if name in sig.defaults else a for a, (name, _, _) in zip(ins, sig.params)]  # in_axes=0 too)
     lanes = next(v for v in ("lanes", *(f"lanes{i}" for i in range(1, 99))) if v not in sig.shape_vars)
     sources = list(fn.module._program.sources.values())
     if len(sources) != 1 or fn.name not in fn.module._program.functions:
         raise TypeError(f"vmap takes a function of a module compiled from one source, not {fn!r}")
-    params = ", ".join(f"{name}: {_with_lanes(t, axis, lanes)}" for (name, t, _), axis in zip(sig.params, ins))
+    params = ", ".join(f"{name}: {_with_lanes(t, axis, lanes)}" + (f" = {sig.defaults[name][2]}" if axis is None
+                       and name in sig.defaults else "") for (name, t, _), axis in zip(sig.params, ins))
     results = [_with_lanes(t, axis, lanes) for t, axis in zip(sig.results, outs)]
     shown = f"({', '.join(results)})" if sig.tuple_result else results[0]
     axes = ", ".join("None" if a is None else str(a) for a in ins)

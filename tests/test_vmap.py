@@ -375,6 +375,10 @@ def test_vmap_fills_default_parameters_as_a_call_does():
     x, s = R.normal(size=(4, 3)), R.normal(size=4)
     np.testing.assert_allclose(mod.b(x), jax.vmap(g)(x), rtol=1e-13)
     np.testing.assert_allclose(mod.c(x, s), jax.vmap(g)(x, s), rtol=1e-13)
+    v = arrc.vmap(mod.g)                    # from Python: an int in_axes leaves the defaults shared, as jax.vmap
+    assert v.signature == "(x: f64[lanes, 3], s: f64 = 2.0, p: i32 = 3) -> f64[lanes]"
+    np.testing.assert_allclose(v(x), jax.vmap(g)(x), rtol=1e-13)
+    np.testing.assert_allclose(arrc.vmap(mod.g, in_axes=(0, 0, None))(x, s), jax.vmap(g)(x, s), rtol=1e-13)
 
 
 def test_zero_lanes_on_the_lane_loop(capfd):
