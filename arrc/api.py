@@ -361,7 +361,8 @@ class Function:
 
     def _types_of(self, args: tuple) -> list[ArrayType]:
         """The concrete types of `lower`/`compile`'s arguments (`_arg_type`; defaults filled as in a call)."""
-        return [_arg_type(a, ptype, pname) for a, (pname, ptype, _) in zip(self._positional(args, {}), self._sig.params)]
+        return [_arg_type(a, ptype, pname)
+                for a, (pname, ptype, _) in zip(self._positional(args, {}), self._sig.params)]
 
     def _check_types(self, types: list[ArrayType], values: list | None = None) -> None:
         """`types` against the signature; a mismatch is an ArgumentError that says what to do about a dtype

@@ -190,7 +190,8 @@ def _mean_ir(cx, x, axes, dt, keep_shape=False):
 def _mean(cx: CallCx, x, axis=None, keepdims=False):
     x, axes, keepdims = _read(cx, x, axis, keepdims)
     dt = float_dtype_for(x.type.dtype)
-    return _finish(cx, x, axes, keepdims, dt, lambda: emit.convert(_mean_ir(cx, x, axes, accumulation_dtype(dt)), accumulation_dtype(dt), dt))
+    wide = accumulation_dtype(dt)
+    return _finish(cx, x, axes, keepdims, dt, lambda: emit.convert(_mean_ir(cx, x, axes, wide), wide, dt))
 
 
 def _variance_ir(cx, x, axes, dt, ddof: int):
