@@ -332,7 +332,8 @@ def test_sharded_programs_equal_one_device_on_8_virtual_devices():
         "dtype is float64. Convert it with `x.astype(np.float32)`, or declare the parameter `f64[b, 16]` (arr does "
         "not convert it for you: f64 -> f32 loses precision, and arr never loses it silently, where JAX with its "
         "64-bit mode off truncates float64 to float32 without a word; see docs/api.md)\n"
-        "ArgumentError: loss(x: f32[b, 16], w: f32[16, 8]) -> f32 takes 2 argument(s), 1 given\n"
+        "ArgumentError: loss(x: f32[b, 16], w: f32[16, 8]) -> f32 takes 2 argument(s), 1 given: missing argument "
+        "`w`\n"
         "ok\n")
 
 
