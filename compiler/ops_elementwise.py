@@ -11,7 +11,8 @@ from .emit import hlo
 from .diagnostics import Label
 from .optable import OPERATORS, CallCx, _pair_cx, broadcast_shapes, check_literal, concrete, elementwise_type, \
     float_dtype_for, register
-from .types import BOOL, DTYPES, I32, ArrayType, Dim, DType, int_range, promote, shape_str, true_divide_dtype, wrap_int
+from .types import (BOOL, DTYPES, I32, ArrayType, Dim, DType, int_range, promote, shape_str, true_divide_dtype,
+                    wide_int_dtype, wrap_int)
 from .values import DeferredBool, DTypeVal, TupleVal, Val, affine_parts, describe
 
 
@@ -837,11 +838,8 @@ def _literal_data(values: list, dtype: DType) -> np.ndarray:
     if dtype.is_bool:
         return np.array(values).astype(np.bool_)
     data = np.array(values, dtype=object)
-    lo, hi = int(data.min()), int(data.max())
-    for fits in (np.int64, np.uint64):
-        if np.iinfo(fits).min <= lo and hi <= np.iinfo(fits).max:
-            return data.astype(fits)
-    return data
+    wide = wide_int_dtype(int(data.min()), int(data.max()))
+    return data if wide is None else data.astype(wide.np)
 
 
 def _literal_static(e: Val):

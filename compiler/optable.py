@@ -16,7 +16,8 @@ from typing import Callable
 import numpy as np
 
 from .diagnostics import Label
-from .types import DTYPES, ArrayType, Dim, DType, int_range, lossy_promotion, promote, too_large, true_divide_dtype
+from .types import (DTYPES, ArrayType, Dim, DType, int_range, lossy_promotion, promote, too_large, true_divide_dtype,
+                    wide_int_dtype)
 from .values import ArrError, DTypeVal, TupleVal, Val, describe
 
 
@@ -343,8 +344,7 @@ def _wide_literal_help(cx: CallCx, values: tuple[int, int], at) -> str:
     """E0211's help where literals alone make the values (their least and greatest): one of them written in
     a 64-bit dtype that holds both."""
     from .ast import Binary             # (the module's `ast` is Python's)
-    wide = next((w for w in ("i64", "u64") if int_range(DTYPES[w])[0] <= values[0]
-                 and values[1] <= int_range(DTYPES[w])[1]), None)
+    wide = wide_int_dtype(*values)
     if wide is None:
         held = " and ".join(str(v) for v in dict.fromkeys(values))
         return f"no integer dtype holds {held}: write a float (`{values[-1]}.0`) if an approximation is meant"

@@ -108,6 +108,12 @@ def int_range(dt: DType) -> tuple[int, int]:
     return -(2 ** (dt.bits - 1)), 2 ** (dt.bits - 1) - 1
 
 
+def wide_int_dtype(lo: int, hi: int) -> DType | None:
+    """The first of i64 and u64 that holds every integer from `lo` to `hi`; None where neither does."""
+    return next((dt for dt in (DTYPES["i64"], DTYPES["u64"]) if int_range(dt)[0] <= lo and hi <= int_range(dt)[1]),
+                None)
+
+
 def wrap_int(value: int, dt: DType) -> int:
     """`value` as the integer dtype `dt` holds it: modulo 2^bits, as the hardware wraps."""
     lo, hi = int_range(dt)
