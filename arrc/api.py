@@ -614,6 +614,16 @@ class Function:
         return [by_name[name] for name, _, _ in params]
 
 
+def _index(i) -> int | None:
+    """An integer argument as JAX takes one (a Python or NumPy integer, not a bool), else None."""
+    if isinstance(i, (bool, np.bool_)):
+        return None
+    try:
+        return operator.index(i)
+    except TypeError:
+        return None
+
+
 def value_and_grad(fn: Function, argnums=0) -> "Derivative":
     """`jax.value_and_grad(f, argnums)` for an arr function: a Function returning (value, derivatives), the
     derivatives one array for an int `argnums`, a tuple for a tuple."""
@@ -740,10 +750,10 @@ class Derivative(Function):
         argnums = tuple(range(len(sig.params))) if argnums is None else argnums
         self._base, self._kind = base, kind
         self._keep_value = kind != "grad"
-        self._single = isinstance(argnums, int) and not isinstance(argnums, bool)
+        self._single = _index(argnums) is not None
         wrt = (argnums,) if self._single else tuple(argnums) if isinstance(argnums, (tuple, list)) else None
-        if not wrt and kind in ("grad", "value_and_grad") or \
-                not all(isinstance(i, int) and not isinstance(i, bool) for i in wrt or ()):
+        wrt = wrt and tuple(_index(i) for i in wrt)
+        if not wrt and kind in ("grad", "value_and_grad") or None in (wrt or ()):
             raise TypeError(f"argnums must be an int or a tuple of ints, not {argnums!r}")
         n = len(sig.params)
         if any(not -n <= i < n for i in wrt):

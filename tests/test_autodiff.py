@@ -166,10 +166,20 @@ def test_what_cannot_be_differentiated_is_a_diagnostic():
         arrc.grad(mod.count)
     with pytest.raises(ValueError, match="argnums 2 is out of range"):
         arrc.grad(mod.count, argnums=2)
-    with pytest.raises(TypeError, match="argnums must be an int or a tuple"):
-        arrc.grad(mod.count, argnums="x")
+    for bad in ("x", True, 1.0, (1, False)):         # (JAX's rule: integers, NumPy's too, not bools)
+        with pytest.raises(TypeError, match="argnums must be an int or a tuple"):
+            arrc.grad(mod.count, argnums=bad)
     with pytest.raises(arrc.CompileError, match=r"E0216.*cannot differentiate `next_after` yet"):
         arrc.grad(mod.tail, argnums=1)(arrc.key(0), -1.0)          # as jax.grad, which has no rule for it
+
+
+def test_argnums_takes_numpy_integers_as_jax_grad_does():
+    mod = arrc.loads("def f(x: f64[2], y: f64[2]) -> f64:\n    return sum(x * y * y)\n")
+    x, y = np.array([0.5, -1.5]), np.array([2.0, 3.0])
+    twin = lambda x, y: jnp.sum(x * y * y)      # noqa: E731
+    np.testing.assert_allclose(arrc.grad(mod.f, argnums=np.int64(1))(x, y), jax.grad(twin, argnums=1)(x, y))
+    for got, want in zip(arrc.grad(mod.f, argnums=(np.int32(0), -1))(x, y), jax.grad(twin, argnums=(0, 1))(x, y)):
+        np.testing.assert_allclose(got, want)
 
 
 def test_run_time_indexing():
