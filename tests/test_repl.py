@@ -643,6 +643,14 @@ def test_piped_values_on_stdout_diagnostics_on_stderr():
     assert "note: `j` stayed local to this block" in err.getvalue() and code == 1
 
 
+def test_a_byte_order_mark_before_piped_cells_is_skipped():
+    """As a file's (`decode`): an editor on Windows saves a script with one."""
+    out, err = io.StringIO(), io.StringIO()
+    assert repl.main([], stdin=io.StringIO("\ufeff1 + 2\n\ufeff3\n"), stdout=out, stderr=err) == 1
+    assert out.getvalue() == "i32 = 3\n"        # (only the first line's is a mark; another is a character)
+    assert err.getvalue().startswith("error[E0001]: unexpected character '\\ufeff'\n --> <cell 2>:1:1\n")
+
+
 def test_hlo_and_mlir_locations_name_the_file_and_the_cells(tmp_path):
     """`arrc repl FILE`: `:hlo` and `:mlir` name the file with its own lines, and a cell defined at the
     prompt by its cell: a file on the command line takes no cell number, so the first cell is `<cell 1>`."""

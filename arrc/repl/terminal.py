@@ -186,7 +186,9 @@ def stripped(text: str) -> str:
 def run_piped(session: Session, stdin) -> int:
     """Cells from a pipe or file: the same results, no prompts, no terminal needed."""
     reader = CellReader()
-    for line in stdin:
+    for number, line in enumerate(stdin):
+        if number == 0:
+            line = line.removeprefix("\ufeff")     # a byte order mark, as `decode` skips a file's
         for cell in reader.feed(line):
             session.run_cell(cell)
             if session.quit:
