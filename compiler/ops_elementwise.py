@@ -218,7 +218,24 @@ def _power(cx: CallCx, x, y):
     static = _fold_power(x, y) if dtype.is_int and weak else None
     if static is not None:
         return Val(ArrayType(dtype, shape, weak), None, static)
-    return cx.value(ArrayType(dtype, shape, weak), lambda: hlo.power(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+    never_negative = y.type.dtype.kind in ("uint", "bool") or \
+        isinstance(y.static, Dim) and y.static.is_const and y.static.value >= 0
+    build = _int_power if dtype.kind == "int" and not never_negative else hlo.power
+    return cx.value(ArrayType(dtype, shape, weak), lambda: build(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+
+
+def _int_power(a, b):
+    """A signed integer power whose exponent may be negative: 1 // a**-b, so 1 and -1 keep their powers and
+    any other base gives 0 (0 as `//` by zero does). XLA's own result there depends on how it compiles the
+    power: `0 ** -1` was -1 for a scalar and 0 in an array on XLA:CPU (NumPy raises; jax.numpy refuses a
+    literal negative exponent and gives XLA's result for a run-time one)."""
+    dt = emit.element_dtype(a.type)
+    shape = emit.shape_of(a)
+    zero, one, minus_one = (emit.const(v, dt, shape) for v in (0, 1, -1))
+    odd = emit.compare(hlo.and_(b, one), zero, "NE", dt)
+    inverse = emit.select(emit.compare(a, one, "EQ", dt), one,
+                          emit.select(emit.compare(a, minus_one, "EQ", dt), emit.select(odd, minus_one, one), zero))
+    return emit.select(emit.compare(b, zero, "LT", dt), inverse, hlo.power(a, b))
 
 
 def _fold_power(x: Val, y: Val) -> Dim | None:

@@ -287,6 +287,25 @@ def test_integer_division_examples():
     np.testing.assert_array_equal(np.asarray(rem.f(a, b)), [1, 1, -1, -1, 0, 0])
 
 
+@pytest.mark.parametrize("dt", ["i8", "i32", "i64"])
+def test_integer_power_of_a_negative_exponent_is_one_floor_divided_by_the_power(dt):
+    """`a ** -b` is `1 // a**b`: 1 and -1 keep their powers, any other base gives 0 (0 as `//` by zero), for
+    a scalar as for an array (XLA:CPU's own power gave `0 ** -1` -1 for a scalar and 0 in an array; NumPy
+    raises there). A non-negative exponent is jax.numpy's power."""
+    def oracle(a, b):
+        return a ** b if b >= 0 else 1 if a == 1 else (-1) ** (-b) if a == -1 else 0
+    bases, exps = np.array([0, 1, -1, 2, -2, 3, 5]), np.array([-3, -2, -1, 0, 1, 2, 3])
+    a, b = (v.ravel().astype(np_dtype(dt)) for v in np.meshgrid(bases, exps))
+    expected = [oracle(int(p), int(q)) for p, q in zip(a, b)]
+    np.testing.assert_array_equal(np.asarray(binary_module("**", dt, dt, dt).f(a, b)), expected)
+    scalar = arrc.loads(f"def f(x: {dt}, y: {dt}) -> {dt}:\n    return x ** y\n"
+                        "def g() -> i32:\n    return 0 ** -1 + 2 ** -1\n")
+    assert [int(scalar.f(p, q)) for p, q in zip(a, b)] == expected
+    assert int(scalar.g()) == 0
+    nonneg = b >= 0
+    np.testing.assert_array_equal(expected, np.where(nonneg, jnp.power(a, np.where(nonneg, b, 0)), expected))
+
+
 @pytest.mark.parametrize("dt", FLOATS)
 @pytest.mark.parametrize("op", ["//", "%"])
 def test_float_floor_division_and_modulo(op, dt):
