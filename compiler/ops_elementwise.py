@@ -90,18 +90,30 @@ def _fold(op: str, x: Val, y: Val):
     return None
 
 
-_FLOAT_FOLDS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
+_FLOAT_FOLDS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": math.pow}
 
 
 def _fold_float(op: str, x: Val, y: Val) -> float | None:
-    """Float arithmetic of literals is Python's, in f64, as JAX with x64 sees `1.0 / 3.0` (Python computes
-    it): a literal until it takes its dtype (`const E: f64 = 1.0 / 3.0` is 1/3, not rounded through f32).
-    Not where the f64 result is not finite: that overflow (or 0 / 0) happens at run time, in the dtype taken."""
-    a, b = (v.static.value if isinstance(v.static, Dim) and v.static.is_const else v.static
-            for v in (x, y))
-    if op not in _FLOAT_FOLDS or not all(type(s) in (float, int) for s in (a, b)) or op == "/" and b == 0:
+    """Float arithmetic of literals is Python's, in f64, as JAX with x64 sees `1.0 / 3.0` (`_fold_math`)."""
+    return _fold_math(_FLOAT_FOLDS[op], x, y) if op in _FLOAT_FOLDS else None
+
+
+def _fold_math(fn, *operands: Val) -> float | None:
+    """`fn` of number literals, computed by Python in f64, as JAX with x64 computes `1.0 / 3.0` or
+    `jnp.sqrt(2.0)`: a literal until it takes its dtype (`x_f64 * sqrt(2.0)` is exact; computed at run time in
+    the literal's f32 it was not), rounded once there. None where an operand is not a literal, and where the
+    f64 result is not finite (`1.0 / 0.0`, `log(-1.0)`, `exp(1000.0)`): that happens at run time, in the
+    dtype taken, where the guards see it."""
+    values = []
+    for v in operands:
+        s = v.static.value if isinstance(v.static, Dim) and v.static.is_const else v.static
+        if type(s) not in (float, int):
+            return None
+        values.append(s)
+    try:
+        value = float(fn(*values))
+    except (ArithmeticError, ValueError):
         return None
-    value = float(_FLOAT_FOLDS[op](a, b))
     return value if math.isfinite(value) else None
 
 
@@ -215,7 +227,7 @@ def _power(cx: CallCx, x, y):
     dtype, weak, shape = elementwise_type(cx, [x, y], "`**`")
     if dtype.is_bool:
         cx.error("E0201", "`**` is not defined on bool", help="convert with `.astype(i32)` first")
-    static = _fold_power(x, y) if dtype.is_int and weak else None
+    static = (_fold_power(x, y) if dtype.is_int else _fold_float("**", x, y)) if weak else None
     if static is not None:
         return Val(ArrayType(dtype, shape, weak), None, static)
     never_negative = y.type.dtype.kind in ("uint", "bool") or \
@@ -379,37 +391,41 @@ def _not(cx: CallCx, x):
 
 
 # ---- elementwise math ---------------------------------------------------------------------
-def unary_float(op_name: str):
+def unary_float(op_name: str, fold):
+    """Float math of one StableHLO op; `fold` is the same function in Python, for a literal (`_fold_math`)."""
     def rule(cx: CallCx, x):
         x = cx.array(x, "x")
         dtype = float_dtype_for(x.type.dtype)
         t = ArrayType(dtype, x.type.shape, x.type.weak)
+        static = _fold_math(fold, x) if x.type.weak else None
+        if static is not None:
+            return Val(t, None, static)
         return cx.value(t, lambda: emit.same_type(op_name, cx.ir(x, dtype)))
     return rule
 
 
-_UNARY_FLOAT = {       # name: (StableHLO op, doc line)
-    "exp": ("stablehlo.exponential", "elementwise e**x"),
-    "expm1": ("stablehlo.exponential_minus_one", "elementwise e**x - 1, accurate near 0"),
-    "log": ("stablehlo.log", "elementwise natural logarithm"),
-    "log1p": ("stablehlo.log_plus_one", "elementwise log(1 + x), accurate near 0"),
-    "sqrt": ("stablehlo.sqrt", "elementwise square root"),
-    "rsqrt": ("stablehlo.rsqrt", "elementwise 1 / sqrt(x)"),
-    "cbrt": ("stablehlo.cbrt", "elementwise cube root"),
-    "sin": ("stablehlo.sine", "elementwise sine"),
-    "cos": ("stablehlo.cosine", "elementwise cosine"),
-    "tan": ("stablehlo.tan", "elementwise tangent"),
-    "tanh": ("stablehlo.tanh", "elementwise hyperbolic tangent"),
-    "asin": ("chlo.asin", "elementwise inverse sine"),
-    "acos": ("chlo.acos", "elementwise inverse cosine"),
-    "atan": ("chlo.atan", "elementwise inverse tangent"),
-    "sinh": ("chlo.sinh", "elementwise hyperbolic sine"),
-    "cosh": ("chlo.cosh", "elementwise hyperbolic cosine"),
-    "erf": ("chlo.erf", "elementwise error function"),
-    "sigmoid": ("stablehlo.logistic", "elementwise 1 / (1 + e**-x)"),
+_UNARY_FLOAT = {       # name: (StableHLO op, the function in Python's f64, doc line)
+    "exp": ("stablehlo.exponential", math.exp, "elementwise e**x"),
+    "expm1": ("stablehlo.exponential_minus_one", math.expm1, "elementwise e**x - 1, accurate near 0"),
+    "log": ("stablehlo.log", math.log, "elementwise natural logarithm"),
+    "log1p": ("stablehlo.log_plus_one", math.log1p, "elementwise log(1 + x), accurate near 0"),
+    "sqrt": ("stablehlo.sqrt", math.sqrt, "elementwise square root"),
+    "rsqrt": ("stablehlo.rsqrt", lambda v: 1 / math.sqrt(v), "elementwise 1 / sqrt(x)"),
+    "cbrt": ("stablehlo.cbrt", np.cbrt, "elementwise cube root"),
+    "sin": ("stablehlo.sine", math.sin, "elementwise sine"),
+    "cos": ("stablehlo.cosine", math.cos, "elementwise cosine"),
+    "tan": ("stablehlo.tan", math.tan, "elementwise tangent"),
+    "tanh": ("stablehlo.tanh", math.tanh, "elementwise hyperbolic tangent"),
+    "asin": ("chlo.asin", math.asin, "elementwise inverse sine"),
+    "acos": ("chlo.acos", math.acos, "elementwise inverse cosine"),
+    "atan": ("chlo.atan", math.atan, "elementwise inverse tangent"),
+    "sinh": ("chlo.sinh", math.sinh, "elementwise hyperbolic sine"),
+    "cosh": ("chlo.cosh", math.cosh, "elementwise hyperbolic cosine"),
+    "erf": ("chlo.erf", math.erf, "elementwise error function"),
+    "sigmoid": ("stablehlo.logistic", lambda v: 1 / (1 + math.exp(-v)), "elementwise 1 / (1 + e**-x)"),
 }
-for _name, (_op_name, _doc) in _UNARY_FLOAT.items():
-    register(_name, family="Elementwise", doc=_doc)(unary_float(_op_name))
+for _name, (_op_name, _in_python, _doc) in _UNARY_FLOAT.items():
+    register(_name, family="Elementwise", doc=_doc)(unary_float(_op_name, _in_python))
 
 
 # ---- float math composed of StableHLO ops (jax.numpy's and jax.nn's formulas, op for op) -----------------
@@ -530,9 +546,9 @@ register("hypot", params="x, y", family="Elementwise",
          doc="elementwise sqrt(x**2 + y**2), computed without overflow")(binary_float("hypot", _hypot))
 
 
-def unary_same(build_float, build_int=None, allow_bool=False):
+def unary_same(build_float, build_int=None, allow_bool=False, fold=None):
     """Ops that keep the dtype; `build_int` None means the op is the identity on integers.
-    Builders take (mlir value, dtype)."""
+    Builders take (mlir value, dtype); `fold` is the op in Python, for a float literal (`_fold_math`)."""
     def rule(cx: CallCx, x):
         x = cx.array(x, "x")
         dt = x.type.dtype
@@ -540,6 +556,9 @@ def unary_same(build_float, build_int=None, allow_bool=False):
             cx.error("E0201", "this operation is not defined on bool", f"this is {x.type}", at=0,
                      help="convert with `.astype(i32)` or `.astype(f32)` first")
         if dt.is_float:
+            static = _fold_math(fold, x) if fold is not None and x.type.weak else None
+            if static is not None:
+                return Val(x.type, None, static)
             return cx.value(x.type, lambda: build_float(cx.ir(x), dt))
         if build_int is None:
             return x
@@ -564,21 +583,21 @@ def _trunc(x, dt: DType):
 register("abs",
          family="Elementwise",
          doc="elementwise absolute value |x|")(
-    unary_same(lambda x, dt: hlo.abs(x), lambda x, dt: hlo.abs(x) if dt.kind == "int" else x))
+    unary_same(lambda x, dt: hlo.abs(x), lambda x, dt: hlo.abs(x) if dt.kind == "int" else x, fold=abs))
 register("sign",
          family="Elementwise",
-         doc="elementwise sign of x: -1, 0 or 1")(unary_same(lambda x, dt: hlo.sign(x), _sign_int))
+         doc="elementwise sign of x: -1, 0 or 1")(unary_same(lambda x, dt: hlo.sign(x), _sign_int, fold=np.sign))
 register("floor",
          family="Elementwise",
-         doc="elementwise floor: the largest integer <= x")(unary_same(lambda x, dt: hlo.floor(x)))
+         doc="elementwise floor: the largest integer <= x")(unary_same(lambda x, dt: hlo.floor(x), fold=np.floor))
 register("ceil",
          family="Elementwise",
-         doc="elementwise ceiling: the smallest integer >= x")(unary_same(lambda x, dt: hlo.ceil(x)))
+         doc="elementwise ceiling: the smallest integer >= x")(unary_same(lambda x, dt: hlo.ceil(x), fold=np.ceil))
 register("round",
          family="Elementwise",
          doc="elementwise rounding to the nearest integer, half to even (as NumPy)")(
-    unary_same(lambda x, dt: hlo.round_nearest_even(x)))
-register("trunc", family="Elementwise", doc="elementwise rounding toward zero")(unary_same(_trunc))
+    unary_same(lambda x, dt: hlo.round_nearest_even(x), fold=np.round))
+register("trunc", family="Elementwise", doc="elementwise rounding toward zero")(unary_same(_trunc, fold=np.trunc))
 def _relu(x, dt: DType):
     """max(x, 0) for floats written as `x <= 0 ? 0 : x`: the same values (NaN stays NaN), and the
     derivative of `jax.nn.relu` (0 at 0, which its custom_jvp defines; `maximum` splits the tie: 0.5)."""

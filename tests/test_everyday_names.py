@@ -576,3 +576,21 @@ def test_float_arithmetic_of_literals_is_exact_in_f64_until_it_takes_a_dtype():
     assert (float(e), float(b), float(mixed)) == (1.0 / 3.0, 0.1 + 0.2, 2 * 0.1 - 1.5)
     np.testing.assert_array_equal(scaled, x * (1.0 / 3.0))
     assert (e32, b32) == (np.float32(1.0 / 3.0), np.float32(0.1 * 3))
+
+
+def test_math_of_literals_is_exact_in_f64_until_it_takes_a_dtype():
+    """`x_f64 * sqrt(2.0)`, `1 / sqrt(2.0 * pi)`, `exp(-0.5)`, `2.0 ** 0.5`, `abs(-0.1)`: as jax.numpy with x64
+    (a weak f64 value), not computed at run time in the literals' f32 (before: sqrt(2.0) was 1.4142135381698608
+    there). Where it takes f32 it is rounded once; a non-finite value (`log(-1.0)`) is left to run time."""
+    src = ("const C: f64 = 1.0 / sqrt(2.0 * pi)\n"
+           "def f(x: f64[2]) -> (f64, f64[2], f64[2], f64[2], f32, f32):\n"
+           "    return C, x * sqrt(2.0), x * exp(-0.5) + log(3.0), x * 2.0 ** 0.5 + abs(-0.1) * tanh(2), "
+           "sigmoid(0.3) * 3, log(-1.0)\n")
+    x = np.array([1.0, -3.0])
+    c, a, b, d, s32, nan32 = arrc.loads(src).f(x)
+    assert float(c) == float(1.0 / jnp.sqrt(2.0 * jnp.pi))
+    np.testing.assert_array_equal(a, x * jnp.sqrt(2.0))
+    np.testing.assert_allclose(b, x * jnp.exp(-0.5) + jnp.log(3.0), rtol=1e-15)
+    np.testing.assert_allclose(d, x * 2.0 ** 0.5 + jnp.abs(-0.1) * jnp.tanh(2.0), rtol=1e-15)
+    assert s32 == np.float32(jax.nn.sigmoid(0.3) * 3) and np.isnan(nan32)
+    assert a.dtype == np.float64 and s32.dtype == np.float32
