@@ -1,4 +1,4 @@
 """`python -m arrc ...`: the same as the `arrc` command."""
-from arrc.cli import entry
+from arrc.launch import entry
 
 entry()

@@ -7,12 +7,14 @@ import functools
 import io
 import os
 import struct
+import sys
 import threading
 import time
 
 import numpy as np
 
 from ..compiler import cache as _cache
+from .signals import sigint_deferred
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")   # silence PJRT start-up INFO lines
 _lock = threading.Lock()
@@ -22,6 +24,7 @@ _backends: dict = {}
 def backend(platform: str = "cpu"):
     with _lock:
         if platform not in _backends:
+            _import_jax()
             try:        # what jax.extend.backend.get_backend calls; `import jax.extend` itself costs ~25 ms
                 from jax._src.xla_bridge import get_backend
             except ImportError:                 # pragma: no cover (another jax layout)
@@ -346,9 +349,17 @@ def _result_tree(kind: str, n: int):
     return tree
 
 
+def _import_jax() -> None:
+    """jax imported whole before the runtime uses it: a Ctrl-C meanwhile is raised once it is (signals.py)."""
+    if "jax" not in sys.modules:
+        with sigint_deferred():
+            import jax  # noqa: F401
+
+
 def _bind_jax() -> None:
     """Module globals for the call path, set once jax is imported (so importing this module stays cheap)."""
     global _ArrayImpl, _batched_device_put, _fastpath_type, _registry
+    _import_jax()
     from jax._src.array import ArrayImpl
     from jax._src.lib import xla_client as xc
     _ArrayImpl, _batched_device_put = ArrayImpl, xc.batched_device_put

@@ -177,6 +177,53 @@ def test_cli_interrupt_while_checking(tmp_path):
     assert err.finish() == "arrc: interrupted\n"
 
 
+def test_cli_interrupt_while_starting(tmp_path):
+    """Ctrl-C while `arrc` loads the compiler, NumPy and jaxlib (before `arrc.cli` runs): "arrc: interrupted",
+    status 130, never a traceback (it was one for most delays, and now and then a crash inside jaxlib's
+    import: arrc/launch.py). Whichever moment each signal lands in, the command ends one of two ways."""
+    source = tmp_path / "ok.arr"
+    source.write_text("def f(x: f32[3]) -> f32[3]:\n    return x * 2.0\n")
+    interrupted = 0
+    for delay in (0.1, 0.2, 0.4, 0.8):
+        proc = subprocess.Popen([PYTHON, "-c", _AS_ARRC, "check", str(source)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+        try:
+            time.sleep(delay)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=HANG)
+        finally:
+            _stop(proc)
+        assert proc.returncode in (0, 130), (delay, proc.returncode, err[-2000:])
+        assert err == ("arrc: interrupted\n" if proc.returncode else f"{source}: no errors\n"), (delay, err[-2000:])
+        interrupted += proc.returncode == 130
+    assert interrupted      # (`arrc check` takes longer than 0.1 s: at least that one is interrupted)
+
+
+FIRST_CALL_CHILD = _DEFAULT_SIGINT + """
+import signal, sys, numpy as np, arrc
+mod = arrc.loads("def f(x: f32[n]) -> f32[n]:\\n    return x * 2.0\\n")
+assert "jax" not in sys.modules     # (the first call imports it)
+signal.signal(signal.SIGALRM, lambda s, f: signal.raise_signal(signal.SIGINT))
+signal.setitimer(signal.ITIMER_REAL, float(sys.argv[1]))
+try:
+    mod.f(np.ones(3, np.float32))
+except KeyboardInterrupt:
+    pass
+signal.setitimer(signal.ITIMER_REAL, 0)
+print([mod.f(np.ones(3, np.float32)).tolist() for _ in range(2)], flush=True)
+"""
+
+
+def test_api_interrupted_while_its_first_call_imports_jax():
+    """The first call imports jax; Ctrl-C meanwhile left jax half-initialized, and every later call of the
+    process failed with an ImportError. jax is now imported whole first (runtime/signals.py)."""
+    for delay in (0.01, 0.1, 0.3):
+        done = subprocess.run([PYTHON, "-c", FIRST_CALL_CHILD, str(delay)], capture_output=True, text=True,
+                              env=_env(), cwd=ROOT, timeout=HANG)
+        assert done.returncode == 0, (delay, done.stderr[-2000:])
+        assert done.stdout == "[[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]]\n", (delay, done.stderr[-2000:])
+
+
 API_CHILD = _DEFAULT_SIGINT + """
 import sys, arrc
 m = arrc.load(sys.argv[1])

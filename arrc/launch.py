@@ -1,0 +1,18 @@
+"""The `arrc` command (and `python -m arrc`): Ctrl-C held back while it loads the compiler, jaxlib's MLIR
+bindings and NumPy (~0.3-1 s: a KeyboardInterrupt inside those imports printed a traceback, and inside
+jaxlib's could crash the process), then `arrc.cli.entry`. A Ctrl-C that came meanwhile ends it as one during
+the command does: "arrc: interrupted", status 130."""
+import sys
+
+from arrc.runtime.signals import sigint_deferred
+
+
+def entry() -> None:
+    try:
+        with sigint_deferred():
+            from arrc.cli import entry as run
+    except KeyboardInterrupt:
+        from arrc.exits import EXIT_INTERRUPTED
+        sys.stderr.write("arrc: interrupted\n")
+        sys.exit(EXIT_INTERRUPTED)
+    run()
