@@ -230,24 +230,49 @@ def _power(cx: CallCx, x, y):
     static = (_fold_power(x, y) if dtype.is_int else _fold_float("**", x, y)) if weak else None
     if static is not None:
         return Val(ArrayType(dtype, shape, weak), None, static)
-    never_negative = y.type.dtype.kind in ("uint", "bool") or \
-        isinstance(y.static, Dim) and y.static.is_const and y.static.value >= 0
-    build = _int_power if dtype.kind == "int" and not never_negative else hlo.power
-    return cx.value(ArrayType(dtype, shape, weak), lambda: build(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+    if not dtype.is_int:
+        return cx.value(ArrayType(dtype, shape, weak), lambda: hlo.power(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+    known = y.static.value if isinstance(y.static, Dim) and y.static.is_const and y.static.value >= 0 else None
+    if known is not None:
+        return cx.value(ArrayType(dtype, shape, weak), lambda: _integer_pow(cx.ir(x, dtype, shape), known))
+    return cx.value(ArrayType(dtype, shape, weak), lambda: _int_power(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+
+
+def _integer_pow(a, k: int):
+    """`a ** k` for an exponent known at compile time: jax.lax.integer_pow's binary exponentiation (what
+    jnp.power does for a concrete integer exponent), exact modulo the dtype as NumPy's."""
+    acc = None
+    while k:
+        if k & 1:
+            acc = a if acc is None else hlo.multiply(acc, a)
+        k >>= 1
+        if k:
+            a = hlo.multiply(a, a)
+    return acc if acc is not None else emit.const(1, emit.element_dtype(a.type), emit.shape_of(a))
 
 
 def _int_power(a, b):
-    """A signed integer power whose exponent may be negative: 1 // a**-b, so 1 and -1 keep their powers and
-    any other base gives 0 (0 as `//` by zero does). XLA's own result there depends on how it compiles the
-    power: `0 ** -1` was -1 for a scalar and 0 in an array on XLA:CPU (NumPy raises; jax.numpy refuses a
-    literal negative exponent and gives XLA's result for a run-time one)."""
-    dt = emit.element_dtype(a.type)
-    shape = emit.shape_of(a)
-    zero, one, minus_one = (emit.const(v, dt, shape) for v in (0, 1, -1))
+    """An integer power whose exponent is a run-time value: binary exponentiation over every bit of the
+    exponent, NumPy's exact value modulo the dtype. (XLA's `stablehlo.power` and jnp's loop read 6 bits of
+    the exponent: `0 ** 64` was 1 and `3 ** 128` in u8 0.) A negative (signed) exponent gives 1 // a**-b, so
+    1 and -1 keep their powers and any other base gives 0, 0 as `//` by zero does (NumPy raises; XLA's own
+    result there depended on how it compiled the power: `0 ** -1` was -1 for a scalar, 0 in an array)."""
+    dt, shape = emit.element_dtype(a.type), emit.shape_of(a)
+    zero, one = emit.const(0, dt, shape), emit.const(1, dt, shape)
+    base, acc = a, one
+    bits = dt.bits - (dt.kind == "int")         # (a signed exponent's sign bit: the negative case below)
+    for i in range(bits):
+        bit = emit.compare(hlo.and_(b, emit.const(1 << i, dt, shape)), zero, "NE", dt)
+        acc = emit.select(bit, hlo.multiply(acc, base), acc)
+        if i < bits - 1:
+            base = hlo.multiply(base, base)
+    if dt.kind == "uint":
+        return acc
+    minus_one = emit.const(-1, dt, shape)
     odd = emit.compare(hlo.and_(b, one), zero, "NE", dt)
     inverse = emit.select(emit.compare(a, one, "EQ", dt), one,
                           emit.select(emit.compare(a, minus_one, "EQ", dt), emit.select(odd, minus_one, one), zero))
-    return emit.select(emit.compare(b, zero, "LT", dt), inverse, hlo.power(a, b))
+    return emit.select(emit.compare(b, zero, "LT", dt), inverse, acc)
 
 
 def _fold_power(x: Val, y: Val) -> Dim | None:

@@ -306,6 +306,23 @@ def test_integer_power_of_a_negative_exponent_is_one_floor_divided_by_the_power(
     np.testing.assert_array_equal(expected, np.where(nonneg, jnp.power(a, np.where(nonneg, b, 0)), expected))
 
 
+@pytest.mark.parametrize("dt", ["i8", "i32", "i64", "u8", "u32", "u64"])
+def test_integer_power_is_numpys_exact_value_for_every_exponent(dt):
+    """Every bit of the exponent counts, as in NumPy (wrapping in the dtype): XLA's `stablehlo.power` and
+    jnp's loop read 6 bits, so `0 ** 64` was 1, i64 `x ** 64` 1 for every x, u8 `3 ** 128` 0. A literal
+    exponent is jax.lax.integer_pow's binary exponentiation (what jnp.power does for one)."""
+    info = np.iinfo(np_dtype(dt))
+    bases = np.array([0, 1, 2, 3, 5, 7, info.max, info.min + (info.min < 0)], np_dtype(dt))
+    exps = np.array([e for e in (0, 1, 2, 63, 64, 65, 128, 200, info.max - 1, info.max, info.max // 2 + 1)
+                     if e <= info.max], np_dtype(dt))
+    a, b = (v.ravel() for v in np.meshgrid(bases, exps))
+    np.testing.assert_array_equal(np.asarray(binary_module("**", dt, dt, dt).f(a, b)), np.power(a, b))
+    literal = arrc.loads(f"def f(x: {dt}[{len(bases)}]) -> ({dt}[{len(bases)}], {dt}[{len(bases)}]):\n"
+                         f"    return x ** 64, x ** {info.max}\n")
+    for got, k in zip(literal.f(bases), (64, int(info.max))):
+        np.testing.assert_array_equal(np.asarray(got), np.power(bases, np_dtype(dt).type(k)))
+
+
 @pytest.mark.parametrize("dt", FLOATS)
 @pytest.mark.parametrize("op", ["//", "%"])
 def test_float_floor_division_and_modulo(op, dt):
