@@ -669,10 +669,8 @@ def parse(source: Source, start: str = "module"):
     text = _prepare(source, start)
     try:
         node = fastparse.parse(text, source.name, start)
-    except (fastparse.GiveUp, RecursionError):
-        node = _parse_lark(source, text, start)
-    except fastparse.BadLiteral as err:
-        raise _bad_literal(err, source) from None
+    except (fastparse.GiveUp, RecursionError, fastparse.BadLiteral):
+        node = _parse_lark(source, text, start)    # (a bad escape: Lark's gives it where no syntax error does)
     if type(node) is tuple:             # `a = 1; b = 2` as one statement (start="stmt": a REPL cell)
         span = node[1].span
         raise CompileError([Diagnostic("E0001", "one statement at a time here", span, "a second statement",

@@ -176,7 +176,7 @@ BAD_EXPRESSIONS = [
     "a < b < c", "a == b != c", "a +", "(a", "a)", "[a", "f(,)", "(,)", "[,]", "a b", "a = b", "*a",
     "a ** ", "a if b", "a if b else", "not", "a[]", "a[1:2:3:4]", "f(a=)", "f((a)=1)", "f(a.b=1)",
     "a..b", "1.T", "a.1", "a + not b", "a == not b", '"unterminated', "a $ b", "a ! b", "a\n", "\n a",
-    '"\\x4"', "a if b else c else d", "(a b)", "a ->b",
+    '"\\x4"', '"\\x4" +', 'f("\\u12", a b)', "a if b else c else d", "(a b)", "a ->b",
     "0x", "0xg", "0b2", "0o8", "1__0", "1_", "_1", "0x_", "1_.5", "1._5", "1e_5", "0b1e5", "0x1.5", "1e1_",
     "a <<", "a < < b", "a <<< b", "a >>> b", "<< a", "a <<= b", "a; b",
 ]
