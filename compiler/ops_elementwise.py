@@ -877,6 +877,9 @@ def array_literal(cx: CallCx, elems: list) -> Val:
         if not (weak and literal):               # a literal of literals is checked where it takes its dtype
             check_literal(cx, e, dtype, i)
     shape = (Dim.const(len(elems)),) + tuple(shapes[0])
+    if literal and len(shape) > _NUMPY_MAX_RANK:
+        cx.error("E0215", f"array literal of rank {len(shape)}: a literal holds at most {_NUMPY_MAX_RANK} "
+                          "dimensions (NumPy's limit)", f"rank {len(shape)}", help="nest it less deeply")
     if literal:
         # A literal of numbers is weakly typed like its elements (`[0.1, 0.2]` is f32 alone, f64 next to f64),
         # and keeps full precision until it takes its dtype.
@@ -888,6 +891,9 @@ def array_literal(cx: CallCx, elems: list) -> Val:
         parts = [hlo.reshape(emit.tensor_type((1,) + inner, dtype), cx.ir(e, dtype)) for e in elems]
         return hlo.concatenate(parts, 0)
     return cx.value(t, build)
+
+
+_NUMPY_MAX_RANK = 64
 
 
 def _literal_data(values: list, dtype: DType) -> np.ndarray:

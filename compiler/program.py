@@ -263,6 +263,10 @@ def _check_const(program: Program, const: ast.ConstDef, reporter: Reporter) -> N
     except ArrError as err:
         reporter.add(err.diag)
         return
+    except RecursionError:          # (as for a statement: FunctionWalk.block)
+        reporter.add(Diagnostic("E0004", "expression nested too deeply", const.value.span, "here",
+                                help="split it into several `const`s"))
+        return
     if isinstance(value, Poisoned):
         return
     if not _fits(value, declared):

@@ -225,6 +225,20 @@ def test_deep_programs_give_a_diagnostic_not_a_crash(expr):
     assert [d.code for d in err.diagnostics] == ["E0004"]
 
 
+def test_a_long_const_initializer_is_E0004_not_a_recursion_error():
+    """Between what the parser refuses and what the walk handles, a `const`'s chain raised RecursionError
+    (E0601 in the CLI); it is E0004 at the initializer, as a statement's is."""
+    outcomes = set()
+    for n in range(250, 701, 10):
+        try:
+            arrc.loads("const C: i32 = " + " + ".join(["1"] * n) + "\n")
+            outcomes.add("ok")
+        except CompileError as err:
+            assert [d.code for d in err.diagnostics] == ["E0004"], n
+            outcomes.add(err.diagnostics[0].message)
+    assert "expression nested too deeply" in outcomes      # (the walk's, at the initializer: line 1, col 16)
+
+
 def test_bad_utf8_points_at_the_first_bad_byte():
     with pytest.raises(CompileError) as info:
         decode("αβ = 1\n".encode() + b"x = \xc3(\n", "u.arr")

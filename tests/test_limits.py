@@ -145,6 +145,16 @@ def test_rank_8_arrays():
     np.testing.assert_array_equal(np.asarray(mod.f(x)), x.T)
 
 
+@pytest.mark.parametrize("element", ["1", "1.0", "true"])
+def test_an_array_literal_of_rank_65_is_E0215(element):
+    """NumPy holds at most 64 dimensions: a float or bool literal of 65 was NumPy's ValueError out of
+    `loads` (E0601 in the CLI). 64 works."""
+    literal = lambda rank: "[" * rank + element + "]" * rank          # noqa: E731
+    with pytest.raises(arrc.CompileError, match=r"E0215.*array literal of rank 65: a literal holds at most 64"):
+        arrc.loads(f"def f() -> i32:\n    x = {literal(65)}\n    return 1\n")
+    assert arrc.loads(f"def f() -> i32:\n    return sum({literal(64)}).astype(i32)\n").f() == 1
+
+
 # ---- nesting: E0004, never a crash --------------------------------------------------------------
 
 FN = "def f(x: f32) -> f32:\n    return "
