@@ -39,7 +39,7 @@ from arrc.compiler.parse import decode
 from arrc.compiler.span import Source
 from arrc.compiler.types import MAX_ARRAY_BYTES, ArrayType, Dim, dtype_of_numpy, host_keys, key_words
 from arrc.sharding import host_value
-from arrc.exits import EXIT_COMPILE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE
+from arrc.exits import EXIT_COMPILE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, drop_stdout
 
 GUARD_KINDS = (*KINDS, "all")
 EMITS = ("stablehlo", "mlirbc", "artifact", "ast", "guarded", "hlo")
@@ -1506,8 +1506,7 @@ def main(argv: list[str] | None = None) -> int:
         _error(str(err))
         return EXIT_USAGE
     except BrokenPipeError:             # e.g. `arrc compile f.arr | head`
-        import os
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        drop_stdout()
         return EXIT_OK
     except OSError as err:
         _error(f"{err.strerror or err}: {err.filename}" if err.filename else str(err))

@@ -2,12 +2,16 @@
 bindings and NumPy (~0.3-1 s: a KeyboardInterrupt inside those imports printed a traceback, and inside
 jaxlib's could crash the process), then `arrc.cli.entry`. A Ctrl-C that came meanwhile ends it as one during
 the command does: "arrc: interrupted", status 130."""
+import os
 import sys
 
 from arrc.runtime.signals import sigint_deferred
 
 
 def entry() -> None:
+    for name in ("stdout", "stderr"):       # a closed one (`arrc ... >&-`): Python makes it None
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w"))   # noqa: SIM115 (the process's, to its end)
     try:
         with sigint_deferred():
             from arrc.cli import entry as run

@@ -28,7 +28,7 @@ class RunState:
 
     def reset(self) -> None:
         """Forget what a call did (arrc/interop.py: a run serves one call of an executable after another)."""
-        self.failure: AssertionFailed | None = None
+        self.failure: Exception | None = None     # an AssertionFailed, or the OSError of a print
         self.events: list = []          # guard reports (runtime/guards.py)
         self.fault = False              # a guarded result was not finite
         self.bad_results: set = set()   # then: the indices of the results that were not
@@ -59,11 +59,15 @@ def format_value(value: np.ndarray) -> str:
 def _print_callback(site: PrintSite, sources: dict):
     def callback(run_id, io, *values):
         state = _runs.get(int(run_id))
-        if state is not None and state.failure is None and not state.quiet:
-            values = iter(values)
+        out = sys.stdout
+        if state is not None and state.failure is None and not state.quiet and out is not None:   # (None: as
+            values = iter(values)                                                                 # Python's print)
             parts = [p if isinstance(p, str) else format_value(np.asarray(next(values))) for p in site.pieces]
-            sys.stdout.write(" ".join(parts) + "\n")     # one write: concurrent calls never mix a line
-            sys.stdout.flush()
+            try:
+                out.write(" ".join(parts) + "\n")     # one write: concurrent calls never mix a line
+                out.flush()
+            except (OSError, ValueError) as err:      # a closed pipe, a full disk, a closed file: raised by the call
+                state.failure = err                   # (an exception in a callback is XLA's internal error)
         return (np.int32(io + 1),)
     return callback
 

@@ -497,3 +497,70 @@ def test_empty_and_scalar_files(prog, tmp_path, capsys):
     np.save(tmp_path / "k.npy", np.float32(3))
     code = main(["run", prog, "--entry", "scaled", "--arg", "x=[1, 2]", "--arg", f"k=@{tmp_path / 'k.npy'}"])
     assert code == 0 and capsys.readouterr().out == "[3. 6.]\n"
+
+
+# ---- output that goes away: a closed pipe, a full disk, a closed stdout --------------------------------------
+
+PRINTS = "def main(n: i32) -> i32:\n    s = 0\n    for i in range(n):\n        print(\"step\", i, arange(50))\n" \
+         "        s += i\n    return s\n"
+
+
+def _arrc(args: list, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "arrc", *args], stderr=subprocess.PIPE, text=True, **kw)
+
+
+def test_a_reader_that_leaves_ends_a_printing_run_quietly(tmp_path):
+    """`arrc run f.arr | head -1` and `arrc repl < s | head -1`: status 0, nothing on stderr, as `arrc compile |
+    head`. The print callback's BrokenPipeError was XLA's "CpuCallback error": E0601, status 4 (and in the
+    REPL one E0601 per later cell)."""
+    prog = tmp_path / "p.arr"
+    prog.write_text(PRINTS)
+    script = tmp_path / "cells.txt"
+    script.write_text("".join(f"print({i}, arange(50))\n" for i in range(3000)))
+    for args, stdin in ((["run", str(prog), "--arg", "n=20000"], None), (["repl", "--no-history"], script)):
+        with open(stdin or os.devnull) as given:
+            proc = _arrc(args, stdin=given, stdout=subprocess.PIPE)
+            first = proc.stdout.readline()
+            proc.stdout.close()
+            _, err = proc.communicate(timeout=300)
+        assert first.startswith(("step 0 [ 0  1", "0 [ 0  1")), first
+        assert (proc.returncode, err) == (0, ""), (args, err[-2000:])
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_a_full_disk_under_the_output_is_a_usage_error(tmp_path):
+    """`> /dev/full`: "No space left on device", status 2 (was E0601, status 4)."""
+    prog = tmp_path / "p.arr"
+    prog.write_text(PRINTS)
+    with open("/dev/full", "w") as full:
+        run = _arrc(["run", str(prog), "--arg", "n=2"], stdout=full)
+        _, run_err = run.communicate(timeout=300)
+        repl = _arrc(["repl", "--no-history"], stdout=full, stdin=subprocess.PIPE)
+        _, repl_err = repl.communicate("1 + 1\nprint(3)\n", timeout=300)
+    assert (run.returncode, run_err) == (EXIT_USAGE, "arrc: error: [Errno 28] No space left on device\n")
+    assert (repl.returncode, repl_err) == (EXIT_USAGE, "arrc repl: error: No space left on device\n")
+
+
+def test_a_closed_stdout_is_no_traceback(tmp_path):
+    """`arrc check f.arr >&-`: Python's sys.stdout is None there; it was an AttributeError's traceback."""
+    prog = tmp_path / "ok.arr"
+    prog.write_text("def f(x: f32[3]) -> f32[3]:\n    return x * 2.0\n")
+    proc = _arrc(["check", str(prog)], preexec_fn=lambda: os.close(1))
+    _, err = proc.communicate(timeout=300)
+    assert (proc.returncode, err) == (0, f"{prog}: no errors\n")
+
+
+def test_print_to_a_closed_stream_raises_from_the_call():
+    """The API: the print's error, raised by the call that printed (was a JaxRuntimeError with a thread's
+    traceback in its message)."""
+    import contextlib
+
+    import arrc
+    mod = arrc.loads(PRINTS)
+    closed = io.StringIO()
+    closed.close()
+    with contextlib.redirect_stdout(closed), pytest.raises(ValueError, match="closed file"):
+        mod.main(3)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert mod.main(2) == 1
+    assert out.getvalue().startswith("step 0 [ 0  1")

@@ -342,8 +342,8 @@ def test_load_and_reload(tmp_path, session):
     out = run_cells(session, ":reload", "scale([1.0, 2.0])", "gone()")
     assert out.splitlines()[:2] == [f"reloaded {path}: 1 function (scale), 1 constant (K)", "f32[2] = [10. 20.]"]
     assert "undefined name `gone`" in out or "unknown function `gone`" in out
-    out = run_cells(session, ":load /no/such/file.arr", ":frob", ":type")
-    assert "error: no such file: /no/such/file.arr" in out
+    out = run_cells(session, ":load /no/such/file.arr", ":frob", ":type", f":load {path.parent}")
+    assert "error: no such file: /no/such/file.arr" in out and f"error: {path.parent} is a directory" in out
     assert "error: unknown command `:frob`" in out and "`:type` needs an argument" in out
 
 

@@ -230,11 +230,14 @@ def cmd_load(session: Session, arg, arg_source) -> None:
 def load_file(session: Session, path: str, reload: bool = False) -> None:
     file = Path(path)
     if not file.is_file():
-        raise usage_error(f"no such file: {path}")
+        raise usage_error(f"{path} is a directory" if file.is_dir() else
+                          f"{path} is not a regular file" if file.exists() else f"no such file: {path}")
     try:
         source = decode(file.read_bytes(), path)
     except CompileError as err:
         raise session.compile_error(err) from None
+    except OSError as err:      # (unreadable: not an output error, which ends the session)
+        raise usage_error(f"cannot read {path}: {err.strerror or err}") from None
     old = [n for n in session.loaded.get(path, []) if n in session.items and session.items[n].origin == path]
     new = session.define(source, origin=path)
     names = [it.name for it in new]

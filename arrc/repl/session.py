@@ -197,6 +197,8 @@ class Session:
         except RecursionError:
             self.write_err("error: this cell is nested too deeply\n")
             return self.failed(EXIT_COMPILE)
+        except OSError:         # the output is gone (a closed pipe, a full disk): the session ends (terminal.main)
+            raise
         except Exception as err:               # a bug or an unexpected failure: no traceback
             detail = str(err).strip().splitlines()
             first = detail[0] if detail else ""

@@ -13,7 +13,7 @@ import arrc
 from arrc.api import DEVICES
 from arrc.compiler.check import NAMED_CONSTANTS
 from arrc.compiler.types import DTYPES
-from arrc.exits import EXIT_OK, EXIT_USAGE
+from arrc.exits import EXIT_OK, EXIT_USAGE, drop_stdout
 from arrc.lexer import ATTRIBUTES, BUILTIN_NAMES
 
 from .cells import CellReader, is_complete, scan
@@ -241,3 +241,9 @@ def main(argv: list[str] | None = None, stdin=None, stdout=None, stderr=None) ->
         return run_piped(session, stdin if stdin is not None else sys.stdin)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:         # the reader of the output left (`arrc repl < s.arr | head`): done, quietly
+        drop_stdout()
+        return session.exit_code
+    except OSError as failed:       # no room for the output (a full disk)
+        err.write(f"arrc repl: error: {failed.strerror or failed}\n")
+        return EXIT_USAGE
