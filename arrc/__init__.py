@@ -1,6 +1,6 @@
 """arrc: the compiler for arr, a small statically typed array language (StableHLO + PJRT).
 
-The names below are imported on first use (PEP 562), with Ctrl-C held back meanwhile (runtime/signals.py):
+The names below are imported on first use (PEP 562), with Ctrl-C held back meanwhile (compiler/signals.py):
 importing `arrc` itself is cheap, so the `arrc` command (arrc/launch.py) can hold Ctrl-C back before it
 loads the compiler and jaxlib."""
 import os
@@ -27,7 +27,7 @@ def __getattr__(name: str):
         raise AttributeError(f"module 'arrc' has no attribute {name!r}")
     import importlib
 
-    from arrc.runtime.signals import sigint_deferred
+    from arrc.compiler.signals import sigint_deferred
     with sigint_deferred():
         module = importlib.import_module("." + _EXPORTS.get(name, name), __name__)
     value = getattr(module, name) if name in _EXPORTS else module

@@ -40,6 +40,7 @@ from arrc.compiler.span import Source
 from arrc.compiler.types import MAX_ARRAY_BYTES, ArrayType, Dim, dtype_of_numpy, host_keys, key_words
 from arrc.sharding import host_value
 from arrc.exits import EXIT_COMPILE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, drop_stdout
+from arrc.compiler.walk import walk_ops
 
 GUARD_KINDS = (*KINDS, "all")
 EMITS = ("stablehlo", "mlirbc", "artifact", "ast", "guarded", "hlo")
@@ -1189,7 +1190,7 @@ def _foreign_value(fop):
             return ir.WalkResult.ADVANCE
         found.append((f"`{op.name}`", op.location, odd.type))
         return ir.WalkResult.INTERRUPT
-    fop.operation.walk(visit)
+    walk_ops(fop.operation, visit)
     return found[0] if found else None
 
 

@@ -5,7 +5,7 @@ the command does: "arrc: interrupted", status 130."""
 import os
 import sys
 
-from arrc.runtime.signals import sigint_deferred
+from arrc.compiler.signals import sigint_deferred
 
 
 def entry() -> None:

@@ -34,6 +34,7 @@ from .diagnostics import Diagnostic
 from .locations import span_of
 from .ops_linalg import SHARD, is_linalg, linalg_call, linalg_op
 from .types import DTYPES, DType
+from .walk import walk_ops
 
 
 def dtype_of(value: ir.Value) -> DType:
@@ -819,7 +820,7 @@ def _checks_a_bound(op) -> bool:
     for region in op.operation.regions:
         for block in region.blocks:
             for inner in block.operations:
-                inner.operation.walk(visit)
+                walk_ops(inner.operation, visit)
                 if found:
                     return True
     return False
@@ -884,7 +885,7 @@ def _number_from(fn) -> None:
         if abi.FORWARD_ID in op.operation.attributes:
             held.append(ir.IntegerAttr(op.operation.attributes[abi.FORWARD_ID]).value)
         return ir.WalkResult.ADVANCE
-    fn.operation.walk(visit)
+    walk_ops(fn.operation, visit)
     global _FORWARD_IDS
     _FORWARD_IDS = itertools.count(max(held) + 1)
 
@@ -1118,7 +1119,7 @@ def _calls_the_host(op) -> bool:
             found.append(inner)
             return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
-    op.operation.walk(visit)
+    walk_ops(op.operation, visit)
     return bool(found)
 
 
@@ -1305,7 +1306,7 @@ def _strip_effects(op) -> None:
                 and emit.attr_text(inner.attributes[abi.KIND]) in abi.EFFECT_KINDS:
             found.append(inner)
         return ir.WalkResult.ADVANCE
-    op.walk(visit)
+    walk_ops(op, visit)
     for call in found:                       # (run id, io token, values...) -> io token
         call.results[0].replace_all_uses_with(call.operands[1])
         call.erase()

@@ -24,6 +24,7 @@ from .autodiff import captured as captured_by
 from .autodiff import dtype_of
 from .ops_linalg import EXTERN, SHARD, is_linalg, linalg_call, linalg_op
 from .types import BOOL, I64
+from .walk import walk_ops
 
 # Operations whose result element i depends on their operands' elements i only (same shapes; select and
 # clamp may take scalars).
@@ -568,7 +569,7 @@ def _lane_in_asserts(block, lane: ir.Value, label: str) -> None:
             asserts.append(op)
         return ir.WalkResult.ADVANCE
     for op in block.operations:
-        op.operation.walk(visit)
+        walk_ops(op.operation, visit)
     for op in asserts:                       # (run id, io token, first element, loop counters...)
         operands = list(op.operands)
         counters = len(operands) - 3
@@ -603,4 +604,4 @@ def _remap(op, mapping: dict) -> None:
             if o in mapping:
                 inner.operands[i] = mapping[o]
         return ir.WalkResult.ADVANCE
-    op.walk(visit)
+    walk_ops(op, visit)

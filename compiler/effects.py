@@ -26,6 +26,7 @@ from .locations import span_of
 from .span import Span
 from .types import BOOL, I32, I64, ArrayType, Dim
 from .values import StrVal, Val
+from .walk import walk_ops
 
 CALLBACK_TARGET = {"cpu": "xla_ffi_python_cpu_callback", "gpu": "xla_ffi_python_gpu_callback"}
 RUN = "$run"
@@ -115,7 +116,7 @@ def sites_in(root) -> list:
         elif abi.BOUND_SITE in op.attributes:
             used.append(emit.int_attr(op, abi.BOUND_SITE))
         return ir.WalkResult.ADVANCE
-    root.operation.walk(visit)
+    walk_ops(root.operation, visit)
     return [None] * (max(used) + 1)
 
 

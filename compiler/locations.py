@@ -6,6 +6,7 @@ import re
 from jaxlib.mlir import ir
 
 from .span import Span
+from .walk import walk_ops
 
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _ESCAPE = re.compile(rb"\\(\\|[0-9A-Fa-f]{2})")
@@ -92,4 +93,4 @@ def file_positions_only(module_op) -> None:
                 loc = loc.child_loc
             op.location = loc
         return ir.WalkResult.ADVANCE
-    module_op.walk(visit)
+    walk_ops(module_op, visit)

@@ -33,6 +33,7 @@ from ..compiler.ops_linalg import SHARD, is_linalg, linalg_call
 from ..compiler.types import BOOL, DTYPES, F32, F64, I64
 from .base import ModulePass
 from .rewrite import attr_text, count_iterations, entry, inline_calls, run_argument
+from ..compiler.walk import walk_ops
 
 KINDS, SCOPES = abi.GUARD_KINDS, abi.GUARD_SCOPES
 STRUCTURAL = {"stablehlo.while", "stablehlo.if", "stablehlo.case", "func.call",
@@ -240,7 +241,7 @@ class _Guarder:
                 if abi.FORWARD_ID in inner.attributes:
                     self.forward.setdefault(ir.IntegerAttr(inner.attributes[abi.FORWARD_ID]).value, []).append(inner)
                 return ir.WalkResult.ADVANCE
-            self.fop.operation.walk(visit)
+            walk_ops(self.fop.operation, visit)
         candidates = self.forward.get(int(name.rsplit("#", 1)[1]), [])
         best = None
         for here in _enclosing(op):                # op, then the ops holding it, innermost first
@@ -296,7 +297,7 @@ class _Guarder:
             if op.operation.name == "stablehlo.while" and self._has_checks(op.operation):
                 loops.append(op.operation)
             return ir.WalkResult.ADVANCE
-        self.fop.operation.walk(collect)
+        walk_ops(self.fop.operation, collect)
         for op in loops:
             if abi.COUNTED not in op.attributes:     # an already guarded module's loops keep their counters
                 count_iterations(op)
@@ -691,7 +692,7 @@ def _contains(root, test) -> bool:
             found.append(op)
             return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
-    root.walk(visit)
+    walk_ops(root, visit)
     return bool(found)
 
 

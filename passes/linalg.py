@@ -28,6 +28,7 @@ from ..compiler.diagnostics import Diagnostic, first_line, internal_error
 from ..compiler.locations import span_of
 from ..compiler.ops_linalg import EXTERN, SHARD, extern_callable, extern_function, is_linalg, linalg_call
 from .base import ModulePass
+from ..compiler.walk import walk_ops
 
 _lowered: dict = {}
 _lock = threading.Lock()
@@ -49,7 +50,7 @@ class LowerLinalg(ModulePass):
             if is_linalg(op) and (not self.externs_only or linalg_call(op)[0] == EXTERN):
                 calls.append(op.operation)
             return ir.WalkResult.ADVANCE
-        module.operation.walk(visit)
+        walk_ops(module.operation, visit)
         for call in [c for c in calls if linalg_call(c)[0] == SHARD]:
             problem = _constrain(call, self.mesh)
             if problem is not None:
@@ -272,7 +273,7 @@ def _merge(module: ir.Module, text: str, prefix: str, flat: bool = False) -> str
         if op.operation.name == "stablehlo.while" and abi.TRIP_COUNT not in op.operation.attributes:
             emit.set_int_attr(op.operation, abi.TRIP_COUNT, -1)
         return ir.WalkResult.ADVANCE
-    jax_module.operation.walk(ends)
+    walk_ops(jax_module.operation, ends)
     for fop in list(jax_module.body.operations):
         fop = fop.operation
         fop.attributes["sym_name"] = ir.StringAttr.get(prefix + ir.StringAttr(fop.attributes["sym_name"]).value)

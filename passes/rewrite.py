@@ -9,6 +9,7 @@ from ..compiler import abi, emit
 from ..compiler.emit import attr_text, int_attr, run_argument, set_int_attr  # noqa: F401  (the passes' names for them)
 from ..compiler.locations import span_of
 from ..compiler.types import I64
+from ..compiler.walk import walk_ops
 
 
 def entry(module: ir.Module):
@@ -38,7 +39,7 @@ def ops_named(root, name: str) -> list:
         if op.operation.name == name:
             found.append(op.operation)
         return ir.WalkResult.ADVANCE
-    root.operation.walk(visit)
+    walk_ops(root.operation, visit)
     return found
 
 
@@ -76,7 +77,7 @@ def _inline(call, functions: dict) -> None:
             op.location = ir.Location.callsite(op.location, [call.location])
         return ir.WalkResult.ADVANCE
     for op in moved:
-        op.operation.walk(place)
+        walk_ops(op.operation, place)
     for result, value in zip(call.results, returned):
         result.replace_all_uses_with(value)
     call.erase()

@@ -13,6 +13,7 @@ from ..compiler import abi, emit
 from ..compiler.autodiff import unroll
 from .base import ModulePass
 from .rewrite import entry, ops_named
+from ..compiler.walk import walk_ops
 
 MAX_TRIPS = 8           # iterations (the most autodiff unrolls too)
 MAX_BODY = 64           # operations in the body, nested ones included: longer bodies fuse within themselves
@@ -46,5 +47,5 @@ def _short(loop) -> bool:
         count += 1
         return ir.WalkResult.ADVANCE if count <= MAX_BODY else ir.WalkResult.INTERRUPT
     for op in loop.regions[1].blocks[0].operations:
-        op.operation.walk(visit)
+        walk_ops(op.operation, visit)
     return count <= MAX_BODY

@@ -23,6 +23,7 @@ from ..compiler.diagnostics import Diagnostic
 from ..compiler.locations import span_of
 from ..compiler.ops_linalg import is_linalg, linalg_call
 from .base import ModulePass
+from ..compiler.walk import walk_ops
 
 # PJRT platform -> operation -> the element types (arr's names) of its result it cannot have there. TPU:
 # measured on a v5e with JAX 0.10.2 (2026-12-05): f64 and complex128 convolutions run and equal the CPU's
@@ -63,7 +64,7 @@ class VerifyBackend(ModulePass):
                 if refused:
                     diags.append(_refusal(self.platform, op, kind, dtype, why))
             return ir.WalkResult.ADVANCE
-        module.operation.walk(visit)
+        walk_ops(module.operation, visit)
         return diags
 
 

@@ -37,6 +37,7 @@ from ..compiler.types import MAX_ARRAY_BYTES
 from .base import ModulePass
 from ..compiler.locations import span_of
 from .rewrite import attr_text, i64s
+from ..compiler.walk import walk_ops
 
 CALLBACK_TARGETS = ("xla_ffi_python_cpu_callback", "xla_ffi_python_gpu_callback")
 PAST_TEXT = "tensor<2xi64>"     # compiler/effects.py PAST: a derivative's run past a loop's bound
@@ -135,7 +136,7 @@ class _Checker:
             for result in op.results:
                 self._size(op, result.type, fn)
             return ir.WalkResult.ADVANCE
-        fop.walk(visit)
+        walk_ops(fop, visit)
 
     def _size(self, op, t: ir.Type, fn: str) -> None:
         size = _byte_size(t)

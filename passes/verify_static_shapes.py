@@ -10,6 +10,7 @@ from jaxlib.mlir import ir
 from ..compiler.diagnostics import Diagnostic
 from .base import ModulePass
 from ..compiler.locations import span_of
+from ..compiler.walk import walk_ops
 
 DYNAMIC_SHAPE_OPS = {
     "stablehlo.dynamic_broadcast_in_dim", "stablehlo.dynamic_reshape", "stablehlo.dynamic_iota",
@@ -55,5 +56,5 @@ def verify_static_shapes(module: ir.Module) -> list[Diagnostic]:
                                          "concrete arrays, no symbolic dimensions)"))
         return ir.WalkResult.ADVANCE
 
-    module.operation.walk(visit)
+    walk_ops(module.operation, visit)
     return diags

@@ -3,6 +3,7 @@ read from attributes of its `main` (see passes/rewrite.py), so arrc's modules an
 elsewhere are called the same way."""
 from __future__ import annotations
 
+import atexit
 import threading
 
 import numpy as np
@@ -45,9 +46,9 @@ class Compiled:
         # `compile_and_load` raises KeyboardInterrupt at Ctrl-C while XLA goes on compiling on its own
         # threads, and the MLIR module it reads is then freed by the unwinding (a segfault a moment later).
         # On a helper thread jaxlib never sees the signal: the compile ends normally, its result abandoned.
-        self.executable = interruptible(Executable, module, platform, callbacks)
+        self.executable = interruptible(Executable, module, platform, callbacks, ends=True)
         # The results check (passes/guards.py `results_check`): a second executable on the result buffers.
-        self.check = interruptible(Executable, check, platform) if check is not None else None
+        self.check = interruptible(Executable, check, platform, ends=True) if check is not None else None
         self._filter, self.platform = None, platform
 
     @property
@@ -55,7 +56,7 @@ class Compiled:
         """The cheaper results check the API's fast path runs (passes/guards.py `results_filter`): false
         where every float result is finite. Compiled at its first use."""
         if self._filter is None and self._filter_module is not None:
-            self._filter = interruptible(Executable, self._filter_module, self.platform)
+            self._filter = interruptible(Executable, self._filter_module, self.platform, ends=True)
         return self._filter
 
     def __call__(self, values: list, quiet: bool = False):
@@ -123,7 +124,7 @@ def may_not_end(module) -> bool:
     return any(abi.TRIP_COUNT not in op.attributes for op in ops_named(module.operation, "stablehlo.while"))
 
 
-def interruptible(fn, *args):
+def interruptible(fn, *args, ends: bool = False):
     """`fn(*args)`, made so that Ctrl-C (SIGINT) raises KeyboardInterrupt while it runs.
 
     XLA:CPU runs an executable whose cost analysis counts fewer than 1,000 flops (an endless scalar
@@ -133,7 +134,8 @@ def interruptible(fn, *args):
     thread `fn` runs on a helper thread and the main thread waits for it in `Lock.acquire`, where
     Python's handler runs (KeyboardInterrupt). On KeyboardInterrupt the helper is abandoned: PJRT cannot cancel an execution,
     so it keeps a CPU busy until the program ends (a daemon thread: it does not keep the process alive);
-    the next call gets a new helper. Elsewhere (not the main thread, where no signal arrives) `fn` just
+    the next call gets a new helper (`ends`: `fn` is a compile, which the process's exit waits for if it was
+    abandoned: `_leave_after_abandoned_work`). Elsewhere (not the main thread, where no signal arrives) `fn` just
     runs. Cost: two thread switches, ~15-60 us (more on a loaded machine); the API's dispatcher fast
     path (plain positional calls of a program without a `while` loop: `may_not_end`) does not come here."""
     if threading.current_thread() is not threading.main_thread():
@@ -142,7 +144,7 @@ def interruptible(fn, *args):
     done = threading.Lock()
     done.acquire()
     box: list = []
-    helper.jobs.put((fn, args, box, done))
+    helper.jobs.put((fn, args, box, done, "compile" if ends else "run"))
     try:
         # With a timeout: the kernel may deliver SIGINT to any thread (the helper, XLA's), and then
         # nothing wakes a main thread blocked in `acquire`; it runs the Python handler when it wakes.
@@ -152,6 +154,9 @@ def interruptible(fn, *args):
         with _helpers_lock:                 # abandoned: its thread stays with the running program
             if _helpers and _helpers[0] is helper:
                 _helpers.clear()
+            if not _abandoned:
+                atexit.register(_leave_after_abandoned_work)
+            _abandoned.append(helper)
         raise
     ok, value = box[0]
     if not ok:
@@ -163,13 +168,15 @@ class _Helper:
     def __init__(self):
         import queue
         self.jobs = queue.SimpleQueue()
+        self.busy: str | None = None            # the kind of the job it runs: "compile" (it ends) or "run"
         threading.Thread(target=self._loop, name="arrc-run", daemon=True).start()
 
     def _loop(self):
         while True:
-            fn, args, box, done = self.jobs.get()
+            fn, args, box, done, kind = self.jobs.get()
             with _helpers_lock:
                 _busy[0] += 1
+                self.busy = kind
             try:
                 box.append((True, fn(*args)))
             except BaseException as err:    # noqa: BLE001  handed to the caller
@@ -177,6 +184,7 @@ class _Helper:
             del fn, args
             with _helpers_lock:
                 _busy[0] -= 1
+                self.busy = None
             done.release()
 
 
@@ -191,6 +199,20 @@ def helpers_busy() -> bool:
     interpreter finalizes is ended by a forced unwind that jaxlib's C++ does not let through (an abort,
     "FATAL: exception not rethrown"), so `arrc repl` leaves with `os._exit` then (cli.py `entry`)."""
     return _busy[0] > 0
+
+
+_abandoned: list = []                       # helpers whose caller Ctrl-C took away
+
+
+def _leave_after_abandoned_work() -> None:
+    """At exit (atexit), after a Ctrl-C abandoned a compile on a helper thread: Python's finalization must not
+    run while the compile can return into Python (`helpers_busy`): that was "FATAL: exception not rethrown",
+    an abort, where a script interrupted a call and then ended. A compile ends: it is waited for. (A program
+    left running is not: it may never end. One that ends during the few milliseconds of finalization still
+    aborts the process; one that ends before or never does not.)"""
+    import time
+    while any(helper.busy == "compile" for helper in _abandoned):
+        time.sleep(0.01)
 
 
 def _helper() -> _Helper:

@@ -17,6 +17,7 @@ from ..compiler.locations import call_frames, jax_frames, name_of, span_of
 from ..passes.guards import SITE_SHIFT, UNTRACED
 from ..passes.rewrite import attr_text, entry, i64s
 from .reports import BoundsError, DivisionByZero, GuardError, InfError, NaNError
+from ..compiler.walk import walk_ops
 
 # What a report calls the operation a location names: the op table's `words` of the op with that display
 # name ("add" -> "addition"), and the names that come from indexing code rather than from a registered op.
@@ -118,7 +119,7 @@ def sites(module: ir.Module) -> dict:
                 chain=jax[0] if jax else [(name_of(f), span_of(f)) for f in frames[1:]], attrs=extra,
                 derivative_of=_derivative_of(frames[0]), own=own, function=jax[1] if jax else None)
         return ir.WalkResult.ADVANCE
-    module.operation.walk(visit)
+    walk_ops(module.operation, visit)
     return out
 
 

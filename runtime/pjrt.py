@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from ..compiler import cache as _cache
-from .signals import sigint_deferred
+from ..compiler.signals import sigint_deferred
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")   # silence PJRT start-up INFO lines
 _lock = threading.Lock()

@@ -109,11 +109,11 @@ _hook(_call.Compiled, "__call__", "exec", lambda self, args: "-")
 _interruptible = _call.interruptible
 
 
-def _interruptible_hooked(fn, *args):
+def _interruptible_hooked(fn, *args, **kw):
     # The callers look `interruptible` up when they call it (call.py by its global name, cli.py and
     # repl/ by importing it in the function), so this wrapper is what they call.
     if _threading.current_thread() is not _threading.main_thread():
-        return _interruptible(fn, *args)
+        return _interruptible(fn, *args, **kw)
     tag, ran = _tag(), []
 
     def tracked(*a):
@@ -126,7 +126,7 @@ def _interruptible_hooked(fn, *args):
             _mark(f"finished {tag}")
             _local.tag = None
     try:
-        return _interruptible(tracked, *args)
+        return _interruptible(tracked, *args, **kw)
     except KeyboardInterrupt as err:
         _record(err, [_stacks.get(ran[0], []) if ran else [], _stacks.get(_threading.get_ident(), [])])
         raise
