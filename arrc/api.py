@@ -90,6 +90,8 @@ def loads(source: str, filename: str = "<string>", guards=None, warnings: str = 
     '(x: f32[n], y: f32[n]) -> f32[n]'
     """
     _check_warnings_mode(warnings)
+    _require_text(source, "loads takes the program's text", "arrc.loads(data.decode())")
+    _require_text(filename, "filename is a name", None)
     with _gc_paused():
         program = check_program(Source(filename, source), werror=(warnings == "error"), constants=constants)
     _bind_externs(program, externs, filename)
@@ -114,9 +116,21 @@ def load(path, guards=None, warnings: str = "warn", guard_scope: str = "results"
     return module
 
 
+def _require_text(value, what: str, bytes_help: str | None) -> None:
+    """A TypeError in the API's words where a str is expected (the parser's own said "a bytes-like object is
+    required, not 'str'" for bytes, the reverse of the mistake)."""
+    if isinstance(value, str):
+        return
+    hint = f"; for bytes, {bytes_help}" if bytes_help and isinstance(value, (bytes, bytearray)) else ""
+    raise TypeError(f"{what} (a str), not {type(value).__name__}{hint}")
+
+
 def _bind_externs(program: Program, externs: dict | None, filename: str) -> None:
     """`externs` (name -> JAX callable or jax.export.Exported) as the functions of the module's `extern def`s;
     each is checked against its declaration where a call of it is compiled (compiler/lower.py `extern`)."""
+    if externs is not None and not isinstance(externs, dict):
+        raise TypeError(f"externs is a dict of JAX functions by the names of `extern def`s, not "
+                        f"{type(externs).__name__}")
     declared = sorted(name for name, fn in program.functions.items() if fn.extern)
     for name, function in (externs or {}).items():
         if name not in declared:
@@ -163,6 +177,7 @@ def key(seed):
 def spec(text: str) -> ArrayType:
     """An argument type from its arr spelling, e.g. `spec("f32[2, 3]")`, for `Function.lower`."""
     from arrc.compiler.check import type_of
+    _require_text(text, 'spec takes a type\'s text such as "f32[2, 3]"', None)
     texpr = parse(Source("<spec>", text), start="type")
     errors: list = []
     t = type_of(texpr, {}, [], errors)

@@ -83,6 +83,8 @@ def parse_kinds(text) -> frozenset:
     """`"nan,inf"`, `"all"`, `"off"`, a list, or None -> a set of guard kinds; ValueError for unknown ones."""
     if text is None or text in ("", "off", "none"):
         return frozenset()
+    if not isinstance(text, (str, list, tuple, set, frozenset)):
+        raise TypeError(f"guards are a str such as \"nan,inf\" or \"all\", or a list of kinds, not {text!r}")
     items = text.split(",") if isinstance(text, str) else list(text)
     kinds = set()
     for item in (i.strip() for i in items):

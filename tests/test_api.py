@@ -319,3 +319,21 @@ def test_a_calls_small_results_are_read_when_ready_and_whether_it_runs_inline(mo
     [(tiny, _)], [(big, _)] = mod.tiny._compiled.values(), mod.big._compiled.values()
     assert tiny.executable.runs_inline and not big.executable.runs_inline
     assert not mod.tiny._polls and mod.big._polls      # (what the dispatcher ran: read without polling or not)
+
+
+def test_wrong_kinds_of_api_arguments_are_type_errors_in_the_api_s_words():
+    """bytes, None or an int where text goes, a non-dict of externs, a bool or int for guards (they were
+    the parser's "a bytes-like object is required, not 'str'", "argument of type 'NoneType' is not
+    iterable", an AttributeError, and "'int' object is not iterable")."""
+    src = "def f() -> i32:\n    return 1\n"
+    cases = [(lambda: arrc.loads(src.encode()), r"loads takes the program's text \(a str\), not bytes; for bytes, "
+                                                r"arrc\.loads\(data\.decode\(\)\)"),
+             (lambda: arrc.loads(None), r"loads takes the program's text \(a str\), not NoneType"),
+             (lambda: arrc.loads(src, filename=3), r"filename is a name \(a str\), not int"),
+             (lambda: arrc.spec(3), r"spec takes a type's text such as \"f32\[2, 3\]\" \(a str\), not int"),
+             (lambda: arrc.loads(src, externs=3), r"externs is a dict of JAX functions .*, not int"),
+             (lambda: arrc.loads(src, guards=True), r"guards are a str such as \"nan,inf\" .*, not True")]
+    for call, message in cases:
+        with pytest.raises(TypeError, match=message):
+            call()
+    assert arrc.loads(src, guards=["nan", "inf"]).f() == 1
