@@ -184,12 +184,12 @@ def _program(fn, key: tuple, platform: str, mesh: tuple, spmd: bool, origins: bo
     needs written out: its text with locations (sites' lines), and whether it has host callbacks."""
     from arrc.compiler import abi
     from arrc.passes.rewrite import ops_named
-    from arrc.passes.spmd import ClampUpdateStarts, ReportPast
+    from arrc.passes.spmd import ClampUpdateStarts, ReportPast, SplittableReductions
     from arrc.runtime.pipeline import apply_passes, around, passes_for
     lowered = fn.lower(*_arr_types(fn, key))
     apply_passes(lowered.module, lowered.context, [ReportPast()] + around(passes_for(in_program(fn, spmd, origins)),
-                                                                          platform, mesh) + [ClampUpdateStarts()],
-                 fn.sources)
+                                                                          platform, mesh)
+                 + [ClampUpdateStarts(), SplittableReductions()], fn.sources)
     with lowered.context:
         calls = any(abi.KIND in op.attributes for op in ops_named(lowered.module, "stablehlo.custom_call"))
     return lowered.as_text(debug_info=True), calls

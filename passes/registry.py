@@ -9,7 +9,7 @@ from .autodiff import ValueAndGrad
 from .base import ModulePass
 from .guards import GuardPass
 from .linalg import LowerLinalg
-from .spmd import ClampUpdateStarts, ReportPast
+from .spmd import ClampUpdateStarts, ReportPast, SplittableReductions
 from .unroll import UnrollShortLoops
 from .verify_backend import VerifyBackend
 from .verify_foreign import VerifyForeignCalls
@@ -17,7 +17,8 @@ from .verify_static_shapes import VerifyStaticShapes
 
 PASSES: dict[str, type[ModulePass]] = {p.name: p for p in (VerifyStaticShapes, VerifyForeignCalls, GuardPass,
                                                            ValueAndGrad, LowerLinalg, VerifyBackend,
-                                                           ClampUpdateStarts, ReportPast, UnrollShortLoops)}
+                                                           ClampUpdateStarts, ReportPast, SplittableReductions,
+                                                           UnrollShortLoops)}
 
 
 def run_passes(module, passes: list) -> list:

@@ -263,6 +263,19 @@ CHILD = textwrap.dedent('''
     def bad(x: f32[b, 16]) -> f32[b, 16]:
         return shard(x, "rows", None)
     """, filename="p.arr")
+    # max and min across a split axis, NaN kept (their reduce is one XLA's partitioner splits: it refused
+    # arr's compare-and-select body, "UNIMPLEMENTED: Unsupported reduction computation")
+    ends = arrc.loads("""
+    def ends(x: f32[b, 16]) -> (f32, f32[16], f32[b]):
+        return max(x), min(x, axis=0), max(x, axis=1)
+    """)
+    holed = x.copy()
+    holed[5, 3] = np.nan
+    for data in (x, holed):
+        split = ends.ends.sharded(mesh, in_specs=(("data", "model"),))(data)
+        for got, want in zip(split, ends.ends(data)):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert np.isnan(np.asarray(split[0])) and np.isnan(np.asarray(split[1])[3])
     f = placed.f.sharded(mesh)
     got = f(x, w)
     np.testing.assert_allclose(got, placed.f(x, w), rtol=1e-6)
