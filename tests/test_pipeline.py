@@ -106,7 +106,7 @@ def test_passes_replaces_the_list(capsys, program):
     code, out, err = _compile(capsys, program, "--passes", "guard,fold")
     assert (code, out) == (2, "")
     assert err == ("arrc: error: --passes: unknown pass `fold` "
-                   "(passes: clamp-update-starts, guard, lower-linalg, report-past, unroll-short-loops, value-and-grad, verify-backend, "
+                   "(passes: clamp-update-starts, guard, lower-linalg, report-past, splittable-reductions, unroll-short-loops, value-and-grad, verify-backend, "
                    "verify-foreign-calls, verify-static-shapes)\n")
 
 
