@@ -19,7 +19,7 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo as hlo
 
-from . import emit
+from . import abi, emit
 from .types import DTYPES, DType, int_range
 
 U8, U16, U32, U64, I32, I64, F64 = (DTYPES[n] for n in ("u8", "u16", "u32", "u64", "i32", "i64", "f64"))
@@ -270,6 +270,12 @@ def _randint_bound(v, dt: DType, sdt: DType, upper: bool) -> tuple[ir.Value, boo
     return _c(min(max(v, lo), hi), sdt, ()), v > hi
 
 
+def _remainder(a: ir.Value, span: ir.Value) -> ir.Value:
+    """`a % span` as XLA defines it (`a` where `span` is 0, the full range), marked as no division of the
+    program's: the div0 guard does not check it (it reported `randint` over a dtype's whole range)."""
+    return emit.mark(_bin("stablehlo.remainder", a, span), abi.SAFE_DIVISOR)
+
+
 def _randint(key, shape, lo: ir.Value, hi: ir.Value, hi_out_of_range: bool, dt: DType) -> ir.Value:
     """`_randint` on clipped bounds `lo`, `hi` of `dt` (broadcasting to `shape`): two draws of random bits
     (from the halves of `split(key)`) folded into the span with
@@ -288,12 +294,12 @@ def _randint(key, shape, lo: ir.Value, hi: ir.Value, hi_out_of_range: bool, dt: 
     # `lax.rem(np.uint32(1), np.uint32(0))` does too), and constant bounds of the full range make this
     # span one: kept opaque, the multiplier's remainders run as XLA defines them (x % 0 == x).
     (opaque_span,) = _opaque(span)
-    multiplier = _bin("stablehlo.remainder", _c(2 ** (nbits // 2), udt, bshape), opaque_span)
-    multiplier = _bin("stablehlo.remainder", _bin("stablehlo.multiply", multiplier, multiplier), opaque_span)
+    multiplier = _remainder(_c(2 ** (nbits // 2), udt, bshape), opaque_span)
+    multiplier = _remainder(_bin("stablehlo.multiply", multiplier, multiplier), opaque_span)
     span, multiplier = emit.broadcast(span, shape), emit.broadcast(multiplier, shape)
-    offset = _bin("stablehlo.add", _bin("stablehlo.multiply", _bin("stablehlo.remainder", higher, span), multiplier),
-                  _bin("stablehlo.remainder", lower, span))
-    offset = _bin("stablehlo.remainder", offset, span)
+    offset = _bin("stablehlo.add", _bin("stablehlo.multiply", _remainder(higher, span), multiplier),
+                  _remainder(lower, span))
+    offset = _remainder(offset, span)
     return _bin("stablehlo.add", emit.broadcast(lo, shape),
                 emit.op("stablehlo.convert", emit.tensor_type(shape, dt), [offset]))
 

@@ -660,28 +660,39 @@ def _batch_rank(op) -> int:
     return max(max(len(emit.shape_of(o)) - 2, 0) for o in op.operands)
 
 
-def _live(value: ir.Value, block, depth: int = 8) -> ir.Value | None:
+LIVE_DEPTH = 64         # elementwise operations `_live` follows from a division before it says "may reach"
+
+
+def _live(value: ir.Value, block, depth: int = LIVE_DEPTH, seen: dict | None = None) -> ir.Value | None:
     """Where the elements of `value` can reach a result of `block` (an i1 mask built at the insertion point):
-    through elementwise operations and the chosen branch of selects in `block`; None where every element
-    may (a use of another kind, or deeper than `depth`)."""
+    through elementwise operations and the chosen branch of selects in `block` (a value nothing uses reaches
+    nothing); None where every element may (a use of another kind, or deeper than `depth`). `seen` holds the
+    values already followed (one mask each: a value used twice is not followed twice)."""
+    seen = {} if seen is None else seen
+    if value in seen:
+        return seen[value]
     shape = emit.shape_of(value)
-    live = None
-    for use in list(value.uses):
+    uses = list(value.uses)
+    live = None if uses else emit.const(False, BOOL, shape)
+    for use in uses:
         user = use.owner.operation
         if depth == 0 or user.block != block or user.name in STRUCTURAL | SPATIAL or len(user.results) != 1 \
                 or emit.shape_of(user.results[0]) != shape:
-            return None
-        after = _live(user.results[0], block, depth - 1)
+            live = None
+            break
+        after = _live(user.results[0], block, depth - 1, seen)
         if user.name == "stablehlo.select" and use.operand_number > 0:
             pred = emit.broadcast(user.operands[0], shape)
             chosen = emit.const(True, BOOL, shape) if user.operands[1] == user.operands[2] \
                 else pred if use.operand_number == 1 else hlo.not_(pred)
             term = chosen if after is None else hlo.and_(chosen, after)
         elif after is None:
-            return None
+            live = None
+            break
         else:
             term = after
         live = term if live is None else hlo.or_(live, term)
+    seen[value] = live
     return live
 
 

@@ -4,6 +4,7 @@ the origin build: a NaN that a `where` masks is not blamed), integer divisions b
 "reaches a result" rule, and infinities a program returns on purpose (the element index, the help)."""
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 
@@ -219,6 +220,9 @@ def np_floordiv(x, y):
     ("where(y == 0, 0, x % y)", np.where(Y == 0, 0, np_mod(X, Y))),
     ("where(y != 0, (x % y) * 2, 0)", np.where(Y != 0, np_mod(X, Y) * 2, 0)),
     ("where(y != 0, where(x > 7, x // y, 1), 0)", np.where(Y != 0, np.where(X > 7, np_floordiv(X, Y), 1), 0)),
+    # (9 operations between: `_live` stopped at 8 and reported it)
+    ("where(y != 0, x // y" + " + 1" * 12 + ", 0)", np.where(Y != 0, np_floordiv(X, Y) + 12, 0)),
+    ("where(y != 0, (x % y) * (x % y + 1), 0)", np.where(Y != 0, np_mod(X, Y) * (np_mod(X, Y) + 1), 0)),
 ])
 def test_division_by_zero_masked_by_where_is_not_reported(expr, expect):
     np.testing.assert_array_equal(run(HEAD + expr + "\n", "f", X, Y), expect)
@@ -229,6 +233,23 @@ def test_division_by_zero_masked_by_where_is_not_reported(expr, expect):
 def test_division_by_zero_that_reaches_the_result_is_reported(expr):
     err = fault(HEAD + expr + "\n", "f", X, Y, cls=arrc.DivisionByZero)
     assert err.index == (1,) and err.operands == {"dividend": 8, "divisor": 0}
+
+
+def test_a_division_whose_quotient_reaches_nothing_is_not_reported():
+    """As a NaN that reaches no result: `z` is never used (it was reported: no use read as "may reach")."""
+    assert run("def f(x: i32[n], y: i32[n]) -> i32[n]:\n    z = x // y\n    return x + 1\n", "f", X, Y).tolist() \
+        == (X + 1).tolist()
+
+
+def test_randint_over_a_dtype_s_whole_range_is_no_division_by_zero():
+    """Its span wraps to 0 there, and its remainders are XLA's (x % 0 == x) by design: not the program's
+    division (it was R0004 at the `randint` call). Bit for bit with jax.random."""
+    src = ("def f(s: i32) -> (i32[3], u32[4]):\n    return randint(key(s), (3,), -2147483648, 2147483648), "
+           "randint(key(s), (4,), 0, 4294967296, dtype=u32)\n")
+    got = arrc.loads(src, guards="div0").f(0)
+    k = jax.random.key(0)
+    np.testing.assert_array_equal(got[0], jax.random.randint(k, (3,), -2 ** 31, 2 ** 31, dtype=np.int32))
+    np.testing.assert_array_equal(got[1], jax.random.randint(k, (4,), 0, 2 ** 32, dtype=np.uint32))
 
 
 def test_division_by_zero_masked_by_where_then_summed():
