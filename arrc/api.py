@@ -604,6 +604,14 @@ class Function:
         pname, ptype, _ = self._sig.params[i]
         return _to_array(value, ptype, pname)
 
+    def _traced_scalar(self, value, i: int):
+        """A Python scalar that jax.jit traced (weakly typed, rank 0) for parameter i, in its dtype: its kind
+        checked as a call checks a Python scalar's (its range cannot be: it is a run-time value)."""
+        import jax.numpy as jnp
+        pname, ptype, _ = self._sig.params[i]
+        _check_kind(np.dtype(value.dtype), ptype, pname)
+        return jnp.asarray(value, ptype.dtype.np)
+
     def _bind(self, args, kwargs) -> list:
         return [_to_array(value, ptype, name) for value, (name, ptype, _) in
                 zip(self._positional(args, kwargs), self._sig.params)]
@@ -906,6 +914,14 @@ def _as_dispatched(value, ptype: ArrayType):
     return leaf if leaf is not None and ptype.rank == 0 and leaf.dtype == ptype.dtype.np else None
 
 
+def _check_kind(dtype: np.dtype, ptype: ArrayType, pname: str) -> None:
+    """A Python value's kind must fit its parameter's: a bool a bool, an int any int or float, a float a float."""
+    kind, pk = dtype.kind, ptype.dtype.kind
+    if not ((kind == "b" and pk == "bool") or (kind in "iu" and pk in ("int", "uint", "float")) or
+            (kind == "f" and pk == "float")):
+        raise ArgumentError(f"argument `{pname}` has Python value of kind {dtype}, expected {ptype}")
+
+
 def _to_array(value, ptype: ArrayType, pname: str):
     """NumPy/JAX arrays keep their dtype (checked); Python scalars and lists take the parameter's dtype.
     A NumPy array in the other byte order (e.g. `'>f4'` read from a file) is taken as the same numbers in
@@ -931,13 +947,8 @@ def _to_array(value, ptype: ArrayType, pname: str):
         arr = np.asarray(value)
     except (ValueError, TypeError) as err:
         raise ArgumentError(f"argument `{pname}`: cannot convert to an array ({err}), expected {ptype}") from None
-    kind = arr.dtype.kind
-    pk = ptype.dtype.kind
-    compatible = (kind == "b" and pk == "bool") or (kind in "iu" and pk in ("int", "uint", "float")) or \
-                 (kind == "f" and pk == "float")
-    if not compatible:
-        raise ArgumentError(f"argument `{pname}` has Python value of kind {arr.dtype}, expected {ptype}")
-    if kind in "iu" and ptype.dtype.is_int:
+    _check_kind(arr.dtype, ptype, pname)
+    if arr.dtype.kind in "iu" and ptype.dtype.is_int:
         from arrc.compiler.types import int_range
         lo, hi = int_range(ptype.dtype)
         if arr.size and (arr.min() < lo or arr.max() > hi):

@@ -48,9 +48,10 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False, q
     keys_in = [t.dtype.is_key for _, t, _ in fn._sig.params]
     keys_out = [t.dtype.is_key for t in fn._sig.results]
 
-    def operands(args):     # a Python scalar takes its parameter's dtype, as in a call of `fn` (also when
-        return [_key_words(a, fn._sig.params[i][0], error) if keys_in[i] else    # traced); a key, its words
-                jax.numpy.asarray(a, dtypes[i]) if _weak_scalar(a) else a for i, a in enumerate(args)]
+    def operands(args):     # a Python scalar takes its parameter's dtype, checked as in a call of `fn` (its
+        return [_key_words(a, fn._sig.params[i][0], error) if keys_in[i] else    # kind also when traced);
+                jax.numpy.asarray(fn._python_argument(a, i), dtypes[i]) if type(a) in (bool, int, float) else
+                fn._traced_scalar(a, i) if _weak_scalar(a) else a for i, a in enumerate(args)]   # a key, its words
 
     def jax_fn(*args, **kwargs):         # (keywords placed and defaults filled, as a call of `fn` does)
         return f(*operands(fn._positional(args, kwargs)))

@@ -635,3 +635,17 @@ def test_a_parameter_left_to_its_default_under_jax_and_the_python_api():
         np.testing.assert_allclose(arrc.grad(mod.f)(x), jax.grad(twin)(x))
     assert arrc.grad(mod.f).signature == "(x: f64[n], eps: f64 = 0.5) -> f64[n]"
     assert [str(t) for t in mod.f.lower(arrc.spec("f64[4]")).arg_types] == ["f64[4]", "f64"]
+
+
+def test_a_python_scalar_is_checked_as_a_call_checks_it():
+    """`as_jax()(2.5)` for an i32 parameter gave 2.5 truncated, `(True)` 1, and `jax.jit(...)(300)` for an i8
+    45; a call of the function refuses each. Under jax.jit a traced scalar's kind is checked (its value is
+    not known yet)."""
+    mod = arrc.loads("def twice(x: i32) -> i32:\n    return x * 2\ndef inc(x: i8) -> i8:\n    return x + 1\n"
+                     "def half(x: f32) -> f32:\n    return x * 0.5\n")
+    for call in (lambda: mod.twice.as_jax()(2.5), lambda: jax.jit(mod.twice.as_jax())(2.5),
+                 lambda: mod.twice.as_jax()(True), lambda: mod.inc.as_jax()(300), lambda: mod.twice(2.5)):
+        with pytest.raises(arrc.ArgumentError, match="argument `x`"):
+            call()
+    assert int(mod.twice.as_jax()(3)) == int(jax.jit(mod.twice.as_jax())(3)) == 6
+    assert float(jax.jit(mod.half.as_jax())(3)) == 1.5 and float(jax.grad(mod.half.as_jax())(3.0)) == 0.5
