@@ -66,6 +66,12 @@ def flags_results(fn) -> bool:
     return fn.module.guard_scope == "results" and bool(fn.module.guard_kinds & {"nan", "inf"})
 
 
+def _check_axes(spec, what: str, mesh, error: type) -> None:
+    for axis in _axes_of(spec):
+        if axis not in mesh.shape:
+            raise error(f"{what} names `{axis}`, which is not an axis of the mesh ({', '.join(mesh.axis_names)})")
+
+
 class Sharded:
     """`fn.sharded(mesh, in_specs, out_specs)`: calls of arr Function `fn` as one SPMD program over `mesh`,
     argument i split as `in_specs[i]` (None: replicated), the results as `out_specs` (None: as XLA chooses,
@@ -83,14 +89,19 @@ class Sharded:
                                 f"parameter(s)")
         self.in_specs = [partition_spec(s) for s in specs]
         for (name, _, _), spec in zip(params, self.in_specs):
-            for axis in _axes_of(spec):
-                if axis not in mesh.shape:
-                    raise ArgumentError(f"in_specs of `{name}` names `{axis}`, which is not an axis of the mesh "
-                                        f"({', '.join(mesh.axis_names)})")
+            _check_axes(spec, f"in_specs of `{name}`", mesh, ArgumentError)
         outs = None
         if out_specs is not None:
-            outs = [NamedSharding(mesh, partition_spec(s)) for s in
-                    (out_specs if isinstance(out_specs, (list, tuple)) and fn._sig.tuple_result else [out_specs])]
+            k = len(fn._sig.results)
+            # one entry per result; for one result, its spec alone also does (`(None, "model")`)
+            per_result = fn._sig.tuple_result or isinstance(out_specs, (list, tuple)) and len(out_specs) == 1
+            listed = list(out_specs) if per_result and isinstance(out_specs, (list, tuple)) else [out_specs]
+            if len(listed) != k:
+                raise ArgumentError(f"{fn.name}{fn._sig}: out_specs has {len(listed)} entries for {k} result(s)")
+            parts = [partition_spec(s) for s in listed]
+            for i, spec in enumerate(parts):
+                _check_axes(spec, f"out_specs of result {i}", mesh, ArgumentError)
+            outs = [NamedSharding(mesh, spec) for spec in parts]
             outs = tuple(outs) if fn._sig.tuple_result else outs[0]
             if flags_results(fn):                       # (and the results' flag, replicated)
                 outs = (outs, NamedSharding(mesh, partition_spec(None)))

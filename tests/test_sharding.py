@@ -276,6 +276,17 @@ CHILD = textwrap.dedent('''
         for got, want in zip(split, ends.ends(data)):
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     assert np.isnan(np.asarray(split[0])) and np.isnan(np.asarray(split[1])[3])
+
+    # out_specs: one entry per result, as in_specs (for one result its spec alone does too), names checked
+    for specs in (((None, "model"),), (None, "model")):
+        assert mod.normalize.sharded(mesh, out_specs=specs)(x).sharding.spec == P(None, "model"), specs
+    for fn, specs, why in ((mod.normalize, ((None, "zz"),), "out_specs of result 0 names `zz`"),
+                           (ends.ends, (None, None), "out_specs has 2 entries for 3 result(s)")):
+        try:
+            fn.sharded(mesh, out_specs=specs)
+            raise AssertionError(specs)
+        except arrc.ArgumentError as err:
+            assert why in str(err), err
     f = placed.f.sharded(mesh)
     got = f(x, w)
     np.testing.assert_allclose(got, placed.f(x, w), rtol=1e-6)
