@@ -41,6 +41,8 @@ def mesh(device: str = "cpu", devices=None, **axes):
         hint = " (for virtual CPU devices: jax.config.update(\"jax_num_cpu_devices\", N) before JAX starts, or " \
                "XLA_FLAGS=--xla_force_host_platform_device_count=N)" if device == "cpu" and devices is None else ""
         raise ValueError(f"the mesh {shape} needs {needed} devices; {len(pool)} are available{hint}")
+    if len(set(pool[:needed])) < needed:
+        raise ValueError(f"the mesh {shape} names a device twice: each of its {needed} devices must be another")
     return jax.sharding.Mesh(np.array(pool[:needed]).reshape(tuple(axes.values())), tuple(axes))
 
 

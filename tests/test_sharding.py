@@ -9,6 +9,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+import arrc
+
 ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = textwrap.dedent('''
@@ -450,3 +454,11 @@ def test_shard_on_one_device_changes_nothing():
     y = np.ones((8, 8), np.float32)         # (the guard pass checks what computes: `shard` lays out)
     callbacks = [m.f.lower(y, guarded=True).as_text().count("xla_ffi_python_cpu_callback") for m in (origins, plain)]
     assert callbacks[0] == callbacks[1], callbacks
+
+
+def test_a_mesh_that_names_a_device_twice_is_refused():
+    """It was accepted, and a call over it failed inside JAX (`safe_zip() argument 1 has length 2 ...`)."""
+    import jax
+    device = jax.devices()[0]
+    with pytest.raises(ValueError, match="the mesh data=2 names a device twice"):
+        arrc.mesh(devices=[device, device], data=2)
