@@ -9,11 +9,11 @@ from arrc.compiler.signals import sigint_deferred
 
 
 def entry() -> None:
-    for name in ("stdout", "stderr"):       # a closed one (`arrc ... >&-`): Python makes it None
-        if getattr(sys, name) is None:
-            setattr(sys, name, open(os.devnull, "w"))   # noqa: SIM115 (the process's, to its end)
     try:
         with sigint_deferred():
+            for name in ("stdout", "stderr"):       # a closed one (`arrc ... >&-`): Python makes it None
+                if getattr(sys, name) is None:
+                    setattr(sys, name, open(os.devnull, "w"))   # noqa: SIM115 (the process's, to its end)
             from arrc.cli import entry as run
     except KeyboardInterrupt:
         from arrc.exits import EXIT_INTERRUPTED

@@ -178,25 +178,29 @@ def test_cli_interrupt_while_checking(tmp_path):
 
 
 def test_cli_interrupt_while_starting(tmp_path):
-    """Ctrl-C while `arrc` loads the compiler, NumPy and jaxlib (before `arrc.cli` runs): "arrc: interrupted",
-    status 130, never a traceback (it was one for most delays, and now and then a crash inside jaxlib's
-    import: arrc/launch.py). Whichever moment each signal lands in, the command ends one of two ways."""
+    """Ctrl-C while `arrc` loads the compiler, NumPy and jaxlib (arrc/launch.py `entry`, before `arrc.cli` runs):
+    "arrc: interrupted", status 130, never a traceback (it was one for most delays, and now and then a crash
+    inside jaxlib's import). The child says `ready` just before `entry` (what runs before it is the interpreter's
+    start, which no program handles); whichever moment after it each signal lands in, the command ends one of
+    two ways."""
     source = tmp_path / "ok.arr"
     source.write_text("def f(x: f32[3]) -> f32[3]:\n    return x * 2.0\n")
+    child = _DEFAULT_SIGINT + ("import sys, arrc.launch; sys.argv[1:1] = ['check']; print('ready', flush=True); "
+                               "arrc.launch.entry()")
     interrupted = 0
-    for delay in (0.1, 0.2, 0.4, 0.8):
-        proc = subprocess.Popen([PYTHON, "-c", _AS_ARRC, "check", str(source)], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+    for delay in (0.05, 0.15, 0.3, 0.6):
+        proc, out, err = _start([PYTHON, "-c", child, str(source)])
         try:
+            assert out.wait_for("ready"), err.text
             time.sleep(delay)
             proc.send_signal(signal.SIGINT)
-            out, err = proc.communicate(timeout=HANG)
+            code = proc.wait(HANG)
         finally:
             _stop(proc)
-        assert proc.returncode in (0, 130), (delay, proc.returncode, err[-2000:])
-        assert err == ("arrc: interrupted\n" if proc.returncode else f"{source}: no errors\n"), (delay, err[-2000:])
-        interrupted += proc.returncode == 130
-    assert interrupted      # (`arrc check` takes longer than 0.1 s: at least that one is interrupted)
+        assert code in (0, 130), (delay, code, err.finish()[-2000:])
+        assert err.finish() == ("arrc: interrupted\n" if code else f"{source}: no errors\n"), (delay, err.text[-2000:])
+        interrupted += code == 130
+    assert interrupted      # (loading the compiler takes longer than 0.05 s: at least that one is interrupted)
 
 
 FIRST_CALL_CHILD = _DEFAULT_SIGINT + """
