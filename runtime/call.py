@@ -174,23 +174,19 @@ class _Helper:
     def _loop(self):
         while True:
             fn, args, box, done, kind = self.jobs.get()
-            with _helpers_lock:
-                _busy[0] += 1
-                self.busy = kind
+            self.busy = kind
             try:
                 box.append((True, fn(*args)))
             except BaseException as err:    # noqa: BLE001  handed to the caller
                 box.append((False, err))
             del fn, args
-            with _helpers_lock:
-                _busy[0] -= 1
-                self.busy = None
+            self.busy = None
             done.release()
 
 
 _helpers: list = []
 _helpers_lock = threading.Lock()
-_busy = [0]                                 # jobs running on helper threads, abandoned ones included
+_abandoned: list = []                       # helpers whose caller Ctrl-C took away
 
 
 def helpers_busy() -> bool:
@@ -198,10 +194,7 @@ def helpers_busy() -> bool:
     abandoned. Python's normal exit must not run then: a daemon thread returning from jaxlib while the
     interpreter finalizes is ended by a forced unwind that jaxlib's C++ does not let through (an abort,
     "FATAL: exception not rethrown"), so `arrc repl` leaves with `os._exit` then (cli.py `entry`)."""
-    return _busy[0] > 0
-
-
-_abandoned: list = []                       # helpers whose caller Ctrl-C took away
+    return any(helper.busy for helper in _helpers + _abandoned)
 
 
 def _leave_after_abandoned_work() -> None:
