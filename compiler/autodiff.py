@@ -1031,11 +1031,15 @@ def _backward(op, floats: list, captured: list, seeds: list, count: ir.Value, st
     from the carried floats' cotangents (`seeds` at the start). The cotangents of the carried floats'
     initial values and of `captured`; or a Diagnostic. With `recording` (the state from its tapes), the
     residuals are taped too (`_tape_residuals`)."""
-    u64 = DTYPES["u64"]
+    u64, i64 = DTYPES["u64"], DTYPES["i64"]
     nested = _checks_a_bound(op)                # a loop with a bound in the body: the backward loop carries PAST
+    # Last, the forward iteration it sweeps (count-1 down to 0), as the counter a guard report names
+    # (abi.COUNTED): "in loop iteration k" is the forward loop's k, not the backward step.
+    forward_iteration = _bin("stablehlo.subtract", emit.convert(count, u64, i64), emit.const(1, i64, ()))
     start = [emit.const(0, u64, ())] + list(seeds) + [_zeros(v) for v in captured] \
-        + ([effects.no_past()] if nested else [])
+        + ([effects.no_past()] if nested else []) + [forward_iteration]
     backward, body = _counter_loop(start, count)
+    backward.attributes[abi.COUNTED] = ir.BoolAttr.get(True)
     with ir.InsertionPoint(body):
         step, carried_cts, sums = body.arguments[0], body.arguments[1:1 + len(floats)], \
             body.arguments[1 + len(floats):1 + len(floats) + len(captured)]
@@ -1053,11 +1057,12 @@ def _backward(op, floats: list, captured: list, seeds: list, count: ir.Value, st
         hlo.return_([hlo.add(step, emit.const(1, u64, ()))]
                     + [found.get(state[i]) or _zeros(state[i]) for i in floats]
                     + [hlo.add(acc, found[v]) if v in found else acc for acc, v in zip(sums, captured)]
-                    + ([_merged([body.arguments[-1]] + pasts)] if nested else []))
+                    + ([_merged([body.arguments[-2]] + pasts)] if nested else [])
+                    + [_bin("stablehlo.subtract", body.arguments[-1], emit.const(1, i64, ()))])
     if recording is not None:
         _tape_residuals(op, recording, ops, j)
     if nested:
-        _building.bounds[-1].regions[-1].append(backward.results[-1])
+        _building.bounds[-1].regions[-1].append(backward.results[-2])
     return list(backward.results[1:1 + len(floats) + len(captured)])
 
 
@@ -1096,8 +1101,8 @@ def _tape_residuals(loop, recording, ops: list, j: ir.Value) -> None:
     for old, new in zip(recording.results, again.results):
         old.replace_all_uses_with(new)
     recording.operation.erase()
-    with ir.InsertionPoint(ops[0]):
-        reads = _read_tapes(_tapes(again, n)[1], j)
+    with ir.InsertionPoint(ops[0]):         # (each read where its value was made: reports name it so)
+        reads = _read_tapes(_tapes(again, n)[1], j, [ops[i].operation.location for i, _ in positions])
     for (i, r), read in zip(positions, reads):
         ops[i].results[r].replace_all_uses_with(read)
     erase_dead(ops)
@@ -1184,15 +1189,16 @@ def _copy_loop_facts(loop, other) -> None:
             other.attributes[name] = loop.attributes[name]
 
 
-def _read_tapes(tapes: list, j: ir.Value) -> list:
-    """The state recorded at iteration `j`."""
+def _read_tapes(tapes: list, j: ir.Value, locations: list | None = None) -> list:
+    """The state recorded at iteration `j`; each read at its location of `locations`, if given."""
     state = []
-    for t in tapes:
-        shape, dt = _shape(t)[1:], dtype_of(t)
-        row = emit.mark(emit.op("stablehlo.dynamic_slice", emit.tensor_type((1,) + shape, dt),
-                                [t, j] + [emit.const(0, DTYPES["u64"], ())] * len(shape),
-                                {"slice_sizes": ir.DenseI64ArrayAttr.get([1] + list(shape))}), abi.IN_BOUNDS)
-        state.append(emit.op("stablehlo.reshape", emit.tensor_type(shape, dt), [row]))
+    for t, location in zip(tapes, locations or [None] * len(tapes)):
+        with location or contextlib.nullcontext():
+            shape, dt = _shape(t)[1:], dtype_of(t)
+            row = emit.mark(emit.op("stablehlo.dynamic_slice", emit.tensor_type((1,) + shape, dt),
+                                    [t, j] + [emit.const(0, DTYPES["u64"], ())] * len(shape),
+                                    {"slice_sizes": ir.DenseI64ArrayAttr.get([1] + list(shape))}), abi.IN_BOUNDS)
+            state.append(emit.op("stablehlo.reshape", emit.tensor_type(shape, dt), [row]))
     return state
 
 

@@ -970,6 +970,39 @@ def test_a_backward_pass_report_names_the_derivative_and_its_callers():
     assert str(err.value) == CHAINED_REPORT
 
 
+LOOP_REPORT = """\
+error[R0002]: infinity produced in the backward pass
+ --> loop.arr:4:21
+  |
+4 |         s = s + sum(sqrt(abs(x - f64(i))))
+  |                     ^^^^^^^^^^^^^^^^^^^^^ the derivative of `sqrt` produced inf at index [1]{forward}
+  |
+  = note: operands at index [1]: literal = 0.5, sqrt(abs(x - f64(i))) = 0.0
+  = note: in loop iteration 10
+  = note: in the backward pass, in grad(loss)
+  = help: if this `sqrt` is under a `where` that drops these elements, its derivative is still computed for \
+them (and 0 * inf is NaN, as in jax.grad): give `sqrt` safe inputs with a second `where`, e.g. \
+`where(x > 0.0, sqrt(where(x > 0.0, x, 1.0)), 0.0)`
+"""
+
+
+@pytest.mark.parametrize("header, forward", [
+    ("for i in range(20):", ""),                                # taped (a static trip count)
+    ("for i in range(n, bound=30):", ""),                       # taped (a bound)
+    ("for i in range(n):", " (abs(x - f64(i)) = 0.0)"),          # recomputed: the forward operand is at hand
+])
+def test_a_backward_pass_report_names_the_forward_iteration_and_the_taped_value(header, forward):
+    """The backward loop runs the forward iterations last first; its report names the forward iteration
+    (10: x[1] - 10 = 0), not its own step (9 of 20), and a value read from the tape by the forward
+    operation that made it."""
+    mod = arrc.loads(f"def loss(x: f64[3], n: i32) -> f64:\n    s = 0.0\n    {header}\n"
+                     "        s = s + sum(sqrt(abs(x - f64(i))))\n    return s\n",
+                     filename="loop.arr", guards="nan,inf", warnings="ignore")
+    with pytest.raises(arrc.InfError) as err:
+        arrc.grad(mod.loss)(np.array([12.5, 10.0, 13.5]), 20)
+    assert str(err.value) == LOOP_REPORT.format(forward=forward)
+
+
 RUN_TIME_LOOPS = """
 def running(x: f64[2], w: f64, n: i32) -> f64:
     s = 0.0
