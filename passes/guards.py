@@ -393,16 +393,18 @@ class _Guarder:
 
     def _reaching(self, ip, op, bad, quotient):
         """(insertion point, elements to report) for a division by zero at `bad` whose elements become
-        `quotient`: only those that a `where`/`select` does not drop on their way to a result, as the nan guard
-        reports only NaNs that reach one. The test needs the selects' conditions, so it goes at the end of
-        the block; it is `bad` unchanged where no select masks the quotient."""
-        if quotient is None or emit.shape_of(quotient) != emit.shape_of(bad):
+        `quotient` (or an index out of range at `bad`, a scalar where it is a slice's, whose read elements
+        become `quotient`): only those that a `where`/`select` does not drop on their way to a result, as
+        the nan guard reports only NaNs that reach one. The test needs the selects' conditions, so it goes
+        at the end of the block; it is `bad` unchanged where no select masks the quotient."""
+        whole = not emit.shape_of(bad)          # one test for all of `quotient`: reported if any element reaches
+        if quotient is None or not whole and emit.shape_of(quotient) != emit.shape_of(bad):
             return ip, bad
         live = self._live_at_end(op, quotient)
         if live is None:
             return ip, bad
         with live[0], op.location:
-            return live[0], hlo.and_(bad, live[1])
+            return live[0], hlo.and_(bad, _any(live[1]) if whole else live[1])
 
     def _bounds(self, ip, op, loops, position) -> None:
         name = op.name
@@ -439,9 +441,9 @@ class _Guarder:
                 extra = {abi.DIMS: _i64_array([dims[axis]]), abi.SIZES: _i64_array([size]),
                          abi.AXIS: _i64_array([axis])}
                 values = [("index", _raw_index(indices))]
-        if name == "stablehlo.gather":
-            # JAX's fill mode (`take`'s default) gathers, then selects its fill where the index was out of
-            # range: only the elements the program keeps are reported
+        if name in ("stablehlo.gather", "stablehlo.dynamic_slice"):
+            # a read out of range is reported where what it read reaches a result: `where(i < n, x[i], 0.0)`
+            # drops it (and JAX's fill mode, `take`'s default, gathers, then selects its fill there)
             ip, bad = self._reaching(ip, op, bad, op.results[0])
         self._report(ip, op, bad, loops, position, "bounds", values, extra=extra)
 
@@ -676,12 +678,15 @@ def _live(value: ir.Value, block, depth: int = LIVE_DEPTH, seen: dict | None = N
     live = None if uses else emit.const(False, BOOL, shape)
     for use in uses:
         user = use.owner.operation
-        if depth == 0 or user.block != block or user.name in STRUCTURAL | SPATIAL or len(user.results) != 1 \
-                or emit.shape_of(user.results[0]) != shape:
+        reshape = user.name == "stablehlo.reshape"          # the same elements in the same order
+        if depth == 0 or user.block != block or user.name in STRUCTURAL | SPATIAL and not reshape \
+                or len(user.results) != 1 or emit.shape_of(user.results[0]) != shape and not reshape:
             live = None
             break
         after = _live(user.results[0], block, depth - 1, seen)
-        if user.name == "stablehlo.select" and use.operand_number > 0:
+        if reshape and after is not None:
+            term = emit.op("stablehlo.reshape", emit.tensor_type(shape, BOOL), [after])
+        elif user.name == "stablehlo.select" and use.operand_number > 0:
             pred = emit.broadcast(user.operands[0], shape)
             chosen = emit.const(True, BOOL, shape) if user.operands[1] == user.operands[2] \
                 else pred if use.operand_number == 1 else hlo.not_(pred)

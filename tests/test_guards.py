@@ -350,6 +350,22 @@ def test_bounds_gather_names_the_element():
     assert "index 8 is out of range for dimension 0 of size 8 at index [2]" in str(err)
 
 
+def test_bounds_a_read_that_a_where_drops_is_not_reported():
+    """As a NaN or a quotient a `where` drops: `where(i < 8, x[i], 0.0)` reads x[i] clamped, then drops it
+    (a gather's, a scalar index's and a slice's alike); a slice is reported where any element it read is kept."""
+    m = arrc.loads("def one(x: f32[8], i: i32) -> f32:\n    return where(i < 8, x[i], 0.0)\n\n"
+                   "def two(x: f32[8], i: i32, keep: bool[2]) -> f32[2]:\n"
+                   "    return where(keep, x[i:i + 2], 0.0)\n\n"
+                   "def kept(x: f32[8], i: i32) -> f32:\n    return where(i < 10, x[i], 0.0)\n", guards="bounds")
+    assert float(m.one(X8, I32(9))) == 0.0
+    assert float(m.one(X8, I32(3))) == 3.0
+    np.testing.assert_array_equal(np.asarray(m.two(X8, I32(7), np.array([False, False]))), a32(0, 0))
+    err = fault(m.two, X8, I32(7), np.array([True, False]), cls=arrc.BoundsError)
+    assert err.operands == {"index": 7, "size": 8}
+    err = fault(m.kept, X8, I32(9), cls=arrc.BoundsError)
+    assert err.operands == {"index": 9, "size": 8}
+
+
 def test_bounds_indexed_update():
     fn = mod("bounds").put
     np.testing.assert_array_equal(np.asarray(fn(X8, I32(-1), F32(9))), np.r_[X8[:7], 9].astype(F32))
