@@ -962,16 +962,22 @@ def unroll_counted_loops(block) -> None:
                      and emit.int_attr(op, abi.TRIP_COUNT, -1) in range(MAX_UNROLLED + 1)), None)
         if loop is None:
             return
-        unroll(loop)
+        unroll(loop, mark=True)
 
 
-def unroll(loop) -> None:
+def unroll(loop, mark: bool = False) -> None:
     """Replace `stablehlo.while` `loop`, whose trip count is known (`arrc.trip_count`), by that many copies of
-    its body, effects and all."""
+    its body, effects and all. With `mark` (before the guard pass), each copy's ops are marked with the
+    loop's id and their iteration (abi.UNROLLED, after the loop's own mark where it is a copy too): a guard
+    report names the iteration, as it does a loop's."""
     values = list(loop.operands)
+    outer = list(ir.DenseI64ArrayAttr(loop.attributes[abi.UNROLLED])) if abi.UNROLLED in loop.attributes else []
+    loop_id = _forward_id(loop.operation) if mark else 0
     with ir.InsertionPoint(loop):
-        for _ in range(emit.int_attr(loop, abi.TRIP_COUNT, -1)):
-            values = _recompute(loop, 1, values, effects=True)[1]
+        for k in range(emit.int_attr(loop, abi.TRIP_COUNT, -1)):
+            ops, values = _recompute(loop, 1, values, effects=True)
+            for o in ops if mark else ():
+                o.operation.attributes[abi.UNROLLED] = ir.DenseI64ArrayAttr.get(outer + [loop_id, k])
     for result, value in zip(loop.results, values):
         result.replace_all_uses_with(value)
     loop.operation.erase()

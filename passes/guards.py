@@ -32,7 +32,7 @@ from ..compiler.effects import CALLBACK_TARGET, sites_in
 from ..compiler.ops_linalg import SHARD, is_linalg, linalg_call
 from ..compiler.types import BOOL, DTYPES, F32, F64, I64
 from .base import ModulePass
-from .rewrite import attr_text, count_iterations, entry, inline_calls, run_argument
+from .rewrite import attr_text, count_iterations, entry, i64s, inline_calls, run_argument
 from ..compiler.walk import walk_ops
 
 KINDS, SCOPES = abi.GUARD_KINDS, abi.GUARD_SCOPES
@@ -215,6 +215,7 @@ class _Guarder:
         self.fop = entry(module)
         self.next_callback = len(sites_in(module))     # after the callbacks and bounded loops numbered
         self.lane_loops: dict = {}          # position of a loop over vmap's lanes -> "vmap(f)"
+        self.unrolled_at: dict = {}         # (unrolled loop id, adjoint?) -> its position (`_unrolled`)
         self.run = None
         self.position = 0
         self.reaches = None        # origin build: the results the current top-level operation flows into
@@ -328,10 +329,26 @@ class _Guarder:
             if self.flow and self.top and name == "func.return":
                 self._flow_report(op.operation, position)
                 continue
+            here = loops + self._unrolled(op.operation, position)
             if name in DESCEND:
-                self._regions(op.operation, loops, position)
+                self._regions(op.operation, here, position)
                 continue
-            self._checks(op.operation, loops, position)
+            self._checks(op.operation, here, position)
+
+    def _unrolled(self, op, position: int) -> list:
+        """(loop position, iteration) for each loop unrolled by autodiff whose copy holds `op` (abi.UNROLLED;
+        an adjoint's are its forward operation's), as a loop's counter: a report names the iteration. A loop's
+        position is where its first copy (or first adjoint) was met, so reports order by iteration."""
+        source = op
+        if abi.UNROLLED not in op.attributes:
+            if not self.unrolled_at:
+                return []                       # (no copy met yet: adjoints come after their forward ops)
+            source = self._forward_of(op)
+            if source is None or abi.UNROLLED not in source.attributes:
+                return []
+        pairs = i64s(source.attributes[abi.UNROLLED])
+        return [(self.unrolled_at.setdefault((loop, source is not op), position), k)
+                for loop, k in zip(pairs[::2], pairs[1::2])]
 
     def _regions(self, op, loops: list, position: int) -> None:
         if op.name == "stablehlo.while":
@@ -490,7 +507,7 @@ class _Guarder:
                 # reported at the return, at the element that reached a result (`_flow_report`)
                 site = self.next_callback
                 self.next_callback += 1
-                self.deferred.append((site, op, bad, position, values, extra))
+                self.deferred.append((site, op, bad, loops, position, values, extra))
                 with ip, op.location:
                     self.origins[result] = self._origin_of(ip, op, result, site, computed, elementwise)
             else:
@@ -555,7 +572,7 @@ class _Guarder:
                     values.append((str(i), _least(self._origins(value, ip))))
             if values:
                 self._report(ip, ret, emit.const(True, BOOL), [], position, "flow", values)
-        for site, op, bad, at, labelled, extra in self.deferred:
+        for site, op, bad, loops, at, labelled, extra in self.deferred:     # (loops: unrolled ones only)
             with ip, op.location:
                 reached = emit.const(CLEAN, I64)
                 for _, key in values:
@@ -564,7 +581,7 @@ class _Guarder:
                     reached = hlo.minimum(reached, hlo.select(mine, hlo.and_(key, emit.const(2 ** SITE_SHIFT - 1, I64)),
                                                               emit.const(CLEAN, I64)))
                 first = hlo.select(emit.compare(reached, emit.const(CLEAN, I64), "EQ", I64), _first(bad), reached)
-            self._report(ip, op, bad, [], at, "origin", labelled, extra=extra, site=site, first=first)
+            self._report(ip, op, bad, loops, at, "origin", labelled, extra=extra, site=site, first=first)
 
     def _hidden_args(self) -> set:
         from .rewrite import int_attr
@@ -598,7 +615,8 @@ class _Guarder:
             first = _first(bad) if first is None else first
             branch = hlo.IfOp([], any_bad)
             with ir.InsertionPoint(branch.true_branch.blocks.append()):
-                operands = [self.run_arg(), first] + [counter for _, counter in loops]
+                operands = [self.run_arg(), first] + [counter if isinstance(counter, ir.Value) else emit.const(counter, I64)
+                                                      for _, counter in loops]       # (an unrolled loop's: an int)
                 operands += [_at(v, first) if emit.shape_of(v) == emit.shape_of(bad) else _at(v, emit.const(0, I64))
                              for _, v in values]
                 call = hlo.CustomCallOp([], operands, call_target_name=CALLBACK_TARGET["cpu"],

@@ -1003,6 +1003,24 @@ def test_a_backward_pass_report_names_the_forward_iteration_and_the_taped_value(
     assert str(err.value) == LOOP_REPORT.format(forward=forward)
 
 
+def test_a_report_in_a_short_loop_the_derivative_unrolls_names_its_iteration():
+    """A `for` loop of at most 8 iterations is unrolled before the sweep: its copies' reports, forward and
+    backward, name the iteration as a loop's do (the nested loop's too, outermost first)."""
+    mod = arrc.loads("def loss(x: f64[3]) -> f64:\n    s = 0.0\n    for i in range(5):\n"
+                     "        s = s + sum(sqrt(abs(x - f64(i))))\n    return s\n\n"
+                     "def nested(x: f64[3], n: i32) -> f64:\n    s = 0.0\n    for i in range(4):\n"
+                     "        for j in range(n):\n            s = s + sum(log(abs(x - f64(i + j))))\n    return s\n",
+                     filename="short.arr", guards="nan,inf", warnings="ignore")
+    with pytest.raises(arrc.InfError) as err:
+        arrc.grad(mod.loss)(np.array([12.5, 2.0, 13.5]))
+    assert "the derivative of `sqrt` produced inf at index [1] (abs(x - f64(i)) = 0.0)" in str(err.value)
+    assert "  = note: in loop iteration 2\n  = note: in the backward pass, in grad(loss)\n" in str(err.value)
+    for fn in (mod.nested, arrc.grad(mod.nested)):
+        with pytest.raises(arrc.InfError) as err:
+            fn(np.array([2.0, 5.0, 3.5]), 3)
+        assert "  = note: in loop iteration 0, 2 (outermost first)\n" in str(err.value)
+
+
 RUN_TIME_LOOPS = """
 def running(x: f64[2], w: f64, n: i32) -> f64:
     s = 0.0
