@@ -37,7 +37,7 @@ PAST_TYPE = ArrayType(I64, (Dim.const(2),))
 @dataclass
 class PrintSite:
     span: Span
-    pieces: list          # str for literal text, ArrayType for a value slot
+    pieces: list          # str for literal text, ArrayType for a value slot (read back: None, KEY for keys)
 
 
 @dataclass
@@ -68,8 +68,9 @@ class BoundReport:
 def site_attributes(site) -> dict:
     """The attributes that describe `site` on its custom_call (read back by runtime/effects.py `sites`)."""
     if isinstance(site, PrintSite):
-        # A value slot is the empty array: text pieces are strings.
-        pieces = [ir.StringAttr.get(p) if isinstance(p, str) else ir.ArrayAttr.get([]) for p in site.pieces]
+        # A value slot is an array, ["key"] for keys (printed as their words), else empty: text pieces are strings.
+        pieces = [ir.StringAttr.get(p) if isinstance(p, str) else
+                  ir.ArrayAttr.get([ir.StringAttr.get("key")] if p.dtype.is_key else []) for p in site.pieces]
         return {abi.KIND: ir.StringAttr.get("print"), abi.PIECES: ir.ArrayAttr.get(pieces)}
     if isinstance(site, BoundReport):
         return {abi.KIND: ir.StringAttr.get("bound")}

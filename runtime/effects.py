@@ -11,6 +11,7 @@ import numpy as np
 from ..compiler import abi
 from ..compiler.effects import AssertSite, BoundReport, BoundSite, PrintSite
 from ..compiler.locations import call_frames, name_of, span_of
+from ..compiler.types import KEY, key_words
 from .reports import AssertionFailed, LoopBoundExceeded
 
 _runs: dict = {}
@@ -47,7 +48,12 @@ def end(run_id: int) -> RunState:
         return _runs.pop(run_id)
 
 
-def format_value(value: np.ndarray) -> str:
+def format_value(value: np.ndarray, keys: bool = False) -> str:
+    """`value` as `print` writes it: NumPy's text, bools as `true`/`false`, keys (`keys`: the words arr holds
+    them in) by their two u32 words, `<key [0 42]>`, as the REPL shows them."""
+    if keys:
+        head = "<key " if value.ndim == 0 else "<keys "
+        return head + format_value(key_words(value)) + ">"
     if value.ndim == 0:
         item = value.item()
         if isinstance(item, bool):
@@ -62,7 +68,7 @@ def _print_callback(site: PrintSite, sources: dict):
         out = sys.stdout
         if state is not None and state.failure is None and not state.quiet and out is not None:   # (None: as
             values = iter(values)                                                                 # Python's print)
-            parts = [p if isinstance(p, str) else format_value(np.asarray(next(values))) for p in site.pieces]
+            parts = [p if isinstance(p, str) else format_value(np.asarray(next(values)), p is KEY) for p in site.pieces]
             try:
                 out.write(" ".join(parts) + "\n")     # one write: concurrent calls never mix a line
                 out.flush()
@@ -142,8 +148,8 @@ def site_of(op, span) -> PrintSite | AssertSite | BoundReport:
     if attr_text(attrs[abi.KIND]) == "bound":
         return BoundReport()
     if attr_text(attrs[abi.KIND]) == "print":
-        pieces = [p.value if isinstance(p, ir.StringAttr) else None     # None: a value slot
-                  for p in ir.ArrayAttr(attrs[abi.PIECES])]
+        pieces = [p.value if isinstance(p, ir.StringAttr) else KEY if len(ir.ArrayAttr(p)) else None
+                  for p in ir.ArrayAttr(attrs[abi.PIECES])]          # None: a value slot; KEY: one of keys
         return PrintSite(span, pieces)
     lanes = [attr_text(a) for a in ir.ArrayAttr(attrs[abi.LANES])] if abi.LANES in attrs else []
     return AssertSite(span, attr_text(attrs[abi.MESSAGE]),

@@ -196,6 +196,17 @@ def test_print_formats(mod, capsys):
     assert len(lines) == 3 and lines[2] in ("[ True False]", "[true false]")
 
 
+def test_print_shows_keys_by_their_words(capsys):
+    """As the REPL shows them and `jax.random.key_data` gives them, not arr's packed u64 (which looked like
+    an integer: `print(key(0))` was `0`)."""
+    m = arrc.loads('def f(k: key) -> f32:\n    print("k", k, split(k, 2), key(0))\n    return 1.0\n')
+    capsys.readouterr()
+    m.f(arrc.key(7))
+    import jax
+    words = np.asarray(jax.random.key_data(jax.random.split(jax.random.key(7), 2)))
+    assert capsys.readouterr().out == f"k <key [0 7]> <keys {np.array2string(words, separator=' ')}> <key [0 0]>\n"
+
+
 def test_print_in_callee_whose_result_is_unused(mod, capsys):
     capsys.readouterr()
     mod.unused_result(np.float32(1.5))
