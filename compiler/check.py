@@ -587,8 +587,14 @@ class FunctionWalk(ControlFlow):
 
     def expr_CondExpr(self, e):
         cond = self.eval(e.cond)
+        uses_before, uses_after = self.key_uses, {}     # one side is chosen: a key may be used on each (as `if`)
+        self.key_uses = dict(uses_before)
         then = self.eval(e.then)
+        uses_after.update(self.key_uses)
+        self.key_uses = dict(uses_before)
         orelse = self.eval(e.orelse)
+        uses_after.update(self.key_uses)
+        self.key_uses = uses_after
         if any(isinstance(o, Poisoned) for o in (cond, then, orelse)):
             return POISON
         return self.call_builtin(BUILTINS["__cond__"], [cond, then, orelse], {}, e,

@@ -316,8 +316,10 @@ def test_key_reuse_warnings_and_the_idioms_that_do_not_warn():
                         "def looped(k: key, n: i32) -> key:\n"
                         "    for i in range(n):\n"
                         "        k2 = split(k)[0]\n"
-                        "    return k\n")
-    assert [(d.code, d.span.line) for d in reused.warnings] == [("W0003", 3), ("W0003", 7)]
+                        "    return k\n"
+                        "def either(k: key, c: bool) -> f32:\n"
+                        "    return (uniform(k) if c else normal(k)) + uniform(k)\n")
+    assert [(d.code, d.span.line) for d in reused.warnings] == [("W0003", 3), ("W0003", 7), ("W0003", 10)]
     assert [l.span.line for l in reused.warnings[0].labels] == [2] and reused.warnings[1].labels[0].span.line == 6
     fine = arrc.loads("""
 def fine(k: key, n: i32, c: bool) -> f32:
@@ -335,6 +337,9 @@ def fine(k: key, n: i32, c: bool) -> f32:
     else:
         s = s - normal(k2)
     return s
+
+def chosen(k: key, c: bool) -> f32:
+    return uniform(k) if c else normal(k)
 """)
     assert fine.warnings == []
     with pytest.raises(arrc.CompileError, match="W0003"):
