@@ -144,9 +144,11 @@ class _Batcher:
             outs = rule(self, op, ins)
         for old, (new, batched) in zip(op.results, outs):
             self.map[old] = (new, batched)
-            if batched:                      # a guard report names the lane (runtime/guards.py)
-                owner = new.owner
-                getattr(owner, "operation", owner).attributes[abi.BATCH_OF] = ir.StringAttr.get(self.label)
+            if batched:                      # a guard report names the lane (runtime/guards.py): this vmap's,
+                owner = new.owner            # then those of the vmaps inside it that made `op` (dimensions 1...)
+                inner = list(ir.ArrayAttr(op.attributes[abi.BATCH_OF])) if abi.BATCH_OF in op.attributes else []
+                getattr(owner, "operation", owner).attributes[abi.BATCH_OF] = ir.ArrayAttr.get(
+                    [ir.StringAttr.get(self.label)] + inner)
         self._mark_masked(op)
 
     def _mark_masked(self, op) -> None:

@@ -106,11 +106,11 @@ def sites(module: ir.Module) -> dict:
             extra = {k: i64s(op.attributes[k])
                      for k in (abi.DIMS, abi.SIZES, abi.AXIS, abi.ARG, abi.REACHES, abi.LINALG_BATCH)
                      if k in op.attributes}
-            for name in (abi.LINALG, abi.BATCH_OF):
+            if abi.LINALG in op.attributes:
+                extra[abi.LINALG] = attr_text(op.attributes[abi.LINALG])
+            for name in (abi.LANES, abi.BATCH_OF):
                 if name in op.attributes:
-                    extra[name] = attr_text(op.attributes[name])
-            if abi.LANES in op.attributes:
-                extra[abi.LANES] = [attr_text(a) for a in ir.ArrayAttr(op.attributes[abi.LANES])]
+                    extra[name] = [attr_text(a) for a in ir.ArrayAttr(op.attributes[name])]
             out[index] = GuardSite(
                 index=index, kind=kind,
                 order=i64s(op.attributes[abi.ORDER]), shape=tuple(i64s(op.attributes[abi.SHAPE])),
@@ -274,9 +274,8 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
     site = event.site
     entry = site.function or entry
     index = tuple(int(i) for i in np.unravel_index(event.first, site.shape)) if site.shape else ()
-    lane = None
-    if abi.BATCH_OF in site.attrs and index:       # vmap's lanes first: the element's index inside its lane
-        lane, index = index[0], index[1:]
+    batch_of = site.attrs.get(abi.BATCH_OF, [])    # vmap's lanes first (nested: outermost first), then the
+    lanes_at, index = index[:len(batch_of)], index[len(batch_of):]       # element's index inside its lane
     at = f" at index {list(index)}" if index else ""
     notes = []
     operands = {}
@@ -325,9 +324,9 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
             axis = next((d for d, (v, n, s) in enumerate(zip(event.values, dims, sizes))
                          if not lowest * n <= v <= n - s), 0)
             raw, dim, size = event.values[axis], dims[axis], sizes[axis]
-            if abi.BATCH_OF in site.attrs:      # vmap's rules slice every lane at one index: dimension 0 is theirs
-                axis -= 1
-                notes.append(f"in every lane of {site.attrs[abi.BATCH_OF]} (the index is the same in each)")
+            if batch_of:        # vmap's rules slice every lane at one index: the leading dimensions are theirs
+                axis -= len(batch_of)
+                notes.append(f"in every lane of {' and '.join(batch_of)} (the index is the same in each)")
         operands = {"index": raw, "size": dim}
         message = "index out of range at run time"
         valid = f"{-dim}..{dim - size}" if size == 1 and site.own else \
@@ -358,8 +357,7 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
         notes.append("in loop iteration " + ", ".join(str(c) for c in loops)
                      + (" (outermost first)" if len(loops) > 1 else ""))
     notes += [f"in lane {c} of {lane}" for c, lane in zip(event.counters, lanes) if lane]
-    if lane is not None:
-        notes.append(f"in lane {lane} of {site.attrs[abi.BATCH_OF]}")
+    notes += [f"in lane {lane} of {label}" for lane, label in zip(lanes_at, batch_of)]
     if site.chain:
         functions = [name for name, _ in site.chain] + [entry]
         parts = [f"in the backward pass, in {functions[0]}" if site.derivative_of else f"in {functions[0]}"]

@@ -619,6 +619,35 @@ error[R0001]: NaN produced at run time
     assert "arrc.lanes" in _lowered(masked, "pick_b", "f32[4, 3]", "i32")
 
 
+def test_a_report_in_nested_vmaps_names_each_lane_outermost_first():
+    """An op the inner vmap's rules batched and the outer's batched again has two lane dimensions: the
+    report names both lanes (it named the outer one only, and gave the inner lane as an element index)."""
+    m = arrc.loads("def l(x: f32) -> f32:\n    return log(x)\n\ndef lg(x: f32[3]) -> f32[3]:\n"
+                   "    return vmap(l)(x)\n\ndef lh(x: f32[2, 3]) -> f32[2, 3]:\n    return vmap(lg)(x)\n\n"
+                   "def d(a: i32[2], b: i32) -> i32[2]:\n    return a // b\n\ndef dg(a: i32[3, 2], b: i32[3]) -> i32[3, 2]:\n"
+                   "    return vmap(d)(a, b)\n\ndef dh(a: i32[2, 3, 2], b: i32[2, 3]) -> i32[2, 3, 2]:\n"
+                   "    return vmap(dg)(a, b)\n", filename="n.arr", guards="all")
+    with pytest.raises(arrc.NaNError) as info:
+        m.lh(np.array([[1, 2, 3], [4, 5, -1]], np.float32))
+    assert str(info.value) == """\
+error[R0001]: NaN produced at run time
+ --> n.arr:2:12
+  |
+2 |     return log(x)
+  |            ^^^^^^ this `log` produced NaN
+  |
+  = note: operands: x = -1.0
+  = note: in lane 1 of vmap(lg)
+  = note: in lane 2 of vmap(l)
+  = note: in vmap(l), called from vmap(lg) at n.arr:5:12, called from lh at n.arr:8:12
+"""
+    with pytest.raises(arrc.DivisionByZero) as info:
+        m.dh(np.ones((2, 3, 2), np.int32), np.array([[1, 1, 1], [1, 0, 1]], np.int32))
+    assert "at index [0]" in str(info.value)
+    assert [line.strip() for line in str(info.value).splitlines()[-3:-1]] == [
+        "= note: in lane 1 of vmap(dg)", "= note: in lane 1 of vmap(d)"]
+
+
 LOOPS = """
 def shrink(x: f32) -> f32:
     while x > 0.5:
