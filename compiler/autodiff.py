@@ -235,6 +235,27 @@ def _convert_vjp(op, cts):
     return [emit.op("stablehlo.convert", x.type, [cts[0]])]
 
 
+@_rule("stablehlo.bitcast_convert")
+def _bitcast_vjp(op, cts):
+    """Only the end of a rounding done on a float's bits (abi.ROUNDED, emit.py's f64 -> f16 rounding to odd):
+    its value is that float's, rounded, so its derivative is a cast's, to the float whose bits it read.
+    Any other bitcast has none (None: a diagnostic)."""
+    if abi.ROUNDED not in op.attributes:
+        return None
+    pending, seen = [op.operands[0]], set()
+    while pending:                      # back through the integer ops on the bits, to the float read
+        value = pending.pop()
+        owner = value.owner
+        if not isinstance(owner, ir.Operation) and not hasattr(owner, "operation") or value in seen:
+            continue
+        seen.add(value)
+        owner = getattr(owner, "operation", owner)
+        if owner.name == "stablehlo.bitcast_convert" and _is_float(owner.operands[0]):
+            return {owner.operands[0]: emit.op("stablehlo.convert", owner.operands[0].type, [cts[0]])}
+        pending += list(owner.operands)
+    return None
+
+
 @_rule("stablehlo.broadcast_in_dim")
 def _broadcast_vjp(op, cts):
     (x,) = op.operands

@@ -291,8 +291,8 @@ def _f64_to_f32_round_to_odd(x, shape) -> ir.Value:
     kept = hlo.and_(bits, const(~dropped & (2 ** 64 - 1), u64, shape))
     sticky = select(compare(low, const(0, u64, shape), "NE", u64), const(1 << 29, u64, shape),
                     const(0, u64, shape))
-    odd = hlo.bitcast_convert(tensor_type(shape, DTYPES["f64"]), hlo.or_(kept, sticky))
-    return hlo.convert(tensor_type(shape, DTYPES["f32"]), odd)
+    odd = mark(hlo.bitcast_convert(tensor_type(shape, DTYPES["f64"]), hlo.or_(kept, sticky)), abi.ROUNDED)
+    return hlo.convert(tensor_type(shape, DTYPES["f32"]), odd)       # (abi.ROUNDED: differentiated as a cast)
 
 
 def _float_to_int(x, src: DType, dst: DType, shape) -> ir.Value:

@@ -36,6 +36,9 @@ CASES = {
     "logsumexp": ("logsumexp(x * y) + sum(softmax(x) * y)",
                   lambda x, y: jax.nn.logsumexp(x * y) + jnp.sum(jax.nn.softmax(x) * y)),
     "casts": ("sum(x.astype(f32).astype(f64) * y)", lambda x, y: jnp.sum(x.astype(jnp.float32).astype(jnp.float64) * y)),
+    "half_casts": ("sum((x * y).astype(f16).astype(f64) + sin(x).astype(bf16).astype(f64) ** 2)",   # (rounded on
+                   lambda x, y: jnp.sum((x * y).astype(jnp.float16).astype(jnp.float64)              # the f64's bits)
+                                        + jnp.sin(x).astype(jnp.bfloat16).astype(jnp.float64) ** 2)),
 }
 
 POINTS = [np.array([0.3, -1.2, 2.0, 0.7]), np.array([1.5, 0.25, -0.4, -2.0])]
