@@ -78,6 +78,7 @@ class ModuleLowering:
             params = [Val(t) for t in arg_types]
             env = unify(sig, params, [s for _, _, s in sig.params], None)
             bindings = {k: v.value for k, v in env.items()}
+            self._check_results(sig, bindings)
             self._entry(entry, arg_types, bindings)
             if self.reporter.errors:
                 raise CompileError(self.reporter.diagnostics, self.program.sources)
@@ -94,6 +95,21 @@ class ModuleLowering:
             if problem:
                 raise CompileError([Diagnostic("E0215", f"array too large: {problem}", span,
                                                f"`{name}` is {t}")],
+                                   self.program.sources)
+
+    def _check_results(self, sig, bindings: dict) -> None:
+        """A result type whose dimension is negative for these sizes (`f32[n - 3]` with n = 2) cannot exist:
+        E0205 at it, before MLIR is asked for such a type."""
+        for t, span in zip(sig.results, sig.result_spans):
+            shape = t.subs(bindings).concrete_shape
+            if any(d < 0 for d in shape):
+                used = set().union(*(d.variables for d in t.shape))
+                sizes = ", ".join(f"{k} = {v}" for k, v in sorted(bindings.items()) if k in used)
+                raise CompileError([Diagnostic("E0205", f"negative dimension in the result type {t}", span,
+                                               f"{t} is [{', '.join(map(str, shape))}] here",
+                                               notes=[f"for {sizes}" if sizes else "for these argument sizes"],
+                                               help="a size is never negative: call it with larger arguments, "
+                                                    "or write the result's size so that it cannot be")],
                                    self.program.sources)
 
     def _entry(self, name: str, arg_types: list, bindings: dict) -> None:

@@ -94,6 +94,25 @@ def test_specializing_a_parameter_too_large_is_E0215_before_lowering(no_xla):
     assert d.span.line == 1
 
 
+def test_a_result_type_negative_for_the_arguments_is_E0205_before_lowering():
+    """`f32[n - 3]` for n = 2 (and a convolution's `n - k + 1` for a kernel larger than its input): an
+    MLIRError ("invalid tensor dimension size") from building the type, before."""
+    mod = arrc.loads("def f(x: f32[n]) -> f32[n - 3]:\n    return x[3:]\n", filename="neg.arr")
+    with pytest.raises(arrc.CompileError) as err:
+        mod.f(np.ones(2, np.float32))
+    assert str(err.value) == """\
+error[E0205]: negative dimension in the result type f32[n - 3]
+ --> neg.arr:1:21
+  |
+1 | def f(x: f32[n]) -> f32[n - 3]:
+  |                     ^^^^^^^^^^ f32[n - 3] is [-1] here
+  |
+  = note: for n = 2
+  = help: a size is never negative: call it with larger arguments, or write the result's size so that it cannot be
+"""
+    assert np.asarray(mod.f(np.ones(3, np.float32))).shape == (0,)
+
+
 def test_spec_too_large_is_E0215():
     err = compile_error(arrc.spec, f"f32[{TERA}]")
     assert [d.code for d in err.diagnostics] == ["E0215"]
