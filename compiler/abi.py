@@ -47,6 +47,7 @@ FORWARD_ID = "arrc.forward_id"        # on a differentiated op: the id its adjoi
 FORWARD_LABEL = "forward:"             # a guard report's label prefix for an operand of that forward op
 LOOP_BOUND = "arrc.loop_bound"        # on a loop's stablehlo.while: its `bound=N` (docs/autodiff.md), the size of a tape
 BOUND_SITE = "arrc.bound_site"        # on a loop's stablehlo.while whose derivative checks its bound: its site number
+INTEGER_EXPONENT = "arrc.integer_exponent"  # on a float stablehlo.power whose exponent was an integer (its derivative at y = 0 is 0, as JAX's)
 ROUNDED = "arrc.rounded"              # on the bitcast that ends a rounding done on a float's bits (emit.py): its value is that float's, rounded
 UNROLLED = "arrc.unrolled"            # on an op of an unrolled loop's copy (autodiff): [loop id, iteration] pairs, outermost first
 TRIP_COUNT = "arrc.trip_count"        # on a `for` loop's stablehlo.while: its trip count, -1 if unknown

@@ -126,10 +126,18 @@ def _balanced_eq(x, ans, y):
     return _select(_eq(x, ans), _select(_eq(y, ans), half, one), zero)
 
 
-def _pow_lhs(g, ans, x, y):
-    jac = _select(_eq(y, _c(0.0, y)), _c(0.0, y), _mul(y, _bin("stablehlo.power", x, _bin(
-        "stablehlo.subtract", y, _c(1.0, y)))))
+def _pow_lhs(g, ans, x, y, integer: bool):
+    """JAX's: y * x ** (y - 1), and 0 where y is 0 for an exponent that was an integer (`x ** 0`, an integer
+    array; jax's integer_pow and pow of an integer exponent) but NaN at x = y = 0 for a float one."""
+    jac = _mul(y, _bin("stablehlo.power", x, _bin("stablehlo.subtract", y, _c(1.0, y))))
+    if integer:
+        jac = _select(_eq(y, _c(0.0, y)), _c(0.0, y), jac)
     return _mul(g, jac)
+
+
+def _power_vjp(op, cts):
+    integer = abi.INTEGER_EXPONENT in op.attributes
+    return _binary(lambda *args: _pow_lhs(*args, integer=integer), _pow_rhs)(op, cts)
 
 
 def _pow_rhs(g, ans, x, y):
@@ -171,7 +179,7 @@ VJP: dict[str, Callable] = {
     "stablehlo.floor": _elementwise(lambda g, ans, x: [None]),
     "stablehlo.ceil": _elementwise(lambda g, ans, x: [None]),
     "stablehlo.round_nearest_even": _elementwise(lambda g, ans, x: [None]),
-    "stablehlo.power": _binary(_pow_lhs, _pow_rhs),
+    "stablehlo.power": _power_vjp,
     "stablehlo.tan": _elementwise(lambda g, ans, x: [_mul(g, hlo.add(_c(1.0, ans), _mul(ans, ans)))]),
     "stablehlo.cbrt": _elementwise(lambda g, ans, x: [_mul(g, _div(_c(1.0 / 3.0, ans), _mul(ans, ans)))]),
     "chlo.sinh": _elementwise(lambda g, ans, x: [_mul(g, _un("chlo.cosh", x))]),

@@ -231,7 +231,9 @@ def _power(cx: CallCx, x, y):
     if static is not None:
         return Val(ArrayType(dtype, shape, weak), None, static)
     if not dtype.is_int:
-        return cx.value(ArrayType(dtype, shape, weak), lambda: hlo.power(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+        power = (lambda: emit.mark(hlo.power(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)), abi.INTEGER_EXPONENT)) \
+            if y.type.dtype.is_int else (lambda: hlo.power(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
+        return cx.value(ArrayType(dtype, shape, weak), power)
     known = y.static.value if isinstance(y.static, Dim) and y.static.is_const and y.static.value >= 0 else None
     if known is not None:
         return cx.value(ArrayType(dtype, shape, weak), lambda: _integer_pow(cx.ir(x, dtype, shape), known))

@@ -75,6 +75,19 @@ def test_ties_and_singular_points_follow_jax(cases):
     assert np.asarray(arrc.grad(mod.f)(np.array([0.0, 4.0]))).tolist() == [np.inf, 0.25]    # sqrt'(0) = inf
 
 
+def test_power_at_zero_follows_jax_for_integer_and_float_exponents():
+    """d(x ** y)/dx at x = y = 0: 0 for an integer exponent (jax's integer_pow, and pow of an integer array),
+    NaN for a float one (jax's pow: y * x ** (y - 1) = 0 * inf)."""
+    mod = arrc.loads("def f(x: f64[2], y: f64[2]) -> f64:\n    return sum(x ** y) + sum(x ** 0.0)\n\n"
+                     "def h(x: f64[2], n: i32[2]) -> f64:\n    return sum(x ** n) + sum(x ** 0)\n")
+    x, y, n = np.array([0.0, 2.0]), np.array([0.0, 0.0]), np.array([0, 2], np.int32)
+    got = arrc.grad(mod.f, argnums=(0, 1))(x, y)
+    want = jax.grad(lambda x, y: jnp.sum(x ** y) + jnp.sum(x ** 0.0), argnums=(0, 1))(x, y)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)          # [nan, 0.] and [0., log 2]
+    np.testing.assert_array_equal(arrc.grad(mod.h)(x, n), jax.grad(lambda x: jnp.sum(x ** n) + jnp.sum(x ** 0))(x))
+
+
 def test_the_mse_loss_of_the_spec():
     mod = arrc.loads("def loss(w: f64[d], x: f64[b, d], y: f64[b]) -> f64:\n    return mean((x @ w - y) ** 2)\n")
     rng = np.random.default_rng(1)
