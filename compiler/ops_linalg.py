@@ -288,10 +288,11 @@ def _lstsq(cx: CallCx, a, b, rcond):
 @register("pinv", params="a, rtol=None, hermitian=False", family=FAMILY,
           doc="the Moore-Penrose pseudo-inverse (jnp.linalg.pinv)")
 def _pinv(cx: CallCx, a, rtol, hermitian):
-    a = _matrix(cx, a, "a", "`pinv`")
+    hermitian = cx.bool_flag(hermitian, "hermitian")
+    a = _matrix(cx, a, "a", "`pinv` with hermitian=true" if hermitian else "`pinv`", square=hermitian)
     dtype = _float_dtype(cx, [a], "`pinv`")
     *batch, m, n = a.type.shape
-    params = {"rtol": _literal_float(cx, rtol, "rtol"), "hermitian": cx.bool_flag(hermitian, "hermitian")}
+    params = {"rtol": _literal_float(cx, rtol, "rtol"), "hermitian": hermitian}
     return _call(cx, "pinv", [a], dtype, [ArrayType(dtype, tuple(batch) + (n, m))], params)
 
 
@@ -309,6 +310,10 @@ def _norm(cx: CallCx, x, ord, axis, keepdims):
         ord = _choice(cx, ord, "ord", ("fro", "nuc"))
     else:
         ord = _literal_float(cx, ord, "ord")
+    if axes is not None and len(axes) not in (1, 2):
+        cx.error("E0204", f"`norm` takes one axis (a vector norm) or two (a matrix norm), found {len(axes)}",
+                 f"{len(axes)} axes", at="axis", help="for the 2-norm of all the elements leave `axis` out, "
+                                                      "or reshape to a vector first")
     over = axes if axes is not None else list(range(rank)) if ord is None else \
         list(range(rank)) if rank in (1, 2) else None
     if over is None or len(over) not in (1, 2) and ord is not None or rank == 0:

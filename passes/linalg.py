@@ -128,7 +128,7 @@ def _refused(call, key: tuple, err: Exception) -> Diagnostic:
         return Diagnostic("E0216", f"cannot differentiate `{name}` here: {reason}", span_of(call.location),
                           f"the derivative of this `{name}`", notes=["JAX has no derivative for it either"],
                           help="use `svd(a, full_matrices=false)`: JAX differentiates that" if name == "svd" else None)
-    return internal_error(RuntimeError(f"JAX could not lower `{name}` for {key[-1]}: {reason}"))
+    return internal_error(RuntimeError(f"JAX could not lower `{name}` for {key[-2]}: {reason}"))
 
 
 def _key(call) -> tuple:
