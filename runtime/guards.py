@@ -256,9 +256,10 @@ LINALG_FAILURES = {
 
 
 def _linalg_failure(site, index: tuple, what: str, cls) -> tuple[str, str, list]:
-    """(message, label, notes) of a linear-algebra operation that made `what` from finite operands."""
+    """(message, label, notes) of a linear-algebra operation that made `what` from finite operands; `index`
+    without vmap's lane dimensions, which its batch dimensions count."""
     name = site.attrs[abi.LINALG]
-    batch = site.attrs.get(abi.LINALG_BATCH, [0])[0]
+    batch = site.attrs.get(abi.LINALG_BATCH, [0])[0] - len(site.attrs.get(abi.BATCH_OF, []))
     matrix = f"the matrix at batch index {list(index[:batch])}" if batch else "the matrix"
     failure = LINALG_FAILURES.get(name, "did not give a finite result")
     at = f" at index {list(index)}" if index else ""
@@ -287,8 +288,8 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
             name = site.labels[0]
             message = f"{'NaN' if cls is NaNError else 'infinity'} in argument `{name}`"
             label = f"argument `{name}` is {what}{at}"
-        elif abi.LINALG in site.attrs:
-            message, label, notes = _linalg_failure(site, index, what, cls)
+        elif abi.LINALG in site.attrs and site.derivative_of is None:    # (a derivative's NaN is no failed
+            message, label, notes = _linalg_failure(site, index, what, cls)  # factorization: reported below)
         else:
             message = "NaN produced at run time" if cls is NaNError else "infinity produced at run time"
             short = (site.name or "").rsplit("/", 1)[-1]      # JAX names ops like "jit(f)/log"
@@ -301,9 +302,13 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
                 label = f"the derivative of `{site.derivative_of}` produced {what}{at}"
                 op = site.derivative_of
                 if _may_be_singular(op, [v for _, v in forward]):
-                    help = (f"if this `{op}` is under a `where` that drops these elements, its derivative is still "
-                            f"computed for them (and 0 * {what} is NaN, as in jax.grad): give `{op}` safe inputs "
-                            f"with a second `where`, e.g. `where(x > 0.0, {op}(where(x > 0.0, x, 1.0)), 0.0)`")
+                    word = _OP_WORDS.get(op)            # `/` is "the division", not `divide`
+                    this, named = (f"this {word}", f"the {word}") if word else (f"this `{op}`", f"`{op}`")
+                    one_operand = op in _SINGULAR and _SINGULAR[op].__code__.co_argcount == 1
+                    example = f", e.g. `where(x > 0.0, {op}(where(x > 0.0, x, 1.0)), 0.0)`" if one_operand else ""
+                    help = (f"if {this} is under a `where` that drops these elements, its derivative is still computed "
+                            f"for them (and 0 * {what} is NaN, as in jax.grad): give {named} safe inputs with a "
+                            f"second `where`{example}")
             if forward and not any(k.startswith("%") for k, _ in forward):   # (not MLIR's `%arg0` fragments)
                 # the operands of the forward operation, at the same index
                 label += " (" + ", ".join(f"{k} = {_fmt(v)}" for k, v in forward) + ")"

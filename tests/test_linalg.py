@@ -255,6 +255,42 @@ error[R0001]: `cholesky`: the matrix at batch index [2] is not positive definite
     np.testing.assert_allclose(guarded.f(s), jnp.sum(jnp.linalg.cholesky(s)), rtol=1e-5)
 
 
+def test_a_failed_factorization_under_vmap_names_the_lane_and_the_matrix_inside_it():
+    """vmap's lane dimension is not one of the matrix's batch dimensions (it was counted among them:
+    "batch index [0]" for a function of one matrix)."""
+    mod = arrc.loads("def f(a: f64[3, 3]) -> f64[3, 3]:\n    return cholesky(a)\n\ndef g(a: f64[4, 3, 3]) -> f64[4, 3, 3]:\n"
+                     "    return vmap(f)(a)\n\ndef c2(a: f64[2, 3, 3]) -> f64[2, 3, 3]:\n    return cholesky(a)\n\n"
+                     "def h(a: f64[4, 2, 3, 3]) -> f64[4, 2, 3, 3]:\n    return vmap(c2)(a)\n", guards="nan")
+    a = np.stack([np.eye(3)] * 4)
+    a[2, 1, 1] = -1.0
+    with pytest.raises(arrc.NaNError) as info:
+        mod.g(a)
+    lines = str(info.value).splitlines()
+    assert lines[0] == "error[R0001]: `cholesky`: the matrix is not positive definite"
+    assert "  = note: in lane 2 of vmap(f)" in lines
+    b = np.stack([np.stack([np.eye(3)] * 2)] * 4)
+    b[3, 1, 1, 1] = -1.0
+    with pytest.raises(arrc.NaNError) as info:
+        mod.h(b)
+    lines = str(info.value).splitlines()
+    assert lines[0] == "error[R0001]: `cholesky`: the matrix at batch index [1] is not positive definite"
+    assert "  = note: in lane 3 of vmap(c2)" in lines
+
+
+def test_a_nan_in_the_derivative_of_a_factorization_is_the_derivative_s_not_a_failed_factorization():
+    """eigh of the identity succeeds; its derivative is NaN (repeated eigenvalues; jax.grad's too)."""
+    mod = arrc.loads("def f(a: f64[3, 3]) -> f64:\n    w, v = eigh(a)\n    return sum(v ** 4)\n", guards="nan",
+                     filename="eig.arr")
+    assert float(mod.f(np.eye(3))) == 3.0
+    assert np.isnan(jax.grad(lambda a: jnp.sum(jnp.linalg.eigh(a)[1] ** 4))(jnp.eye(3))).any()
+    with pytest.raises(arrc.NaNError) as info:
+        arrc.grad(mod.f)(np.eye(3))
+    lines = str(info.value).splitlines()
+    assert lines[0] == "error[R0001]: NaN produced in the backward pass"
+    assert "the derivative of `eigh` produced NaN at index [0, 0]" in lines[4]
+    assert not any("factorization" in line or "e.g." in line for line in lines)
+
+
 def test_a_singular_system_is_reported_by_the_inf_guard():
     mod = arrc.loads("def f(a: f64[2, 2], b: f64[2]) -> f64[2]:\n    return solve(a, b)\n", filename="sing.arr",
                      guards="nan,inf")
