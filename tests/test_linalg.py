@@ -445,6 +445,27 @@ error[E0504]: the tpu backend cannot run an f64 `solve` (an LU decomposition the
     assert VerifyBackend("cpu").apply(mod.f.lower(a, b).module) == []
 
 
+def test_f32_svds_with_singular_vectors_are_refused_for_a_tpu_at_the_call():
+    """On a TPU (v5e, JAX 0.10.2) XLA aborts the process compiling an f32 SVD with its singular vectors
+    (jnp.linalg.svd and pinv too): E0504 at the arr call; the singular values alone, and f64, run there."""
+    from arrc.compiler.diagnostics import render
+    from arrc.passes.verify_backend import VerifyBackend
+    mod = arrc.loads("def f(a: f32[4, 4], b: f32[4]) -> f32:\n    u, s, vh = svd(a)\n"
+                     "    return sum(pinv(a)) + sum(lstsq(a, b)[0]) + sum(svd(a, compute_uv=false))\n\n"
+                     "def g(a: f64[4, 4], b: f64[4]) -> f64:\n    return sum(pinv(a)) + sum(lstsq(a, b)[0])\n\n"
+                     "def h(a: f32[4, 4]) -> f32:\n    return sum(svd(a, compute_uv=false))\n", filename="svd.arr")
+    a, b = np.eye(4, dtype=np.float32), np.ones(4, np.float32)
+    diags = VerifyBackend("tpu").apply(mod.f.lower(a, b).module)
+    assert [d.span.col for d in diags] == [16, 16, 31]          # svd, pinv, lstsq: not the values alone
+    assert render(diags[1], mod.sources).splitlines()[0] == \
+        "error[E0504]: the tpu backend cannot run an f32 `pinv` (an SVD with singular vectors there)"
+    assert "  = note: XLA aborts the process compiling it for tpu (JAX's pinv of f32 too)" in \
+        render(diags[1], mod.sources).splitlines()
+    assert VerifyBackend("tpu").apply(mod.g.lower(a.astype(np.float64), b.astype(np.float64)).module) == []
+    assert VerifyBackend("tpu").apply(mod.h.lower(a).module) == []
+    assert VerifyBackend("cpu").apply(mod.f.lower(a, b).module) == []
+
+
 @pytest.mark.parametrize("ord_, shape", [("-inf", (0,)), ("-2", (0, 0)), ("-2", (3, 0)), ("-1", (2, 0)),
                                          ("-inf", (0, 2))])
 def test_a_norm_that_takes_the_smallest_of_nothing_is_E0204(ord_, shape):
