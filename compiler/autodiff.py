@@ -495,13 +495,16 @@ def _convolution_vjp(op, cts):
     """JAX's `_conv_general_dilated_transpose_lhs` and `_rhs` (jax/_src/lax/convolution.py): the input's
     cotangent is the cotangent convolved with the kernel reversed in space (the roles of strides and
     input dilation swapped, groups moved into the kernel's input features), the kernel's the input
-    convolved with the cotangent (the feature groups become batch groups)."""
+    convolved with the cotangent (feature groups become batch groups and batch groups feature groups:
+    the kernel's cotangent of a grouped convolution has batch groups, and its own derivative, in a
+    jvp or a second derivative, feature groups again)."""
     lhs, rhs = op.operands
     g = cts[0]
     d = hlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
     groups = ir.IntegerAttr(op.attributes["feature_group_count"]).value
+    batch_groups = ir.IntegerAttr(op.attributes["batch_group_count"]).value
     reversal = "window_reversal" in op.attributes and any(ir.DenseBoolArrayAttr(op.attributes["window_reversal"]))
-    if ir.IntegerAttr(op.attributes["batch_group_count"]).value != 1 or reversal:
+    if groups > 1 and batch_groups > 1 or reversal:
         return None                 # (not what arr or JAX's conv emits: E0216)
     a = _conv_attrs(op)
     lhs_spec = (d.input_batch_dimension, d.input_feature_dimension, list(d.input_spatial_dimensions))
@@ -514,25 +517,24 @@ def _convolution_vjp(op, cts):
     lhs_dilated, rhs_dilated = _dilate(in_sizes, a["lhs_dilation"]), _dilate(windows, a["rhs_dilation"])
     out_dilated = _dilate(out_sizes, a["window_strides"])
     dt = dtype_of(g)
-    # the input's cotangent
-    kernel = rhs
-    if groups > 1:          # out-features (G, O/G) -> the G into the in-features, major
-        o, i = rhs_spec[0], rhs_spec[1]
-        split = list(rhs_shape)
-        split[o:o + 1] = [groups, rhs_shape[o] // groups]
-        kernel = hlo.reshape(emit.tensor_type(tuple(split), dt), kernel)
-        perm = [k for k in range(len(split)) if k != o]
-        perm.insert(i, o)
-        merged = [split[k] for k in range(len(split)) if k != o]
-        merged[i] *= groups
-        kernel = hlo.reshape(emit.tensor_type(tuple(merged), dt), hlo.transpose(kernel, perm))
+    # the input's cotangent: the kernel's out-features (G, O/G) -> the G into its in-features, major
+    grouped = max(groups, batch_groups)
+    kernel = _axis_into(_axis_out_of(rhs, rhs_spec[0], grouped), rhs_spec[0], rhs_spec[1]) if grouped > 1 else rhs
     before = [k - lo - 1 for k, (lo, _) in zip(rhs_dilated, a["padding"])]
     after = [ld + k - 1 - od - b for ld, k, od, b in zip(lhs_dilated, rhs_dilated, out_dilated, before)]
     reversed_kernel = hlo.reverse(kernel, rhs_spec[2])
-    lhs_ct = emit.convolution(lhs.type, g, reversed_kernel,
+    lhs_type = lhs.type
+    if batch_groups > 1:        # made as [N / B, B * C, ...], then the B moved into the batch, major
+        grouped_shape = list(lhs_shape)
+        grouped_shape[lhs_spec[0]] //= batch_groups
+        grouped_shape[lhs_spec[1]] *= batch_groups
+        lhs_type = emit.tensor_type(tuple(grouped_shape), dt)
+    lhs_ct = emit.convolution(lhs_type, g, reversed_kernel,
                               (out_spec, (rhs_spec[1], rhs_spec[0], rhs_spec[2]), lhs_spec),
                               a["lhs_dilation"], list(zip(before, after)), a["window_strides"], a["rhs_dilation"],
-                              features=groups)
+                              features=grouped)
+    if batch_groups > 1:
+        lhs_ct = _axis_into(_axis_out_of(lhs_ct, lhs_spec[1], batch_groups), lhs_spec[1], lhs_spec[0])
     # the kernel's cotangent
     lows = [lo for lo, _ in a["padding"]]
     highs = [od - ld + (k - lo - 1) for od, ld, k, lo in zip(out_dilated, lhs_dilated, rhs_dilated, lows)]
@@ -540,8 +542,25 @@ def _convolution_vjp(op, cts):
                                                  (out_spec[1], out_spec[0], out_spec[2]),
                                                  (rhs_spec[1], rhs_spec[0], rhs_spec[2])),
                               a["rhs_dilation"], list(zip(lows, highs)), a["lhs_dilation"], a["window_strides"],
-                              batches=groups)
+                              features=batch_groups, batches=groups)
     return [lhs_ct, rhs_ct]
+
+
+def _axis_out_of(x: ir.Value, axis: int, size: int) -> ir.Value:
+    """JAX's `_reshape_axis_out_of`: dimension `axis` of `x` split into (size, the rest)."""
+    shape = list(_shape(x))
+    shape[axis:axis + 1] = [size, shape[axis] // size]
+    return hlo.reshape(emit.tensor_type(tuple(shape), dtype_of(x)), x)
+
+
+def _axis_into(x: ir.Value, src: int, dst: int) -> ir.Value:
+    """JAX's `_reshape_axis_into`: dimension `src` of `x` merged into `dst` (numbered without `src`), major."""
+    shape = _shape(x)
+    perm = [k for k in range(len(shape)) if k != src]
+    perm.insert(dst, src)
+    merged = [shape[k] for k in range(len(shape)) if k != src]
+    merged[dst] *= shape[src]
+    return hlo.reshape(emit.tensor_type(tuple(merged), dtype_of(x)), hlo.transpose(x, perm))
 
 
 @_rule("stablehlo.slice")

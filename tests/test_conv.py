@@ -153,6 +153,32 @@ def test_the_gradient_of_conv_is_jaxs(case):
         np.testing.assert_allclose(g, e, rtol=1e-11, atol=1e-11)
 
 
+@pytest.mark.parametrize("case", [c for c in GRAD_CASES if c[-1] > 1], ids=lambda c: "-".join(map(str, c)).replace(" ", ""))
+def test_forward_mode_and_second_derivatives_of_a_grouped_conv_are_jaxs(case):
+    """The kernel's cotangent of a grouped conv has batch groups, which jvp (reverse sweeps) and a second
+    derivative differentiate again (they were E0216 "cannot differentiate `convolution`")."""
+    n, layout, strides, padding, lhs, rhs, groups = case
+    rng = np.random.default_rng(zlib.crc32(repr(case).encode()))
+    x, w = _operands(n, layout, groups, "f64", rng)
+    tx, tw = rng.standard_normal(x.shape), rng.standard_normal(w.shape)
+
+    def loss(x, w):
+        return (lax.conv_general_dilated(x, w, strides, padding, lhs, rhs, dimension_numbers=layout,
+                                         feature_group_count=groups) ** 2).sum()
+    src = (f"def loss(x: f64{list(x.shape)}, w: f64{list(w.shape)}) -> f64:\n"
+           f"    return sum(conv(x, w, {_arr_args(strides, padding, lhs, rhs, groups, layout)}) ** 2)\n\n"
+           f"def kernel_grad_norm(x: f64{list(x.shape)}, w: f64{list(w.shape)}) -> f64:\n"
+           f"    return sum(grad(loss, argnums=1)(x, w) ** 2)\n")
+    mod = arrc.loads(src)
+    got, want = arrc.jvp(mod.loss)(x, w, tx, tw), jax.jvp(loss, (x, w), (tx, tw))
+    for g, v in zip(got, want):
+        np.testing.assert_allclose(g, v, rtol=1e-10)
+    got = arrc.grad(mod.kernel_grad_norm, argnums=(0, 1))(x, w)
+    want = jax.grad(lambda x, w: (jax.grad(loss, argnums=1)(x, w) ** 2).sum(), argnums=(0, 1))(x, w)
+    for g, v in zip(got, want):
+        np.testing.assert_allclose(g, v, rtol=1e-10, atol=1e-10 * float(np.abs(v).max()))
+
+
 def test_a_dtype_the_backend_cannot_convolve_is_a_compile_error_at_the_call(monkeypatch):
     """passes/verify_backend.py, tested on this CPU with a fake entry for `cpu` (on ROCm an f64
     convolution would abort the process); the same function in f32 runs."""
