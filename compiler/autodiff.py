@@ -182,6 +182,7 @@ VJP: dict[str, Callable] = {
     "stablehlo.power": _power_vjp,
     "stablehlo.tan": _elementwise(lambda g, ans, x: [_mul(g, hlo.add(_c(1.0, ans), _mul(ans, ans)))]),
     "stablehlo.cbrt": _elementwise(lambda g, ans, x: [_mul(g, _div(_c(1.0 / 3.0, ans), _mul(ans, ans)))]),
+    "chlo.square": _elementwise(lambda g, ans, x: [_mul(g, _mul(_c(2.0, x), x))]),      # (jnp.square, var, std)
     "chlo.sinh": _elementwise(lambda g, ans, x: [_mul(g, _un("chlo.cosh", x))]),
     "chlo.cosh": _elementwise(lambda g, ans, x: [_mul(g, _un("chlo.sinh", x))]),
     "chlo.asin": _elementwise(lambda g, ans, x: [_mul(g, _un("stablehlo.rsqrt", _one_minus_square(x)))]),
@@ -233,6 +234,26 @@ def _select_vjp(op, cts):
     if _shape(pred) != _shape(cts[0]):
         pred = _broadcast_to(pred, _shape(cts[0]), [])
     return [None, _select(pred, cts[0], zero), _select(pred, zero, cts[0])]
+
+
+@_rule("stablehlo.clamp")
+def _clamp_vjp(op, cts):
+    """JAX's clamp rule (lax.clamp, jnp.clip in a JAX export): the cotangent goes to the operand strictly
+    inside (min, max), to min where min > operand (and min < max), to max where max < operand; a scalar
+    bound's is summed."""
+    low, x, high = op.operands
+    g, shape, dt = cts[0], _shape(x), dtype_of(x)
+
+    def full(v):
+        return v if _shape(v) == shape else _broadcast_to(v, shape, [])
+
+    def gt(a, b):
+        return emit.compare(a, b, "GT", dt)
+    lo, hi, zero = full(low), full(high), _c(0.0, x)
+    into = [_select(hlo.and_(gt(lo, x), gt(hi, lo)), g, zero), _select(hlo.and_(gt(x, lo), gt(hi, x)), g, zero),
+            _select(gt(x, hi), g, zero)]
+    return [ct if _shape(v) == shape else _sum_to(ct, list(range(len(shape))), ())
+            for v, ct in zip((low, x, high), into)]
 
 
 @_rule("stablehlo.convert")
@@ -1326,12 +1347,20 @@ def captured(op) -> list:
     return [v for v in found if v not in inside]
 
 
-@_rule("stablehlo.if")
-def _if_vjp(op, cts):
+@_rule("stablehlo.if", "stablehlo.case")
+def _branches_vjp(op, cts):
+    """An `if` (or a `case`, JAX's lax.cond and lax.switch) on the same operand whose branches compute their
+    forward branch again and sweep it."""
     captured = _captured(op)
     nested = _checks_a_bound(op)                # a loop with a bound in a branch: the backward `if` returns PAST
-    backward = hlo.IfOp([v.type for v in captured] + ([effects.past_type()] if nested else []), op.operands[0])
-    for index, region in enumerate((backward.true_branch, backward.false_branch)):
+    types = [v.type for v in captured] + ([effects.past_type()] if nested else [])
+    if op.operation.name == "stablehlo.if":
+        backward = hlo.IfOp(types, op.operands[0])
+        regions = (backward.true_branch, backward.false_branch)
+    else:
+        backward = hlo.CaseOp(types, op.operands[0], len(op.regions))
+        regions = list(backward.branches)
+    for index, region in enumerate(regions):
         with ir.InsertionPoint(region.blocks.append()):
             with _region_pasts() as pasts:
                 ops, returned = _recompute(op, index)

@@ -116,6 +116,25 @@ def test_mlp_loss_against_jax_grad(exported, tmp_path):
     assert_value_and_grad(grad_of(exported["mlp"], "0,1,2", tmp_path), mlp_loss, MLP_ARGS, (0, 1, 2))
 
 
+JAX_OPS = {     # what JAX's lowerings emit that arr's own code does not: chlo.square, case, clamp
+    "var_std": lambda x: jnp.var(x) + jnp.std(x),
+    "cond": lambda x: jax.lax.cond(jnp.sum(x) > 0, lambda y: jnp.sum(jnp.sin(y)), lambda y: jnp.sum(y ** 2), x),
+    "switch": lambda x: jax.lax.switch(jnp.int32(jnp.sum(x) > 0) + 1, [jnp.sum, lambda y: jnp.sum(y * y),
+                                                                           lambda y: jnp.sum(jnp.cos(y))], x),
+    "clamp": lambda x: jnp.sum(jax.lax.clamp(-0.5, x, 0.7) * x),
+    "clamp_arrays": lambda x: jnp.sum(jax.lax.clamp(jnp.sin(x), x * 2.0, jnp.cos(x) + 0.2)),
+}
+
+
+@pytest.mark.parametrize("name", list(JAX_OPS))
+def test_jax_lowerings_of_var_cond_switch_and_clamp_against_jax_grad(name, tmp_path):
+    f, x = JAX_OPS[name], np.array([0.3, -1.2, 0.9, 0.1])
+    path = tmp_path / f"{name}.mlir"
+    path.write_text(jax.jit(f).lower(x).as_text())
+    assert_value_and_grad(grad_of(str(path), "0", tmp_path), f, (x,), (0,))
+    assert_value_and_grad(grad_of(str(path), "0", tmp_path), f, (-x,), (0,))      # (the other branch)
+
+
 def test_wrt_order_is_kept(exported, tmp_path):
     assert_value_and_grad(grad_of(exported["mlp"], "2,0", tmp_path), mlp_loss, MLP_ARGS, (2, 0))
 
