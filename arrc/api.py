@@ -1,6 +1,7 @@
 """The Python API (LANGUAGE.md section 10): load, loads, spec, modules and their functions."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import math
@@ -705,24 +706,29 @@ def vmap(fn: Function, in_axes=0, out_axes=0) -> Function:
     ins, outs = _axes(in_axes, len(sig.params), "in_axes"), _axes(out_axes, len(sig.results), "out_axes")
     if not isinstance(in_axes, (tuple, list)):      # a parameter left to its default is shared (jax.vmap's
         ins = [None if name in sig.defaults else a for a, (name, _, _) in zip(ins, sig.params)]  # in_axes=0 too)
-    lanes = next(v for v in ("lanes", *(f"lanes{i}" for i in range(1, 99))) if v not in sig.shape_vars)
-    sources = list(fn.module._program.sources.values())
-    if len(sources) != 1 or fn.name not in fn.module._program.functions:
+    if all(a is None for a in ins):
+        raise ValueError(f"vmap needs an argument with an axis to map over; in_axes is {in_axes!r} (as jax.vmap)")
+    program = fn.module._program        # (its constants given from Python and its externs too)
+    taken = set(sig.shape_vars) | {name for name, _, _ in sig.params} | set(program.functions) | set(program.consts)
+    lanes = next(v for v in ("lanes", *(f"lanes{i}" for i in range(1, 999))) if v not in taken)
+    sources = list(program.sources.values())
+    if len(sources) != 1 or fn.name not in program.functions:
         raise TypeError(f"vmap takes a function of a module compiled from one source, not {fn!r}")
     params = ", ".join(f"{name}: {_with_lanes(t, axis, lanes)}" + (f" = {sig.defaults[name][2]}" if axis is None
                        and name in sig.defaults else "") for (name, t, _), axis in zip(sig.params, ins))
     results = [_with_lanes(t, axis, lanes) for t, axis in zip(sig.results, outs)]
     shown = f"({', '.join(results)})" if sig.tuple_result else results[0]
     axes = ", ".join("None" if a is None else str(a) for a in ins)
-    wrapper = f"vmap_of_{fn.name}"
-    text = (f"\n\ndef {wrapper}({params}) -> {shown}:\n    return vmap({fn.name}, in_axes=({axes},), "
+    wrapper = ast.WRAPPER_PREFIX + fn.name      # (the vmap it calls is one nothing shadows: VMAP_OF_API)
+    text = (f"\n\ndef {wrapper}({params}) -> {shown}:\n    return {ast.VMAP_OF_API}({fn.name}, in_axes=({axes},), "
             f"out_axes=({', '.join(map(str, outs))},))({', '.join(name for name, _, _ in sig.params)})\n")
-    program = fn.module._program        # (its constants given from Python and its externs too)
     constants = {name: _as_jax_keys(value) if program.const_types[name].dtype.is_key else value
                  for name, value in program.externals.items()}
     module = loads(sources[0].text.rstrip("\n") + "\n" + text, filename=sources[0].name, guards=fn.module.guards,
                    warnings="ignore", guard_scope=fn.module.guard_scope, device=fn.module.device,
                    constants=constants, externs=program.extern_functions)
+    functions = module._program.functions          # reports name it `vmap(f)`, as arr's own vmap
+    functions[wrapper] = dataclasses.replace(functions[wrapper], label=f"vmap({getattr(fn, 'label', fn.name)})")
     return module[wrapper]
 
 

@@ -298,7 +298,9 @@ def walk(node: Node):
 # (FunctionWalk.call_jvp_vjp), `vmap(f)(xs)` (FunctionWalk.call_vmap).
 DERIVATIVES = ("grad", "value_and_grad")
 PUSH_PULL = ("jvp", "vjp")
-HIGHER_ORDER = frozenset(DERIVATIVES + PUSH_PULL + ("vmap",))
+VMAP_OF_API = "__arrc_vmap__"      # `vmap` as arrc.vmap's wrapper writes it: no function or variable shadows it
+WRAPPER_PREFIX = "__arrc_vmap_of_"  # the name of arrc.vmap's wrapper: its call of `vmap` has no call site of its own
+HIGHER_ORDER = frozenset(DERIVATIVES + PUSH_PULL + ("vmap", VMAP_OF_API))
 
 
 def called_names(node, functions=()) -> set:

@@ -662,8 +662,8 @@ class FunctionWalk(ControlFlow):
         if isinstance(e.func, ast.Call) and isinstance(e.func.func, ast.Name) and e.func.func.id in DERIVATIVES \
                 and e.func.func.id not in self.env:
             return self.call_derivative(e)
-        if isinstance(e.func, ast.Call) and isinstance(e.func.func, ast.Name) and e.func.func.id == "vmap" \
-                and "vmap" not in self.env and "vmap" not in self.program.signatures:
+        if isinstance(e.func, ast.Call) and isinstance(e.func.func, ast.Name) and (e.func.func.id == "vmap" \
+                and "vmap" not in self.env and "vmap" not in self.program.signatures or e.func.func.id == ast.VMAP_OF_API):
             return self.call_vmap(e)
         if isinstance(e.func, ast.Name) and e.func.id in PUSH_PULL and e.func.id not in self.env \
                 and e.func.id not in self.program.signatures:

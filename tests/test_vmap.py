@@ -482,10 +482,35 @@ def test_the_python_api():
     loss = arrc.loads("def l(w: f64[2], x: f64[2]) -> f64:\n    return dot(w, x) ** 2\n")
     per_lane = arrc.vmap(loss.l, in_axes=(None, 0))
     total = arrc.grad(arrc.loads(per_lane.module.sources[next(iter(per_lane.module.sources))].text +
-                                 "\ndef total(w: f64[2], xs: f64[4, 2]) -> f64:\n    return sum(vmap_of_l(w, xs))\n").total)
+                                 "\ndef total(w: f64[2], xs: f64[4, 2]) -> f64:\n    return sum(__arrc_vmap_of_l(w, xs))\n").total)
     xs = R.normal(size=(4, 2))
     np.testing.assert_allclose(total(np.array([0.5, -1.0]), xs),
                                jax.grad(lambda w: jnp.sum((xs @ w) ** 2))(np.array([0.5, -1.0])), rtol=1e-12)
+
+
+@pytest.mark.parametrize("src", [
+    "def vmap(x: f32) -> f32:\n    return x\n\ndef f(x: f32[3]) -> f32:\n    return sum(x)\n",   # shadows the builtin
+    "def f(vmap: f32[3]) -> f32:\n    return sum(vmap)\n",
+    "def f(lanes: f32[3]) -> f32:\n    return sum(lanes)\n",
+    "def f(x: f32[3]) -> f32:\n    return sum(x)\n\ndef vmap_of_f(x: f32) -> f32:\n    return x\n",
+])
+def test_the_python_api_wraps_any_module(src):
+    """arrc.vmap adds a wrapper that calls `vmap`: names in the module never collide with it (they were
+    E0210, E0102 or E0206 from the wrapper's text)."""
+    v = arrc.vmap(arrc.loads(src).f)
+    assert v.signature.endswith("-> f32[lanes]") or v.signature.endswith("-> f32[lanes1]")
+    np.testing.assert_array_equal(v(np.ones((2, 3), np.float32)), [3.0, 3.0])
+
+
+def test_a_report_from_the_python_api_names_vmap_f_and_no_wrapper():
+    mod = arrc.loads("def f(x: f32[3]) -> f32:\n    return sum(log(x))\n", filename="q.arr", guards="nan")
+    x = np.ones((2, 3), np.float32)
+    x[1, 1] = -1.0
+    with pytest.raises(arrc.NaNError) as info:
+        arrc.vmap(mod.f)(x)
+    assert str(info.value).splitlines()[-2:] == ["  = note: in lane 1 of vmap(f)", "  = note: in vmap(f)"]
+    with pytest.raises(ValueError, match="needs an argument with an axis to map over"):
+        arrc.vmap(mod.f, in_axes=None)
 
 
 def test_the_example_equals_jax():
