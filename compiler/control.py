@@ -295,11 +295,11 @@ class ControlFlow:
         exists before: after the loop it holds its last value, as in Python). A weak literal initializer
         adopts the type the body gives it; any other change of type is E0302.
         """
-        if counter is None or any(v.static is None for v in counter[:3]):
-            word = "while" if counter is None else "for"
-            s = stmt.span
-            loops = self.program.runtime_loops if bound is None else self.program.bounded_loops
-            loops.setdefault(self.fn.name, {})[Span(s.file, s.line, s.col, s.line, s.col + len(word))] = word
+        runtime = counter is None or any(v.static is None for v in counter[:3])
+        word, s = "while" if counter is None else "for", stmt.span
+        header = Span(s.file, s.line, s.col, s.line, s.col + len(word))
+        if runtime and bound is not None:
+            self.program.bounded_loops.setdefault(self.fn.name, {})[header] = word
         before = dict(self.env)
         assigned = assigned_names(stmt.body)
         if counter is not None and stmt.var in before and isinstance(before[stmt.var], Val):
@@ -341,6 +341,9 @@ class ControlFlow:
                 break
         else:
             raise AssertionError("loop-carried types did not settle")
+        if runtime and bound is None and any(t.dtype.is_float for t in types.values()):
+            # (W0004 names it to a derivative: one that carries no float has none, as a loop that counts)
+            self.program.runtime_loops.setdefault(self.fn.name, {})[header] = word
         if not self.is_lowering:
             for n in names:
                 self.env[n] = POISON if isinstance(after.get(n), Poisoned) else Val(types[n])

@@ -852,6 +852,18 @@ def test_a_python_derivative_through_an_unbounded_loop_warns():
     assert arrc.grad(BOUNDED.grow) is not None                     # a bound: nothing to say
 
 
+def test_a_loop_that_carries_no_float_has_no_derivative_and_no_w0004():
+    """A loop that counts (an integer `while`) is not differentiated: no warning that it would be by
+    recomputation (the float loop next to it still gets one)."""
+    src = ("def loss(x: f64[2], n: i32) -> f64:\n    k = 0\n    while k * k < n:\n        k += 1\n"
+           "    s = x\n    for i in range(n):\n        s = s * 0.5\n    return sum(s * f64(k))\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        g = arrc.grad(arrc.loads(src, filename="count.arr").loss)
+    assert [(w.message.diagnostic.code, w.message.diagnostic.span.line) for w in caught] == [("W0004", 6)]
+    np.testing.assert_allclose(g(np.array([1.0, 2.0]), 5), [3 * 0.5 ** 5] * 2)
+
+
 def test_loop_bounds_are_checked():
     for loop, message in (("for i in range(3, bount=4):", "E0103.*unknown loop option `bount`"),
                           ("while x < 3.0, bound=n:", "E0204.*a loop's bound must be a positive integer.*found i32"),
