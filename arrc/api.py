@@ -793,12 +793,13 @@ class Derivative(Function):
             for diag in unbounded_loop_warnings(base.module._program, kind, base.name):
                 pywarnings.warn(ArrWarning(render(diag, base.module.sources).rstrip("\n"), diag), stacklevel=3)
         shown = "(" + ", ".join(map(str, sig.results)) + ")" if sig.tuple_result else str(sig.results[0])
+        base_name = getattr(base, "label", base.name)        # (`grad(s)` for a derivative: its signature's)
         if kind in ("grad", "value_and_grad"):
             if sig.tuple_result or sig.results[0].rank or not sig.results[0].dtype.is_float:
-                raise TypeError(f"grad needs a function with one float scalar result; {base.name}{sig} returns "
+                raise TypeError(f"grad needs a function with one float scalar result; {base_name}{sig} returns "
                                 f"{shown}")
         elif not all(t.dtype.is_float for t in sig.results):
-            raise TypeError(f"{kind} needs a function with float results; {base.name}{sig} returns {shown}")
+            raise TypeError(f"{kind} needs a function with float results; {base_name}{sig} returns {shown}")
         for i in self._wrt:
             pname, ptype, _ = sig.params[i]
             if not ptype.dtype.is_float:

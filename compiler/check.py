@@ -668,6 +668,11 @@ class FunctionWalk(ControlFlow):
         if isinstance(e.func, ast.Name) and e.func.id in PUSH_PULL and e.func.id not in self.env \
                 and e.func.id not in self.program.signatures:
             return self.call_jvp_vjp(e)
+        if isinstance(e.func, ast.Name) and e.func.id in DERIVATIVES + ("vmap",) and e.func.id not in self.env \
+                and e.func.id not in self.program.signatures:      # `grad(f)` not called: not a value in arr
+            name = e.func.id
+            raise ArrError("E0210", f"`{name}(...)` makes a function: call it", e.span, "a function, not a value",
+                           help=f"call it with the arguments, e.g. `{name}(f)(x)`: functions are not values in arr")
         if isinstance(e.func, ast.Name) and e.func.id == "shard" and "shard" not in self.program.signatures:
             return self.call_shard(e)
         args = [self.eval_or_poison(a) for a in e.args]

@@ -864,6 +864,15 @@ def test_a_loop_that_carries_no_float_has_no_derivative_and_no_w0004():
     np.testing.assert_allclose(g(np.array([1.0, 2.0]), 5), [3 * 0.5 ** 5] * 2)
 
 
+def test_a_derivative_not_called_and_a_grad_of_a_grad_say_what_they_are():
+    with pytest.raises(arrc.CompileError) as info:      # (was E0210 at `s`, then E0101 "unknown function `grad`")
+        arrc.loads("def s(x: f64[3]) -> f64:\n    return sum(x)\n\ndef t(x: f64[3]) -> f64[3]:\n    return grad(s)\n")
+    assert [(d.code, d.message) for d in info.value.diagnostics] == [("E0210", "`grad(...)` makes a function: call it")]
+    s = arrc.loads("def s(x: f64[3]) -> f64:\n    return sum(sin(x) * x)\n").s
+    with pytest.raises(TypeError, match=r"grad\(s\)\(x: f64\[3\]\) -> f64\[3\] returns f64\[3\]"):
+        arrc.grad(arrc.grad(s))
+
+
 def test_loop_bounds_are_checked():
     for loop, message in (("for i in range(3, bount=4):", "E0103.*unknown loop option `bount`"),
                           ("while x < 3.0, bound=n:", "E0204.*a loop's bound must be a positive integer.*found i32"),
