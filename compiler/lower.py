@@ -10,9 +10,9 @@ from jaxlib.mlir import ir
 
 from . import abi
 from . import effects, emit
+from .ast import WRAPPER_PREFIX
 from .autodiff import jvp, value_and_grad
 from .batching import vmap_function
-from .ast import WRAPPER_PREFIX
 from .check import FunctionWalk, unify
 from .control import IO
 from .diagnostics import CompileError, Diagnostic, Label, Reporter, first_line
