@@ -35,21 +35,35 @@ def _layout(cx: CallCx, layout, rank: int) -> tuple:
     else:
         cx.error("E0204", f"`layout` must be three strings such as (\"NCHW\", \"OIHW\", \"NCHW\"), found "
                           f"{describe(layout)}", "not three strings", at="layout")
+    if any(spec != spec.upper() for spec in specs):
+        written = ", ".join(f'"{spec.upper()}"' for spec in specs)
+        cx.error("E0204", "`layout` letters are capitals", "lower-case letters", at="layout",
+                 help=f"write layout=({written}), as jax.lax.conv_general_dilated")
     kernel_spatial = [c for c in specs[1] if c not in "OI"]
     for spec, pair, what in zip(specs, ("NC", "OI", "NC"), ("input", "kernel", "output")):
         spatial = [c for c in spec if c not in pair]
-        if len(spec) != rank or any(spec.count(c) != 1 for c in pair) or len(set(spec)) != len(spec) \
-                or sorted(spatial) != sorted(kernel_spatial):
+        if len(spec) != rank or any(spec.count(c) != 1 for c in pair) or len(set(spec)) != len(spec):
             cx.error("E0204", f"the {what} layout \"{spec}\" does not describe an array of rank {rank}",
-                     f"needs {pair[0]} and {pair[1]} once and the spatial letters of \"{specs[1]}\"", at="layout",
+                     f"needs {pair[0]} and {pair[1]} once and {rank - 2} spatial letters", at="layout",
                      help="e.g. layout=(\"NHWC\", \"HWIO\", \"NHWC\") for channels-last 2-D images")
+        if sorted(spatial) != sorted(kernel_spatial):
+            cx.error("E0204", f"the layouts name different spatial dimensions: \"{specs[1]}\" (the kernel's) has "
+                              f"{''.join(kernel_spatial)}, \"{spec}\" (the {what}'s) has "
+                              f"{''.join(spatial)}", "spatial letters differ", at="layout",
+                     help="the three layouts use the same letters for the spatial dimensions, e.g. "
+                          "(\"NHWC\", \"HWIO\", \"NHWC\")")
     return tuple((spec.index(pair[0]), spec.index(pair[1]), [spec.index(c) for c in kernel_spatial])
                  for spec, pair in zip(specs, ("NC", "OI", "NC")))
 
 
 def _per_dimension(cx: CallCx, v, name: str, n: int) -> list[int]:
     """An int for every spatial dimension, or one per spatial dimension; each at least 1."""
-    values = [cx.const_int(v, name)] if not isinstance(v, TupleVal) else [cx.const_int(i, name) for i in v.items]
+    if isinstance(v, TupleVal):
+        values = [cx.const_int(i, name) for i in v.items]
+    elif isinstance(v, Val) and isinstance(v.static, np.ndarray) and v.type.dtype.is_int and v.static.ndim == 1:
+        values = [int(x) for x in v.static]          # a list literal, `strides=[1, 2]`, as padding takes one
+    else:
+        values = [cx.const_int(v, name)]
     if len(values) == 1:
         values *= n
     if len(values) != n:

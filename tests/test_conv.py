@@ -94,6 +94,13 @@ def grouped(x: f32[n, 6, t], k: f32[4, 3, 3]) -> f32[n, 4, t - 2]:
                                rtol=1e-5, atol=1e-5)
 
 
+def test_strides_and_dilations_take_a_list_as_padding_does():
+    mod = arrc.loads("def f(x: f32[1, 1, 6, 6], w: f32[1, 1, 3, 3]) -> f32[1, 1, 4, 1]:\n"
+                     "    return conv(x, w, strides=[1, 2], rhs_dilation=[1, 2])\n")
+    x, w = np.ones((1, 1, 6, 6), np.float32), np.ones((1, 1, 3, 3), np.float32)
+    np.testing.assert_array_equal(mod.f(x, w), lax.conv_general_dilated(x, w, (1, 2), "VALID", rhs_dilation=(1, 2)))
+
+
 @pytest.mark.parametrize("call, code, message", [
     ("conv(x, k)", "E0202", "`conv`: the input has 3 features, the kernel takes 2"),
     ("conv(x, q, groups=2)", "E0202", "`conv`: the input has 3 features, the kernel takes 1 times 2 groups"),
@@ -104,7 +111,12 @@ def grouped(x: f32[n, 6, t], k: f32[4, 3, 3]) -> f32[n, 4, t - 2]:
      "found i32[1, 2]"),
     ("conv(x, g, strides=(1, 2, 3))", "E0204", "`strides` gives 3 values for 2 spatial dimension(s)"),
     ("conv(x, g, rhs_dilation=0)", "E0204", "`rhs_dilation` must be at least 1, found 0"),
-    ("conv(x, g, layout=(\"NHWC\", \"OIHW\", \"NCHQ\"))", "E0204", "the output layout \"NCHQ\" does not describe"),
+    ("conv(x, g, layout=(\"NHWC\", \"OIHW\", \"NCHQ\"))", "E0204",
+     "the layouts name different spatial dimensions: \"OIHW\" (the kernel's) has HW, \"NCHQ\" (the output's) has HQ"),
+    ("conv(x, g, layout=(\"NCHW\", \"OIXY\", \"NCHW\"))", "E0204",
+     "the layouts name different spatial dimensions: \"OIXY\" (the kernel's) has XY, \"NCHW\" (the input's) has HW"),
+    ("conv(x, g, layout=(\"NCH\", \"OIHW\", \"NCHW\"))", "E0204", "the input layout \"NCH\" does not describe an array"),
+    ("conv(x, g, layout=(\"nchw\", \"oihw\", \"nchw\"))", "E0204", "`layout` letters are capitals"),
     ("conv(x, g, layout=\"NHWC\")", "E0204", "`layout` must be three strings"),
     ("conv(b, b)", "E0201", "`conv` is not defined on bool"),
     ("conv(x, g, padding=\"SAME\", lhs_dilation=2)", "E0204",
