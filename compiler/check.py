@@ -676,7 +676,8 @@ class FunctionWalk(ControlFlow):
         if isinstance(e.func, ast.Name) and e.func.id == "shard" and "shard" not in self.program.signatures:
             return self.call_shard(e)
         args = [self.eval_or_poison(a) for a in e.args]
-        kwargs = {k.name: self.eval_or_poison(k.value) for k in e.kwargs}
+        kwargs = {k.name: _NONE if isinstance(k.value, ast.Name) and k.value.id == "None" and "None" not in self.env
+                  else self.eval_or_poison(k.value) for k in e.kwargs}
         spans = [a.span for a in e.args]
         kw_spans = {k.name: k.span for k in e.kwargs}
         if isinstance(e.func, ast.Attribute) and (path := self._module_path(e.func)) is not None:
@@ -696,6 +697,7 @@ class FunctionWalk(ControlFlow):
             if name in self.env:
                 raise ArrError("E0210", f"`{name}` is a value, not a function", e.func.span, "not callable")
             if name in self.program.signatures:
+                kwargs = self._none_keywords(e, kwargs, None)
                 if POISON in args or POISON in kwargs.values():
                     return POISON
                 return self.call_user(name, args, kwargs, e, spans, kw_spans)
@@ -715,9 +717,20 @@ class FunctionWalk(ControlFlow):
         else:
             message, label, help = self._not_callable(e.func)
             raise ArrError("E0210", message, e.func.span, label, help=help)
+        kwargs = self._none_keywords(e, kwargs, rule)
         if POISON in args or POISON in kwargs.values():
             return POISON
         return self.call_builtin(rule, args, kwargs, e, spans, kw_spans)
+
+    def _none_keywords(self, e, kwargs: dict, rule) -> dict:
+        """NumPy's `axis=None`, `ord=None`: a keyword given `None` where the builtin's default is None takes
+        the default; anywhere else `None` is evaluated, an undefined name (arr has no None)."""
+        for k in e.kwargs:
+            if kwargs.get(k.name) is _NONE:
+                default_none = rule is not None and k.name in rule.params and k.name in rule.defaults \
+                    and rule.defaults[k.name] is None
+                kwargs[k.name] = None if default_none else self.eval_or_poison(k.value)
+        return kwargs
 
     def call_shard(self, e):
         """`shard(x, "data", None)`: the array, then its axes by position, as literals (`None` among them)."""
@@ -1224,3 +1237,4 @@ _STMT_HANDLERS = _handlers("stmt_")
 _EMITS_NOTHING = frozenset({ast.Name, ast.IntLit, ast.FloatLit, ast.BoolLit, ast.StrLit, ast.TupleLit})
 _EMIT_IN_OWN_LOCATIONS = frozenset({ast.Assign, ast.AugAssign, ast.ExprStmt, ast.Pass})
 _NO_LOCATION = nullcontext()
+_NONE = object()          # a keyword argument written `None` (`FunctionWalk._none_keywords`)

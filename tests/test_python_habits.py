@@ -163,3 +163,17 @@ def test_each_fault_is_reported_once(body, code):
 def test_a_missing_return_is_still_reported_next_to_an_unrelated_error():
     found = [d.code for d in diags(H + "    y = zz\n    if x[0] > 0.0:\n        y = x\n")]
     assert found == ["E0101", "E0214"]
+
+
+def test_a_keyword_given_none_takes_a_none_default_as_in_numpy():
+    """`sum(x, axis=None)`, `x.max(axis=None)`, `norm(x, ord=None)`: the default they name (was E0101 undefined
+    name `None`); a keyword whose default is not None, or a user function's, still says arr has no None."""
+    import numpy as np
+    mod = arrc.loads("def f(x: f32[2, 3]) -> f32:\n    return sum(x, axis=None) + x.max(axis=None) + norm(x, ord=None)\n")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(mod.f(x), x.sum() + x.max() + np.linalg.norm(x), rtol=1e-6)
+    for src in ("def f(x: f32[3]) -> f32:\n    return sum(x, keepdims=None)\n",
+                "def g(x: f32[3], k: i32 = 1) -> f32:\n    return sum(x)\n\ndef f(x: f32[3]) -> f32:\n    return g(x, k=None)\n"):
+        with pytest.raises(arrc.CompileError) as info:
+            arrc.loads(src)
+        assert [(d.code, d.message) for d in info.value.diagnostics] == [("E0101", "undefined name `None`")]
