@@ -13,7 +13,7 @@ from . import abi, ast, emit
 from .diagnostics import Label
 from .emit import hlo
 from .optable import CallCx, concrete, register, source_text
-from .types import BOOL, I32, I64, ArrayType, Dim, int_range, promote, shape_str
+from .types import BOOL, I32, I64, U64, ArrayType, Dim, int_range, promote, shape_str
 from .values import ArrError, TupleVal, Val, affine_parts, describe
 
 
@@ -272,6 +272,10 @@ def _start_ir(cx: CallCx, a: _Axis, size: int, index_dtype):
         if a.step < 0:
             start = size - 1 - start       # position in the reversed dimension
         return emit.const(start, index_dtype)
+    if a.start.type.dtype == U64 and index_dtype != U64:     # next to a signed start: clamped as any start past
+        start = cx.ir(a.start)                               # the end is, not wrapped into the negatives
+        highest = emit.const(int_range(index_dtype)[1], U64)
+        return emit.convert(hlo.minimum(start, highest), U64, index_dtype)
     least, _ = value_range(a.start)
     if least is not None and least >= 0:
         return cx.ir(a.start, index_dtype)
@@ -328,7 +332,8 @@ def _index_dtype(axes, sizes):
     sizes (an i8 index on a dimension of 200 would wrap the size while counting from the end)."""
     dts = [a.start.type for a in axes if isinstance(a.start, Val)] + [a.gather.type for a in axes if a.gather]
     dt, _ = promote(dts) if dts else (I32, True)
-    return _holding(dt if dt.is_int else I32, max(sizes, default=0))
+    # (u64 with a signed type promotes to f64, as in JAX: i64 then, a u64 start past it saturating: `_start_ir`)
+    return _holding(dt if dt.is_int else I64, max(sizes, default=0))
 
 
 def _holding(dt, size: int):

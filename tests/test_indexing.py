@@ -725,3 +725,20 @@ def test_a_stride_over_a_symbolic_dimension_has_its_exact_length():
     np.testing.assert_array_equal(mod.f(x[:6]), x[:6][::2])
     np.testing.assert_array_equal(mod.g(x), x[1::2])
     np.testing.assert_array_equal(mod.h(x), x[::2])
+
+
+def test_a_u64_start_next_to_a_signed_one_is_clamped_not_cut_to_32_bits():
+    """u64 with i32 promotes to f64 (JAX's lattice): the starts were computed in i32 then, 2**32 + 1 read
+    as row 1; now in i64, a u64 past its range saturating (clamped as any start past the end, as jnp)."""
+    mod = arrc.loads("def f(x: f32[4, 5], i: u64, j: i32) -> f32:\n    return x[i, j]\n\n"
+                     "def g(x: f32[4, 5], i: u64, j: i32) -> f32[2, 2]:\n    return dynamic_slice(x, (i, j), (2, 2))\n\n"
+                     "def h(x: f32[4, 5], i: u64, j: i64) -> f32[4, 5]:\n    x[i, j] = -1.0\n    return x\n")
+    x = np.arange(20, dtype=np.float32).reshape(4, 5)
+    for i in (np.uint64(2 ** 32 + 1), np.uint64(2 ** 63), np.uint64(2 ** 64 - 1)):
+        assert float(mod.f(x, i, np.int32(0))) == 15.0
+        np.testing.assert_array_equal(mod.g(x, i, np.int32(0)), x[2:4, 0:2])
+        np.testing.assert_array_equal(np.asarray(mod.h(x, i, np.int64(0)))[:, 0], [0, 5, 10, -1])
+    assert float(mod.f(x, np.uint64(2), np.int32(-1))) == 14.0
+    guarded = arrc.loads(mod.sources["<string>"].text, guards="bounds")
+    with pytest.raises(arrc.BoundsError):
+        guarded.f(x, np.uint64(2 ** 32 + 1), np.int32(0))
