@@ -1500,6 +1500,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
+        _refuse_writing_over_the_input(args)
         return args.handler(args)
     except CompileError as err:
         return report_compile_error(err)
@@ -1524,6 +1525,15 @@ def main(argv: list[str] | None = None) -> int:
             _error(f"out of memory: {(str(err).strip().splitlines() or [type(err).__name__])[0]}")
             return EXIT_RUNTIME
         return report_internal_error(err, getattr(args, "diagnostics", "text") == "json")
+
+
+def _refuse_writing_over_the_input(args) -> None:
+    """`-o` naming the input file (or a link to it) would replace the source with what it compiles to, as
+    gcc refuses to: a usage error before anything is written."""
+    file, out = getattr(args, "file", None), getattr(args, "output", None)
+    if isinstance(file, str) and isinstance(out, str) and Path(out).exists() and Path(file).exists() \
+            and os.path.samefile(file, out):
+        raise UsageError(f"-o {out} is the input file: write the output elsewhere")
 
 
 def _run_abandoned() -> bool:

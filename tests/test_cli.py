@@ -431,3 +431,19 @@ def test_explain_unknown(capsys):
     assert main(["explain", "E9999"]) == 2
     err = capsys.readouterr().err
     assert "unknown code" in err and "E0202" in err
+
+
+def test_output_naming_the_input_file_is_refused_before_anything_is_written(tmp_path, capsys):
+    """`arrc compile f.arr -o f.arr` replaced the source with StableHLO (exit 0); so did a link to it, and
+    `arrc grad`/`guard` on a module: a usage error (2), the file as it was, as gcc refuses."""
+    src = tmp_path / "g.arr"
+    src.write_text("def main(x: f32[3]) -> f32[3]:\n    return x\n")
+    link = tmp_path / "link.arr"
+    link.symlink_to(src)
+    for out in (src, link, tmp_path / "." / "g.arr"):
+        assert main(["compile", str(src), "-o", str(out)]) == 2
+        assert capsys.readouterr().err == f"arrc: error: -o {out} is the input file: write the output elsewhere\n"
+    assert src.read_text() == "def main(x: f32[3]) -> f32[3]:\n    return x\n"
+    assert main(["compile", str(src), "-o", str(tmp_path / "g.mlir")]) == 0
+    mlir = tmp_path / "g.mlir"
+    assert main(["guard", str(mlir), "-o", str(mlir)]) == 2
