@@ -348,6 +348,11 @@ class FunctionWalk(ControlFlow):
 
     def stmt_Print(self, stmt) -> None:
         """`print(...)` runs at run time, on every call, in program order (a host callback, see effects.py)."""
+        keyword = next((a for a in stmt.args if isinstance(a, ast.Keyword)), None)
+        if keyword is not None:              # (the parsers keep `print(x, sep="")`'s keywords among its arguments)
+            raise ArrError("E0103", f"`print` takes no keyword arguments, found `{keyword.name}=`", keyword.span,
+                           "a keyword", help="print writes its values separated by one space and ends the line, "
+                                             "as Python's print does by default; build other text with several prints")
         values = [self.eval(a) for a in stmt.args]
         for a, v in zip(stmt.args, values):
             if not isinstance(v, (Val, StrVal, Poisoned)):

@@ -461,3 +461,12 @@ def test_a_print_runs_once_when_a_result_is_infinite_under_the_nan_guard(capfd):
     for _ in range(2):
         np.testing.assert_array_equal(mod.f(np.array([1.0, 0.0], np.float32)), [0.0, -np.inf])
         assert capfd.readouterr().out == "once 1.0\n"
+
+
+def test_print_with_a_keyword_argument_is_E0103():
+    """`print(x, sep="")` was an internal error (E0601: the checker evaluated the keyword as a value)."""
+    for call, name in (('print(x, sep="")', "sep"), ('print("x", x, end="", flush=true)', "end")):
+        with pytest.raises(arrc.CompileError) as info:
+            arrc.loads(f"def main(x: f32) -> f32:\n    {call}\n    return x\n")
+        [d] = info.value.diagnostics
+        assert (d.code, d.message) == ("E0103", f"`print` takes no keyword arguments, found `{name}=`")
