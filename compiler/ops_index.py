@@ -374,14 +374,20 @@ def _lower_index(cx: CallCx, x: Val, axes: list[_Axis], out_shape):
         idt = _index_dtype(axes, sizes)
         starts = [_start_ir(cx, a, size, idt) for a, size in zip(axes, sizes)]
         value = _proven(hlo.dynamic_slice(value, starts, spans), axes, sizes)
-        if any(abs(a.step) != 1 for a in axes):
-            value = hlo.slice(value, [0] * len(axes), spans, [abs(a.step) for a in axes])
+        if any(_stride(a) != 1 for a in axes):
+            value = hlo.slice(value, [0] * len(axes), spans, [_stride(a) for a in axes])
     else:
         starts = [_start_ir_static(a, size) for a, size in zip(axes, sizes)]
-        value = hlo.slice(value, starts, [s + n for s, n in zip(starts, spans)], [abs(a.step) for a in axes])
+        value = hlo.slice(value, starts, [s + n for s, n in zip(starts, spans)], [_stride(a) for a in axes])
     if any(a.dropped for a in axes):
         value = hlo.reshape(emit.tensor_type(concrete(out_shape), dt), value)
     return value
+
+
+def _stride(a: _Axis) -> int:
+    """The slice's stride: its step's size, 1 where it takes one element or none (`x[::2**63]`: a step past
+    i64, which the attribute cannot hold, takes the first element only)."""
+    return abs(a.step) if a.length.value > 1 else 1
 
 
 def _start_ir_static(a: _Axis, size: int) -> int:

@@ -742,3 +742,13 @@ def test_a_u64_start_next_to_a_signed_one_is_clamped_not_cut_to_32_bits():
     guarded = arrc.loads(mod.sources["<string>"].text, guards="bounds")
     with pytest.raises(arrc.BoundsError):
         guarded.f(x, np.uint64(2 ** 32 + 1), np.int32(0))
+
+
+@pytest.mark.parametrize("step", ["2**63", "-2**63", "2**64", "-7"])
+def test_a_slice_step_past_i64_takes_one_element_as_numpy(step):
+    """`x[::2**63]` was a TypeError building the slice's strides attribute (an i64 array)."""
+    x = np.arange(5, dtype=np.float32)
+    mod = arrc.loads(f"def f(x: f32[5]) -> f32[1]:\n    return x[::{step}]\n\n"
+                     f"def g(x: f32[5], i: i32) -> f32[1]:\n    return x[i:i + 1:{step.lstrip('-')}]\n")
+    np.testing.assert_array_equal(mod.f(x), x[::eval(step)])
+    np.testing.assert_array_equal(mod.g(x, 2), x[2:3:abs(eval(step))])
