@@ -325,9 +325,9 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
             dim, size = dims[0], sizes[0]
             axis = site.attrs[abi.AXIS][0]
         else:
-            lowest = -1 if site.own else 0      # arr wraps one negative index; StableHLO takes none
+            # arr counts a negative start from the end (`-n..-s` for a slice of s); StableHLO takes none
             axis = next((d for d, (v, n, s) in enumerate(zip(event.values, dims, sizes))
-                         if not lowest * n <= v <= n - s), 0)
+                         if not (0 <= v <= n - s or site.own and -n <= v <= -s)), 0)
             raw, dim, size = event.values[axis], dims[axis], sizes[axis]
             if batch_of:        # vmap's rules slice every lane at one index: the leading dimensions are theirs
                 axis -= len(batch_of)
@@ -335,7 +335,8 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
         operands = {"index": raw, "size": dim}
         message = "index out of range at run time"
         valid = f"{-dim}..{dim - size}" if size == 1 and site.own else \
-            f"0..{dim - size}" + (f" for a slice of {size}" if size != 1 else "")
+            f"0..{dim - size}" + (f" for a slice of {size}" if size != 1 else "") \
+            + (f" (or {-dim}..{-size} from the end)" if size != 1 and site.own and dim >= size else "")
         label = f"index {raw} is out of range for dimension {axis} of size {dim}{at}"
         if site.own:
             fate = "the index was clamped into range"

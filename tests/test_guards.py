@@ -385,6 +385,17 @@ def test_bounds_dynamic_slice_and_update():
     assert err.operands == {"index": 7, "size": 8}
 
 
+def test_bounds_a_negative_slice_start_names_its_dimension():
+    """-1 counts from the end (4): 4..6 runs past 5 in dimension 1; the report blamed dimension 0, whose
+    index 1 is fine (a negative start passed the in-range test as a scalar index's would)."""
+    m = arrc.loads("def f(x: f32[4, 5], i: i32) -> f32[3]:\n    return x[1, i:i + 3]\n", guards="bounds")
+    err = fault(m.f, np.arange(20, dtype=F32).reshape(4, 5), I32(-1),
+                cls=arrc.BoundsError)
+    assert "index -1 is out of range for dimension 1 of size 5" in str(err)
+    assert "valid indices are 0..2 for a slice of 3 (or -5..-3 from the end)" in str(err)
+    np.testing.assert_array_equal(np.asarray(m.f(np.arange(20, dtype=F32).reshape(4, 5), I32(-3))), [7, 8, 9])
+
+
 def test_bounds_two_dimensions_names_the_axis():
     err = fault(mod("bounds").cell, X34, I32(1), I32(4), cls=arrc.BoundsError)
     assert "index 4 is out of range for dimension 1 of size 4" in str(err)
