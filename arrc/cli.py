@@ -862,6 +862,9 @@ def run_stablehlo(args: argparse.Namespace, kwargs: dict) -> RunResult:
     check_device(args.device)
     from arrc.passes.guards import parse_kinds
     fn = ForeignFunction(args.file, parse_kinds(",".join(args.guards or ())), args.guard_scope, args.device)
+    if args.entry not in ("main", fn.name, fn.arr_name):          # (it was ignored: `main` ran)
+        raise UsageError(f"{args.file} has one function to run, `{fn.arr_name or fn.name}`: --entry {args.entry} "
+                         f"names none (it chooses among an .arr file's functions)")
     kwargs = expand_tree_files(positional_aliases(kwargs, fn.param_names), fn.param_names)
     unknown = sorted(set(kwargs) - set(fn.param_names))
     missing = [n for n in fn.param_names if n not in kwargs]

@@ -153,6 +153,8 @@ class ForeignFunction:
             self.params = [_dtype_shape(ftype.inputs[i]) for i in shown]
             self.param_names = _param_names(fop, shown)
             self.name = attr_text(fop.attributes["sym_name"])
+            # the arr function it was compiled from (`arrc compile --entry vec` names its entry `main`)
+            self.arr_name = attr_text(fop.attributes[abi.ENTRY]) if abi.ENTRY in fop.attributes else None
             already = guarded_kinds(fop)
             self.uses_lapack = uses_lapack(module)
         if self.uses_lapack and platform != "cpu":

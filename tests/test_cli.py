@@ -447,3 +447,17 @@ def test_output_naming_the_input_file_is_refused_before_anything_is_written(tmp_
     assert main(["compile", str(src), "-o", str(tmp_path / "g.mlir")]) == 0
     mlir = tmp_path / "g.mlir"
     assert main(["guard", str(mlir), "-o", str(mlir)]) == 2
+
+
+def test_entry_of_a_stablehlo_file_must_name_its_function(tmp_path, capsys):
+    """`arrc run f.mlir --entry foo` ran `main` as if --entry were not given."""
+    src = tmp_path / "v.arr"
+    src.write_text("def vec(x: f32[3]) -> f32[3]:\n    return x * 2.0\n")
+    mlir = tmp_path / "v.mlir"
+    assert main(["compile", str(src), "--entry", "vec", "-o", str(mlir)]) == 0
+    for entry in ("vec", "main"):
+        assert main(["run", str(mlir), "--arg", "x=[1,2,3]", "--entry", entry]) == 0
+        assert capsys.readouterr().out == "[2. 4. 6.]\n"
+    assert main(["run", str(mlir), "--arg", "x=[1,2,3]", "--entry", "foo"]) == 2
+    assert capsys.readouterr().err == (f"arrc: error: {mlir} has one function to run, `vec`: --entry foo names none "
+                                       "(it chooses among an .arr file's functions)\n")
