@@ -341,6 +341,13 @@ def _signature(program: Program, fn: ast.FunctionDef, reporter: Reporter) -> Non
     for var in shape_vars:
         if (diag := named_constant_binding(var, _dim_name_span(fn, var), "use {} as a shape variable")) is not None:
             errors.append(diag)
+        if var in program.consts:        # (an integer scalar const is a dimension: `const_dims`, not a variable)
+            kind = f" of type {program.const_types[var]}" if var in program.const_types else ""
+            errors.append(Diagnostic("E0205", f"`{var}` is a const{kind}: a dimension is an integer scalar "
+                                              "const or a shape variable", _dim_name_span(fn, var),
+                                     "not an integer scalar const",
+                                     help=f"give `{var}` an integer type (`const {var}: i32 = ...`), or name the "
+                                          f"shape variable otherwise"))
         if var in names:
             span = next(p.span for p in fn.params if p.name == var)
             errors.append(Diagnostic("E0102", f"`{var}` is both a parameter and a shape variable", span,

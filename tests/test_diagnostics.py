@@ -274,3 +274,14 @@ def test_no_cascade_after_branch_type_mismatch():
            "    return y\n")
     err = _error(src)
     assert [d.code for d in err.diagnostics] == ["E0301"]
+
+
+@pytest.mark.parametrize("const", ["const m: f32 = 2.9", "const m: bool = true", "const m: i32[2] = [1, 2]"])
+def test_a_const_that_is_not_an_integer_scalar_is_no_dimension(const):
+    """It was taken as a new shape variable that shadowed the const: `f32[m]` took any size."""
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads(f"{const}\n\ndef main(x: f32[m]) -> f32[m]:\n    return x\n")
+    [d] = info.value.diagnostics
+    assert d.code == "E0205" and d.message.startswith("`m` is a const of type ") and (d.span.line, d.span.col) == (3, 17)
+    assert arrc.loads("const m: i32 = 3\n\ndef main(x: f32[m]) -> f32[m]:\n    return x\n").main.signature == \
+        "(x: f32[3]) -> f32[3]"
