@@ -125,10 +125,11 @@ def test_unrelated_computations_keep_their_compiled_code(session):
 
 def test_tuple_and_augmented_assignment(session):
     out = run_cells(session, "a, b = (1, [1.0, 2.0])", "a", "b", "b += 1", "b", "b *= (2 +  # comment\n 1)", "b",
-                    "a, b = 1")
+                    "a, b = 1", "a, b = arange(3)")
     lines = out.splitlines()
     assert lines[:5] == ["i32 = 1", "f32[2] = [1. 2.]", "f32[2] = [2. 3.]", "f32[2] = [6. 9.]",
                          "error[E0209]: cannot unpack 1 value into 2 names"]
+    assert "error[E0209]: cannot unpack 3 values into 2 names" in lines       # (by rows: said 1 value)
 
 
 def test_changing_a_binding_type_warns_about_broken_functions(session):

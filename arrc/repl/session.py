@@ -277,7 +277,8 @@ class Session:
                 "one array", [Label(stmt.value.span, f"this is a tuple of {count} value(s)")],
                 help=f"unpack it into names: `{unpack} = {span_text(source, stmt.value.span)}`"))
         if len(names) > 1 or tuple_result:
-            count = len(values) if tuple_result else 1
+            # (an array unpacks by rows: `a, c = arange(3)` gives 3 values, as Python counts them)
+            count = len(values) if tuple_result else len(values[0]) if values[0].ndim else 1
             if not tuple_result or count != len(names):
                 span = stmt.targets[0].span.to(stmt.targets[-1].span)
                 raise self.error(Diagnostic("E0209", f"cannot unpack {plural(count, 'value')} into "
