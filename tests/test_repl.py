@@ -260,6 +260,13 @@ def test_help_type_and_quit():
     assert "i32 = 2" not in out                       # nothing runs after :quit
 
 
+def test_a_statement_given_to_type_or_time_is_named_as_one(session):
+    """`:type print` said "`print` is a keyword and cannot be a name ... choose another name"."""
+    out = run_cells(session, ":type print", ":time print(1)", ":type assert")
+    assert out.splitlines() == ["error: `print` is a statement, not an expression: `:help print` tells about it"] * 2 \
+        + ["error: `assert` is a statement, not an expression: `:help assert` tells about it"]
+
+
 def test_mlir_of_expressions_and_functions(session):
     out = run_cells(session, "def f(v: f32[n]) -> f32[n]:\n    return v * 2.0\n",
                     "def g() -> f32:\n    return 1.0\n", ":mlir f([1.0, 2.0])")

@@ -51,6 +51,9 @@ def run_command(session: Session, source: Source) -> None:
 
 def argument_expression(session: Session, arg_source: Source):
     """The function of no arguments computing a command's argument (uncached: inspecting it compiles afresh)."""
+    first = arg_source.text.split()[0].split("(")[0] if arg_source.text.split() else ""
+    if first in ("print", "assert", "pass", "return"):     # (a statement: it would be parsed as a bad name)
+        raise usage_error(f"`{first}` is a statement, not an expression: `:help {first}` tells about it")
     tree = session.parse(arg_source, "expr")
     return session.expression(tree, arg_source, cache=False)[0]
 
