@@ -69,7 +69,7 @@ EFFECTS = abi.EFFECT_KINDS
 # An infinity that reaches a result is reported even when the program means it, as under `jax_debug_infs`;
 # one made from a zero or an infinite literal (not an overflow) may well be meant, so its report says how.
 INF_HELP = ("if this infinity is intended (`log(0.0)` is `-inf`), leave `inf` out of the guards: "
-            "`--guards nan,bounds,div0` (`guards=\"nan,bounds,div0\"`)")
+            "`--guards nan,bounds,div0` (`guards=\"nan,bounds,div0\"`; in the REPL `:guards nan,bounds,div0`)")
 FORWARD = abi.FORWARD_LABEL
 
 

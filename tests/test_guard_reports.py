@@ -154,7 +154,7 @@ error[R0002]: infinity produced at run time
   = note: operands at index [1]: x = 0.0, -inf = -inf
   = note: in f
   = help: if this infinity is intended (`log(0.0)` is `-inf`), leave `inf` out of the guards: \
-`--guards nan,bounds,div0` (`guards="nan,bounds,div0"`)
+`--guards nan,bounds,div0` (`guards="nan,bounds,div0"`; in the REPL `:guards nan,bounds,div0`)
 """
 
 

@@ -241,7 +241,7 @@ error[R0002]: infinity produced at run time
     |
     = note: operands at index [1]: z = 0.0+0.0j
     = note: in test_complex_parameters_from_literals_and_files_and_their_results_guarded.<locals>.<lambda>
-    = help: if this infinity is intended (`log(0.0)` is `-inf`), leave `inf` out of the guards: `--guards nan,bounds,div0` (`guards="nan,bounds,div0"`)
+    = help: if this infinity is intended (`log(0.0)` is `-inf`), leave `inf` out of the guards: `--guards nan,bounds,div0` (`guards="nan,bounds,div0"`; in the REPL `:guards nan,bounds,div0`)
 """
     assert main(["run", str(path), "--arg", "z=[true, 0, 2]"]) == 2
     assert "`z: complex64[3]` takes complex numbers (1+2j), not true" in capsys.readouterr().err
