@@ -346,9 +346,12 @@ def test_load_and_reload(tmp_path, session):
     out = run_cells(session, ":reload", "scale([1.0, 2.0])")
     assert f"--> {path}:4:20" in out and "4 |     return x * K + zz" in out      # the file's own lines
     assert out.splitlines()[-1] == "f32[2] = [2. 4.]"                         # a failed reload changes nothing
+    run_cells(session, "def uses() -> i32:\n    return gone() + 1\n")
     path.write_text("const K: f32 = 10.0\n\ndef scale(x: f32[n]) -> f32[n]:\n    return x * K\n")
     out = run_cells(session, ":reload", "scale([1.0, 2.0])", "gone()")
-    assert out.splitlines()[:2] == [f"reloaded {path}: 1 function (scale), 1 constant (K)", "f32[2] = [10. 20.]"]
+    assert out.splitlines()[:2] == [f"reloaded {path}: 1 function (scale), 1 constant (K); removed gone",
+                                    "warning: after this change, `uses` does not compile:"]     # (was not said)
+    assert "f32[2] = [10. 20.]" in out.splitlines()
     assert "undefined name `gone`" in out or "unknown function `gone`" in out
     out = run_cells(session, ":load /no/such/file.arr", ":frob", ":type", f":load {path.parent}")
     assert "error: no such file: /no/such/file.arr" in out and f"error: {path.parent} is a directory" in out

@@ -244,16 +244,19 @@ def load_file(session: Session, path: str, reload: bool = False) -> None:
     old = [n for n in session.loaded.get(path, []) if n in session.items and session.items[n].origin == path]
     new = session.define(source, origin=path)
     names = [it.name for it in new]
-    for n in old:
-        if n not in names:
-            del session.items[n]
+    removed = [n for n in old if n not in names]
+    for n in removed:
+        del session.items[n]
     session.loaded[path] = names
     parts = []
     for kind, word in (("def", "function"), ("const", "constant")):
         defined = [it.name for it in new if it.kind == kind]
         if defined:
             parts.append(f"{len(defined)} {word}{'s' if len(defined) != 1 else ''} ({', '.join(defined)})")
-    session.write(f"{'reloaded' if reload else 'loaded'} {path}: {', '.join(parts) or 'nothing'}\n")
+    gone = f"; removed {', '.join(removed)}" if removed else ""
+    session.write(f"{'reloaded' if reload else 'loaded'} {path}: {', '.join(parts) or 'nothing'}{gone}\n")
+    if removed:                 # (what uses them no longer compiles: said now, as for any other change)
+        session.check_dependents(set(removed))
 
 
 def cmd_reload(session: Session, arg, arg_source) -> None:
