@@ -387,6 +387,10 @@ def test_cells_are_split_like_a_script():
               "else:\n    x = 3\ny = (1 +\n2)\n:help\n")
     assert split_cells(script) == ["x = 1", "def f() -> i32:\n    a = 1\n\n    return a\n# a comment",
                                    "if x > 0:\n    x = 2\nelse:\n    x = 3", "y = (1 +\n2)", ":help"]
+    # an unterminated string ends its line and the cell (a syntax error there, as in Python): the bracket
+    # before it took every later line of a piped script into the cell, silently
+    assert split_cells('print("unterminated)\nx = 1\nx\n') == ['print("unterminated)', "x = 1", "x"]
+    assert is_complete('print("unterminated)')
 
 
 def test_a_long_block_is_read_in_linear_time():

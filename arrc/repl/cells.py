@@ -7,7 +7,8 @@ import re
 
 def scan(text: str, depth: int = 0) -> tuple[int, list[str]]:
     """The bracket depth at the end of `text` (starting at `depth`) and its lines with comments removed
-    (strings respected; a string ends at the end of its line)."""
+    (strings respected; a string ends at the end of its line, and one that does, unterminated, closes the
+    brackets: the cell is a syntax error there, as in Python, not the start of the lines that follow)."""
     out, line, quote = [], [], None
     i = 0
     while i < len(text):
@@ -22,6 +23,7 @@ def scan(text: str, depth: int = 0) -> tuple[int, list[str]]:
                 if ch == "\n":
                     out.append("".join(line[:-1]))
                     line = []
+                    depth = 0
         elif ch in "\"'":
             quote = ch
             line.append(ch)
@@ -40,7 +42,7 @@ def scan(text: str, depth: int = 0) -> tuple[int, list[str]]:
             line.append(ch)
         i += 1
     out.append("".join(line))
-    return depth, out
+    return (0 if quote else depth), out
 
 
 def is_block(text: str) -> bool:
