@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import abi, ast, emit
 from .diagnostics import Label
 from .emit import hlo
@@ -234,6 +236,12 @@ def resolve(cx: CallCx, x: Val, subscripts, update: bool = False) -> list[_Axis]
             _check_index_value(cx, value, "an index")          # E0303 at the whole `x[mask]`
         _check_index_value(sub, value, "an index")
         if value.type.rank > 0:
+            known = value.static if isinstance(value.static, np.ndarray) else None     # a literal, `x[[5, 0]]`
+            if known is not None and known.size and size.is_const and \
+                    not (-size.value <= known.min() and known.max() < size.value):
+                bad = next(int(i) for i in known.flat if not -size.value <= i < size.value)
+                sub.error("E0208", f"index {bad} is out of range for a dimension of size {size.value}",
+                          f"valid indices are {-size.value}..{size.value - 1}")
             axes.append(_Axis(Dim.const(0), size, 1, False, gather=value))
         elif isinstance(value.static, Dim):
             axes.append(_Axis(_normalize(sub, value.static, size), Dim.const(1), 1, True))

@@ -752,3 +752,15 @@ def test_a_slice_step_past_i64_takes_one_element_as_numpy(step):
                      f"def g(x: f32[5], i: i32) -> f32[1]:\n    return x[i:i + 1:{step.lstrip('-')}]\n")
     np.testing.assert_array_equal(mod.f(x), x[::eval(step)])
     np.testing.assert_array_equal(mod.g(x, 2), x[2:3:abs(eval(step))])
+
+
+def test_a_literal_index_array_out_of_range_is_E0208_as_a_literal_index():
+    """`x[[5, 0]]` on 2 rows clamped 5 to 1 silently: its values are known, as `x[5]`'s (E0208)."""
+    for body in ("return x[[5, 0]]", "x[[0, -3]] = 1.0\n    return x"):
+        with pytest.raises(arrc.CompileError) as info:
+            arrc.loads(f"def f(x: f32[2, 3]) -> f32[2, 3]:\n    {body}\n")
+        [d] = info.value.diagnostics
+        assert d.code == "E0208" and d.message.endswith("is out of range for a dimension of size 2")
+    mod = arrc.loads("def f(x: f32[2, 3]) -> f32[2, 2]:\n    return x[:, [2, -3]]\n")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(mod.f(x), x[:, [2, -3]])
