@@ -40,6 +40,7 @@ WRAPPED_INDEX = "arrc.wrapped_index"  # a negative index wrapped by the size: bo
 CLAMPED_INDEX = "arrc.clamped_index"  # an index clamped into range: bounds checks it before the clamp
 IN_BOUNDS = "arrc.in_bounds"          # a dynamic slice/update whose starts are in range by construction
 COUNTED = "arrc.counted"              # on a stablehlo.while: its last carried value counts its iterations
+COUNTS_DOWN = "arrc.counts_down"      # and with this, counts them down (a backward loop: the forward iteration it sweeps)
 LANES = "arrc.lanes"                  # on the stablehlo.while that runs vmap's lanes one by one: "vmap(f)"
 BATCH_OF = "arrc.batch_of"            # on an op vmap's rules made: ["vmap(f)", ...], whose lanes are its results' dimensions 0, ... (nested vmaps, outermost first)
 MASKED = "arrc.masked"                # on an op of a branch vmap computes for every lane: a select drops the other lanes

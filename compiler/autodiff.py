@@ -1115,6 +1115,7 @@ def _backward(op, floats: list, captured: list, seeds: list, count: ir.Value, st
         + ([effects.no_past()] if nested else []) + [forward_iteration]
     backward, body = _counter_loop(start, count)
     backward.attributes[abi.COUNTED] = ir.BoolAttr.get(True)
+    backward.attributes[abi.COUNTS_DOWN] = ir.BoolAttr.get(True)        # (reports order by execution: j down)
     with ir.InsertionPoint(body):
         step, carried_cts, sums = body.arguments[0], body.arguments[1:1 + len(floats)], \
             body.arguments[1 + len(floats):1 + len(floats) + len(captured)]

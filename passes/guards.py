@@ -338,7 +338,8 @@ class _Guarder:
     def _unrolled(self, op, position: int) -> list:
         """(loop position, iteration) for each loop unrolled by autodiff whose copy holds `op` (abi.UNROLLED;
         an adjoint's are its forward operation's), as a loop's counter: a report names the iteration. A loop's
-        position is where its first copy (or first adjoint) was met, so reports order by iteration."""
+        position is where its first copy (or first adjoint) was met, so reports order by iteration; an
+        adjoint's is negative, its copies running the iterations last first (as a backward loop's)."""
         source = op
         if abi.UNROLLED not in op.attributes:
             if not self.unrolled_at:
@@ -347,7 +348,8 @@ class _Guarder:
             if source is None or abi.UNROLLED not in source.attributes:
                 return []
         pairs = i64s(source.attributes[abi.UNROLLED])
-        return [(self.unrolled_at.setdefault((loop, source is not op), position), k)
+        sign = -1 if source is not op else 1
+        return [(sign * self.unrolled_at.setdefault((loop, source is not op), position), k)
                 for loop, k in zip(pairs[::2], pairs[1::2])]
 
     def _regions(self, op, loops: list, position: int) -> None:
@@ -357,8 +359,11 @@ class _Guarder:
             cond, body = op.regions[0].blocks[0], op.regions[1].blocks[0]
             if abi.LANES in op.attributes:      # vmap's lanes, one by one: reports name the lane
                 self.lane_loops[position] = emit.attr_text(op.attributes[abi.LANES])
-            self._block(cond, loops + [(position, cond.arguments[len(cond.arguments) - 1])])
-            self._block(body, loops + [(position, body.arguments[len(body.arguments) - 1])])
+            # A loop counting down (a backward loop) has its position negative: the report orders its
+            # iterations by execution, the highest counter first (runtime/guards.py Event.key).
+            at = -position if abi.COUNTS_DOWN in op.attributes else position
+            self._block(cond, loops + [(at, cond.arguments[len(cond.arguments) - 1])])
+            self._block(body, loops + [(at, body.arguments[len(body.arguments) - 1])])
             return
         for region in op.regions:
             for block in region.blocks:
@@ -627,7 +632,7 @@ class _Guarder:
                 attrs = call.operation.attributes
                 attrs[abi.KIND] = ir.StringAttr.get(kind)
                 attrs[abi.ORDER] = _i64_array([p for p, _ in loops] + [position])
-                lanes = [self.lane_loops.get(p, "") for p, _ in loops]
+                lanes = [self.lane_loops.get(p, "") for p, _ in loops]         # (lane loops never count down)
                 if any(lanes):
                     attrs[abi.LANES] = _strings(lanes)
                 if abi.BATCH_OF in op.operation.attributes:     # vmap's lanes are its results' first dimension

@@ -132,10 +132,11 @@ class Event:
 
     @property
     def key(self) -> list:
-        """Execution order: (loop position, iteration) for each enclosing loop, then the op position."""
+        """Execution order: (loop position, iteration) for each enclosing loop, then the op position; a loop
+        whose position is negative counts down (passes/guards.py: a backward loop runs j = T-1 first)."""
         key = []
         for position, count in zip(self.site.order[:-1], self.counters):
-            key += [position, count]
+            key += [abs(position), -count if position < 0 else count]
         return key + [self.site.order[-1]]
 
 

@@ -1040,6 +1040,20 @@ def test_a_backward_pass_report_names_the_forward_iteration_and_the_taped_value(
     assert str(err.value) == LOOP_REPORT.format(forward=forward)
 
 
+@pytest.mark.parametrize("header", ["for i in range(20):", "for i in range(n):", "for i in range(n, bound=30):",
+                                    "for i in range(7):"])
+def test_of_two_faults_in_a_backward_loop_the_first_to_run_is_reported(header):
+    """The backward loop runs the forward iterations last first: of faults at forward iterations 2 and 5,
+    5's runs first and is the one reported (as the guards report the first fault in execution order),
+    for a taped, a recomputed, a bounded and an unrolled loop alike."""
+    mod = arrc.loads(f"def loss(x: f64[3], n: i32) -> f64:\n    s = 0.0\n    {header}\n"
+                     "        s = s + sum(sqrt(abs(x - f64(i))))\n    return s\n", guards="nan,inf", warnings="ignore")
+    with pytest.raises(arrc.InfError) as err:
+        arrc.grad(mod.loss)(np.array([2.0, 5.0, 13.5]), 20 if "7" not in header else 7)
+    assert "the derivative of `sqrt` produced inf at index [1]" in str(err.value)
+    assert "  = note: in loop iteration 5\n" in str(err.value)
+
+
 def test_a_report_in_a_short_loop_the_derivative_unrolls_names_its_iteration():
     """A `for` loop of at most 8 iterations is unrolled before the sweep: its copies' reports, forward and
     backward, name the iteration as a loop's do (the nested loop's too, outermost first)."""
