@@ -283,7 +283,7 @@ def _start_ir(cx: CallCx, a: _Axis, size: int, index_dtype):
     if a.start.type.dtype == U64 and index_dtype != U64:     # next to a signed start: clamped as any start past
         start = cx.ir(a.start)                               # the end is, not wrapped into the negatives
         highest = emit.const(int_range(index_dtype)[1], U64)
-        return emit.convert(hlo.minimum(start, highest), U64, index_dtype)
+        return emit.mark(emit.convert(hlo.minimum(start, highest), U64, index_dtype), abi.SATURATED_INDEX)
     least, _ = value_range(a.start)
     if least is not None and least >= 0:
         return cx.ir(a.start, index_dtype)

@@ -187,15 +187,15 @@ def _first(mask: ir.Value) -> ir.Value:
 
 
 def _at(x: ir.Value, index: ir.Value) -> ir.Value:
-    """Element `index` (flat) of `x`, as f64 for floats, complex<f64> for complex numbers and i64 for
-    integers."""
+    """Element `index` (flat) of `x`, as f64 for floats, complex<f64> for complex numbers, u64 for u64 (its
+    values past i64 shown as they are) and i64 for other integers."""
     dt = _element_dtype(x.type)
     if emit.shape_of(x):
         x = hlo.reshape(ir.RankedTensorType.get([], ir.RankedTensorType(x.type).element_type),
                         hlo.dynamic_slice(_flat(x), [index], [1]))
     if _is_complex(x.type):
         return hlo.convert(ir.RankedTensorType.get([], ir.ComplexType.get(ir.F64Type.get())), x)
-    wide = F64 if dt.is_float else I64
+    wide = F64 if dt.is_float else dt if dt == DTYPES["u64"] else I64
     return emit.convert(x, dt, wide) if dt != wide else x
 
 
@@ -845,12 +845,15 @@ def _has_attr(owner, name: str) -> bool:
 
 
 def _raw_index(value: ir.Value) -> ir.Value:
-    """The index the program asked for, before arrc wrapped a negative one (`-1` -> `n - 1`)."""
+    """The index the program asked for, before arrc wrapped a negative one (`-1` -> `n - 1`) or saturated
+    a u64 one into i64 (compiler/ops_index.py `_start_ir`: convert(minimum(u64 index, i64 max)))."""
     owner = value.owner
     if isinstance(owner, ir.Operation) or hasattr(owner, "attributes"):
         try:
             if abi.WRAPPED_INDEX in owner.attributes:
                 return owner.operands[2]
+            if abi.SATURATED_INDEX in owner.attributes:
+                return owner.operands[0].owner.operands[0]
         except (AttributeError, TypeError):
             pass
     return value

@@ -740,8 +740,10 @@ def test_a_u64_start_next_to_a_signed_one_is_clamped_not_cut_to_32_bits():
         np.testing.assert_array_equal(np.asarray(mod.h(x, i, np.int64(0)))[:, 0], [0, 5, 10, -1])
     assert float(mod.f(x, np.uint64(2), np.int32(-1))) == 14.0
     guarded = arrc.loads(mod.sources["<string>"].text, guards="bounds")
-    with pytest.raises(arrc.BoundsError):
-        guarded.f(x, np.uint64(2 ** 32 + 1), np.int32(0))
+    for i in (2 ** 32 + 1, 2 ** 64 - 1):             # the index the program gave, not the saturated one
+        with pytest.raises(arrc.BoundsError) as info:
+            guarded.f(x, np.uint64(i), np.int32(0))
+        assert f"index {i} is out of range for dimension 0 of size 4" in str(info.value)
 
 
 @pytest.mark.parametrize("step", ["2**63", "-2**63", "2**64", "-7"])
