@@ -271,10 +271,11 @@ class FunctionLowering:
         lane), and moved to the insertion point; `args` have their lanes along `in_axes` (None: shared).
         Prints and asserts of `name` use the caller's run id and io token, passed from lane to lane."""
         program = self.m.program
+        shown = program.functions[name].shown_name      # (arrc.vmap's wrapper: `vmap(f)`, not its own name)
         sub_lowering = ModuleLowering(program, self.m.context)
         sub_lowering.effect_sites = self.m.effect_sites
         sub_lowering.call_sites = self.m.call_sites if walk.fn.name.startswith(WRAPPER_PREFIX) else \
-            self.m.call_sites + [ir.Location.name(f"vmap({name})", childLoc=self.m._file_loc(span))]   # (arrc.vmap's
+            self.m.call_sites + [ir.Location.name(f"vmap({shown})", childLoc=self.m._file_loc(span))]   # (arrc.vmap's
         # wrapper is the entry, named `vmap(name)`: a report says "in vmap(f)", not where the wrapper calls it)
         sub = sub_lowering.lower(name, lane_types)
         fn = next(op for op in sub.module.body.operations if op.operation.name == "func.func")
@@ -290,7 +291,7 @@ class FunctionLowering:
                                                                        if d != axis])
                  for a, axis in zip(args, in_axes)]
         batched_fn, _ = vmap_function(fn, [False] * len(hidden) + [axis is not None for axis in in_axes], size,
-                                      threaded, f"vmap({name})")
+                                      threaded, f"vmap({shown})")
         results = emit.inline_block(batched_fn.regions[0].blocks[0], hidden + moved)[1]
         batched_fn.operation.erase()
         if hidden:

@@ -511,6 +511,12 @@ def test_a_report_from_the_python_api_names_vmap_f_and_no_wrapper():
     assert str(info.value).splitlines()[-2:] == ["  = note: in lane 1 of vmap(f)", "  = note: in vmap(f)"]
     with pytest.raises(ValueError, match="needs an argument with an axis to map over"):
         arrc.vmap(mod.f, in_axes=None)
+    vv = arrc.vmap(arrc.vmap(mod.f))                 # a vmap of a vmap: no wrapper's name either
+    assert repr(vv) == "<arr function vmap(vmap(f))(x: f32[lanes1, lanes, 3]) -> f32[lanes1, lanes]>"
+    with pytest.raises(arrc.NaNError) as info:
+        vv(np.stack([x, x, x]))
+    assert str(info.value).splitlines()[-3:] == ["  = note: in lane 0 of vmap(vmap(f))", "  = note: in lane 1 of vmap(f)",
+                                                 "  = note: in vmap(vmap(f))"]
 
 
 def test_the_example_equals_jax():
