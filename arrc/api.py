@@ -1,7 +1,6 @@
 """The Python API (LANGUAGE.md section 10): load, loads, spec, modules and their functions."""
 from __future__ import annotations
 
-import dataclasses
 import functools
 import gc
 import math
@@ -727,19 +726,7 @@ def vmap(fn: Function, in_axes=0, out_axes=0) -> Function:
     module = loads(sources[0].text.rstrip("\n") + "\n" + text, filename=sources[0].name, guards=fn.module.guards,
                    warnings="ignore", guard_scope=fn.module.guard_scope, device=fn.module.device,
                    constants=constants, externs=program.extern_functions)
-    functions = module._program.functions          # reports name them `vmap(f)`, as arr's own vmap (this
-    for name in functions:                          # wrapper, and an earlier one of a vmap of a vmap)
-        if name.startswith(ast.WRAPPER_PREFIX):
-            functions[name] = dataclasses.replace(functions[name], label=_wrapper_label(name))
-    return module[wrapper]
-
-
-def _wrapper_label(name: str) -> str:
-    """`vmap(f)` for arrc.vmap's wrapper of f, `vmap(vmap(f))` for its wrapper's."""
-    depth = 0
-    while name.startswith(ast.WRAPPER_PREFIX):
-        name, depth = name[len(ast.WRAPPER_PREFIX):], depth + 1
-    return "vmap(" * depth + name + ")" * depth
+    return module[wrapper]           # (reports name it `vmap(f)`: ast.FunctionDef.shown_name)
 
 
 @functools.lru_cache(maxsize=None)

@@ -246,7 +246,13 @@ class FunctionDef(Node):
 
     @property
     def shown_name(self) -> str:
-        return self.label or self.name
+        """Its label, `vmap(f)` for arrc.vmap's wrapper of f (`vmap(vmap(f))` for a wrapper's), else its name."""
+        if self.label:
+            return self.label
+        name, depth = self.name, 0
+        while name.startswith(WRAPPER_PREFIX):
+            name, depth = name[len(WRAPPER_PREFIX):], depth + 1
+        return "vmap(" * depth + name + ")" * depth
 
 
 @dataclass(frozen=True)
