@@ -25,6 +25,11 @@ from ..compiler.ops_linalg import is_linalg, linalg_call
 from .base import ModulePass
 from ..compiler.walk import walk_ops
 
+# PJRT platform -> operations whose refusal below is XLA aborting the process rather than an error. TPU: an
+# f32 SVD with its singular vectors aborts in XLA's TransposeFolding (check failure "buffer != nullptr";
+# jnp.linalg.svd and pinv too; measured on a v5e with JAX 0.10.2; f64, and the singular values alone, run).
+ABORTS: dict[str, set[str]] = {"tpu": {"svd", "pinv", "lstsq"}}
+
 # PJRT platform -> operation -> the element types (arr's names) of its result it cannot have there. TPU:
 # measured on a v5e with JAX 0.10.2 (2026-12-05): f64 and complex128 convolutions run and equal the CPU's
 # (XLA splits them into 32-bit parts); i64 and u64 ones are UNIMPLEMENTED there.
@@ -34,10 +39,7 @@ UNSUPPORTED: dict[str, dict[str, set[str]]] = {
             # JAX lowers these to an `LuDecomposition` custom call that XLA refuses for f64 (measured as above;
             # cholesky, qr and eigh run)
             **{f"linalg {name}": {"f64"} for name in ("solve", "inv", "det", "slogdet", "lu")},
-            # an f32 SVD with its singular vectors aborts the process in XLA's TransposeFolding (check failure
-            # "buffer != nullptr"; jnp.linalg.svd and pinv too; measured as above; f64, and the singular values
-            # alone, run)
-            **{f"linalg {name}": {"f32"} for name in ("svd", "pinv", "lstsq")}},
+            **{f"linalg {name}": {"f32"} for name in ABORTS["tpu"]}},
     "rocm": {"stablehlo.convolution": {"f64", "complex64", "complex128", "i8", "i16", "i32", "i64", "u8", "u16",
                                        "u32", "u64"}},
 }
@@ -90,8 +92,8 @@ def _refusal(platform: str, op, kind: str, dtype: str, why: str) -> Diagnostic:
     note = f"{platform} has no {word} kernels for {', '.join(sorted(UNSUPPORTED[platform][kind]))}" \
         if why == "table" else f"a test {word} in {dtype} failed on {platform} (probed once in a subprocess; " \
                                f"the answer is kept with the compile cache)"
-    if why == "table" and dtype == "f32" and kind.startswith("linalg "):      # (svd, pinv, lstsq on a TPU)
-        note = f"XLA aborts the process compiling it for {platform} (JAX's {kind[7:]} of f32 too)"
+    if why == "table" and kind.removeprefix("linalg ") in ABORTS.get(platform, ()):
+        note = f"XLA aborts the process compiling it for {platform} (JAX's {kind[7:]} of {dtype} too)"
     return Diagnostic("E0504", f"the {platform} backend cannot run {a} {dtype} {word}", span_of(op.location),
                       f"{a} {dtype} {word}", notes=[note],
                       help=f"cast the operands (`.astype({other})`) or run it on another device (`device=\"cpu\"`)")
