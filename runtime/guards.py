@@ -364,7 +364,7 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
         notes.append("in loop iteration " + ", ".join(str(c) for c in loops)
                      + (" (outermost first)" if len(loops) > 1 else ""))
     notes += [f"in lane {c} of {lane}" for c, lane in zip(event.counters, lanes) if lane]
-    notes += [f"in lane {lane} of {label}" for lane, label in zip(lanes_at, batch_of)]
+    notes += [f"in lane {lane} of {mapped}" for lane, mapped in zip(lanes_at, batch_of)]
     if site.chain:
         functions = [name for name, _ in site.chain] + [entry]
         parts = [f"in the backward pass, in {functions[0]}" if site.derivative_of else f"in {functions[0]}"]
