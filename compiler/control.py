@@ -18,7 +18,7 @@ from .emit import hlo
 from .optable import weak_literal_fits
 from .span import Span
 from .types import BOOL, I32, I64, U64, ArrayType, Dim, DType, int_range, promote, wrap_int
-from .values import POISON, ArrError, DeferredBool, Poisoned, TupleVal, Unbound, Val, describe
+from .values import POISON, ArrError, DeferredBool, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe
 
 IO = "$io"        # the hidden variable that orders run-time effects (print/assert); see effects.py
 
@@ -170,8 +170,16 @@ class ControlFlow:
                 self.env[name] = vt if isinstance(vt, Unbound) else vf
                 continue
             if not isinstance(vt, Val) or not isinstance(vf, Val):
-                if vt is vf:
+                if vt is vf or isinstance(vt, (StrVal, DTypeVal)) and vt == vf:
+                    self.env[name] = vt
                     continue
+                if isinstance(vt, (StrVal, DTypeVal)) and type(vt) is type(vf):
+                    raise ArrError("E0301", f"`{name}` is a {describe(vt).split()[0]} with another value in each "
+                                            "branch of a run-time `if`", spans_t.get(name, stmt.span),
+                                   f"{_shown(vt)} here", labels=[Label(spans_f.get(name, stmt.span),
+                                                                       f"{_shown(vf)} here")],
+                                   notes=["a string or dtype is known at compile time; which branch runs is "
+                                          "known only at run time"])
                 raise ArrError("E0301", f"`{name}` must be an array after the `if`, found {describe(vt)} and "
                                         f"{describe(vf)}", spans_t.get(name, stmt.span), "assigned here")
             merged = merge_type(vt.type, vf.type)
@@ -341,6 +349,7 @@ class ControlFlow:
                 break
         else:
             raise AssertionError("loop-carried types did not settle")
+        self._compile_time_unchanged(stmt, assigned, before, after, spans_after)
         if runtime and bound is None and any(t.dtype.is_float for t in types.values()):
             # (W0004 names it to a derivative: one that carries no float has none, as a loop that counts)
             self.program.runtime_loops.setdefault(self.fn.name, {})[header] = word
@@ -350,6 +359,23 @@ class ControlFlow:
             self._unbind_loop_locals(stmt, before, spans_after)
             return
         self._lower_loop(stmt, counter, names, types, before, bound)
+
+    def _compile_time_unchanged(self, stmt, assigned, before: dict, after: dict, spans_after: dict) -> None:
+        """E0302 where the body gives a string or dtype variable of before the loop another value: such a
+        value is known at compile time, and whether (or how often) the loop runs is not."""
+        for n in assigned:
+            old, new = before.get(n), after.get(n)
+            if not isinstance(old, (StrVal, DTypeVal)) or new is None or isinstance(new, (Poisoned, Unbound)) \
+                    or new == old:
+                continue
+            what = "a string" if isinstance(old, StrVal) else "a dtype"
+            raise ArrError("E0302", f"loop changes `{n}`, {what}, which is known at compile time",
+                           spans_after.get(n, stmt.span), f"now {_shown(new)}",
+                           labels=[Label(self.spans.get(n, stmt.span), f"{_shown(old)} before the loop")],
+                           notes=[f"{what} has one value for the whole function: how often the loop runs is "
+                                  "known only at run time"],
+                           help=f"use another name for the value inside the loop, or give `{n}` its final value "
+                                "before the loop")
 
     def _walk_body(self, stmt, counter, carried: dict, before: dict):
         self.env, saved_spans = dict(before), dict(self.spans)
@@ -520,6 +546,11 @@ class ControlFlow:
 
     def _has_effects(self, expr) -> bool:
         return self.program.has_effect_call(expr)
+
+
+def _shown(v) -> str:
+    """A compile-time value as a label shows it: a string's text, quoted."""
+    return f'"{v.text}"' if isinstance(v, StrVal) else describe(v)
 
 
 def _outer_keys(before: dict, carried) -> set:

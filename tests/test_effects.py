@@ -470,3 +470,13 @@ def test_print_with_a_keyword_argument_is_E0103():
             arrc.loads(f"def main(x: f32) -> f32:\n    {call}\n    return x\n")
         [d] = info.value.diagnostics
         assert (d.code, d.message) == ("E0103", f"`print` takes no keyword arguments, found `{name}=`")
+
+
+def test_a_string_variable_keeps_one_value_through_loops_and_branches(capfd):
+    """A string is known at compile time: a loop or a run-time `if` may assign it only the value it has
+    (E0302 / E0301 otherwise, tests/golden/diagnostics); the same text in both branches is one value."""
+    mod = arrc.loads('def f(n: i32, c: bool) -> f32:\n    t = "x"\n    for i in range(n):\n        t = "x"\n'
+                     '        print(t, i)\n    if c:\n        u = "y"\n    else:\n        u = "y"\n'
+                     '    print(t, u)\n    return 1.0\n', filename="s.arr")
+    mod.f(2, False)
+    assert capfd.readouterr().out == "x 0\nx 1\nx y\n"
