@@ -10,7 +10,7 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from ..compiler import abi
-from ..compiler.effects import BoundSite
+from ..compiler.effects import BoundSite, PrintSite
 from ..passes.guards import results_check, results_filter
 from ..passes.rewrite import attr_text, entry, int_attr, ops_named, retarget_callbacks
 from . import effects
@@ -32,6 +32,7 @@ class Compiled:
                 else attr_text(fop.attributes["sym_name"])
             self.sites = found = sites(module)
             self.may_not_end = may_not_end(module)
+            self.prints = any(isinstance(site, PrintSite) for site in found.values())
             retarget_callbacks(module, platform)
         # Callbacks by index, each made from the site its custom_call describes: only what arrc registered
         # for this module can be called. An index whose callback was removed as dead code (a derivative's
@@ -46,9 +47,9 @@ class Compiled:
         # `compile_and_load` raises KeyboardInterrupt at Ctrl-C while XLA goes on compiling on its own
         # threads, and the MLIR module it reads is then freed by the unwinding (a segfault a moment later).
         # On a helper thread jaxlib never sees the signal: the compile ends normally, its result abandoned.
-        self.executable = interruptible(Executable, module, platform, callbacks, ends=True)
+        self.executable = interruptible(Executable, module, platform, callbacks, kind="compile")
         # The results check (passes/guards.py `results_check`): a second executable on the result buffers.
-        self.check = interruptible(Executable, check, platform, ends=True) if check is not None else None
+        self.check = interruptible(Executable, check, platform, kind="compile") if check is not None else None
         self._filter, self.platform = None, platform
 
     @property
@@ -56,7 +57,7 @@ class Compiled:
         """The cheaper results check the API's fast path runs (passes/guards.py `results_filter`): false
         where every float result is finite. Compiled at its first use."""
         if self._filter is None and self._filter_module is not None:
-            self._filter = interruptible(Executable, self._filter_module, self.platform, ends=True)
+            self._filter = interruptible(Executable, self._filter_module, self.platform, kind="compile")
         return self._filter
 
     def __call__(self, values: list, quiet: bool = False):
@@ -81,9 +82,11 @@ class Compiled:
             if self.run_arg is None and not self.may_not_end:
                 out = self._run(args, state)
             else:
-                out = interruptible(self._run, args, state)
-        finally:
-            effects.end(run_id)
+                out = interruptible(self._run, args, state, kind="prints" if self.prints else "run")
+        except BaseException:
+            effects.end(run_id, abandoned=True)     # (also where it ended with an error: it calls back no more)
+            raise
+        effects.end(run_id)
         if state.failure is None:
             state.failure = self.past_bound(out)
         return out[: len(out) - self.extra], state
@@ -108,7 +111,7 @@ class Compiled:
 
 def callback_of(site, sources: dict, loops: dict):
     """The host callback of a print, assert or guard report site (`loops`: the module's bounded loops)."""
-    return make_callback(site, effects.runs()) if isinstance(site, GuardSite) else effects.host_callback(site, sources, loops)
+    return make_callback(site, effects.state_of) if isinstance(site, GuardSite) else effects.host_callback(site, sources, loops)
 
 
 def _no_site(*args):
@@ -124,7 +127,7 @@ def may_not_end(module) -> bool:
     return any(abi.TRIP_COUNT not in op.attributes for op in ops_named(module.operation, "stablehlo.while"))
 
 
-def interruptible(fn, *args, ends: bool = False):
+def interruptible(fn, *args, kind: str = "run"):
     """`fn(*args)`, made so that Ctrl-C (SIGINT) raises KeyboardInterrupt while it runs.
 
     XLA:CPU runs an executable whose cost analysis counts fewer than 1,000 flops (an endless scalar
@@ -134,8 +137,9 @@ def interruptible(fn, *args, ends: bool = False):
     thread `fn` runs on a helper thread and the main thread waits for it in `Lock.acquire`, where
     Python's handler runs (KeyboardInterrupt). On KeyboardInterrupt the helper is abandoned: PJRT cannot cancel an execution,
     so it keeps a CPU busy until the program ends (a daemon thread: it does not keep the process alive);
-    the next call gets a new helper (`ends`: `fn` is a compile, which the process's exit waits for if it was
-    abandoned: `_leave_after_abandoned_work`). Elsewhere (not the main thread, where no signal arrives) `fn` just
+    the next call gets a new helper (`kind`: "compile", "prints" for a run of a program that prints, whose
+    next print stops it once abandoned, runtime/effects.py `state_of`, or "run": what the process's exit
+    waits for, `_leave_after_abandoned_work`). Elsewhere (not the main thread, where no signal arrives) `fn` just
     runs. Cost: two thread switches, ~15-60 us (more on a loaded machine); the API's dispatcher fast
     path (plain positional calls of a program without a `while` loop: `may_not_end`) does not come here."""
     if threading.current_thread() is not threading.main_thread():
@@ -144,7 +148,7 @@ def interruptible(fn, *args, ends: bool = False):
     done = threading.Lock()
     done.acquire()
     box: list = []
-    helper.jobs.put((fn, args, box, done, "compile" if ends else "run"))
+    helper.jobs.put((fn, args, box, done, kind))
     try:
         # With a timeout: the kernel may deliver SIGINT to any thread (the helper, XLA's), and then
         # nothing wakes a main thread blocked in `acquire`; it runs the Python handler when it wakes.
@@ -168,7 +172,7 @@ class _Helper:
     def __init__(self):
         import queue
         self.jobs = queue.SimpleQueue()
-        self.busy: str | None = None            # the kind of the job it runs: "compile" (it ends) or "run"
+        self.busy: str | None = None            # the kind of the job it runs (`interruptible`)
         threading.Thread(target=self._loop, name="arrc-run", daemon=True).start()
 
     def _loop(self):
@@ -198,14 +202,21 @@ def helpers_busy() -> bool:
 
 
 def _leave_after_abandoned_work() -> None:
-    """At exit (atexit), after a Ctrl-C abandoned a compile on a helper thread: Python's finalization must not
-    run while the compile can return into Python (`helpers_busy`): that was "FATAL: exception not rethrown",
-    an abort, where a script interrupted a call and then ended. A compile ends: it is waited for. (A program
-    left running is not: it may never end. One that ends during the few milliseconds of finalization still
-    aborts the process; one that ends before or never does not.)"""
+    """At exit (atexit), after a Ctrl-C abandoned a compile or a run on a helper thread: Python's finalization
+    must not run while it can call into Python (a return, a print's callback): that was "FATAL: exception not
+    rethrown", an abort, where a script interrupted a call and then ended. A compile ends: it is waited for.
+    A program that prints stops at its next print: it is waited for up to PRINT_GRACE_S (its print may never
+    come: `while True` after a print). (A program left running is not waited for, it may never end: one that
+    calls back or ends during the few milliseconds of finalization still aborts the process; one that does
+    so before or never does not, and a guard's or an assert's callback runs only at a fault.)"""
     import time
-    while any(helper.busy == "compile" for helper in _abandoned):
+    deadline = time.monotonic() + PRINT_GRACE_S
+    while any(helper.busy == "compile" or helper.busy == "prints" and time.monotonic() < deadline
+              for helper in _abandoned):
         time.sleep(0.01)
+
+
+PRINT_GRACE_S = 1.0
 
 
 def _helper() -> _Helper:

@@ -43,9 +43,30 @@ def begin(quiet: bool = False) -> tuple[int, RunState]:
     return run_id, state
 
 
-def end(run_id: int) -> RunState:
+def end(run_id: int, abandoned: bool = False) -> RunState:
+    """Forget the run; `abandoned`: its call left it running (Ctrl-C), and its next callback stops it."""
     with _lock:
+        if abandoned:
+            _abandoned.add(run_id)
         return _runs.pop(run_id)
+
+
+_abandoned: set = set()
+
+
+class RunAbandoned(Exception):
+    """Raised by a host callback of a run its call abandoned at Ctrl-C: XLA then ends the execution with an
+    error that nobody reads. PJRT cannot cancel an execution, and one left running would call back into
+    Python while the interpreter exits, which aborts the process (runtime/call.py `interruptible`)."""
+
+
+def state_of(run_id) -> RunState | None:
+    """The RunState a host callback reports to (None: a run id of no call's, such as sharding's `_no_run`);
+    raises RunAbandoned where the call abandoned the run."""
+    state = _runs.get(int(run_id))
+    if state is None and int(run_id) in _abandoned:
+        raise RunAbandoned(f"run {int(run_id)} was abandoned at Ctrl-C")
+    return state
 
 
 def format_value(value: np.ndarray, keys: bool = False) -> str:
@@ -64,7 +85,7 @@ def format_value(value: np.ndarray, keys: bool = False) -> str:
 
 def _print_callback(site: PrintSite, sources: dict):
     def callback(run_id, io, *values):
-        state = _runs.get(int(run_id))
+        state = state_of(run_id)
         out = sys.stdout
         if state is not None and state.failure is None and not state.quiet and out is not None:   # (None: as
             values = iter(values)                                                                 # Python's print)
@@ -80,7 +101,7 @@ def _print_callback(site: PrintSite, sources: dict):
 
 def _assert_callback(site: AssertSite, sources: dict):
     def callback(run_id, io, first, *counters):
-        state = _runs.get(int(run_id))
+        state = state_of(run_id)
         if state is not None and state.failure is None:
             index = tuple(int(i) for i in np.unravel_index(int(first), site.shape)) if site.shape else ()
             iteration = tuple(int(c) for c in counters) or None
@@ -123,7 +144,7 @@ def past_bound_error(loops: dict, past, sources: dict) -> LoopBoundExceeded | No
 
 def _report_callback(loops: dict, sources: dict):
     def callback(run_id, io, past):
-        state = _runs.get(int(run_id))
+        state = state_of(run_id)
         if state is not None and state.failure is None:
             state.failure = past_bound_error(loops, past, sources)
         return (np.int32(io + 1),)

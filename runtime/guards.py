@@ -140,9 +140,10 @@ class Event:
         return key + [self.site.order[-1]]
 
 
-def make_callback(site: GuardSite, runs: dict):
+def make_callback(site: GuardSite, state_of):
+    """The host callback of a guard's report site; `state_of` finds a run id's RunState (runtime/effects.py)."""
     def callback(run_id, first, *rest):
-        state = runs.get(int(run_id))
+        state = state_of(run_id)
         if state is not None:
             loops = len(site.order) - 1
             state.events.append(Event(site, int(first), tuple(int(c) for c in rest[:loops]),

@@ -290,6 +290,40 @@ def test_api_raises_keyboard_interrupt(program):
         assert code == 0, (attempt, code, err.text[-2000:])
 
 
+PRINTING = """def main(n: i32) -> i32:
+    i = 0
+    while i < n:
+        if i % 100000 == 0:
+            print("at", i)
+        i += 1
+    return i
+"""
+
+
+def test_api_interrupted_printing_program_stops_and_the_process_exits_cleanly(tmp_path):
+    """A call of a program that keeps printing, interrupted, then another call and the script's end: the
+    abandoned run went on printing (its prints silenced) and called into Python while the interpreter
+    exited, which aborted the process ("FATAL: exception not rethrown", exit 134). Its next print now stops
+    it (runtime/effects.py `state_of`), and the exit waits for that (runtime/call.py). Twice."""
+    path = tmp_path / "printing.arr"
+    path.write_text(PRINTING)
+    child = _DEFAULT_SIGINT + (
+        "import sys, arrc\nm = arrc.load(sys.argv[1])\ntry:\n    m.main(2 ** 31 - 1)\n"
+        "except KeyboardInterrupt:\n    print('KeyboardInterrupt', flush=True)\n"
+        "print('after', int(m.main(3)), flush=True)\n")
+    for attempt in range(2):
+        proc, out, err = _start([PYTHON, "-c", child, str(path)])
+        try:
+            assert out.wait_for("at 100000"), (attempt, err.text[-2000:])
+            proc.send_signal(signal.SIGINT)
+            code = proc.wait(HANG)
+        finally:
+            _stop(proc)
+        text = out.finish()
+        assert text.endswith("KeyboardInterrupt\nat 0\nafter 3\n"), (attempt, text[-500:], err.text[-2000:])
+        assert code == 0 and "FATAL" not in err.text, (attempt, code, err.text[-2000:])
+
+
 def test_piped_repl_session_survives(program):
     """A piped REPL: a cell running an endless loop is interrupted, `interrupted` is printed and the
     next cell answers, with the session's bindings kept; three times in one session."""
