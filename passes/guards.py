@@ -30,7 +30,7 @@ from jaxlib.mlir.dialects import stablehlo as hlo
 from ..compiler import abi, emit
 from ..compiler.effects import CALLBACK_TARGET, sites_in
 from ..compiler.ops_linalg import SHARD, is_linalg, linalg_call
-from ..compiler.types import BOOL, DTYPES, F32, F64, I64
+from ..compiler.types import BOOL, DTYPES, F32, I64
 from .base import ModulePass
 from .rewrite import attr_text, count_iterations, entry, i64s, inline_calls, run_argument
 from ..compiler.walk import walk_ops
@@ -187,15 +187,16 @@ def _first(mask: ir.Value) -> ir.Value:
 
 
 def _at(x: ir.Value, index: ir.Value) -> ir.Value:
-    """Element `index` (flat) of `x`, as f64 for floats, complex<f64> for complex numbers, u64 for u64 (its
-    values past i64 shown as they are) and i64 for other integers."""
+    """Element `index` (flat) of `x`: a float as it is (a convert to f64 inside the program read a subnormal
+    as 0: XLA runs programs flushing them, so `1.0 / 1e-40` reported `y = 0.0`), complex<f64> for complex
+    numbers, u64 for u64 (its values past i64 shown as they are) and i64 for other integers."""
     dt = _element_dtype(x.type)
     if emit.shape_of(x):
         x = hlo.reshape(ir.RankedTensorType.get([], ir.RankedTensorType(x.type).element_type),
                         hlo.dynamic_slice(_flat(x), [index], [1]))
     if _is_complex(x.type):
         return hlo.convert(ir.RankedTensorType.get([], ir.ComplexType.get(ir.F64Type.get())), x)
-    wide = F64 if dt.is_float else dt if dt == DTYPES["u64"] else I64
+    wide = dt if dt.is_float or dt == DTYPES["u64"] else I64
     return emit.convert(x, dt, wide) if dt != wide else x
 
 

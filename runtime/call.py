@@ -110,8 +110,46 @@ class Compiled:
 
 
 def callback_of(site, sources: dict, loops: dict):
-    """The host callback of a print, assert or guard report site (`loops`: the module's bounded loops)."""
-    return make_callback(site, effects.state_of) if isinstance(site, GuardSite) else effects.host_callback(site, sources, loops)
+    """The host callback of a print, assert or guard report site (`loops`: the module's bounded loops), run
+    with subnormal floats kept (`_keeping_subnormals`)."""
+    made = make_callback(site, effects.state_of) if isinstance(site, GuardSite) else \
+        effects.host_callback(site, sources, loops)
+    return _keeping_subnormals(made)
+
+
+def _keeping_subnormals(callback):
+    """`callback` run in the C library's default floating-point environment. XLA runs a program, and the host
+    callbacks it calls, with the CPU flushing subnormal floats to zero (x86's DAZ/FTZ): there NumPy reads
+    3e-39 (f32) as 0, so `print` wrote `[0. 0.]` and a report said `y = 0.0` for the divisor 1e-40. Saved and
+    restored around each call (`fegetenv`/`fesetenv`, glibc and musl: FE_DFL_ENV is (fenv_t *) -1)."""
+    if _FENV is None:
+        return callback
+    import ctypes
+
+    def run(*args):
+        saved = ctypes.create_string_buffer(64)     # (a fenv_t: 32 bytes on x86-64, 8 on aarch64)
+        _FENV.fegetenv(saved)
+        _FENV.fesetenv(ctypes.c_void_p(-1))
+        try:
+            return callback(*args)
+        finally:
+            _FENV.fesetenv(saved)
+    return run
+
+
+def _libm():
+    import sys
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+    import ctypes.util
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+    except OSError:
+        return None
+
+
+_FENV = _libm()
 
 
 def _no_site(*args):

@@ -69,18 +69,20 @@ def state_of(run_id) -> RunState | None:
     return state
 
 
-def format_value(value: np.ndarray, keys: bool = False) -> str:
-    """`value` as `print` writes it: NumPy's text, bools as `true`/`false`, keys (`keys`: the words arr holds
-    them in) by their two u32 words, `<key [0 42]>`, as the REPL shows them."""
+def format_value(value: np.ndarray, keys: bool = False, width: int = 75, indent: int = 0) -> str:
+    """`value` as `print` writes it and the REPL shows it: NumPy's text (lines of `width`, continued under
+    a first line that starts `indent` columns in; large arrays summarized), bools as `true`/`false`, keys
+    (`keys`: the words arr holds them in) by their two u32 words, `<key [0 42]>`."""
     if keys:
         head = "<key " if value.ndim == 0 else "<keys "
-        return head + format_value(key_words(value)) + ">"
+        return head + format_value(key_words(value), width=width, indent=indent + len(head)) + ">"
     if value.ndim == 0:
-        item = value.item()
-        if isinstance(item, bool):
+        item = value[()]
+        if value.dtype == np.bool_:
             return "true" if item else "false"
-        return str(value[()])
-    return np.array2string(value, separator=" ")
+        return str(item)
+    return np.array2string(value, max_line_width=width, threshold=1000, edgeitems=3, separator=" ",
+                           prefix=" " * indent, formatter={"bool": lambda b: "true" if b else "false"})
 
 
 def _print_callback(site: PrintSite, sources: dict):

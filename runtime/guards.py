@@ -129,6 +129,7 @@ class Event:
     first: int
     counters: tuple
     values: tuple
+    subnormal: frozenset = frozenset()      # the positions in `values` of subnormal floats
 
     @property
     def key(self) -> list:
@@ -140,14 +141,25 @@ class Event:
         return key + [self.site.order[-1]]
 
 
+def _is_subnormal(value: np.ndarray) -> bool:
+    """Whether a float operand is subnormal where XLA computes it: in f64, or in f32 for f32, f16 and bf16
+    (an f16 subnormal is a normal f32)."""
+    if value.dtype.name not in ("float16", "bfloat16", "float32", "float64"):
+        return False
+    computed = np.float64 if value.dtype == np.float64 else np.float32
+    return 0 < abs(float(value)) < float(np.finfo(computed).smallest_normal)
+
+
 def make_callback(site: GuardSite, state_of):
     """The host callback of a guard's report site; `state_of` finds a run id's RunState (runtime/effects.py)."""
     def callback(run_id, first, *rest):
         state = state_of(run_id)
         if state is not None:
             loops = len(site.order) - 1
+            values = [np.asarray(v) for v in rest[loops:]]
             state.events.append(Event(site, int(first), tuple(int(c) for c in rest[:loops]),
-                                      tuple(np.asarray(v).item() for v in rest[loops:])))
+                                      tuple(v.item() for v in values),
+                                      frozenset(i for i, v in enumerate(values) if _is_subnormal(v))))
         return ()
     return callback
 
@@ -319,6 +331,11 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
                 operands[_operand_text(label_text, sources, site.span, written)] = v
             if operands:
                 notes.append(f"operands{at}: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in operands.items()))
+            tiny = [f"{k} = {_fmt(v)}" for k, v in operands.items()
+                    if v in {event.values[i] for i in event.subnormal}]
+            if tiny:
+                notes.append(f"{' and '.join(tiny)} {'is' if len(tiny) == 1 else 'are'} subnormal, and XLA computes "
+                             "with subnormal numbers flushed to zero (as JAX does): the operation saw 0 there")
     elif site.kind == "bounds":
         cls = BoundsError
         dims, sizes = site.attrs.get(abi.DIMS, []), site.attrs.get(abi.SIZES, [])

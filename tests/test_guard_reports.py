@@ -41,6 +41,19 @@ def test_broadcast_scalar_divisor_is_named_by_its_own_text():
     assert "operands at index [0]: x = 1.0, s = 0.0" in str(err)
 
 
+@pytest.mark.parametrize("dtype, tiny, note", [("f32", 1e-40, True), ("f64", 1e-310, True), ("f16", 1e-7, False)])
+def test_a_subnormal_operand_is_shown_as_it_is_and_said_to_be_flushed(dtype, tiny, note):
+    """The operands were converted to f64 inside the program, where XLA flushes subnormals to zero: the divisor
+    1e-40 was reported as `y = 0.0`. Now its value, and that XLA computed with it flushed (an f16 subnormal is
+    a normal f32, where XLA computes f16: no note)."""
+    err = fault(f"def f(x: {dtype}, y: {dtype}) -> {dtype}:\n    return x / y\n", "f",
+                np.dtype(np.float16 if dtype == "f16" else dtype.replace("f", "float")).type(1e4),
+                np.dtype(np.float16 if dtype == "f16" else dtype.replace("f", "float")).type(tiny), cls=arrc.InfError)
+    shown = {"f32": "1e-40", "f64": "1e-310", "f16": "1.1920929e-07"}[dtype]
+    assert f"operands: x = 10000.0, y = {shown}" in str(err)
+    assert (f"y = {shown} is subnormal, and XLA computes with subnormal numbers flushed to zero" in str(err)) == note
+
+
 def test_scalar_promoted_and_broadcast_operand_keeps_its_name():
     src = "def f(x: f32[n], k: i32) -> f32[n]:\n    return (x * 0.0) / k\n"
     err = fault(src, "f", a32(1, 2), I32(0), cls=arrc.NaNError)

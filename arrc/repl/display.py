@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from arrc.compiler.types import KEY, dtype_of_numpy, host_keys, key_words
+from arrc.compiler.types import KEY, dtype_of_numpy, host_keys
+from arrc.runtime.effects import format_value
 
 
 def dtype_name(value) -> str:
@@ -23,16 +24,7 @@ def type_str(value) -> str:
 def value_str(value, width: int = 75, indent: int = 0) -> str:
     """NumPy-style text of a value (large arrays summarized); bools as `true`/`false`; keys as their words."""
     keys = host_keys(value)
-    if keys is not None:
-        head = "<key " if keys.ndim == 0 else "<keys "
-        return head + value_str(key_words(keys), width, indent + len(head)) + ">"
-    if value.ndim == 0:
-        item = value[()]
-        if value.dtype == np.bool_:
-            return "true" if item else "false"
-        return str(item)
-    return np.array2string(value, max_line_width=width, threshold=1000, edgeitems=3, separator=" ",
-                           prefix=" " * indent, formatter={"bool": lambda b: "true" if b else "false"})
+    return format_value(value if keys is None else keys, keys is not None, width, indent)
 
 
 def show(values: list[np.ndarray], tuple_result: bool, width: int = 75) -> str:
