@@ -592,6 +592,9 @@ class FunctionWalk(ControlFlow):
 
     def expr_CondExpr(self, e):
         cond = self.eval(e.cond)
+        if isinstance(cond, Val) and cond.type.rank == 0 and cond.type.dtype.is_bool and \
+                (self.program.calls_print_or_assert(e.then) or self.program.calls_print_or_assert(e.orelse)):
+            return self._cond_as_if(e, cond)
         uses_before, uses_after = self.key_uses, {}     # one side is chosen: a key may be used on each (as `if`)
         self.key_uses = dict(uses_before)
         then = self.eval(e.then)
@@ -604,6 +607,28 @@ class FunctionWalk(ControlFlow):
             return POISON
         return self.call_builtin(BUILTINS["__cond__"], [cond, then, orelse], {}, e,
                                  [e.cond.span, e.then.span, e.orelse.span])
+
+    def _cond_as_if(self, e, cond):
+        """`a if c else b` where a side prints or asserts: as `if c: v = a else: v = b`, so that only the side
+        taken has effects, as in Python (both sides are otherwise evaluated, and a select picks one)."""
+        cond_name, value_name = f"<condition {id(e)}>", f"<value {id(e)}>"      # (names no source can write)
+        sides = [(ast.Assign(side.span, (ast.NameTarget(side.span, value_name),), side),) for side in (e.then, e.orelse)]
+        returned = self.returned
+        self.env[cond_name] = cond
+        try:
+            self.stmt_If(ast.If(e.span, ast.Name(e.cond.span, cond_name), *sides))
+            value = self.env.pop(value_name, POISON)
+        finally:
+            self.env.pop(cond_name, None)
+            self.spans.pop(value_name, None)
+            self.returned = returned
+        if isinstance(value, Unbound):
+            raise ArrError(value.code, value.reason.replace(f"`{value_name}`", "the value"), e.span,
+                           "the two sides differ", labels=value.labels,
+                           notes=["a side prints or asserts, so only the side taken runs, as in an `if` "
+                                  "statement: the sides are not broadcast or promoted to one type"],
+                           help="give both sides the result's type (`broadcast_to`, `.astype`)")
+        return value
 
     def expr_Attribute(self, e):
         path = self._module_path(e)

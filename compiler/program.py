@@ -34,6 +34,17 @@ class Program:
     bounded_loops: dict = field(default_factory=dict)   # name -> {span: "for"/"while"}: a `bound=`, no static count
     derivative_sites: set = field(default_factory=set)  # (kind, function differentiated, span of its name)
     extern_functions: dict = field(default_factory=dict)  # `extern def` name -> its JAX function (arrc.load(externs=))
+    printing: set | None = None         # `calls_print_or_assert`'s functions, found once from the source
+
+    def calls_print_or_assert(self, expr) -> bool:
+        """Whether `expr` calls a function that prints or asserts, directly or by its calls: found from the
+        source, while `effectful` is known only once every function is checked."""
+        if self.printing is None:
+            self.printing = {name for name, fn in self.functions.items() if _has_effect_statement(fn.body)}
+            if self.printing:
+                _closure(self.printing, {name: [(c, None) for c in ast.called_names(fn, self.functions)]
+                                         for name, fn in self.functions.items()})
+        return bool(self.printing) and not self.printing.isdisjoint(ast.called_names(expr, self.functions))
 
     def has_effect_call(self, expr) -> bool:
         """Whether `expr` calls a function that prints or asserts, or differentiates through a bounded loop."""

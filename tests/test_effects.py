@@ -491,3 +491,46 @@ def test_print_shows_subnormal_numbers(capsys):
     m.f(np.array([1e-310, 2.0]), np.array([3e-39, 1e-38], np.float32))
     x, y = np.array([1e-310, 2.0]), np.array([3e-39, 1e-38], np.float32)
     assert capsys.readouterr().out == f"{np.array2string(x)} {np.array2string(y)} {str(np.float32(3e-39))}\n"
+
+
+IF_EXPRESSION = """\
+def chk(x: f32) -> f32:
+    assert x > 0.0, "chk failed"
+    return sqrt(x)
+
+def g(v: f32) -> f32:
+    print("g", v)
+    return v
+
+def guarded(x: f32) -> f32:
+    return chk(x) if x > 0.0 else 0.0
+
+def one_side(c: bool) -> f32:
+    return 1.0 + (g(6.0) if c else g(7.0))
+
+def by_shape(x: f32[n]) -> f32:
+    return g(1.0) if n > 2 else g(2.0)
+
+def in_loop(k: i32) -> f32:
+    s = 0.0
+    for i in range(k):
+        s += g(f32(i)) if i % 2 == 0 else 0.5
+    return s
+
+def lanes(xs: f32[4]) -> f32[4]:
+    return vmap(guarded)(xs)
+"""
+
+
+def test_only_the_side_taken_of_an_if_expression_prints_or_asserts(capsys):
+    """`a if c else b` evaluates both sides and selects; where a side prints or asserts, only the side taken
+    runs, as Python's does: `chk(x) if x > 0.0 else 0.0` failed chk's assert for x = -1."""
+    m = arrc.loads(IF_EXPRESSION, filename="ie.arr")
+    capsys.readouterr()
+    assert float(m.guarded(np.float32(-1.0))) == 0.0 and float(m.guarded(np.float32(4.0))) == 2.0
+    assert float(m.one_side(True)) == 7.0 and float(m.one_side(False)) == 8.0
+    assert float(m.by_shape(np.ones(3, np.float32))) == 1.0 and float(m.by_shape(np.ones(2, np.float32))) == 2.0
+    assert float(m.in_loop(4)) == 3.0
+    assert m.lanes(np.array([-1, 4, 9, -2], np.float32)).tolist() == [0.0, 2.0, 3.0, 0.0]
+    assert capsys.readouterr().out == "g 6.0\ng 7.0\ng 1.0\ng 2.0\ng 0.0\ng 2.0\n"
+    assert float(arrc.grad(m.guarded)(np.float32(4.0))) == 0.25
