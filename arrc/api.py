@@ -385,10 +385,16 @@ class Function:
         if len(types) != len(self._sig.params):
             raise ArgumentError(f"{self.name}{self._sig} takes {len(self._sig.params)} argument(s), "
                                 f"{len(types)} given")
+        spans = [s for *_, s in self._sig.params]
         try:
-            unify(self._sig, [Val(t) for t in types], [s for *_, s in self._sig.params], None)
+            unify(self._sig, [Val(t) for t in types], spans, None)
         except ArrError as err:
             message = err.diag.message + "".join(f"; {n}" for n in err.diag.notes)
+            try:            # a hint about the dtype only where the shapes fit (else neither fix it offers would)
+                unify(self._sig, [Val(ArrayType(p.dtype, t.shape)) for (_, p, _), t in zip(self._sig.params, types)],
+                      spans, None)
+            except ArrError:
+                raise ArgumentError(message) from None
             raise ArgumentError(message + _dtype_hint(self._sig.params, types, values)) from None
 
     def _first_call(self, *args, **kwargs):

@@ -84,6 +84,9 @@ def test_size_mismatches_get_no_dtype_hint(mod):
     assert "n = 3" in msg and "astype" not in msg
     msg = _arg_error(mod.add, np.ones((3, 1), np.float32), np.ones(3, np.float32))     # rank only
     assert "astype" not in msg
+    # dtype and size: converting alone, or declaring the dtype, would not fix the call
+    msg = _arg_error(mod.add, np.ones(3, np.float16), np.ones(4, np.float16))       # (n = 3 from x, 4 from y)
+    assert msg == "argument `x` of `add` has type f16[3], expected f32[n]", msg
 
 
 def test_python_values_still_take_the_parameter_dtype(mod):
