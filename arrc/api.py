@@ -924,12 +924,16 @@ def _as_dispatched(value, ptype: ArrayType):
     return leaf if leaf is not None and ptype.rank == 0 and leaf.dtype == ptype.dtype.np else None
 
 
-def _check_kind(dtype: np.dtype, ptype: ArrayType, pname: str) -> None:
-    """A Python value's kind must fit its parameter's: a bool a bool, an int any int or float, a float a float."""
+def _check_kind(dtype: np.dtype, ptype: ArrayType, pname: str, rank: int = 0) -> None:
+    """A Python value's kind must fit its parameter's: a bool a bool, an int any int or float, a float a float
+    (`rank`: of the value, a list's)."""
     kind, pk = dtype.kind, ptype.dtype.kind
     if not ((kind == "b" and pk == "bool") or (kind in "iu" and pk in ("int", "uint", "float")) or
             (kind == "f" and pk == "float")):
-        raise ArgumentError(f"argument `{pname}` has Python value of kind {dtype}, expected {ptype}")
+        noun = {"b": "bool", "i": "int", "u": "int", "f": "float", "c": "complex", "U": "str", "S": "bytes"}.get(kind)
+        what = (f"is a Python {noun}" if noun else "is not a number") if rank == 0 else \
+            f"holds Python {noun}s" if noun else "holds values that are not all numbers of one kind"
+        raise ArgumentError(f"argument `{pname}` {what}, expected {ptype}")
 
 
 def _to_array(value, ptype: ArrayType, pname: str):
@@ -957,7 +961,12 @@ def _to_array(value, ptype: ArrayType, pname: str):
         arr = np.asarray(value)
     except (ValueError, TypeError) as err:
         raise ArgumentError(f"argument `{pname}`: cannot convert to an array ({err}), expected {ptype}") from None
-    _check_kind(arr.dtype, ptype, pname)
+    if arr.dtype == object and arr.size and all(type(v) in (int, float) for v in arr.ravel()):
+        if ptype.dtype.is_float:            # ints past 64 bits (NumPy holds i64's least to u64's largest)
+            arr = np.array([float(v) for v in arr.ravel()]).reshape(arr.shape)
+        elif all(type(v) is int for v in arr.ravel()):
+            raise ArgumentError(f"argument `{pname}`: value out of range for {ptype.dtype}")
+    _check_kind(arr.dtype, ptype, pname, arr.ndim)
     if arr.dtype.kind in "iu" and ptype.dtype.is_int:
         from arrc.compiler.types import int_range
         lo, hi = int_range(ptype.dtype)

@@ -319,12 +319,13 @@ class ArgFile:
     member: str | None = None
 
 
-def capacity(t: ArrayType | None) -> int:
-    """The most bytes an argument of type `t` can need: all of them for a concrete shape, else what one
-    array may have on this machine (also for an argument that names no parameter)."""
+def capacity(t: ArrayType | None, itemsize: int) -> int:
+    """The most bytes an argument of type `t` can need, in elements of `itemsize` bytes (a file's: one of
+    another dtype is then refused for its dtype, with the advice a call gives): all of them for a concrete
+    shape, else what one array may have on this machine (also for an argument that names no parameter)."""
     if t is None or not all(d.is_const for d in t.shape):
         return MAX_ARRAY_BYTES
-    return min(MAX_ARRAY_BYTES, math.prod(d.value for d in t.shape) * max(1, t.dtype.bits // 8))
+    return min(MAX_ARRAY_BYTES, math.prod(d.value for d in t.shape) * itemsize)
 
 
 def read_npy_header(stream, path: str) -> tuple[tuple, bool, np.dtype, int]:
@@ -364,7 +365,7 @@ def read_array(stream, size: int, path: str, param: str, t: ArrayType | None) ->
                          f"f16, bf16, f32, f64)")
     declared = f"{dt.name}[{', '.join(map(str, shape))}]" if shape else dt.name
     nbytes = math.prod(shape) * dtype.itemsize
-    limit = capacity(t)
+    limit = capacity(t, dtype.itemsize)
     if nbytes > limit:
         holder = (f"parameter `{param}: {t}` can take" if t is not None and limit < MAX_ARRAY_BYTES
                   else "one array may have on this machine")

@@ -194,6 +194,16 @@ def test_a_header_of_10_to_the_12_elements_is_refused_before_reading(prog, tmp_p
                               f"array may have on this machine (") or message.startswith(f"{path} is truncated")
 
 
+def test_a_file_of_another_dtype_and_the_right_size_is_refused_for_its_dtype(prog, tmp_path, capsys):
+    """f64[4] for `x: f32[4]` was "declares f64[4] (32 bytes), more than parameter `x: f32[4]` can take (16
+    bytes)": the size was blamed for the dtype. Its dtype is, as in a call, with the same advice."""
+    path = tmp_path / "x64.npy"
+    np.save(path, np.ones(4))
+    assert usage_error(capsys, prog, "fixed", path).startswith(
+        "argument `x` of `fixed` has type f64[4], expected f32[4]. NumPy's default float dtype is float64. "
+        "Convert it with `x.astype(np.float32)`")
+
+
 def test_object_and_non_arr_dtypes(prog, tmp_path, capsys):
     path = tmp_path / "obj.npy"
     np.save(path, np.array([1, "two", None], dtype=object), allow_pickle=True)
