@@ -106,7 +106,6 @@ def _assert_callback(site: AssertSite, sources: dict):
         state = state_of(run_id)
         if state is not None and state.failure is None:
             index = tuple(int(i) for i in np.unravel_index(int(first), site.shape)) if site.shape else ()
-            iteration = tuple(int(c) for c in counters) or None
             where = f" at index {list(index)}" if index else ""
             notes = []
             lanes = site.lanes or [""] * len(counters)
@@ -114,10 +113,12 @@ def _assert_callback(site: AssertSite, sources: dict):
             if loops:
                 notes.append("in loop iteration " + ", ".join(str(i) for i in loops))
             notes += [f"in lane {int(c)} of {lane}" for c, lane in zip(counters, lanes) if lane]
-            notes.append(f"in {site.in_function}")
             message = f"assertion failed: {site.message}" if site.message else "assertion failed"
-            state.failure = AssertionFailed(message, site.span, f"this condition is false{where}", index=index,
-                                            iteration=iteration, notes=notes, sources=sources)
+            failure = AssertionFailed(message, site.span, f"this condition is false{where}", index=index,
+                                      iteration=tuple(loops) or None, notes=notes, sources=sources,
+                                      lanes=tuple(int(c) for c, lane in zip(counters, lanes) if lane))
+            failure.function, failure.chain = site.in_function, site.call_chain     # (runtime/guards.py
+            state.failure = failure                                                 # `raise_faults`)
         return (np.int32(io + 1),)
     return callback
 
@@ -161,9 +162,9 @@ def loop_site(op) -> BoundSite:
                      name_of(frames[0]) or "for", [(name_of(f), span_of(f)) for f in frames[1:]])
 
 
-def site_of(op, span) -> PrintSite | AssertSite | BoundReport:
+def site_of(op, span, chain: list) -> PrintSite | AssertSite | BoundReport:
     """The site a print/assert/bound custom_call describes with its attributes (compiler/effects.py
-    `site_attributes`); `span` is its location's."""
+    `site_attributes`); `span` is its location's, `chain` the calls that inlined it (innermost first)."""
     from jaxlib.mlir import ir
 
     from ..passes.rewrite import attr_text, i64s
@@ -177,7 +178,7 @@ def site_of(op, span) -> PrintSite | AssertSite | BoundReport:
     lanes = [attr_text(a) for a in ir.ArrayAttr(attrs[abi.LANES])] if abi.LANES in attrs else []
     return AssertSite(span, attr_text(attrs[abi.MESSAGE]),
                       tuple(i64s(attrs[abi.SHAPE])),
-                      attr_text(attrs[abi.FUNCTION]), 0, lanes=lanes)
+                      attr_text(attrs[abi.FUNCTION]), 0, call_chain=chain, lanes=lanes)
 
 
 def host_callback(site: PrintSite | AssertSite | BoundReport, sources: dict, loops: dict):

@@ -16,7 +16,7 @@ from ..compiler.span import Span
 from ..compiler.locations import call_frames, jax_frames, name_of, span_of
 from ..passes.guards import SITE_SHIFT, UNTRACED
 from ..passes.rewrite import attr_text, entry, i64s
-from .reports import BoundsError, DivisionByZero, GuardError, InfError, NaNError
+from .reports import AssertionFailed, BoundsError, DivisionByZero, GuardError, InfError, NaNError
 from ..compiler.walk import walk_ops
 
 # What a report calls the operation a location names: the op table's `words` of the op with that display
@@ -100,8 +100,9 @@ def sites(module: ir.Module) -> dict:
             kind = attr_text(op.attributes[abi.KIND])
             frames = call_frames(op.location)
             jax = jax_frames(op.location)
+            chain = jax[0] if jax else [(name_of(f), span_of(f)) for f in frames[1:]]
             if kind in EFFECTS:
-                out[index] = site_of(op, span_of(frames[0]))
+                out[index] = site_of(op, span_of(frames[0]), chain)
                 return ir.WalkResult.ADVANCE
             extra = {k: i64s(op.attributes[k])
                      for k in (abi.DIMS, abi.SIZES, abi.AXIS, abi.ARG, abi.REACHES, abi.LINALG_BATCH)
@@ -116,7 +117,7 @@ def sites(module: ir.Module) -> dict:
                 order=i64s(op.attributes[abi.ORDER]), shape=tuple(i64s(op.attributes[abi.SHAPE])),
                 labels=[attr_text(a) for a in ir.ArrayAttr(op.attributes[abi.LABELS])],
                 op=attr_text(op.attributes[abi.OP]), span=span_of(frames[0]), name=name_of(frames[0]),
-                chain=jax[0] if jax else [(name_of(f), span_of(f)) for f in frames[1:]], attrs=extra,
+                chain=chain, attrs=extra,
                 derivative_of=_derivative_of(frames[0]), own=own, function=jax[1] if jax else None)
         return ir.WalkResult.ADVANCE
     walk_ops(module.operation, visit)
@@ -375,29 +376,35 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
     if site.kind == "origin" and cls is InfError and help is None \
             and any(v == 0.0 or np.isinf(v) for v in operands.values()):    # `log(0.0)`, `1.0 / 0.0`, `-inf`
         help = INF_HELP
-    iteration = event.counters or None
     lanes = site.attrs.get(abi.LANES, [""] * len(event.counters))
     loops = [c for c, lane in zip(event.counters, lanes) if not lane]
+    iteration = tuple(loops) or None
     if loops:
         notes.append("in loop iteration " + ", ".join(str(c) for c in loops)
                      + (" (outermost first)" if len(loops) > 1 else ""))
     notes += [f"in lane {c} of {lane}" for c, lane in zip(event.counters, lanes) if lane]
     notes += [f"in lane {lane} of {mapped}" for lane, mapped in zip(lanes_at, batch_of)]
-    if site.chain:
-        functions = [name for name, _ in site.chain] + [entry]
-        parts = [f"in the backward pass, in {functions[0]}" if site.derivative_of else f"in {functions[0]}"]
-        for (_, span), caller in zip(site.chain, functions[1:]):
-            parts.append(f"called from {caller} at {span}")
-        notes.append(", ".join(parts))
-    elif entry:
-        notes.append(f"in the backward pass, in {entry}" if site.derivative_of else f"in {entry}")
+    if site.chain or entry:
+        notes.append(("in the backward pass, " if site.derivative_of else "") + _calls_note(site.chain, entry))
     return cls(message, site.span, label, index=index, iteration=iteration, operands=operands, notes=notes,
-               sources=sources, help=help)
+               sources=sources, help=help,
+               lanes=tuple(c for c, lane in zip(event.counters, lanes) if lane) + tuple(lanes_at))
+
+
+def _calls_note(chain: list, entry: str) -> str:
+    """`in g, called from f at q.arr:6:12, called from main at q.arr:9:5`: the function of a site and the
+    calls that inlined it (`chain`, innermost first: (callee, call span)) up to the entry point."""
+    functions = [name for name, _ in chain] + [entry]
+    return ", ".join([f"in {functions[0]}"] + [f"called from {caller} at {span}"
+                                               for (_, span), caller in zip(chain, functions[1:])])
 
 
 def raise_faults(state, scope: str, origin_run, entry: str, sources: dict) -> None:
     """Raise the first fault of a call: a failed assertion, or a guard report. After a non-finite result
     (scope "results"), `origin_run()` re-runs the call in the origin build and returns its RunState."""
+    if isinstance(state.failure, AssertionFailed):
+        failure = state.failure
+        raise failure.noted(_calls_note(failure.chain, entry) if failure.chain else f"in {failure.function}")
     if state.failure is not None:
         raise state.failure
     if not state.fault and not state.events:

@@ -10,11 +10,12 @@ class GuardError(RuntimeError):
     code = "R0000"
 
     def __init__(self, message: str, span: Span | None, label: str = "", index=None, iteration=None,
-                 operands=None, notes=(), sources: dict | None = None, help: str | None = None):
+                 operands=None, notes=(), sources: dict | None = None, help: str | None = None, lanes=()):
         self.message = message
         self.span = span
         self.index = index
-        self.iteration = iteration
+        self.iteration = iteration      # the enclosing loops' iterations, outermost first (None: in no loop)
+        self.lanes = lanes              # under vmap: the lane of each vmap, outermost first
         self.operands = operands or {}
         notes = list(notes)
         if label and (span is None or (sources is not None and sources.get(span.file) is None)):
@@ -61,6 +62,8 @@ class DivisionByZero(GuardError, ZeroDivisionError):
 
 class AssertionFailed(GuardError, AssertionError):
     code = "R0005"
+    function = ""           # the function of the `assert`, and the calls that inlined it there (innermost first,
+    chain: list = []        # (callee, call span)): their note is written where the call's name is known
 
 
 class LoopBoundExceeded(GuardError):

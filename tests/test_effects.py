@@ -534,3 +534,15 @@ def test_only_the_side_taken_of_an_if_expression_prints_or_asserts(capsys):
     assert m.lanes(np.array([-1, 4, 9, -2], np.float32)).tolist() == [0.0, 2.0, 3.0, 0.0]
     assert capsys.readouterr().out == "g 6.0\ng 7.0\ng 1.0\ng 2.0\ng 0.0\ng 2.0\n"
     assert float(arrc.grad(m.guarded)(np.float32(4.0))) == 0.25
+
+
+def test_an_assert_report_names_the_calls_that_reached_it():
+    """As a guard report does: which of the calls failed (`inner` is called twice by `mid`)."""
+    m = arrc.loads("def inner(x: f32) -> f32:\n    assert x > 0.0, \"positive\"\n    return x\n\n"
+                   "def mid(x: f32) -> f32:\n    return inner(x - 1.0) + inner(x - 3.0)\n\n"
+                   "def main(x: f32) -> f32:\n    return mid(x) * 2.0\n", filename="n.arr")
+    for x, call in ((2.0, "n.arr:6:29"), (0.5, "n.arr:6:12")):
+        with pytest.raises(arrc.AssertionFailed) as info:
+            m.main(np.float32(x))
+        assert str(info.value).splitlines()[-1] == f"  = note: in inner, called from mid at {call}, " \
+                                                   "called from main at n.arr:9:12"

@@ -360,7 +360,9 @@ def test_print_assert_and_discarded_branches_are_per_lane(capfd):
     bad[2, 1] = 20.0
     with pytest.raises(arrc.AssertionFailed, match="too large") as info:
         mod.steps(bad)
-    assert str(info.value).splitlines()[-2:] == ["  = note: in lane 2 of vmap(step)", "  = note: in step"]
+    assert str(info.value).splitlines()[-2:] == ["  = note: in lane 2 of vmap(step)",
+                                                 "  = note: in vmap(step), called from steps at effects.arr:11:12"]
+    assert info.value.lanes == (2,) and info.value.iteration is None
     assert capfd.readouterr().out == "positive lane 1.0\npositive lane 3.0\n"   # lane 2 prints, then fails
 
 
@@ -517,6 +519,7 @@ def test_a_report_from_the_python_api_names_vmap_f_and_no_wrapper():
         vv(np.stack([x, x, x]))
     assert str(info.value).splitlines()[-3:] == ["  = note: in lane 0 of vmap(vmap(f))", "  = note: in lane 1 of vmap(f)",
                                                  "  = note: in vmap(vmap(f))"]
+    assert info.value.lanes == (0, 1) and info.value.iteration is None and info.value.index == (1,)
 
 
 def test_the_example_equals_jax():
@@ -713,6 +716,7 @@ def test_a_loop_whose_end_differs_between_lanes_runs_until_every_lane_is_done():
         with pytest.raises(arrc.NaNError) as info:
             loops.fall_b(np.array([0.2, 2.0, 0.55], np.float32))              # lane 2: log(-0.05)
         reports.append(str(info.value))
+        assert info.value.iteration == (0,) and info.value.lanes == (2,)       # (the lane was an iteration)
     assert "arrc.lanes" not in _lowered(loops, "shrink_b", "f32[4]")
     assert reports[0] == reports[1] == """\
 error[R0001]: NaN produced at run time
