@@ -83,7 +83,15 @@ def _less(a, b, dt):
     return hlo.or_(hlo.and_(lt, hlo.not_(a_nan)), hlo.and_(b_nan, hlo.not_(a_nan)))
 
 
+def _greater_total(a, b, dt):
+    """a > b in IEEE total order (-NaN < -inf < -0 < +0 < inf < +NaN), the comparator of XLA's TopK and so
+    of jax.lax.top_k."""
+    kind = "TOTALORDER" if dt.is_float else emit.compare_type(dt)
+    return hlo.compare(a, b, hlo.ComparisonDirectionAttr.get("GT"), compare_type=hlo.ComparisonTypeAttr.get(kind))
+
+
 def _sort(values: list, dtypes: list, axis: int, descending: bool = False):
+    """A stable sort by values[0], ascending with NaN last (NumPy's) or `descending` in total order (lax.top_k's)."""
     types = [v.type for v in values]
     op = hlo.SortOp(types, values, dimension=axis, is_stable=True)
     scalars = []
@@ -92,7 +100,7 @@ def _sort(values: list, dtypes: list, axis: int, descending: bool = False):
     block = op.comparator.blocks.append(*scalars)
     with ir.InsertionPoint(block):
         a, b = block.arguments[0], block.arguments[1]
-        hlo.return_([_less(b, a, dtypes[0]) if descending else _less(a, b, dtypes[0])])
+        hlo.return_([_greater_total(a, b, dtypes[0]) if descending else _less(a, b, dtypes[0])])
     return list(op.results)
 
 

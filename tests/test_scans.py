@@ -237,6 +237,28 @@ def test_top_k_matches_lax(mod):
     np.testing.assert_array_equal(np.asarray(i), np.asarray(wi))
 
 
+TOPK_DTYPES = {"f16": np.float16, "bf16": jnp.bfloat16, "f32": np.float32, "f64": np.float64}
+
+
+@pytest.mark.parametrize("dt", TOPK_DTYPES)
+def test_top_k_orders_signed_nans_zeros_and_ties_as_lax(dt):
+    """lax.top_k's order is IEEE total order: -NaN below -inf, -0 below +0, NaN payloads by their bits."""
+    dtype = np.dtype(TOPK_DTYPES[dt])
+    bits = np.dtype(f"u{dtype.itemsize}")
+    sign = bits.type(1 << (8 * dtype.itemsize - 1))
+    nan = np.array(np.nan, dtype).view(bits)
+    specials = np.array([nan, nan | 1, nan | sign, (nan | 1) | sign], bits).view(dtype)
+    pool = np.concatenate([specials, np.array([np.inf, -np.inf, 0.0, -0.0, 1, -1, 2], dtype)])
+    mod = arrc.loads(f"def f(x: {dt}[4, 12]) -> ({dt}[4, 7], i32[4, 7]):\n    return top_k(x, 7)\n",
+                     filename="t.arr")
+    x = rng(5).choice(pool, size=(4, 12))
+    x[0] = pool[np.arange(12) % len(pool)]
+    v, i = mod.f(x)
+    wv, wi = jax.jit(lambda x: jax.lax.top_k(x, 7))(x)
+    np.testing.assert_array_equal(np.asarray(v).view(bits), np.asarray(wv).view(bits))
+    np.testing.assert_array_equal(np.asarray(i), np.asarray(wi))
+
+
 def test_top_k_ties_take_lower_index_first(mod):
     x = np.array([1, 5, 5, 2, 5], np.int32)
     v, i = mod.topk_int(x)
