@@ -657,7 +657,7 @@ def _take_along_axis(cx: CallCx, x, indices, axis):
         dnums = hlo.GatherDimensionNumbers.get(
             offset_dims=[], collapsed_slice_dims=[ax], operand_batching_dims=batch,
             start_indices_batching_dims=batch, start_index_map=[ax], index_vector_dim=len(shape))
-        return hlo.gather(value, starts, dnums, [1] * len(shape), indices_are_sorted=False)
+        return hlo.gather(value, starts, dnums, [min(s, 1) for s in emit.shape_of(value)], indices_are_sorted=False)
     return cx.value(ArrayType(x.type.dtype, out), build)
 
 

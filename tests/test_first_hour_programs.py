@@ -335,6 +335,20 @@ def f(x: f64[3, 4], j: i32[3, 2], r: i32[1, 4], t: f64[2, 3, 4]) -> (f64[3, 2], 
         same(got, np.asarray(w))
 
 
+@pytest.mark.parametrize("x_shape, idx_shape, axis", [((2, 0), (2, 0), 0), ((0, 3), (0, 3), 1), ((0, 3), (0, 2), 1),
+                                                     ((2, 0, 3), (2, 0, 1), 2)])
+def test_take_along_axis_with_another_axis_empty_is_empty(x_shape, idx_shape, axis):
+    """A size-0 dimension other than `axis` made the gather's slice of 1 too large for it (an MLIRError)."""
+    dims = ", ".join("abc"[:len(x_shape)])
+    paired = ", ".join("k" if d == axis else "abc"[d] for d in range(len(x_shape)))
+    f = load(f"def f(x: f32[{dims}], i: i32[{paired}]) -> f32[{paired}]:\n    return take_along_axis(x, i, {axis})\n").f
+    x, i = np.zeros(x_shape, np.float32), np.zeros(idx_shape, np.int32)
+    same(f(x, i), np.take_along_axis(x, i, axis))
+    g = load("def g(x: f32[n, m]) -> f32[n, m]:\n    return take_along_axis(x, argsort(x, axis=0), 0)\n").g
+    x = np.zeros((2, 0), np.float32)
+    same(g(x), np.take_along_axis(x, np.argsort(x, axis=0), 0))
+
+
 def test_searchsorted_matches_jax():
     f = load("""
 def f(a: f64[n], v: f64[m], k: i32[4], w: i32[2, 3]) -> (i32[m], i32[m], i32, i32[2, 3], i32[2, 3]):
