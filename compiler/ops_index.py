@@ -210,6 +210,11 @@ def _with_newaxes(shape: tuple, positions: list[int]) -> tuple:
     return tuple(out)
 
 
+def _empty(idx: Val) -> bool:
+    """Whether an index array has no elements: it reads none, so it may index a dimension of size 0."""
+    return any(d == 0 for d in idx.type.shape)
+
+
 def resolve(cx: CallCx, x: Val, subscripts, update: bool = False) -> list[_Axis]:
     """One _Axis per dimension of `x` (missing trailing subscripts are full slices); `update`: they are
     those of an indexed assignment."""
@@ -251,7 +256,7 @@ def resolve(cx: CallCx, x: Val, subscripts, update: bool = False) -> list[_Axis]
         if isinstance(a.start, Val) and a.length.is_const and size.is_const and a.length.value > size.value:
             cx.error("E0208", f"a run-time index of length {a.length.value} cannot fit a dimension of size "
                               f"{size.value}", f"this is {x.type}")
-        if (a.gather is not None or isinstance(a.start, Val)) and size.is_const and size.value == 0:
+        if (a.gather is not None and not _empty(a.gather) or isinstance(a.start, Val)) and size == 0:
             cx.error("E0208", "a run-time index into a dimension of size 0", f"this is {x.type}")
     gathers = [a for a in axes if a.gather is not None]
     if len(gathers) > 1 or (gathers and any(a.dropped or a.length != s or a.step != 1 or
@@ -413,7 +418,7 @@ def _lower_gather(cx: CallCx, value, idx: Val, axis: int, sizes, dt, out_shape):
     dnums = hlo.GatherDimensionNumbers.get(
         offset_dims=offset_dims, collapsed_slice_dims=[axis], operand_batching_dims=[],
         start_indices_batching_dims=[], start_index_map=[axis], index_vector_dim=k)
-    slice_sizes = [1 if d == axis else s for d, s in enumerate(sizes)]
+    slice_sizes = [min(s, 1) if d == axis else s for d, s in enumerate(sizes)]
     return hlo.gather(value, indices, dnums, slice_sizes, indices_are_sorted=False)
 
 
@@ -592,8 +597,8 @@ def _one_axis(cx: CallCx, axis, rank: int) -> int:
     return axes[0]
 
 
-def _nonempty_axis(cx: CallCx, size: Dim, x: Val) -> None:
-    if size.is_const and size.value == 0:
+def _nonempty_axis(cx: CallCx, size: Dim, x: Val, idx: Val) -> None:
+    if size == 0 and not _empty(idx):
         cx.error("E0208", "a run-time index into a dimension of size 0", f"this is {x.type}", at="x")
 
 
@@ -613,7 +618,7 @@ def _take(cx: CallCx, x, indices, axis=None):
     idx = _integer_array(cx, indices, "indices")
     shape = _flat(x) if axis is None else x.type.shape
     ax = 0 if axis is None else _one_axis(cx, axis, x.type.rank)
-    _nonempty_axis(cx, shape[ax], x)
+    _nonempty_axis(cx, shape[ax], x, idx)
     out = shape[:ax] + idx.type.shape + shape[ax + 1:]
 
     def build():
@@ -646,7 +651,7 @@ def _take_along_axis(cx: CallCx, x, indices, axis):
     idx = _integer_array(cx, indices, "indices")
     ax = _one_axis(cx, axis, x.type.rank)
     out = _paired_shape(cx, x, idx, ax, "`take_along_axis`")
-    _nonempty_axis(cx, x.type.shape[ax], x)
+    _nonempty_axis(cx, x.type.shape[ax], x, idx)
 
     def build():
         shape, size = concrete(out), x.type.shape[ax].value
@@ -673,7 +678,7 @@ def _add_at(cx: CallCx, x, indices, values):
     values = cx.array(values, "values")
     if x.type.rank == 0:
         cx.error("E0204", "`add_at` needs an array of rank 1 or more", f"this is {x.type}", at="x")
-    _nonempty_axis(cx, x.type.shape[0], x)
+    _nonempty_axis(cx, x.type.shape[0], x, idx)
     region = idx.type.shape + x.type.shape[1:]
     dt = x.type.dtype
     if not _stores_into(values, x):

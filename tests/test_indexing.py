@@ -766,3 +766,28 @@ def test_a_literal_index_array_out_of_range_is_E0208_as_a_literal_index():
     mod = arrc.loads("def f(x: f32[2, 3]) -> f32[2, 2]:\n    return x[:, [2, -3]]\n")
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_array_equal(mod.f(x), x[:, [2, -3]])
+
+
+def test_an_empty_index_array_into_a_size_0_dimension_reads_nothing_as_numpy():
+    """`x[idx]` with x: f32[0] and idx: i32[0] was E0208 (a run-time index into a size-0 dimension), yet no
+    element is read: NumPy gives an empty array; a scalar run-time index there stays E0208."""
+    mod = arrc.loads("""\
+def f(x: f32[n, m], i: i32[k], j: i32[k, 2]) -> (f32[k, m], f32[k, 2, m], f32[m, k], f32[k], f32[n, m]):
+    y = x
+    y[i] = 1.0
+    return x[i], x[j], transpose(x)[:, i], take(x, i), y
+
+def g(x: f32[n], i: i32[k], v: f32[k]) -> (f32[n], f32[n]):
+    return take_along_axis(x, argsort(x), 0), add_at(x, i, v)
+""")
+    x, i, j = np.zeros((0, 3), np.float32), np.zeros(0, np.int32), np.zeros((0, 2), np.int32)
+    for got, want in zip(mod.f(x, i, j), (x[i], x[j], x.T[:, i], np.take(x, i), x)):
+        assert np.asarray(got).shape == want.shape
+    v = np.zeros(0, np.float32)
+    for got, want in zip(mod.g(v, i, v), (np.take_along_axis(v, np.argsort(v), 0), v)):
+        assert np.asarray(got).shape == want.shape and np.asarray(got).dtype == want.dtype
+    for args in ((np.zeros(2, np.int32),), (np.int32(0),)):
+        kind = "i32[k]" if args[0].ndim else "i32"
+        with pytest.raises(arrc.CompileError) as info:
+            arrc.loads(f"def h(x: f32[n], i: {kind}) -> f32:\n    return sum(x[i])\n").h(np.zeros(0, np.float32), *args)
+        assert info.value.diagnostics[0].code == "E0208"
