@@ -30,8 +30,6 @@ def scan(combine, identity, accumulate: bool):
         x = cx.array(x, "x")
         shape, ax, flatten = _flat_or_axis(cx, x, axis)
         dt = _accumulator_dtype(x.type.dtype) if accumulate else x.type.dtype
-        if dt.is_bool:
-            dt = I32
 
         def build():
             value = cx.ir(x, dt)

@@ -34,6 +34,9 @@ def small_int_scans(x: u8[n], y: i8[n]) -> (u32[n], i32[n], u8[n], i8[n]):
 def bool_cumsum(x: bool[n]) -> i32[n]:
     return cumsum(x)
 
+def bool_scans(x: bool[n, m]) -> (bool[n, m], bool[n * m], i32[n, m]):
+    return cummax(x, axis=1), cummin(x), cumprod(x, axis=0)
+
 def sorts(x: f32[n, m]) -> (f32[n, m], i32[n, m], f32[n, m], i32[n, m]):
     return sort(x), argsort(x), sort(x, axis=0), argsort(x, axis=0)
 
@@ -188,6 +191,16 @@ def test_bool_cumsum_counts(mod):
     out = np.asarray(mod.bool_cumsum(b))
     assert out.dtype == np.int32
     np.testing.assert_array_equal(out, np.cumsum(b))
+
+
+def test_bool_cummax_cummin_stay_bool_as_numpy(mod):
+    """cummax/cummin of bool widened to i32 as cumsum does (np.maximum.accumulate keeps bool)."""
+    b = rng(3).random((3, 4)) < 0.5
+    mx, mn, pr = (np.asarray(a) for a in mod.bool_scans(b))
+    assert (mx.dtype, mn.dtype, pr.dtype) == (np.bool_, np.bool_, np.int32)
+    np.testing.assert_array_equal(mx, np.maximum.accumulate(b, axis=1))
+    np.testing.assert_array_equal(mn, np.minimum.accumulate(b.ravel()))
+    np.testing.assert_array_equal(pr, np.cumprod(b, axis=0))
 
 
 def test_scan_lowering(mod):
