@@ -46,8 +46,8 @@ def cumulative(value: ir.Value, axis: int, combine, identity, dt, reverse: bool 
     `reverse` all following, elements); `dt`: its dtype."""
     shape = emit.shape_of(value)
     n = shape[axis]
-    if n == 0:
-        return value                 # an empty scan
+    if n <= 1:
+        return value                 # nothing to combine (and a window of 1 would name no axis for the vjp)
     window = [n if d == axis else 1 for d in range(len(shape))]
     padding = [([0, n - 1] if reverse else [n - 1, 0]) if d == axis else [0, 0] for d in range(len(shape))]
     op = hlo.ReduceWindowOp([value.type], [value], [emit.const(identity, dt)], window_dimensions=window,

@@ -1202,3 +1202,19 @@ def g(x: f64[3], n: i64) -> f64[3]:
     capfd.readouterr()
     np.testing.assert_allclose(mod.g(np.ones(3), 12), np.full(3, 1.5 ** 12))
     assert capfd.readouterr().out.count("y ") == 12
+
+
+SCANS = {"cumsum": jnp.cumsum, "cumprod": jnp.cumprod, "cummax": jax.lax.cummax, "cummin": jax.lax.cummin}
+
+
+@pytest.mark.parametrize("name", SCANS)
+@pytest.mark.parametrize("dtype, shape, axis", [("f64", (1,), "0"), ("f32", (4, 1, 4), "1"), ("f64", (1, 1), "None")])
+def test_scans_over_a_length_1_axis_differentiate_as_jax(name, dtype, shape, axis):
+    """A scan of one element was a reduce_window whose window of 1 named no axis: E0216 (not for cumsum)."""
+    dims = ", ".join(map(str, shape))
+    mod = arrc.loads(f"def f(x: {dtype}[{dims}]) -> {dtype}:\n    return sum({name}(x, axis={axis}) * cos(x))\n")
+    x = np.random.default_rng(7).standard_normal(shape).astype(dtype.replace("f", "float"))
+    scan = (lambda v: SCANS[name](v.ravel(), 0).reshape(shape)) if axis == "None" else \
+        (lambda v: SCANS[name](v, int(axis)))
+    want = jax.grad(lambda v: jnp.sum(scan(v) * jnp.cos(v)))(x)
+    np.testing.assert_allclose(arrc.grad(mod.f)(x), want, rtol=1e-6 if dtype == "f32" else 1e-13)
