@@ -210,7 +210,7 @@ class CallCx:
             return Dim.const(v)
         if isinstance(v, Val) and v.type.rank == 0 and isinstance(v.static, Dim):
             return v.static
-        if isinstance(v, Val) and v.type.rank == 0 and (v.type.dtype.is_int or v.type.dtype.is_bool):
+        if isinstance(v, Val) and v.type.rank == 0 and v.type.dtype.is_int:
             self.error("E0207", f"`{name}` must be known at compile time, but it is a run-time value", 
                        "depends on run-time values", at=name,
                        help="use a shape variable (a dimension of a parameter), a `const`, or a literal")
