@@ -753,13 +753,11 @@ class FunctionWalk(ControlFlow):
         return self.call_builtin(rule, args, kwargs, e, spans, kw_spans)
 
     def _none_keywords(self, e, kwargs: dict, rule) -> dict:
-        """NumPy's `axis=None`, `ord=None`: a keyword given `None` where the builtin's default is None takes
-        the default; anywhere else `None` is evaluated, an undefined name (arr has no None)."""
+        """NumPy's `axis=None`, `ord=None`: a keyword given `None` where the builtin takes None (its default, or
+        declared `nullable`) is None; anywhere else `None` is evaluated, an undefined name (arr has no None)."""
         for k in e.kwargs:
             if kwargs.get(k.name) is _NONE:
-                default_none = rule is not None and k.name in rule.params and k.name in rule.defaults \
-                    and rule.defaults[k.name] is None
-                kwargs[k.name] = None if default_none else self.eval_or_poison(k.value)
+                kwargs[k.name] = None if rule is not None and k.name in rule.nullable else self.eval_or_poison(k.value)
         return kwargs
 
     def call_shard(self, e):

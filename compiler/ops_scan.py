@@ -12,31 +12,35 @@ from .types import BOOL, I32, ArrayType, Dim
 from .values import TupleVal, Val
 
 
-def _flat_or_axis(cx: CallCx, x: Val, axis):
-    """NumPy's convention: axis=None scans the flattened array."""
+def _flat_or_axis(cx: CallCx, x: Val, axis, what: str):
+    """(the shape, the axis) a scan or sort of `x` runs along; NumPy's axis=None: the flattened array."""
     if axis is None:
         size = Dim.const(1)
         for d in x.type.shape:
             size = size * d
-        return (size,), 0, True
+        return (size,), 0
     ax = cx.axes(axis, x.type.rank)
     if len(ax) != 1:
-        cx.error("E0204", "a scan takes a single axis", at="axis")
-    return x.type.shape, ax[0], False
+        cx.error("E0204", f"{what} takes a single axis", at="axis")
+    return x.type.shape, ax[0]
+
+
+def _operand(cx: CallCx, x: Val, shape, dt=None) -> ir.Value:
+    """x's IR (as `dt`), flattened where `shape` is that of axis=None."""
+    value = cx.ir(x, dt)
+    if shape != x.type.shape:
+        value = hlo.reshape(emit.tensor_type(concrete(shape), dt or x.type.dtype), value)
+    return value
 
 
 def scan(combine, identity, accumulate: bool):
     def rule(cx: CallCx, x, axis=None):
         x = cx.array(x, "x")
-        shape, ax, flatten = _flat_or_axis(cx, x, axis)
+        shape, ax = _flat_or_axis(cx, x, axis, "a scan")
         dt = _accumulator_dtype(x.type.dtype) if accumulate else x.type.dtype
 
         def build():
-            value = cx.ir(x, dt)
-            out_shape = concrete(shape)
-            if flatten:
-                value = hlo.reshape(emit.tensor_type(out_shape, dt), value)
-            return cumulative(value, ax, combine, identity(dt), dt)
+            return cumulative(_operand(cx, x, shape, dt), ax, combine, identity(dt), dt)
         return cx.value(ArrayType(dt, tuple(shape)), build)
     return rule
 
@@ -102,30 +106,23 @@ def _sort(values: list, dtypes: list, axis: int, descending: bool = False):
     return list(op.results)
 
 
-def _one_axis(cx: CallCx, x: Val, axis) -> int:
-    ax = cx.axes(axis, x.type.rank)
-    if ax is None or len(ax) != 1:
-        cx.error("E0204", "sorting takes a single axis", at="axis")
-    return ax[0]
-
-
-@register("sort", params="x, axis=-1", family="Scans and sorting", doc="x sorted along axis")
+@register("sort", params="x, axis=-1", nullable=("axis",), family="Scans and sorting", doc="x sorted along axis")
 def _sort_rule(cx: CallCx, x, axis=-1):
     x = cx.array(x, "x")
-    ax = _one_axis(cx, x, axis)
-    return cx.value(x.type.strong(), lambda: _sort([cx.ir(x)], [x.type.dtype], ax)[0])
+    shape, ax = _flat_or_axis(cx, x, axis, "sorting")
+    return cx.value(ArrayType(x.type.dtype, shape), lambda: _sort([_operand(cx, x, shape)], [x.type.dtype], ax)[0])
 
 
-@register("argsort", params="x, axis=-1", family="Scans and sorting", doc="the indices that sort x along axis")
+@register("argsort", params="x, axis=-1", nullable=("axis",), family="Scans and sorting",
+          doc="the indices that sort x along axis")
 def _argsort(cx: CallCx, x, axis=-1):
     x = cx.array(x, "x")
-    ax = _one_axis(cx, x, axis)
+    shape, ax = _flat_or_axis(cx, x, axis, "sorting")
 
     def build():
-        shape = concrete(x.type.shape)
-        iota = hlo.iota(emit.tensor_type(shape, I32), ax)
-        return _sort([cx.ir(x), iota], [x.type.dtype, I32], ax)[1]
-    return cx.value(ArrayType(I32, x.type.shape), build)
+        iota = hlo.iota(emit.tensor_type(concrete(shape), I32), ax)
+        return _sort([_operand(cx, x, shape), iota], [x.type.dtype, I32], ax)[1]
+    return cx.value(ArrayType(I32, shape), build)
 
 
 @register("top_k", params="x, k",

@@ -33,6 +33,7 @@ class Builtin:
     family: str = ""         # the group of docs/language.md's builtin list (named builtins)
     words: str | None = None  # how a guard report names the operation ("addition"); None: `display`
     keys: bool = False       # takes PRNG keys (random builtins, shape queries, selection); others refuse them
+    nullable: frozenset = frozenset()   # parameters a keyword `None` may be given (NumPy's `axis=None`)
 
 
 # The groups of docs/language.md "## Builtins", in order (a named builtin's `family` is one of these).
@@ -47,13 +48,14 @@ _MISSING = object()
 
 def register(*names: str, params: str = "x", method: bool = False, table: dict | None = None,
              display: str | None = None, doc: str = "", family: str = "", words: str | None = None,
-             keys: bool = False):
+             keys: bool = False, nullable: tuple = ()):
     """Register `fn` under each of `names`; `params` reads like a Python signature: "x, axis=None".
 
     `display` is the name of the op in diagnostics and locations (default: the registered name; operators
     must give one), `doc` one line saying what it computes, `family` its group in the docs (both required
     for a named builtin, one whose name starts with a letter), `words` what a guard report calls it, `keys`
-    whether its arguments may be PRNG keys (`refuse_keys` stops the others)."""
+    whether its arguments may be PRNG keys (`refuse_keys` stops the others), `nullable` the parameters
+    that take `None` besides those whose default is None (sort's `axis=None` flattens, its default is -1)."""
     operator = table is OPERATORS
     if operator and not display:
         raise TypeError(f"operator {names[0]!r} registered without a display name")
@@ -77,8 +79,9 @@ def register(*names: str, params: str = "x", method: bool = False, table: dict |
             raise TypeError(f"rule {fn.__name__} takes {code.co_varnames[1:code.co_argcount]}, "
                             f"registered as {params!r}")
         for name in names:
-            (OPERATORS if operator else BUILTINS)[name] = Builtin(name, fn, tuple(order), defaults, method,
-                                                                  display or name, doc, family, words, keys)
+            (OPERATORS if operator else BUILTINS)[name] = Builtin(
+                name, fn, tuple(order), defaults, method, display or name, doc, family, words, keys,
+                frozenset(nullable) | {p for p, d in defaults.items() if d is None})
         return fn
     return wrap
 

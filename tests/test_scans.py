@@ -40,6 +40,9 @@ def bool_scans(x: bool[n, m]) -> (bool[n, m], bool[n * m], i32[n, m]):
 def sorts(x: f32[n, m]) -> (f32[n, m], i32[n, m], f32[n, m], i32[n, m]):
     return sort(x), argsort(x), sort(x, axis=0), argsort(x, axis=0)
 
+def flat_sorts(x: f32[a, b, c], y: i32[n]) -> (f32[a * b * c], i32[a * b * c], i32[n], i32[n]):
+    return sort(x, axis=None), argsort(x, axis=None), sort(y, axis=None), argsort(y, axis=None)
+
 def sorts64(x: f64[n]) -> (f64[n], i32[n]):
     return sort(x), argsort(x)
 
@@ -216,6 +219,18 @@ def test_sort_and_argsort_axes(mod):
     want = [np.sort(x), np.argsort(x, kind="stable"), np.sort(x, axis=0), np.argsort(x, axis=0, kind="stable")]
     for g, w in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g), w)
+
+
+def test_sort_axis_none_sorts_the_flattened_array_as_numpy(mod):
+    """sort/argsort(x, axis=None) was E0101 undefined name `None` (cumsum's axis=None flattens)."""
+    x = rng(2).choice(np.array([np.nan, -1.0, 0.0, 2.0, 2.0], np.float32), size=(2, 3, 4))
+    y = np.array([3, 1, 3, 0], np.int32)
+    want = (np.sort(x, axis=None), np.argsort(x, axis=None, kind="stable"), np.sort(y, axis=None),
+            np.argsort(y, axis=None, kind="stable"))
+    got = [np.asarray(g) for g in mod.flat_sorts(x, y)]
+    assert [g.dtype for g in got] == [np.float32, np.int32, np.int32, np.int32]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
 
 
 @pytest.mark.parametrize("seed", [0, 3])
