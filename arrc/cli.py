@@ -758,7 +758,7 @@ def sharded_function(fn, params: list, mesh_text: str, mesh_axes: dict, shards: 
     try:
         return fn.sharded(mesh, [shards.get(name) for name in params])
     except TypeError as err:
-        raise UsageError(f"--mesh: {err}") from None
+        raise UsageError(f"--shard: {err}") from None
 
 
 @contextlib.contextmanager

@@ -69,9 +69,12 @@ def flags_results(fn) -> bool:
 
 
 def _check_axes(spec, what: str, mesh, error: type) -> None:
-    for axis in _axes_of(spec):
+    axes = _axes_of(spec)
+    for axis in axes:
         if axis not in mesh.shape:
             raise error(f"{what} names `{axis}`, which is not an axis of the mesh ({', '.join(mesh.axis_names)})")
+        if axes.count(axis) > 1:
+            raise error(f"{what}, {spec}, names mesh axis `{axis}` twice: an axis splits one dimension, once")
 
 
 class Sharded:

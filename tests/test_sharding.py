@@ -462,3 +462,48 @@ def test_a_mesh_that_names_a_device_twice_is_refused():
     device = jax.devices()[0]
     with pytest.raises(ValueError, match="the mesh data=2 names a device twice"):
         arrc.mesh(devices=[device, device], data=2)
+
+
+PRELUDE = textwrap.dedent('''
+    import jax
+    jax.config.update("jax_num_cpu_devices", 8)
+    import numpy as np
+    import arrc
+    mesh = arrc.mesh(data=4, model=2)
+
+    def message(call):
+        try:
+            call()
+        except (arrc.ArgumentError, arrc.CompileError) as err:
+            return f"{type(err).__name__}: {err}"
+        raise AssertionError("no error")
+''')
+
+
+def in_child(code: str) -> str:
+    """What `code` prints, run after PRELUDE (8 virtual CPU devices, `mesh` data=4 x model=2, `message`) in a
+    child process: the device count is fixed before JAX's CPU backend starts."""
+    done = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_a_spec_that_names_an_axis_twice_is_an_argument_error(tmp_path):
+    """It was JAX's DuplicateSpecError, from the command line an internal error (E0601, exit 4)."""
+    out = in_child('''
+        mod = arrc.loads("def f(x: f32[8, 8]) -> f32[8, 8]:\\n    return x\\n")
+        print(message(lambda: mod.f.sharded(mesh, in_specs=(("data", "data"),))))
+        print(message(lambda: mod.f.sharded(mesh, out_specs=((("model", "model"), None),))))
+    ''')
+    assert out == ("ArgumentError: in_specs of `x`, P('data', 'data'), names mesh axis `data` twice: an axis splits "
+                   "one dimension, once\n"
+                   "ArgumentError: out_specs of result 0, P(('model', 'model'), None), names mesh axis `model` twice: "
+                   "an axis splits one dimension, once\n")
+    (tmp_path / "m.arr").write_text("def f(x: f32[8, 8]) -> f32[8, 8]:\n    return x\n")
+    for verb in (["run", "m.arr", "--arg", "x=" + str([[1.0] * 8] * 8)], ["compile", "m.arr"]):
+        done = subprocess.run([sys.executable, "-m", "arrc", *verb, "--entry", "f", "--devices", "8", "--mesh", "data=4",
+                               "--shard", "x=data,data"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert (done.returncode, done.stdout, done.stderr) == (
+            2, "", "arrc: error: --shard: in_specs of `x`, P('data', 'data'), names mesh axis `data` twice: an axis "
+                   "splits one dimension, once\n"), verb
