@@ -522,6 +522,8 @@ def parse_mesh(mesh: str | None, shards: list[str], devices: int | None) -> tupl
         name, eq, size = part.partition("=")
         if not eq or not name.strip().isidentifier() or not size.strip().isdigit() or int(size) < 1:
             raise UsageError(f"--mesh {mesh}: write each axis as NAME=SIZE, e.g. --mesh data=4,model=2")
+        if name.strip() in axes:
+            raise UsageError(f"--mesh {mesh}: the axis `{name.strip()}` is given twice")
         axes[name.strip()] = int(size)
     specs: dict = {}
     for item in shards:
@@ -532,6 +534,8 @@ def parse_mesh(mesh: str | None, shards: list[str], devices: int | None) -> tupl
         for part in (p.strip() for p in spec.split(",")):
             if part not in ("_", "") and part not in axes:
                 raise UsageError(f"--shard {item}: `{part}` is not an axis of the mesh ({', '.join(axes)})")
+        if name.strip() in specs:
+            raise UsageError(f"--shard {name.strip()} is given twice")
         specs[name.strip()] = spec
     return axes, specs
 

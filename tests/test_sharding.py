@@ -387,6 +387,11 @@ def test_the_command_line_runs_a_function_over_a_mesh(tmp_path):
         2, "", "arrc: error: argument `x`: dimension 0 has size 8, which data (3 devices) does not divide\n")
     assert run("--shard", "x=data") == (2, "", "arrc: error: --shard needs --mesh (e.g. --mesh data=8 --shard "
                                                "x=data,_)\n")
+    # (each was accepted, the last one used)
+    assert run("--devices", "8", "--mesh", "data=4,data=2") == (
+        2, "", "arrc: error: --mesh data=4,data=2: the axis `data` is given twice\n")
+    assert run("--devices", "8", "--mesh", "data=4", "--shard", "x=data,_", "--shard", "x=_,data") == (
+        2, "", "arrc: error: --shard x is given twice\n")
     assert run("--devices", "8", "--mesh", "data=8", "--shard", "y=data") == (
         2, "", "arrc: error: --shard y=...: `loss` has no parameter `y` (its parameters: x, w)\n")
     # print runs sharded: once, as on one device
