@@ -540,9 +540,9 @@ class Function:
         Returns (result, the Compiled that ran, whether the result is a tuple); a call on arguments sharded
         over several devices runs as one SPMD program (arrc/sharding.py; None for the Compiled)."""
         from arrc.sharding import spans_devices
-        if not kwargs and spans_devices(args):
+        if spans_devices(args) or kwargs and spans_devices(kwargs.values()):
             from arrc.sharding import spmd_call
-            return spmd_call(self, args), None, self._sig.tuple_result
+            return spmd_call(self, self._positional(args, kwargs)), None, self._sig.tuple_result
         key = _argument_key(args) if not kwargs and not self._keys and len(args) == len(self._sig.params) \
             else None
         dispatched = [_as_dispatched(a, p) for a, (_, p, _) in zip(args, self._sig.params)] if key is not None \

@@ -115,20 +115,20 @@ class Sharded:
         run = (NamedSharding(mesh, partition_spec(None)),) if has_effects(fn, spmd=True) else ()
         self.jitted = jax.jit(spmd_function(fn), in_shardings=run + self.in_shardings, out_shardings=outs)
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
         with _tracing(self.mesh):
-            return checked_call(self.fn, self.jitted, self._placed(args), self.mesh)
+            return checked_call(self.fn, self.jitted, self._placed(args, kwargs), self.mesh)
 
-    def _placed(self, args) -> list:
-        """The arguments as jax.jit takes them for these shardings: a (nested) list as a NumPy array of its
-        parameter's dtype, as a call of the function takes it (jax.jit would see a pytree of scalars); a
-        jax.Array laid out otherwise (e.g. committed to one device) moved to its parameter's sharding. Each
-        split dimension is checked against its axes first (`_check_divisible`)."""
+    def _placed(self, args, kwargs) -> list:
+        """The arguments bound to the parameters as a call binds them (keywords placed, defaults filled), as
+        jax.jit takes them for these shardings: a (nested) list as a NumPy array of its parameter's dtype, as a
+        call of the function takes it (jax.jit would see a pytree of scalars); a jax.Array laid out otherwise
+        (e.g. committed to one device) moved to its parameter's sharding. Each split dimension is checked
+        against its axes first (`_check_divisible`)."""
         import jax
         import numpy as np
-        n = len(self.fn._sig.params)
-        args = [self.fn._python_argument(a, i) if type(a) in (list, tuple, bool, int, float) and i < n else a
-                for i, a in enumerate(args)]
+        args = [self.fn._python_argument(a, i) if type(a) in (list, tuple, bool, int, float) else a
+                for i, a in enumerate(self.fn._positional(args, kwargs))]
         self._check_arguments(args)
         placed = []
         for a, s in zip(args, self.in_shardings):
@@ -151,14 +151,14 @@ class Sharded:
             self._check_divisible(args)
             self._checked.add(kinds)
 
-    def lower(self, *args):
+    def lower(self, *args, **kwargs):
         """JAX's Lowered of the SPMD program (`.as_text()`: the StableHLO with its shardings;
         `.compile().as_text()`: XLA's partitioned HLO, collectives included; with guards, its results are
         the function's and the flag)."""
         import numpy as np
         run = (np.int32(0),) if has_effects(self.fn, spmd=True) else ()
         with _tracing(self.mesh):
-            return self.jitted.lower(*run, *self._placed(args))
+            return self.jitted.lower(*run, *self._placed(args, kwargs))
 
     def _check_divisible(self, args) -> None:
         import numpy as np

@@ -512,3 +512,30 @@ def test_a_spec_that_names_an_axis_twice_is_an_argument_error(tmp_path):
         assert (done.returncode, done.stdout, done.stderr) == (
             2, "", "arrc: error: --shard: in_specs of `x`, P('data', 'data'), names mesh axis `data` twice: an axis "
                    "splits one dimension, once\n"), verb
+
+
+def test_a_sharded_call_binds_its_arguments_as_a_call_does():
+    """Keywords and defaults: `.sharded(...)` took positional arguments only, all given (a default left out was
+    JAX's `pjit in_shardings specification must be a tree prefix`); a plain call on a sharded argument with a
+    keyword ran on one device."""
+    out = in_child('''
+        from jax.sharding import NamedSharding, PartitionSpec as P
+        mod = arrc.loads("def dflt(x: f32[n], a: f32 = 2.0) -> f32[n]:\\n    return x * a\\n")
+        x = np.arange(8, dtype=np.float32)
+        f = mod.dflt.sharded(mesh, in_specs=("data", None))
+        twin = jax.jit(lambda x, a: x * a, in_shardings=(NamedSharding(mesh, P("data")), NamedSharding(mesh, P())))
+        xs = jax.device_put(x, NamedSharding(mesh, P("data")))
+        for got, a in ((f(x), 2.0), (f(x, a=3.0), 3.0), (f(a=0.5, x=x), 0.5), (f(x, 4.0), 4.0),
+                       (mod.dflt(xs, a=3.0), 3.0), (mod.dflt(xs), 2.0)):
+            want = twin(x, np.float32(a))
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+            assert got.sharding.spec == want.sharding.spec == P("data"), got.sharding
+        assert "tensor<8xf32>" in f.lower(x, a=3.0).as_text()
+        print(message(lambda: f(x, 1.0, a=2.0)))
+        print(message(lambda: f(x, b=2.0)))
+        print(message(lambda: f()))
+    ''')
+    assert out == ("ArgumentError: dflt() got `a` twice\n"
+                   "ArgumentError: dflt() has no parameter `b`\n"
+                   "ArgumentError: dflt(x: f32[n], a: f32 = 2.0) -> f32[n] takes 2 argument(s), 0 given: missing "
+                   "argument `x`\n")
