@@ -379,15 +379,16 @@ class Function:
         return [_arg_type(a, ptype, pname)
                 for a, (pname, ptype, _) in zip(self._positional(args, {}), self._sig.params)]
 
-    def _check_types(self, types: list[ArrayType], values: list | None = None) -> None:
+    def _check_types(self, types: list[ArrayType], values: list | None = None) -> dict:
         """`types` against the signature; a mismatch is an ArgumentError that says what to do about a dtype
-        (`_dtype_hint`, which looks at the argument `values` where there are some)."""
+        (`_dtype_hint`, which looks at the argument `values` where there are some). Returns the shape
+        variables' sizes."""
         if len(types) != len(self._sig.params):
             raise ArgumentError(f"{self.name}{self._sig} takes {len(self._sig.params)} argument(s), "
                                 f"{len(types)} given")
         spans = [s for *_, s in self._sig.params]
         try:
-            unify(self._sig, [Val(t) for t in types], spans, None)
+            return unify(self._sig, [Val(t) for t in types], spans, None)
         except ArrError as err:
             message = err.diag.message + "".join(f"; {n}" for n in err.diag.notes)
             try:            # a hint about the dtype only where the shapes fit (else neither fix it offers would)

@@ -68,13 +68,22 @@ def flags_results(fn) -> bool:
     return fn.module.guard_scope == "results" and bool(fn.module.guard_kinds & {"nan", "inf"})
 
 
-def _check_axes(spec, what: str, mesh, error: type) -> None:
+def _spec(value, what: str, t, mesh, error: type):
+    """`value` as the PartitionSpec (`partition_spec`) of `what`, of arr type `t`, checked against `mesh`: axes
+    of the mesh, each named once, at most one entry per dimension."""
+    try:
+        spec = partition_spec(value)
+    except TypeError as err:
+        raise error(f"{what}: {err}") from None
     axes = _axes_of(spec)
     for axis in axes:
         if axis not in mesh.shape:
             raise error(f"{what} names `{axis}`, which is not an axis of the mesh ({', '.join(mesh.axis_names)})")
         if axes.count(axis) > 1:
             raise error(f"{what}, {spec}, names mesh axis `{axis}` twice: an axis splits one dimension, once")
+    if len(spec) > t.rank:
+        raise error(f"{what}, {spec}, has {len(spec)} entries for {t}: one per dimension at most")
+    return spec
 
 
 class Sharded:
@@ -87,15 +96,21 @@ class Sharded:
         from jax.sharding import NamedSharding
         self.fn, self.mesh, self.error = fn, mesh, error        # error: arrc.ArgumentError (arrc/api.py)
         ArgumentError = error
+        if not isinstance(mesh, jax.sharding.Mesh):
+            raise ArgumentError(f"{fn.name}.sharded: the mesh is a jax.sharding.Mesh (e.g. arrc.mesh(data=4)), "
+                                f"not {mesh!r}")
         params = fn._sig.params
+        if in_specs is not None and not isinstance(in_specs, (list, tuple)):
+            raise ArgumentError(f"{fn.name}{fn._sig}: in_specs is a tuple or list of one spec per parameter, not "
+                                f"{in_specs!r}" + (f" (one parameter's: in_specs=({in_specs!r},))"
+                                                   if isinstance(in_specs, str) else ""))
         specs = [None] * len(params) if in_specs is None else list(in_specs)
         if len(specs) != len(params):
             raise ArgumentError(f"{fn.name}{fn._sig}: in_specs has {len(specs)} entries for {len(params)} "
                                 f"parameter(s)")
-        self.in_specs = [partition_spec(s) for s in specs]
-        for (name, _, _), spec in zip(params, self.in_specs):
-            _check_axes(spec, f"in_specs of `{name}`", mesh, ArgumentError)
-        outs = None
+        self.in_specs = [_spec(s, f"in_specs of `{name}`", t, mesh, ArgumentError)
+                         for s, (name, t, _) in zip(specs, params)]
+        self.out_specs = outs = None
         if out_specs is not None:
             k = len(fn._sig.results)
             # one entry per result; for one result, its spec alone also does (`(None, "model")`)
@@ -103,10 +118,9 @@ class Sharded:
             listed = list(out_specs) if per_result and isinstance(out_specs, (list, tuple)) else [out_specs]
             if len(listed) != k:
                 raise ArgumentError(f"{fn.name}{fn._sig}: out_specs has {len(listed)} entries for {k} result(s)")
-            parts = [partition_spec(s) for s in listed]
-            for i, spec in enumerate(parts):
-                _check_axes(spec, f"out_specs of result {i}", mesh, ArgumentError)
-            outs = [NamedSharding(mesh, spec) for spec in parts]
+            self.out_specs = [_spec(s, f"out_specs of result {i}", t, mesh, ArgumentError)
+                              for i, (s, t) in enumerate(zip(listed, fn._sig.results))]
+            outs = [NamedSharding(mesh, spec) for spec in self.out_specs]
             outs = tuple(outs) if fn._sig.tuple_result else outs[0]
             if flags_results(fn):                       # (and the results' flag, replicated)
                 outs = (outs, NamedSharding(mesh, partition_spec(None)))
@@ -147,8 +161,8 @@ class Sharded:
         split dimensions against the mesh (`_check_divisible`), once per kind of arguments."""
         kinds = _kinds(args)
         if kinds not in self._checked:
-            self.fn._check_types(self.fn._types_of(tuple(args)), list(args))
-            self._check_divisible(args)
+            sizes = self.fn._check_types(self.fn._types_of(tuple(args)), list(args))
+            self._check_divisible(args, sizes)
             self._checked.add(kinds)
 
     def lower(self, *args, **kwargs):
@@ -160,20 +174,23 @@ class Sharded:
         with _tracing(self.mesh):
             return self.jitted.lower(*run, *self._placed(args, kwargs))
 
-    def _check_divisible(self, args) -> None:
+    def _check_divisible(self, args, sizes: dict) -> None:
+        """Each split dimension of the arguments, and of the results (their types with the shape variables'
+        `sizes`), against the devices of its axes."""
         import numpy as np
-        ArgumentError = self.error
-        for (name, _, _), spec, arg in zip(self.fn._sig.params, self.in_specs, args):
-            shape = np.shape(arg)
+        shapes = [(f"argument `{name}`", np.shape(arg)) for (name, _, _), arg in zip(self.fn._sig.params, args)]
+        specs = self.in_specs
+        if self.out_specs is not None:
+            shapes += [(f"out_specs of result {i}, {spec}", t.subs(sizes).concrete_shape)
+                       for i, (t, spec) in enumerate(zip(self.fn._sig.results, self.out_specs))]
+            specs = specs + self.out_specs
+        for (what, shape), spec in zip(shapes, specs):
             for dim, part in enumerate(spec):
                 axes = _names(part)
                 ways = math.prod(self.mesh.shape[a] for a in axes)
                 if axes and dim < len(shape) and shape[dim] % ways:
-                    raise ArgumentError(f"argument `{name}`: dimension {dim} has size {shape[dim]}, which "
-                                        f"{' x '.join(axes)} ({ways} devices) does not divide")
-            if len(spec) > len(shape):
-                raise ArgumentError(f"argument `{name}` has {len(shape)} dimension(s); its spec {spec} splits "
-                                    f"{len(spec)}")
+                    raise self.error(f"{what}: dimension {dim} has size {shape[dim]}, which {' x '.join(axes)} "
+                                     f"({ways} devices) does not divide")
 
 
 @contextlib.contextmanager

@@ -539,3 +539,47 @@ def test_a_sharded_call_binds_its_arguments_as_a_call_does():
                    "ArgumentError: dflt() has no parameter `b`\n"
                    "ArgumentError: dflt(x: f32[n], a: f32 = 2.0) -> f32[n] takes 2 argument(s), 0 given: missing "
                    "argument `x`\n")
+
+
+def test_bad_specs_and_meshes_are_argument_errors():
+    """Each was JAX's own error (IndivisibleError, pjit's ValueError), an AttributeError, or a message about
+    something else (a bare string read as one spec per character, a dict's keys as axes)."""
+    out = in_child('''
+        from jax.sharding import NamedSharding, PartitionSpec as P
+        mod = arrc.loads("""
+        def m(x: f32[b, 6]) -> f32[b, 6]:
+            return x + 1.0
+
+        def s(x: f32[8]) -> f32:
+            return sum(x)
+        """)
+        x = np.arange(48, dtype=np.float32).reshape(8, 6)
+        f = mod.m.sharded(mesh, out_specs=(("model", None),))
+        want = jax.jit(lambda x: x + 1.0, out_shardings=NamedSharding(mesh, P("model", None)))(x)
+        got = f(x)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        assert got.sharding.spec == want.sharding.spec, got.sharding
+        print(message(lambda: f(x[:5])))
+        print(message(lambda: mod.m.sharded(mesh, out_specs=(("model", "data"),))(x)))
+        print(message(lambda: mod.s.sharded(mesh, out_specs=("data",))))
+        print(message(lambda: mod.m.sharded(mesh, in_specs=(("data", None, None),))))
+        print(message(lambda: mod.m.sharded(mesh, in_specs="data,_")))
+        print(message(lambda: mod.m.sharded(mesh, in_specs={"x": ("data", None)})))
+        print(message(lambda: mod.m.sharded(mesh, out_specs={"x": ("data", None)})))
+        print(message(lambda: mod.m.sharded("mesh")))
+    ''')
+    assert out == (
+        "ArgumentError: out_specs of result 0, P('model', None): dimension 0 has size 5, which model (2 devices) "
+        "does not divide\n"
+        "ArgumentError: out_specs of result 0, P('model', 'data'): dimension 1 has size 6, which data (4 devices) "
+        "does not divide\n"
+        "ArgumentError: out_specs of result 0, P('data',), has 1 entries for f32: one per dimension at most\n"
+        "ArgumentError: in_specs of `x`, P('data', None, None), has 3 entries for f32[b, 6]: one per dimension at "
+        "most\n"
+        "ArgumentError: m(x: f32[b, 6]) -> f32[b, 6]: in_specs is a tuple or list of one spec per parameter, not "
+        "'data,_' (one parameter's: in_specs=('data,_',))\n"
+        "ArgumentError: m(x: f32[b, 6]) -> f32[b, 6]: in_specs is a tuple or list of one spec per parameter, not "
+        "{'x': ('data', None)}\n"
+        "ArgumentError: out_specs of result 0: a partition spec is a tuple of mesh axis names (or None), not "
+        "{'x': ('data', None)}\n"
+        "ArgumentError: m.sharded: the mesh is a jax.sharding.Mesh (e.g. arrc.mesh(data=4)), not 'mesh'\n")
