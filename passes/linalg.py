@@ -24,7 +24,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import func
 
 from ..compiler import abi, emit
-from ..compiler.diagnostics import Diagnostic, first_line, internal_error
+from ..compiler.diagnostics import Diagnostic, Label, first_line, internal_error
 from ..compiler.locations import span_of
 from ..compiler.ops_linalg import EXTERN, SHARD, extern_callable, extern_function, is_linalg, linalg_call
 from .base import ModulePass
@@ -51,6 +51,9 @@ class LowerLinalg(ModulePass):
                 calls.append(op.operation)
             return ir.WalkResult.ADVANCE
         walk_ops(module.operation, visit)
+        problem = _branch_layouts(module) if self.mesh else None
+        if problem is not None:
+            return [problem]
         for call in [c for c in calls if linalg_call(c)[0] == SHARD]:
             problem = _constrain(call, self.mesh)
             if problem is not None:
@@ -90,8 +93,7 @@ def _constrain(call, mesh: tuple) -> Diagnostic | None:
     x, sizes = call.operands[0], dict(mesh)
     if mesh:
         from jaxlib.mlir.dialects import sdy
-        axes = [[] if part is None else [part] if isinstance(part, str) else part
-                for part in linalg_call(call)[1]["axes"]]
+        axes = _axes(call)
         named = [n for names in axes for n in names]
         shape = "(" + ", ".join(f"{n}={s}" for n, s in mesh) + ")"
         for n in named:
@@ -114,6 +116,50 @@ def _constrain(call, mesh: tuple) -> Diagnostic | None:
     call.results[0].replace_all_uses_with(x)
     call.erase()
     return None
+
+
+def _axes(call) -> list:
+    """The mesh axes a `shard` placeholder splits each dimension over (none: not split)."""
+    return [[] if part is None else [part] if isinstance(part, str) else list(part)
+            for part in linalg_call(call)[1]["axes"]]
+
+
+def _branch_layouts(module: ir.Module) -> Diagnostic | None:
+    """E0204 where branches of a run-time `if` end in `shard`s of the same value with different layouts: XLA's
+    verifier refuses such a conditional ("Inconsistent conditional sharding"; JAX's too), where a `shard` that
+    is not the branch's last operation on the value is partitioned as any."""
+    conditionals = []
+
+    def visit(op):
+        if op.operation.name in ("stablehlo.if", "stablehlo.case"):
+            conditionals.append(op.operation)
+        return ir.WalkResult.ADVANCE
+    walk_ops(module.operation, visit)
+    for cond in conditionals:
+        first: dict = {}            # result index -> the first branch's `shard` that makes it
+        for region in cond.regions:
+            ops = region.blocks[0].operations
+            for k, value in enumerate(ops[len(ops) - 1].operands):
+                made = value.owner
+                if isinstance(made, ir.Block) or not is_linalg(made) or linalg_call(made)[0] != SHARD \
+                        or made.operation.parent != cond:
+                    continue
+                other = first.setdefault(k, made)
+                if _axes(other) != _axes(made):
+                    return Diagnostic(
+                        "E0204", "`shard`: the branches of an `if` end in different layouts of the same value",
+                        span_of(made.location), f"split as {_layout(made)} here",
+                        labels=[Label(span_of(other.location), f"split as {_layout(other)} here")],
+                        notes=["XLA cannot partition a conditional whose branches end in different layouts"],
+                        help="`shard` the value after the `if`, or in one branch only")
+    return None
+
+
+def _layout(call) -> str:
+    """A `shard`'s layout as written: `("data", None)`."""
+    def part(p):
+        return "None" if p is None else f'"{p}"' if isinstance(p, str) else "(" + ", ".join(f'"{n}"' for n in p) + ")"
+    return "(" + ", ".join(part(p) for p in linalg_call(call)[1]["axes"]) + ")"
 
 
 def _refused(call, key: tuple, err: Exception) -> Diagnostic:

@@ -507,8 +507,9 @@ def test_a_spec_that_names_an_axis_twice_is_an_argument_error(tmp_path):
                    "an axis splits one dimension, once\n")
     (tmp_path / "m.arr").write_text("def f(x: f32[8, 8]) -> f32[8, 8]:\n    return x\n")
     for verb in (["run", "m.arr", "--arg", "x=" + str([[1.0] * 8] * 8)], ["compile", "m.arr"]):
-        done = subprocess.run([sys.executable, "-m", "arrc", *verb, "--entry", "f", "--devices", "8", "--mesh", "data=4",
-                               "--shard", "x=data,data"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        done = subprocess.run([sys.executable, "-m", "arrc", *verb, "--entry", "f", "--devices", "8", "--mesh",
+                               "data=4", "--shard", "x=data,data"], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=300)
         assert (done.returncode, done.stdout, done.stderr) == (
             2, "", "arrc: error: --shard: in_specs of `x`, P('data', 'data'), names mesh axis `data` twice: an axis "
                    "splits one dimension, once\n"), verb
@@ -583,3 +584,54 @@ def test_bad_specs_and_meshes_are_argument_errors():
         "ArgumentError: out_specs of result 0: a partition spec is a tuple of mesh axis names (or None), not "
         "{'x': ('data', None)}\n"
         "ArgumentError: m.sharded: the mesh is a jax.sharding.Mesh (e.g. arrc.mesh(data=4)), not 'mesh'\n")
+
+
+def test_shards_that_end_the_branches_of_an_if_differently_are_e0204(tmp_path):
+    """XLA's verifier refuses such a conditional (JAX's too): it was a raw JaxRuntimeError (`Inconsistent
+    conditional sharding`), from the command line an internal error (E0601). A `shard` in one branch runs."""
+    out = in_child('''
+        from jax.sharding import NamedSharding, PartitionSpec as P
+        mod = arrc.loads("""
+        def br(x: f32[8, 4], c: bool) -> f32[8, 4]:
+            if c:
+                y = shard(x, "data", None)
+            else:
+                y = shard(x * 2.0, None, "data")
+            return y + 1.0
+
+        def one(x: f32[8, 4], c: bool) -> f32[8, 4]:
+            if c:
+                y = shard(x, "data", None)
+            else:
+                y = x * 2.0
+            return y + 1.0
+        """, filename="b.arr")
+        x = np.arange(32, dtype=np.float32).reshape(8, 4)
+        print(message(lambda: mod.br.sharded(mesh)(x, True)))
+        with jax.set_mesh(mesh):
+            twin = jax.jit(lambda x, c: jax.lax.cond(c, lambda x: jax.lax.with_sharding_constraint(x, P("data", None)),
+                                                     lambda x: x * 2.0, x) + 1.0,
+                           in_shardings=NamedSharding(mesh, P()))
+            wants = [twin(x, c) for c in (True, False)]
+        for c, want in zip((True, False), wants):
+            got = mod.one.sharded(mesh)(x, c)
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    ''')
+    assert out == (
+        "CompileError: error[E0204]: `shard`: the branches of an `if` end in different layouts of the same value\n"
+        " --> b.arr:6:13\n"
+        "  |\n"
+        "4 |         y = shard(x, \"data\", None)\n"
+        "  |             ---------------------- split as (\"data\", None) here\n"
+        "6 |         y = shard(x * 2.0, None, \"data\")\n"
+        "  |             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^ split as (None, \"data\") here\n"
+        "  |\n"
+        "  = note: XLA cannot partition a conditional whose branches end in different layouts\n"
+        "  = help: `shard` the value after the `if`, or in one branch only\n\n")
+    (tmp_path / "b.arr").write_text("def br(x: f32[4], c: bool) -> f32[4]:\n    if c:\n        y = shard(x, \"data\")\n"
+                                    "    else:\n        y = shard(x, \"model\")\n    return y\n")
+    done = subprocess.run([sys.executable, "-m", "arrc", "run", "b.arr", "--entry", "br", "--arg", "x=[1, 2, 3, 4]",
+                           "--arg", "c=true", "--devices", "8", "--mesh", "data=4,model=2"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stdout) == (1, "") and done.stderr.startswith(
+        "error[E0204]: `shard`: the branches of an `if` end in different layouts of the same value\n"), done.stderr
