@@ -97,6 +97,16 @@ def looks_binary(data: bytes) -> bool:
     return odd * 10 > len(text)
 
 
+def require_stablehlo(path: str, command: str, arr_help: str) -> bytes:
+    """The bytes of the StableHLO file `path` that `arrc COMMAND` reads; an arr source file (`.arr`) is a
+    usage error that says what does the command's work on arr (`arr_help`)."""
+    data = require_file(path, "a StableHLO file (.mlir or .mlirbc)").read_bytes()
+    if Path(path).suffix == ".arr":
+        raise UsageError(f"arrc {command} reads StableHLO (.mlir, .mlirbc, a portable artifact), and {path} "
+                         f"is arr source: {arr_help}")
+    return data
+
+
 def is_stablehlo(path: str) -> bool:
     """StableHLO from elsewhere (text, bytecode, a portable artifact) rather than arr source: by the name's
     suffix, or for another suffix than .arr (a `jax.export` serialization saved as `f.bin`) by MLIR
@@ -1029,7 +1039,8 @@ def cmd_guard(args: argparse.Namespace) -> int:
     """`arrc guard IN.mlir -o OUT.mlir`: instrument StableHLO from anywhere with guards."""
     from arrc.passes.guards import GuardOptions, parse_kinds
     from arrc.runtime.foreign import guard_text
-    data = require_file(args.file, "a StableHLO file (.mlir or .mlirbc)").read_bytes()
+    data = require_stablehlo(args.file, "guard",
+                             "`arrc compile --emit guarded FILE` writes an arr function's guarded StableHLO")
     kinds = parse_kinds(",".join(args.guards)) if args.guards else frozenset(KINDS)
     text = guard_text(data, args.file, GuardOptions(kinds, args.guard_scope))
     write_output(text, args.output)
@@ -1274,7 +1285,8 @@ def grad_module(data: bytes, name: str, wrt: tuple[int, ...], keep_value: bool =
 def cmd_grad(args: argparse.Namespace) -> int:
     """`arrc grad IN.mlir --wrt 0 -o OUT.mlir`: the entry of StableHLO from anywhere (e.g. exported from
     JAX), differentiated by reverse mode; text with locations, or bytecode for an OUT ending in .mlirbc."""
-    data = require_file(args.file, "a StableHLO file (.mlir or .mlirbc)").read_bytes()
+    data = require_stablehlo(args.file, "grad", "an arr function takes its derivative with `grad(f)` in the "
+                                                "source, or `arrc.grad(mod.f)` in Python")
     context, module = grad_module(data, args.file, args.wrt, not args.no_value)
     with context:
         text = name_the_input(module.operation.get_asm(enable_debug_info=True), args.file)

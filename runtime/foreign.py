@@ -99,7 +99,7 @@ def check_module(context, module, name: str) -> None:
             try:
                 entry(module)
             except ValueError as err:
-                diags = [Diagnostic("E0502", f"cannot run {name}: {err}", None)]
+                diags = [Diagnostic("E0502", f"{name} has no entry point: {err}", None)]
     if diags:
         raise CompileError([_in_file(d, name) for d in diags], SafeSources())
 

@@ -112,6 +112,21 @@ def test_guard_missing_file_is_a_usage_error(capsys):
     assert "no such file" in capsys.readouterr().err
 
 
+def test_guard_and_grad_of_arr_source_say_what_does_it_for_arr(prog, tmp_path, capsys):
+    """They read StableHLO: an .arr file was "E0502 cannot read ... as StableHLO: custom op 'def' is unknown";
+    a module without `main` was "cannot run", though `arrc guard` runs nothing."""
+    assert main(["guard", prog]) == 2
+    assert capsys.readouterr().err == f"arrc: error: arrc guard reads StableHLO (.mlir, .mlirbc, a portable " \
+        f"artifact), and {prog} is arr source: `arrc compile --emit guarded FILE` writes an arr function's " \
+        f"guarded StableHLO\n"
+    assert main(["grad", prog, "--wrt", "0"]) == 2
+    assert "arrc grad reads StableHLO" in capsys.readouterr().err
+    empty = tmp_path / "empty.mlir"
+    empty.write_text("module {}\n")
+    assert main(["guard", str(empty)]) == 1
+    assert capsys.readouterr().err.startswith(f"error[E0502]: {empty} has no entry point: ")
+
+
 def test_python_dash_m(prog):
     done = subprocess.run([sys.executable, "-m", "arrc", "check", prog], capture_output=True, text=True,
                           env=ENV, cwd=ROOT, timeout=120)
