@@ -906,6 +906,29 @@ def run_stablehlo(args: argparse.Namespace, kwargs: dict) -> RunResult:
     return RunResult(results, {"first_call": time.perf_counter() - start})
 
 
+def _run_file(args: argparse.Namespace, kwargs: dict, mesh_axes: dict, shards: dict):
+    """(RunResult, seconds to check) of `arrc run` of an arr file, or of a StableHLO module."""
+    t0 = time.perf_counter()
+    if is_stablehlo(args.file):
+        if mesh_axes:
+            raise UsageError("--mesh runs an arr function: a StableHLO module is run on one device")
+        return run_stablehlo(args, kwargs), 0.0
+    check_device(args.device)
+    module, sources = load_module(args.file, guards=args.guards, scope=args.guard_scope, device=args.device)
+    check_s = time.perf_counter() - t0
+    print_diagnostics(module.warnings, sources)
+    fn = entry_function(module, args.entry, args.file, "run")
+    types = parameter_types(fn)
+    check_parameters(fn, kwargs)
+    check_literals(kwargs, types)
+    values = key_arguments(load_arg_files(kwargs, types), types)
+    if mesh_axes:
+        sharded = sharded_function(fn, list(types), args.mesh, mesh_axes, shards, args.device)
+        with _native_stdout_to_stderr(args.coordinator is not None):
+            return execute(sharded, values, list(types)), check_s
+    return execute(fn, values), check_s
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     if args.no_cache:
         from arrc.compiler.cache import disable
@@ -927,27 +950,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--num-processes and --process-id go with --coordinator HOST:PORT")
     else:
         use_virtual_devices(args.devices)
-    t0 = time.perf_counter()
-    if is_stablehlo(args.file):
-        if mesh_axes:
-            raise UsageError("--mesh runs an arr function: a StableHLO module is run on one device")
-        run, check_s = run_stablehlo(args, kwargs), 0.0
-    else:
-        check_device(args.device)
-        module, sources = load_module(args.file, guards=args.guards, scope=args.guard_scope, device=args.device)
-        check_s = time.perf_counter() - t0
-        print_diagnostics(module.warnings, sources)
-        fn = entry_function(module, args.entry, args.file, "run")
-        types = parameter_types(fn)
-        check_parameters(fn, kwargs)
-        check_literals(kwargs, types)
-        values = key_arguments(load_arg_files(kwargs, types), types)
-        if mesh_axes:
-            sharded = sharded_function(fn, list(types), args.mesh, mesh_axes, shards, args.device)
-            with _native_stdout_to_stderr(args.coordinator is not None):
-                run = execute(sharded, values, list(types))
-        else:
-            run = execute(fn, values)
+    with contextlib.redirect_stdout(sys.stderr) if args.format == "json" else contextlib.nullcontext():
+        run, check_s = _run_file(args, kwargs, mesh_axes, shards)     # (the program's prints: not in the JSON)
     sys.stdout.write(format_results(run.results, args.format, run.keys))
     if args.time:
         sys.stderr.write(format_times(run.times, check_s))
@@ -1409,7 +1413,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE.npz", help="also save the results as result_0, result_1, ... in the "
                                                      "NumPy archive FILE.npz (a name not ending in .npz is "
                                                      "refused: numpy would add the suffix)")
-    p.add_argument("--format", choices=("text", "json"), default="text", help="how results are printed")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="how results are printed (json: one JSON document on stdout, the program's prints on stderr)")
     p.add_argument("--guards", type=_guard_list, metavar="KINDS", help="nan,inf,bounds,div0 or all")
     p.add_argument("--guard-scope", choices=SCOPES, default="results",
                    help="nan/inf: check the results (default) or every operation")

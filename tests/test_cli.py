@@ -78,6 +78,17 @@ def run_json(capsys, *argv: str) -> list[dict]:
 
 # ---- top level ------------------------------------------------------------------------------------
 
+def test_json_results_stay_one_document_when_the_program_prints(tmp_path, capsys):
+    """The program's prints went to stdout before the JSON document, which was then no JSON."""
+    path = tmp_path / "p.arr"
+    path.write_text('def main(x: f32) -> f32:\n    print("x is", x)\n    return x * 2.0\n')
+    assert main(["run", str(path), "--arg", "x=1.5", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"results": [{"dtype": "f32", "shape": [], "value": 3.0}]} and err == "x is 1.5\n"
+    assert main(["run", str(path), "--arg", "x=1.5"]) == 0
+    assert capsys.readouterr().out == "x is 1.5\n3.0\n"
+
+
 def test_version(capsys):
     assert main(["--version"]) == 0
     out = capsys.readouterr().out
