@@ -220,9 +220,12 @@ def _module_text(jaxpr, platform: str, locations: bool = False) -> str:
         raise ValueError("it calls back into Python (jax.debug.print, jax.pure_callback, io_callback, or an arr "
                          "function's print, assert or guards under as_jax), which an arr program cannot run inside "
                          "an extern; remove the callback from the function given as the extern")
+    module = lowered.module
+    if lowered.shape_poly_state.uses_dim_vars:      # an Exported with symbolic dimensions: made static, as
+        module = mlir.refine_polymorphic_shapes(module)     # jax.jit's compile does for these operand types
     if locations:
-        return lowered.module.operation.get_asm(enable_debug_info=True)
-    return str(lowered.module)
+        return module.operation.get_asm(enable_debug_info=True)
+    return str(module)
 
 
 def _arity(name: str) -> int:
