@@ -764,9 +764,28 @@ def _parse_one(source: Source, text: str, start: str):
 
 
 def _too_deep(source: Source) -> CompileError:
-    return CompileError([Diagnostic("E0004", "program nested too deeply", Span(source.name, 1, 1, 1, 2),
-                                    help="split long expressions into several assignments")],
-                        {source.name: source})
+    """E0004 where Lark's tree was too deep for its transformer: at the statement of the most tokens (how
+    deep a statement nests is bounded by its tokens), or at the start where the tokens cannot be read."""
+    try:
+        tokens = fastparse.tokenize(source.text if source.text.endswith("\n") else source.text + "\n")
+    except (fastparse.GiveUp, fastparse.BadLiteral):
+        tokens = []
+    statements, current = [], []
+    for tok in tokens:
+        if tok[0] in ("NL", "INDENT", "DEDENT", "EOF"):
+            if current:
+                statements.append(current)
+            current = []
+        else:
+            current.append(tok)
+    if not statements:
+        return CompileError([Diagnostic("E0004", "program nested too deeply", Span(source.name, 1, 1, 1, 2),
+                                        help="split long expressions into several assignments")],
+                            {source.name: source})
+    longest = max(statements, key=len)
+    span = Span(source.name, longest[0][2], longest[0][3], longest[-1][4], longest[-1][5])
+    return CompileError([Diagnostic("E0004", "expression nested too deeply", span, "here",
+                                    help="split it into several assignments")], {source.name: source})
 
 
 def _bad_dedent_line(source: Source) -> int:
