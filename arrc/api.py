@@ -739,11 +739,12 @@ def vmap(fn: Function, in_axes=0, out_axes=0) -> Function:
 @functools.lru_cache(maxsize=None)
 def _derivative_for_jax(fn: Function, kind: str):
     """What makes `fn`'s vjp or jvp with respect to its float arguments (None without any; a jvp, None unless
-    its results are all floats), for arrc/interop.py: made when JAX differentiates `fn`."""
+    its results are all floats; a vjp takes a cotangent of an integer result and ignores it), for
+    arrc/interop.py: made when JAX differentiates `fn`."""
     floats = tuple(i for i, (_, t, _) in enumerate(fn._sig.params) if t.dtype.is_float)
     if not floats or kind == "jvp" and not all(t.dtype.is_float for t in fn._sig.results):
         return None
-    return functools.partial(Derivative, fn, floats, kind)
+    return functools.partial(Derivative, fn, floats, kind, integer_results=True)
 
 
 def _vmap_lanes_first(fn: Function, in_axes: tuple) -> Function:
@@ -773,8 +774,10 @@ class Derivative(Function):
     value_and_grad, vjp (the cotangents of the results are new last arguments) or jvp (the tangents of the
     arguments are)."""
 
-    def __init__(self, base: Function, argnums, kind: str):
-        """`argnums`: those of grad and value_and_grad; None (all the arguments) for vjp and jvp."""
+    def __init__(self, base: Function, argnums, kind: str, integer_results: bool = False):
+        """`argnums`: those of grad and value_and_grad; None (all the arguments) for vjp and jvp.
+        `integer_results` (a vjp for arrc/interop.py): an integer result is allowed, its cotangent taken and
+        ignored (JAX's float0)."""
         from arrc.compiler.check import Signature
         if not isinstance(base, Function):
             raise TypeError(f"{kind} takes an arr function (e.g. `mod.loss`), not {base!r}")
@@ -802,7 +805,7 @@ class Derivative(Function):
             if sig.tuple_result or sig.results[0].rank or not sig.results[0].dtype.is_float:
                 raise TypeError(f"grad needs a function with one float scalar result; {base_name}{sig} returns "
                                 f"{shown}")
-        elif not all(t.dtype.is_float for t in sig.results):
+        elif not all(t.dtype.is_float for t in sig.results) and not (integer_results and kind == "vjp"):
             raise TypeError(f"{kind} needs a function with float results; {base_name}{sig} returns {shown}")
         for i in self._wrt:
             pname, ptype, _ = sig.params[i]

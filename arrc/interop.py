@@ -91,7 +91,9 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False, q
 
     def back(args, ct):
         import numpy as np
-        cts = ct if tuple_result else (ct,)
+        cts = [c if t.dtype.is_float else       # (an integer's or key's is JAX's float0: arr's vjp ignores it)
+               np.zeros(np.shape(c) + (2,), np.uint32) if t.dtype.is_key else np.zeros(np.shape(c), t.dtype.np)
+               for c, t in zip(ct if tuple_result else (ct,), fn._sig.results)]
         pulled = _primitive(backward(), make_vmap, drop=k).bind(
             *args, *cts, mesh=_mesh(), run=_run_for(backward(), quiet=True)) if backward() else []
         grads = dict(zip(floats, pulled))

@@ -333,6 +333,27 @@ def test_forward_mode_and_second_derivatives_of_a_float_function(mod):
     np.testing.assert_allclose(jax.hessian(lambda y: jnp.sum(g(s, y) ** 3))(y), jax.hessian(twin)(y), rtol=1e-10)
 
 
+
+def test_reverse_mode_of_a_function_with_a_float_and_an_integer_result():
+    """jax.grad, jax.vjp and jax.jacrev of such a function were `TypeError: vjp needs a function with float
+    results`: its vjp (custom_vjp) takes the integer result's float0 cotangent and ignores it."""
+    mod = arrc.loads("def im2(x: f32[n], k: i32) -> (f32[n], i32):\n    return sin(x) * k, argmax(x)\n")
+    f = mod.im2.as_jax()
+    twin = lambda x, k: (jnp.sin(x) * k, jnp.argmax(x).astype(jnp.int32))      # noqa: E731
+    x = R.normal(size=8).astype(np.float32)
+    for transform in (jax.grad, lambda g: jax.jit(jax.grad(g))):
+        np.testing.assert_allclose(transform(lambda x: jnp.sum(f(x, 3)[0] ** 2))(x),
+                                   jax.grad(lambda x: jnp.sum(twin(x, 3)[0] ** 2))(x), rtol=1e-5)
+    (value, index), pull = jax.vjp(f, x, np.int32(3))
+    (want_value, want_index), want_pull = jax.vjp(twin, x, np.int32(3))
+    np.testing.assert_allclose(value, want_value, rtol=1e-6)
+    assert int(index) == int(want_index)
+    ct = (np.arange(8, dtype=np.float32), np.zeros((), jax.dtypes.float0))
+    got, want = pull(ct), want_pull(ct)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+    assert got[1].dtype == want[1].dtype == jax.dtypes.float0
+    np.testing.assert_allclose(jax.jacrev(lambda x: f(x, 2)[0])(x), jax.jacrev(lambda x: twin(x, 2)[0])(x), rtol=1e-6)
+
 # ---- JAX inside arr: `extern def` (arrc.load(externs=...)) ---------------------------------------------------
 
 EXTERN_SRC = """\
