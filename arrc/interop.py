@@ -54,7 +54,7 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False, q
                 fn._traced_scalar(a, i) if _weak_scalar(a) else a for i, a in enumerate(args)]   # a key, its words
 
     def jax_fn(*args, **kwargs):         # (keywords placed and defaults filled, as a call of `fn` does)
-        return f(*operands(fn._positional(args, kwargs)))
+        return f(*_varying_alike(operands(fn._positional(args, kwargs))))
 
     def apply(*args):
         out = [jax.random.wrap_key_data(r) if key else r
@@ -79,7 +79,7 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False, q
 
         @f.defjvp
         def push(primals, tangents):        # (an integer argument's tangent is JAX's float0: arr's jvp takes none)
-            out = tangents_of().bind(*primals, *(tangents[i] for i in floats), mesh=_mesh(),
+            out = tangents_of().bind(*_varying_alike([*primals, *(tangents[i] for i in floats)]), mesh=_mesh(),
                                      run=_run_for(tangent(), quiet=True))
             return f(*primals), tuple(out) if tuple_result else out[0]
         return jax_fn
@@ -95,7 +95,7 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False, q
                np.zeros(np.shape(c) + (2,), np.uint32) if t.dtype.is_key else np.zeros(np.shape(c), t.dtype.np)
                for c, t in zip(ct if tuple_result else (ct,), fn._sig.results)]
         pulled = _primitive(backward(), make_vmap, drop=k).bind(
-            *args, *cts, mesh=_mesh(), run=_run_for(backward(), quiet=True)) if backward() else []
+            *_varying_alike([*args, *cts]), mesh=_mesh(), run=_run_for(backward(), quiet=True)) if backward() else []
         grads = dict(zip(floats, pulled))
         return tuple(grads[i] if i in grads else np.zeros(np.shape(a), jax.dtypes.float0)
                      for i, a in enumerate(args))
@@ -113,6 +113,14 @@ def _mesh() -> tuple:
         return ()
     auto = jax.sharding.AxisType.Auto
     return tuple((n, s) for n, s, t in zip(mesh.axis_names, mesh.axis_sizes, mesh.axis_types) if t == auto)
+
+
+def _varying_alike(operands: list) -> list:
+    """The operands varying over the same manual axes of `jax.shard_map` (JAX's `pvary` of those that vary
+    over fewer, as its own operations and `ffi_call` do), which `_abstract` gives the results: their
+    derivatives then vary as JAX's rules expect (a `jax.grad` inside `shard_map` checks it)."""
+    from jax._src import core
+    return core.auto_insert_reshard(*operands)
 
 
 def _key_words(a, name: str, ArgumentError: type):
@@ -212,11 +220,14 @@ def _abstract(fn, drop: int, origins: bool, *avals, mesh: tuple, run: int | None
     whose results are unused nor runs one it should not (a branch of a `cond`). Only there: an effect sends
     every call of JAX's executable down its Python path (a guarded function with nothing to check in it, 8
     devices: ~500 us more a call)."""
-    from jax._src.core import ShapedArray
+    from jax._src import core
     operand = _run_operand(fn, run, origins)
     avals = avals[1:] if operand else avals
     key = tuple((tuple(a.shape), a.dtype) for a in avals)
-    types = [ShapedArray(shape, dtype) for shape, dtype, _ in _result_types(fn, key)[drop:]]
+    varying = core.standard_vma_rule(f"arr_{fn.name}", *avals)        # (`_varying_alike`)
+    manual = dict(sharding=core.get_cur_mesh_sharding(), manual_axis_type=core.ManualAxisType(varying=varying)) \
+        if varying else {}
+    types = [core.ShapedArray(shape, dtype, **manual) for shape, dtype, _ in _result_types(fn, key)[drop:]]
     calls = (operand or run is not None) and (bool(fn.module._program.extern_functions)  # (lowered per platform)
                                               or _program(fn, key, "cpu", mesh, run is None, origins)[1])
     return types, {_effect()} if calls else set()

@@ -354,6 +354,44 @@ def test_reverse_mode_of_a_function_with_a_float_and_an_integer_result():
     assert got[1].dtype == want[1].dtype == jax.dtypes.float0
     np.testing.assert_allclose(jax.jacrev(lambda x: f(x, 2)[0])(x), jax.jacrev(lambda x: twin(x, 2)[0])(x), rtol=1e-6)
 
+def _in_8_devices(child: str) -> str:
+    """`child`'s output, run with 8 virtual CPU devices (fixed before JAX's CPU backend starts)."""
+    import subprocess
+    import sys
+    import textwrap
+    head = "import jax\njax.config.update('jax_num_cpu_devices', 8)\n"
+    done = subprocess.run([sys.executable, "-c", head + textwrap.dedent(child)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_jax_derivatives_inside_shard_map():
+    """jax.grad inside jax.shard_map was `Expected cotangent type float32[8]{V:data} but got float32[8]`:
+    the results did not vary over the manual axes their operands vary over."""
+    assert _in_8_devices("""
+        import numpy as np, jax.numpy as jnp, arrc
+        from jax.sharding import PartitionSpec as P
+        mod = arrc.loads("def f(x: f32[n], w: f32[n]) -> f32:\\n    return sum(sin(x) * w)\\n"
+                         "def im(x: f32[n], w: f32[n]) -> (f32, i32):\\n    return sum(sin(x) * w), argmax(x)\\n")
+        f, im = mod.f.as_jax(), mod.im.as_jax()
+        twin = lambda x, w: jnp.sum(jnp.sin(x) * w)
+        x, w = np.linspace(-1, 1, 64, dtype=np.float32), np.linspace(0, 1, 8, dtype=np.float32)
+        def per_device(f):          # (w is the same on every device: its gradient is summed over them)
+            return jax.jit(jax.shard_map(f, mesh=arrc.mesh(data=8), in_specs=(P("data"), P()),
+                                         out_specs=(P("data"), P())))(x, w)
+        want = per_device(lambda x, w: jax.grad(twin, argnums=(0, 1))(x, w))
+        for got in (per_device(lambda x, w: jax.grad(f, argnums=(0, 1))(x, w)),
+                    per_device(lambda x, w: jax.grad(lambda x, w: im(x, w)[0], argnums=(0, 1))(x, w))):
+            for g, e in zip(got, want):
+                np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+        got = per_device(lambda x, w: (jax.vmap(jax.grad(f), in_axes=(0, None))(x.reshape(2, 4), w[:4]).ravel(), w))
+        want = per_device(lambda x, w: (jax.vmap(jax.grad(twin), in_axes=(0, None))(x.reshape(2, 4), w[:4]).ravel(), w))
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+        print("ok")
+        """) == "ok\n"
+
+
 # ---- JAX inside arr: `extern def` (arrc.load(externs=...)) ---------------------------------------------------
 
 EXTERN_SRC = """\
