@@ -14,6 +14,7 @@ import it); the lowering of each call (operation, parameters, types, platform) i
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
@@ -196,7 +197,7 @@ def _lower_with_jax(name: str, params: str, derivative: int, operand_types: tupl
     import jax
     import jax.numpy as jnp
     avals = [jax.ShapeDtypeStruct(*_shape_dtype(t)) for t in operand_types]
-    with jax.enable_x64(True):
+    with jax.enable_x64(True), _own_source_info():
         p = json.loads(params)
         fn, n = jax_function(name, p, lane_loops), p["arity"] if name == EXTERN else _arity(name)
         for _ in range(derivative):         # the next one's operands: these, then the float results' cotangents
@@ -204,6 +205,21 @@ def _lower_with_jax(name: str, params: str, derivative: int, operand_types: tupl
             fn, n = _vjp_of(fn, n), n + floats
         assert n == len(avals), (name, derivative, operand_types)
         return _module_text(jax.make_jaxpr(fn)(*avals), platform, locations=name == EXTERN)
+
+
+@contextlib.contextmanager
+def _own_source_info():
+    """JAX's source-info context of a trace of its own, where each op takes its own Python line (an extern's:
+    its report's location). Lowered while JAX lowers an arr call (as_jax, `sharded`), JAX's context is that
+    call's, whose traceback every op traced in it takes: arrc's own line, kept in `_lowered` for the process.
+    (jax 0.10's `_source_info_context`: `user_context(None)` keeps the traceback it would replace.)"""
+    from jax._src import source_info_util
+    held = source_info_util._source_info_context.context
+    source_info_util._source_info_context.context = source_info_util.new_source_info()
+    try:
+        yield
+    finally:
+        source_info_util._source_info_context.context = held
 
 
 def _module_text(jaxpr, platform: str, locations: bool = False) -> str:

@@ -354,19 +354,19 @@ def test_reverse_mode_of_a_function_with_a_float_and_an_integer_result():
     assert got[1].dtype == want[1].dtype == jax.dtypes.float0
     np.testing.assert_allclose(jax.jacrev(lambda x: f(x, 2)[0])(x), jax.jacrev(lambda x: twin(x, 2)[0])(x), rtol=1e-6)
 
-def _in_8_devices(child: str) -> str:
-    """`child`'s output, run with 8 virtual CPU devices (fixed before JAX's CPU backend starts)."""
+def _in_8_devices(child: str, script) -> str:
+    """`child`'s output, run as the file `script` with 8 virtual CPU devices (fixed before JAX's CPU backend
+    starts)."""
     import subprocess
     import sys
     import textwrap
-    head = "import jax\njax.config.update('jax_num_cpu_devices', 8)\n"
-    done = subprocess.run([sys.executable, "-c", head + textwrap.dedent(child)], capture_output=True, text=True,
-                          timeout=300)
+    script.write_text("import jax\njax.config.update('jax_num_cpu_devices', 8)\n" + textwrap.dedent(child))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 
 
-def test_jax_derivatives_inside_shard_map():
+def test_jax_derivatives_inside_shard_map(tmp_path):
     """jax.grad inside jax.shard_map was `Expected cotangent type float32[8]{V:data} but got float32[8]`:
     the results did not vary over the manual axes their operands vary over."""
     assert _in_8_devices("""
@@ -389,7 +389,7 @@ def test_jax_derivatives_inside_shard_map():
         want = per_device(lambda x, w: (jax.vmap(jax.grad(twin), in_axes=(0, None))(x.reshape(2, 4), w[:4]).ravel(), w))
         np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
         print("ok")
-        """) == "ok\n"
+        """, tmp_path / "child.py") == "ok\n"
 
 
 # ---- JAX inside arr: `extern def` (arrc.load(externs=...)) ---------------------------------------------------
@@ -608,6 +608,29 @@ error[R0001]: NaN produced at run time
 {pad} = note: in enc, called from f at model.arr:5:16
 """
 
+
+def test_an_externs_fault_is_blamed_on_its_jax_line_whichever_call_lowered_it_first(tmp_path):
+    """A sharded call lowered first (inside JAX's lowering of the call) gave the extern's ops that call's
+    traceback: its report, and every later one in the process, named arrc's own line in arrc/interop.py."""
+    child = """
+        import numpy as np, jax.numpy as jnp, arrc
+        def enc(x):
+            return jnp.log(x) * 2.0
+        src = "extern def enc(x: f32[b, 4]) -> f32[b, 4]\\n\\ndef f(x: f32[b, 4]) -> f32[b, 4]:\\n    return enc(x - 1.0) * 2.0\\n"
+        m = arrc.loads(src, externs={"enc": enc}, guards="nan,inf")
+        x = np.ones((8, 4), np.float32) * 3
+        x[6, 2] = 0.5
+        calls = [m.f.sharded(arrc.mesh(data=4), in_specs=(("data", None),)), m.f,
+                 jax.jit(arrc.loads(src, externs={"enc": enc}, guards="nan,inf", guard_scope="all-ops").f.as_jax())]
+        for call in calls[::ORDER]:
+            try:
+                call(x)
+            except arrc.NaNError as err:
+                print(next(line for line in str(err).splitlines() if "-->" in line).strip())
+        """
+    for order in (1, -1):
+        script = tmp_path / "child.py"
+        assert _in_8_devices(child.replace("ORDER", str(order)), script) == f"--> {script}:6:12\n" * 3
 
 EXTERN_VMAP_SRC = EXTERN_SRC + """
 def per_shared(x: f32[c, b, 4], t: f32[b, 2]) -> f32[c]:
