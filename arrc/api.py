@@ -379,10 +379,10 @@ class Function:
         return [_arg_type(a, ptype, pname)
                 for a, (pname, ptype, _) in zip(self._positional(args, {}), self._sig.params)]
 
-    def _check_types(self, types: list[ArrayType], values: list | None = None) -> dict:
+    def _check_types(self, types: list[ArrayType], values: list | None = None, narrowed: bool = False) -> dict:
         """`types` against the signature; a mismatch is an ArgumentError that says what to do about a dtype
-        (`_dtype_hint`, which looks at the argument `values` where there are some). Returns the shape
-        variables' sizes."""
+        (`_dtype_hint`, which looks at the argument `values` where there are some; `narrowed`: `_check_operands`).
+        Returns the shape variables' sizes."""
         if len(types) != len(self._sig.params):
             raise ArgumentError(f"{self.name}{self._sig} takes {len(self._sig.params)} argument(s), "
                                 f"{len(types)} given")
@@ -396,7 +396,22 @@ class Function:
                       spans, None)
             except ArrError:
                 raise ArgumentError(message) from None
-            raise ArgumentError(message + _dtype_hint(self._sig.params, types, values)) from None
+            raise ArgumentError(message + _dtype_hint(self._sig.params, types, values, narrowed)) from None
+
+    def _check_operands(self, values: list, traced: bool) -> None:
+        """`as_jax`'s operands (`_python_argument`'s, a key's words) checked as a call checks its arguments.
+        `traced`: inside a JAX trace, where with JAX's 64-bit mode off JAX makes a 64-bit value 32 bits (an
+        argument of `jax.jit` before arr sees it, a NumPy array as it is bound): checked as JAX makes it."""
+        import jax
+        narrowed = traced and _x64_off()
+        types = []
+        for v, (_, p, _) in zip(values, self._sig.params):
+            if p.dtype.is_key:
+                types.append(ArrayType(KEY, tuple(Dim.const(int(d)) for d in v.shape[:-1])))
+            else:
+                dtype = jax.dtypes.canonicalize_dtype(v.dtype) if narrowed and p.dtype.is_64bit else v.dtype
+                types.append(ArrayType(dtype_of_numpy(dtype), tuple(Dim.const(int(d)) for d in v.shape)))
+        self._check_types(types, values, narrowed)
 
     def _first_call(self, *args, **kwargs):
         """Make the C++ dispatcher (it needs jax, so not before the first call), then call through it; a
@@ -606,8 +621,9 @@ class Function:
         """What reports call it (`the expression`, `the cell` for functions without a name of their own)."""
         return self.module._program.functions[self.name].shown_name
 
-    def _python_argument(self, value, i: int) -> np.ndarray:
-        """A list or Python scalar given for parameter i, as a call takes it (checked, in its dtype)."""
+    def _python_argument(self, value, i: int):
+        """A value given for parameter i, as a call takes it: a list or Python scalar in its dtype (checked), an
+        array as it is (its dtype supported)."""
         pname, ptype, _ = self._sig.params[i]
         return _to_array(value, ptype, pname)
 
@@ -1025,10 +1041,11 @@ def _x64_off() -> bool:
     return not jax.config.jax_enable_x64
 
 
-def _dtype_hint(params: list, types: list[ArrayType], values: list | None) -> str:
+def _dtype_hint(params: list, types: list[ArrayType], values: list | None, narrowed: bool = False) -> str:
     """What to do about the argument whose dtype or rank `unify` rejected (the first such, as it checks
     them in order); "" when the mismatch is one of sizes only. arr never converts an array argument between
-    dtypes, so the hint says how to convert it or what to declare, and why not silently (docs/api.md)."""
+    dtypes, so the hint says how to convert it or what to declare, and why not silently (docs/api.md).
+    `narrowed`: JAX made 64-bit values 32 bits before arr saw them (`Function._check_operands`)."""
     for i, ((pname, ptype, _), at) in enumerate(zip(params, types)):
         if at.dtype == ptype.dtype and at.rank == ptype.rank:
             continue
@@ -1038,6 +1055,13 @@ def _dtype_hint(params: list, types: list[ArrayType], values: list | None) -> st
         want, have = ptype.dtype, at.dtype
         declared = ArrayType(have, ptype.shape)
         convert = f"`{pname}.astype({_numpy_name(want)})`"
+        if narrowed and want.is_64bit and have.kind == want.kind and have.bits == 32:
+            return (f". JAX's 64-bit mode is off (its default), and under a JAX transformation (jax.jit, jax.grad, "
+                    f"jax.vmap, ...) JAX makes every 64-bit value 32 bits before arr sees it: the value arrived as "
+                    f"{have}, whatever it was given as (a {np.dtype(want.np).name} array arrives as "
+                    f"{np.dtype(have.np).name}). Turn on JAX's 64-bit mode at start-up "
+                    f"(`jax.config.update(\"jax_enable_x64\", True)`), or call the function outside JAX's "
+                    f"transformations, where its {want} arguments stay {want} (docs/interop.md)")
         if value is not None and _is_jax_array(value) and want.is_64bit \
                 and have.kind == want.kind and have.bits == 32 and _x64_off():
             return (f". It is a jax.Array of {np.dtype(have.np).name}, and JAX's 64-bit mode is off (its default): "

@@ -40,21 +40,27 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False, q
     nothing (a derivative's: the function's own call has printed); `origins` (with `spmd`): the module's origin
     build, whose nan/inf guards report each operation that made a value reaching a result (passes/guards.py)."""
     import jax
+    from jax._src import core
     prim = _primitive(fn, make_vmap, origins=origins)
     tuple_result = fn._sig.tuple_result
     n, k = len(fn._sig.params), len(fn._sig.results)
     floats = [i for i, (_, t, _) in enumerate(fn._sig.params) if t.dtype.is_float]
-    dtypes = [t.dtype.np for _, t, _ in fn._sig.params]
     keys_in = [t.dtype.is_key for _, t, _ in fn._sig.params]
     keys_out = [t.dtype.is_key for t in fn._sig.results]
+    # Called eagerly, its 64-bit values stay 64-bit, as in a call of `fn`: JAX's 64-bit mode is on for the call
+    wide = any(t.dtype.is_64bit and not t.dtype.is_key for t in [p for _, p, _ in fn._sig.params] + fn._sig.results)
 
-    def operands(args):     # a Python scalar takes its parameter's dtype, checked as in a call of `fn` (its
-        return [_key_words(a, fn._sig.params[i][0], error) if keys_in[i] else    # kind also when traced);
-                jax.numpy.asarray(fn._python_argument(a, i), dtypes[i]) if type(a) in (bool, int, float) else
-                fn._traced_scalar(a, i) if _weak_scalar(a) else a for i, a in enumerate(args)]   # a key, its words
+    def operands(args):     # each as a call of `fn` takes it (`_python_argument`), a key as its words, a Python
+        return [_key_words(a, fn._sig.params[i][0], error) if keys_in[i] else        # scalar that jax.jit traced
+                fn._traced_scalar(a, i) if _weak_scalar(a) else fn._python_argument(a, i)     # in its dtype
+                for i, a in enumerate(args)]
 
     def jax_fn(*args, **kwargs):         # (keywords placed and defaults filled, as a call of `fn` does)
-        return f(*_varying_alike(operands(fn._positional(args, kwargs))))
+        eager = isinstance(core_trace(), core.EvalTrace)
+        with jax.enable_x64(True) if eager and wide else contextlib.nullcontext():
+            values = operands(fn._positional(args, kwargs))
+            fn._check_operands(values, traced=not eager)
+            return f(*_varying_alike(values))
 
     def apply(*args):
         out = [jax.random.wrap_key_data(r) if key else r
@@ -140,9 +146,7 @@ def _key_words(a, name: str, ArgumentError: type):
 
 
 def _weak_scalar(a) -> bool:
-    """A Python scalar, or one that `jax.jit` traced (weakly typed, rank 0)."""
-    if type(a) in (bool, int, float):
-        return True
+    """A Python scalar that `jax.jit` traced (weakly typed, rank 0)."""
     aval = getattr(a, "aval", None)
     return bool(getattr(aval, "weak_type", False)) and not getattr(aval, "shape", (0,))
 

@@ -742,3 +742,29 @@ def test_a_python_scalar_is_checked_as_a_call_checks_it():
             call()
     assert int(mod.twice.as_jax()(3)) == int(jax.jit(mod.twice.as_jax())(3)) == 6
     assert float(jax.jit(mod.half.as_jax())(3)) == 1.5 and float(jax.grad(mod.half.as_jax())(3.0)) == 0.5
+
+
+def test_with_jaxs_64_bit_mode_off_arguments_are_checked_as_a_call_checks_them():
+    """With JAX's 64-bit mode off, `as_jax()` narrowed NumPy's int64 for an i32 parameter (2**40 + 5 gave 6) and
+    float64 for an f32 one, and refused float64 for an f64 parameter as "f32" (JAX had narrowed it). Called
+    eagerly it now checks and keeps dtypes as a call does; under a JAX transformation, where JAX narrows 64-bit
+    values before arr sees them, the error says so."""
+    mod = arrc.loads("def ii(x: i32[n]) -> i32[n]:\n    return x + 1\ndef h(x: f32[n]) -> f32[n]:\n    return x * 2.0\n"
+                     "def g(x: f64[n]) -> f64[n]:\n    return x * 2.0\ndef s(x: f64) -> f64:\n    return x * 3.0\n")
+    x = np.array([1.0 + 2.0 ** -40, 3.0])          # (not an f32)
+    want_g, want_s = jnp.asarray(x) * 2.0, jnp.float64(1.0 + 2.0 ** -40) * 3.0       # (x64 is on here)
+    with jax.enable_x64(False):
+        for f, arg in ((mod.ii, np.array([2 ** 40 + 5])), (mod.h, x)):
+            with pytest.raises(arrc.ArgumentError) as plain:
+                f(arg)
+            with pytest.raises(arrc.ArgumentError) as under_jax:
+                f.as_jax()(arg)
+            assert str(under_jax.value) == str(plain.value)
+        got_g, got_s = mod.g.as_jax()(x), mod.s.as_jax()(1.0 + 2.0 ** -40)
+        for call in (lambda: jax.jit(mod.g.as_jax())(x), lambda: jax.jit(mod.s.as_jax())(1.5),
+                     lambda: jax.grad(mod.s.as_jax())(1.5)):
+            with pytest.raises(arrc.ArgumentError, match="JAX's 64-bit mode is off .* the value arrived as f32"):
+                call()
+    assert got_g.dtype == got_s.dtype == np.float64
+    np.testing.assert_array_equal(got_g, want_g)
+    assert float(got_s) == float(want_s)
