@@ -32,7 +32,7 @@ from jaxlib.mlir.dialects import stablehlo as hlo
 from . import abi, effects, emit
 from .diagnostics import Diagnostic
 from .locations import span_of
-from .ops_linalg import SHARD, is_linalg, linalg_call, linalg_op
+from .ops_linalg import SHARD, STOP_GRADIENT, is_linalg, linalg_call, linalg_op
 from .types import DTYPES, DType
 from .walk import walk_ops
 
@@ -220,6 +220,8 @@ def _custom_call_vjp(op, cts):
     if not is_linalg(op):
         return None
     name, params, derivative = linalg_call(op)
+    if name == STOP_GRADIENT:
+        return [None]
     if name == SHARD:                       # (JAX's transpose of a sharding constraint: the same constraint)
         return [linalg_op(name, [cts[0]], [cts[0].type], params).result] if cts[0] is not None else [None]
     cotangents = [_zeros(r) if ct is None else ct for r, ct in zip(op.results, cts) if _is_float(r)]

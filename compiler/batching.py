@@ -22,7 +22,7 @@ from jaxlib.mlir.dialects import stablehlo as hlo
 from . import abi, emit
 from .autodiff import captured as captured_by
 from .autodiff import dtype_of
-from .ops_linalg import EXTERN, SHARD, is_linalg, linalg_call, linalg_op
+from .ops_linalg import EXTERN, SHARD, STOP_GRADIENT, is_linalg, linalg_call, linalg_op
 from .types import BOOL, I64
 from .walk import walk_ops
 
@@ -477,6 +477,8 @@ def _linalg(bt, op, ins):
         params = {**params, "lanes": [bt.label] + params.get("lanes", [])}
         new = linalg_op(name, operands, [bt.batched_type(r) for r in op.results], params, derivative)
         return [(r, True) for r in new.results]
+    if name == STOP_GRADIENT:
+        return [(linalg_op(name, operands, [bt.batched_type(op.results[0])], params).result, True)]
     if name == SHARD:                       # the lanes are not split
         new = linalg_op(name, operands, [bt.batched_type(op.results[0])], {**params, "axes": [None] + params["axes"]})
         return [(new.result, True)]

@@ -410,6 +410,21 @@ def as_tuple(function):
     return lambda *args: tuple(jax.tree.leaves(call(*args)))
 
 
+# `stop_gradient(x)` (jax.lax.stop_gradient): x, through which no derivative flows. A placeholder of operation
+# STOP_GRADIENT that compiler/autodiff.py gives no cotangent, compiler/batching.py batches as it is, and
+# passes/linalg.py replaces by x, so that XLA never sees it.
+STOP_GRADIENT = "stop_gradient"
+
+
+@register("stop_gradient", family="Neural-net helpers",
+          doc="x, through which no derivative flows (its derivative is 0, as jax.lax.stop_gradient's)")
+def _stop_gradient(cx: CallCx, x) -> Val:
+    x = cx.array(x, "x")
+    if not x.type.dtype.is_float or x.static is not None:
+        return x                            # (an integer or a literal has no derivative anyway)
+    return _call(cx, STOP_GRADIENT, [x], x.type.dtype, [x.type.strong()], {})
+
+
 # `shard(x, "data", None)` (LANGUAGE.md section 17): a placeholder of operation SHARD whose parameters name one
 # mesh axis (or several, or none) per dimension; passes/linalg.py makes it Shardy's sharding constraint when the
 # function runs over a mesh (arrc/sharding.py, `as_jax` under a mesh) and drops it on one device.

@@ -29,7 +29,7 @@ from jaxlib.mlir.dialects import stablehlo as hlo
 
 from ..compiler import abi, emit
 from ..compiler.effects import CALLBACK_TARGET, sites_in
-from ..compiler.ops_linalg import SHARD, is_linalg, linalg_call
+from ..compiler.ops_linalg import SHARD, STOP_GRADIENT, is_linalg, linalg_call
 from ..compiler.types import BOOL, DTYPES, F32, I64
 from .base import ModulePass
 from .rewrite import attr_text, count_iterations, entry, i64s, inline_calls, run_argument
@@ -653,7 +653,7 @@ def _computes(op) -> bool:
     """Whether `op` computes values (the origin guard's business), not structure: a linear-algebra
     placeholder does (not `shard`'s, which lays its operand out), any other custom_call (a host callback)
     does not."""
-    return op.name not in STRUCTURAL or is_linalg(op) and linalg_call(op)[0] != SHARD
+    return op.name not in STRUCTURAL or is_linalg(op) and linalg_call(op)[0] not in (SHARD, STOP_GRADIENT)
 
 
 # JAX's lowering of a factorization selects NaN where the kernel's info says it failed: the kernel's family

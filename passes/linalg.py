@@ -27,7 +27,7 @@ from jaxlib.mlir.dialects import func
 from ..compiler import abi, emit
 from ..compiler.diagnostics import Diagnostic, Label, first_line, internal_error
 from ..compiler.locations import span_of
-from ..compiler.ops_linalg import EXTERN, SHARD, extern_callable, extern_function, is_linalg, linalg_call
+from ..compiler.ops_linalg import EXTERN, SHARD, STOP_GRADIENT, extern_callable, extern_function, is_linalg, linalg_call
 from .base import ModulePass
 from ..compiler.walk import walk_ops
 
@@ -55,6 +55,10 @@ class LowerLinalg(ModulePass):
         problem = _branch_layouts(module) if self.mesh else None
         if problem is not None:
             return [problem]
+        for call in [c for c in calls if linalg_call(c)[0] == STOP_GRADIENT]:
+            call.results[0].replace_all_uses_with(call.operands[0])         # (its derivative is taken)
+            call.erase()
+            calls.remove(call)
         for call in [c for c in calls if linalg_call(c)[0] == SHARD]:
             problem = _constrain(call, self.mesh)
             if problem is not None:

@@ -1218,3 +1218,61 @@ def test_scans_over_a_length_1_axis_differentiate_as_jax(name, dtype, shape, axi
         (lambda v: SCANS[name](v, int(axis)))
     want = jax.grad(lambda v: jnp.sum(scan(v) * jnp.cos(v)))(x)
     np.testing.assert_allclose(arrc.grad(mod.f)(x), want, rtol=1e-6 if dtype == "f32" else 1e-13)
+
+
+STOP_GRADIENT = """\
+def ste(x: f32[n]) -> f32:
+    y = x + stop_gradient(round(x) - x)
+    return sum(y * y)
+
+def dste(x: f32[n]) -> f32[n]:
+    return grad(ste)(x)
+
+def lanes(xs: f32[4, 3]) -> f32[4, 3]:
+    return vmap(dste)(xs)
+
+def two(x: f64) -> f64:
+    return x * stop_gradient(x) ** 2 + sin(x)
+
+def d1(x: f64) -> f64:
+    return grad(two)(x)
+
+def d2(x: f64) -> f64:
+    return grad(d1)(x)
+
+def baseline(w: f32[3], r: f32[3]) -> f32:
+    return sum((r - stop_gradient(mean(r))) * w * w)
+"""
+
+
+def test_stop_gradient_is_jax_s(tmp_path, capsys):
+    """`stop_gradient(x)` is x with a derivative of 0, as jax.lax.stop_gradient: a straight-through estimator,
+    a second derivative, vmap of a gradient, a detached baseline, jvp; XLA never sees it."""
+    mod = arrc.loads(STOP_GRADIENT, filename="sg.arr", guards="all")
+    sg = jax.lax.stop_gradient
+
+    def ste(x):
+        return jnp.sum((x + sg(jnp.round(x) - x)) ** 2)
+
+    def two(x):
+        return x * sg(x) ** 2 + jnp.sin(x)
+
+    x = np.array([0.3, 1.7, -2.2], np.float32)
+    np.testing.assert_array_equal(mod.ste(x), ste(x))
+    np.testing.assert_array_equal(mod.dste(x), jax.grad(ste)(x))
+    xs = np.random.default_rng(0).normal(size=(4, 3)).astype(np.float32)
+    np.testing.assert_array_equal(mod.lanes(xs), jax.vmap(jax.grad(ste))(xs))
+    assert float(mod.d1(0.7)) == pytest.approx(float(jax.grad(two)(0.7)), rel=1e-14)
+    assert float(mod.d2(0.7)) == pytest.approx(float(jax.grad(jax.grad(two))(0.7)), rel=1e-14)
+    np.testing.assert_allclose(arrc.jvp(mod.two)(0.7, 1.0), jax.jvp(two, (0.7,), (1.0,)), rtol=1e-14)
+    w, r = np.ones(3, np.float32), np.array([1.0, 2.0, 4.0], np.float32)
+    got = arrc.grad(mod.baseline, argnums=(0, 1))(w, r)
+    want = jax.grad(lambda w, r: jnp.sum((r - sg(jnp.mean(r))) * w * w), argnums=(0, 1))(w, r)
+    for g, j in zip(got, want):
+        np.testing.assert_allclose(g, j, rtol=1e-6)
+    from arrc.cli import main
+    (tmp_path / "sg.arr").write_text(STOP_GRADIENT)
+    capsys.readouterr()
+    assert main(["compile", str(tmp_path / "sg.arr"), "--entry", "dste", "--shape", "n=3"]) == 0
+    text = capsys.readouterr().out
+    assert "stablehlo.round_nearest_even" in text and "custom_call" not in text      # (the placeholder is gone)
