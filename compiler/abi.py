@@ -52,6 +52,7 @@ BOUND_SITE = "arrc.bound_site"        # on a loop's stablehlo.while whose deriva
 INTEGER_EXPONENT = "arrc.integer_exponent"  # on a float stablehlo.power whose exponent was an integer (its derivative at y = 0 is 0, as JAX's)
 ROUNDED = "arrc.rounded"              # on the bitcast that ends a rounding done on a float's bits (emit.py): its value is that float's, rounded
 UNROLLED = "arrc.unrolled"            # on an op of an unrolled loop's copy (autodiff): [loop id, iteration] pairs, outermost first
+UNROLLED_LANES = "arrc.unrolled_lanes"  # with it, where one of those loops ran vmap's lanes: its LANES label, "" for the others
 TRIP_COUNT = "arrc.trip_count"        # on a `for` loop's stablehlo.while: its trip count, -1 if unknown
 LINALG_TARGET = "arrc.linalg"         # the custom_call target of a linear-algebra operation until passes/linalg.py
 LINALG = "arrc.linalg_op"             # on it: the operation (`cholesky`), as compiler/ops_linalg.py names it

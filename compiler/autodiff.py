@@ -1043,12 +1043,17 @@ def unroll(loop, mark: bool = False) -> None:
     report names the iteration, as it does a loop's."""
     values = list(loop.operands)
     outer = list(ir.DenseI64ArrayAttr(loop.attributes[abi.UNROLLED])) if abi.UNROLLED in loop.attributes else []
+    lanes = [emit.attr_text(a) for a in ir.ArrayAttr(loop.attributes[abi.UNROLLED_LANES])] \
+        if abi.UNROLLED_LANES in loop.attributes else [""] * (len(outer) // 2)
+    lanes.append(emit.attr_text(loop.attributes[abi.LANES]) if abi.LANES in loop.attributes else "")
     loop_id = _forward_id(loop.operation) if mark else 0
     with ir.InsertionPoint(loop):
         for k in range(emit.int_attr(loop, abi.TRIP_COUNT, -1)):
             ops, values = _recompute(loop, 1, values, effects=True)
             for o in ops if mark else ():
                 o.operation.attributes[abi.UNROLLED] = ir.DenseI64ArrayAttr.get(outer + [loop_id, k])
+                if any(lanes):          # (a copy of vmap's lanes, one by one: a report names the lane)
+                    o.operation.attributes[abi.UNROLLED_LANES] = ir.ArrayAttr.get([ir.StringAttr.get(x) for x in lanes])
     for result, value in zip(loop.results, values):
         result.replace_all_uses_with(value)
     loop.operation.erase()
@@ -1118,6 +1123,8 @@ def _backward(op, floats: list, captured: list, seeds: list, count: ir.Value, st
     backward, body = _counter_loop(start, count)
     backward.attributes[abi.COUNTED] = ir.BoolAttr.get(True)
     backward.attributes[abi.COUNTS_DOWN] = ir.BoolAttr.get(True)        # (reports order by execution: j down)
+    if abi.LANES in op.attributes:      # vmap's lanes, one by one: the backward loop's counter is the lane too
+        backward.attributes[abi.LANES] = op.attributes[abi.LANES]
     with ir.InsertionPoint(body):
         step, carried_cts, sums = body.arguments[0], body.arguments[1:1 + len(floats)], \
             body.arguments[1 + len(floats):1 + len(floats) + len(captured)]

@@ -230,6 +230,17 @@ class _Guarder:
         self.arg_sites = {}
         self.deferred = []         # the entry block's origin reports, made at its return
 
+    def _batch_of(self, op):
+        """The vmaps whose lanes are the first dimensions of `op`'s result (abi.BATCH_OF), or None: an adjoint's
+        are its forward operation's where it has that one's result shape (a cotangent of the same value)."""
+        if abi.BATCH_OF in op.attributes:
+            return op.attributes[abi.BATCH_OF]
+        forward = self._forward_of(op)
+        if forward is None or abi.BATCH_OF not in forward.attributes or len(op.results) != 1 \
+                or op.results[0].type != forward.results[0].type:
+            return None
+        return forward.attributes[abi.BATCH_OF]
+
     def _forward_of(self, op):
         """For an adjoint operation (compiler/autodiff.py: a `vjp(<op>)#<id>` location), the forward operation
         with that id whose values it can see (a copy before it in its block or an enclosing one), or None."""
@@ -350,8 +361,13 @@ class _Guarder:
                 return []
         pairs = i64s(source.attributes[abi.UNROLLED])
         sign = -1 if source is not op else 1
-        return [(sign * self.unrolled_at.setdefault((loop, source is not op), position), k)
-                for loop, k in zip(pairs[::2], pairs[1::2])]
+        out = [(sign * self.unrolled_at.setdefault((loop, source is not op), position), k)
+               for loop, k in zip(pairs[::2], pairs[1::2])]
+        if abi.UNROLLED_LANES in source.attributes:         # a copy of vmap's lanes: a report names the lane
+            for (at, _), lane in zip(out, ir.ArrayAttr(source.attributes[abi.UNROLLED_LANES])):
+                if emit.attr_text(lane):
+                    self.lane_loops[at] = emit.attr_text(lane)
+        return out
 
     def _regions(self, op, loops: list, position: int) -> None:
         if op.name == "stablehlo.while":
@@ -636,8 +652,9 @@ class _Guarder:
                 lanes = [self.lane_loops.get(p, "") for p, _ in loops]         # (lane loops never count down)
                 if any(lanes):
                     attrs[abi.LANES] = _strings(lanes)
-                if abi.BATCH_OF in op.operation.attributes:     # vmap's lanes are its results' first dimension
-                    attrs[abi.BATCH_OF] = op.operation.attributes[abi.BATCH_OF]
+                batch_of = self._batch_of(op.operation)
+                if batch_of is not None:        # vmap's lanes are its results' first dimension
+                    attrs[abi.BATCH_OF] = batch_of
                 attrs[abi.SHAPE] = _i64_array(emit.shape_of(bad))
                 attrs[abi.LABELS] = _strings([label for label, _ in values])
                 attrs[abi.OP] = ir.StringAttr.get(op.operation.name)

@@ -730,3 +730,53 @@ error[R0001]: NaN produced at run time
    = note: in lane 2 of vmap(fall)
    = note: in vmap(fall), called from fall_b at loops.arr:16:12
 """
+
+
+GRAD_OF_VMAP = """\
+def f(v: f32[3]) -> f32:
+    return sum(sqrt(v))
+
+def l(xs: f32[2, 3]) -> f32:
+    return sum(vmap(f)(xs))
+
+def d(xs: f32[2, 3]) -> f32[2, 3]:
+    return grad(l)(xs)
+
+def f2(v: f32[3]) -> f32:
+    s = 0.0
+    for i in range(3):
+        s = s + sqrt(v[i])
+    return s
+
+def d2(xs: f32[2, 3]) -> f32[2, 3]:
+    return grad(l2)(xs)
+
+def l2(xs: f32[2, 3]) -> f32:
+    return sum(vmap(f2)(xs))
+
+def f3(v: f32[3]) -> f32:
+    print("lane")
+    return sum(sqrt(v))
+
+def l3(xs: f32[2, 3]) -> f32:
+    return sum(vmap(f3)(xs))
+
+def d3(xs: f32[2, 3]) -> f32[2, 3]:
+    return grad(l3)(xs)
+"""
+
+
+@pytest.mark.parametrize("fn, index, iteration, lane_note", [
+    ("d", (2,), None, "in lane 1 of vmap(f)"), ("d2", (), (2,), "in lane 1 of vmap(f2)"),
+    ("d3", (2,), None, "in lane 1 of vmap(f3)")])
+def test_the_backward_pass_of_a_vmap_names_the_lane(fn, index, iteration, lane_note, capfd):
+    """grad of a loss that calls vmap: the lane was counted in the element's index ("index [1, 2]" of a
+    rank-1 `v`), or shown as a loop iteration where the lanes ran one by one (a function that prints)."""
+    mod = arrc.loads(GRAD_OF_VMAP, filename="gv.arr", guards="all")
+    xs = np.ones((2, 3), np.float32)
+    xs[1, 2] = 0.0
+    with pytest.raises(arrc.InfError) as info:
+        getattr(mod, fn)(xs)
+    err = info.value
+    assert (err.index, err.iteration, err.lanes) == (index, iteration, (1,))
+    assert f"= note: {lane_note}" in [line.strip() for line in str(err).splitlines()] and "backward pass" in str(err)
