@@ -31,7 +31,7 @@ from jaxlib.mlir.dialects import stablehlo as hlo
 
 from . import abi, effects, emit
 from .diagnostics import Diagnostic
-from .locations import span_of
+from .locations import name_of, span_of
 from .ops_linalg import SHARD, STOP_GRADIENT, is_linalg, linalg_call, linalg_op
 from .types import DTYPES, DType
 from .walk import walk_ops
@@ -816,6 +816,7 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
         outs = (results if keep_value else []) + grads + extras
         func.ReturnOp(outs)
     ret.erase()
+    _mark_unrolled_adjoints(block, forward)
     # cotangents nothing uses (the all-ops guards would check them; a constant exponent's, `log(base) * ans`,
     # is NaN for a negative base). Not ops with regions: erasing one leaves the Python objects of the ops
     # inside it pointing at freed memory (a later walk crashed)
@@ -833,6 +834,25 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
         attrs = list(ir.ArrayAttr(fn.attributes["arg_attrs"]))
         fn.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs + [ir.DictAttr.get({})] * (len(inputs) - len(attrs)))
     return []
+
+
+def _mark_unrolled_adjoints(block, forward: set) -> None:
+    """Give each adjoint of an operation in a copy of an unrolled loop that copy's marks (abi.UNROLLED,
+    abi.UNROLLED_LANES): the guard pass reads an adjoint's from its forward operation, which is erased where
+    the derivative does not use its value (`x ** 0.5`'s is `0.5 * x ** -0.5`), and a report lost the iteration."""
+    marks = {ir.IntegerAttr(o.attributes[abi.FORWARD_ID]).value: o for o in forward
+             if abi.UNROLLED in o.attributes and abi.FORWARD_ID in o.attributes}
+    if not marks:
+        return
+    for op in block.operations:
+        op = op.operation
+        name = name_of(op.location) or ""
+        if op in forward or not name.startswith("vjp(") or "#" not in name:
+            continue
+        source = marks.get(int(name.rsplit("#", 1)[1]))
+        for attr in (abi.UNROLLED, abi.UNROLLED_LANES):
+            if source is not None and attr in source.attributes and attr not in op.attributes:
+                op.attributes[attr] = source.attributes[attr]
 
 
 class _Bounds:

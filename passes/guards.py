@@ -359,9 +359,12 @@ class _Guarder:
             source = self._forward_of(op)
             if source is None or abi.UNROLLED not in source.attributes:
                 return []
+        from ..compiler.locations import name_of
         pairs = i64s(source.attributes[abi.UNROLLED])
-        sign = -1 if source is not op else 1
-        out = [(sign * self.unrolled_at.setdefault((loop, source is not op), position), k)
+        # (an adjoint may carry its forward operation's marks itself: compiler/autodiff.py _mark_unrolled_adjoints)
+        adjoint = source is not op or (name_of(op.location) or "").startswith("vjp(")
+        sign = -1 if adjoint else 1
+        out = [(sign * self.unrolled_at.setdefault((loop, adjoint), position), k)
                for loop, k in zip(pairs[::2], pairs[1::2])]
         if abi.UNROLLED_LANES in source.attributes:         # a copy of vmap's lanes: a report names the lane
             for (at, _), lane in zip(out, ir.ArrayAttr(source.attributes[abi.UNROLLED_LANES])):

@@ -284,3 +284,15 @@ def test_masked_division_by_a_zero_scalar():
     np.testing.assert_array_equal(run(src, "f", X, I32(0)), [0, 0, 0])
     err = fault(src.replace("where(y != 0, x % y, 0)", "x % y"), "f", X, I32(0), cls=arrc.DivisionByZero)
     assert err.index == (0,)
+
+
+@pytest.mark.parametrize("body, x, iteration", [
+    ("x[i] ** 0.5", [0.25, 0.0, 0.25, 0.25], 1), ("asin(x[i])", [0.25, 0.5, 1.0, 0.25], 2),
+    ("acos(x[i])", [1.0, 0.5, 0.25, 0.25], 0), ("pow(x[i], 0.5)", [0.25, 0.25, 0.25, 0.0], 3)])
+def test_a_derivative_in_an_unrolled_loop_names_the_iteration_when_its_forward_op_is_gone(body, x, iteration):
+    """The adjoint of `x ** 0.5` (`0.5 * x ** -0.5`) does not use the forward value, which is erased: the
+    report found the iteration through the forward op and lost it (sqrt, whose adjoint uses it, kept it)."""
+    src = (f"def loss(x: f32[n]) -> f32:\n    s = f32(0.0)\n    for i in range(n):\n        s = s + {body}\n"
+           f"    return s\n\ndef d(x: f32[n]) -> f32[n]:\n    return grad(loss)(x)\n")
+    err = fault(src, "d", a32(*x), cls=arrc.InfError)
+    assert err.iteration == (iteration,) and f"in loop iteration {iteration}" in str(err)
