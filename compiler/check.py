@@ -206,6 +206,12 @@ class Return_(Exception):
     pass
 
 
+# JAX's `x.at[i].set(v)` in arr
+AT_HELP = ("arr updates an array by index where JAX writes `.at[]`: `x[i] = v` for `x = x.at[i].set(v)`, `x[1:] += v` "
+           "for `.add` (x becomes a new value: callers never see the change), and `add_at(x, idx, v)` to add at "
+           "repeated indices")
+
+
 @dataclass
 class FunctionWalk(ControlFlow):
     """Walks one function body (see the module docstring for the two modes)."""
@@ -642,7 +648,8 @@ class FunctionWalk(ControlFlow):
         if rule is None or rule.method:
             raise ArrError("E0210", f"{describe(base)} has no attribute `{e.name}`", e.span,
                            "unknown attribute" if rule is None else "a method: call it",
-                           help="attributes are .shape .ndim .size .dtype .T and the method .astype(dtype)")
+                           help=AT_HELP if e.name == "at" else
+                           "attributes are .shape .ndim .size .dtype .T and the method .astype(dtype)")
         return self.call_builtin(rule, [base], {}, e, [e.base.span])
 
     def expr_Index(self, e):

@@ -45,6 +45,15 @@ BUILTINS: dict[str, Builtin] = {}
 OPERATORS: dict[str, Builtin] = {}
 _MISSING = object()
 
+# Keywords of NumPy's or JAX's function of the same name that arr's spells otherwise or has not: (builtin,
+# keyword) -> the help of E0103.
+JAX_KEYWORDS = {
+    ("pad", "mode"): "arr's `pad` pads with a constant (`constant_values=`, NumPy's default mode); for another "
+                     "mode build the border with slices and `concat` (edge: `concat((x[:1], x, x[-1:]))`)",
+    ("conv", "dimension_numbers"): "arr's `conv` names the dimensions with `layout=`, e.g. "
+                                   "`layout=(\"NHWC\", \"HWIO\", \"NHWC\")` (docs/convolution.md)",
+}
+
 
 def register(*names: str, params: str = "x", method: bool = False, table: dict | None = None,
              display: str | None = None, doc: str = "", family: str = "", words: str | None = None,
@@ -102,7 +111,8 @@ def bind_arguments(rule: Builtin, args: list, kwargs: dict, cx: "CallCx") -> lis
     for name, value in kwargs.items():
         if name not in rule.params:
             raise ArrError("E0103", f"`{rule.name.lstrip('.')}` has no parameter `{name}`", cx.kw_spans.get(name, cx.span),
-                           "unknown keyword", notes=[f"parameters: {', '.join(rule.params)}"])
+                           "unknown keyword", notes=[f"parameters: {', '.join(rule.params)}"],
+                           help=JAX_KEYWORDS.get((rule.name, name)))
         if name in bound:
             raise ArrError("E0103", f"`{name}` given twice", cx.kw_spans.get(name, cx.span), "given again here")
         bound[name] = value

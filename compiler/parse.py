@@ -545,6 +545,13 @@ def _python_habit(diag: Diagnostic, at: _ErrorSite) -> Diagnostic | None:
         fixed = line[:at.offset - at.line_start] + "==" + line[at.offset - at.line_start + 1:]
         return dataclasses.replace(diag, label="`=` assigns; `==` compares",
                                    help=f"did you mean `==`? `{fixed.strip()}`")
+    if first == "for" and re.search(r"\bin\s*$", before) and kind != "RANGE":
+        var = re.match(r"\s*for\s+(\w+)", line)
+        name = var.group(1) if var else "row"
+        return dataclasses.replace(diag, label="arr's `for` counts over `range(...)`",
+                                   help=f"loop over the indices and index the array: `for i in range(n):` then "
+                                        f"`{name} = {line[at.offset - at.line_start:].strip().rstrip(':').strip()}[i]`"
+                                        f" (or write it with whole-array operations)")
     if kind == "IF" and re.search(r"\belse\s*$", before):
         fixed = re.sub(r"\belse\s+if\b", "elif", line, count=1)
         return dataclasses.replace(diag, span=at.word_span("else").to(diag.span), label="`else if` is spelled `elif`",
@@ -552,9 +559,11 @@ def _python_habit(diag: Diagnostic, at: _ErrorSite) -> Diagnostic | None:
     if first == "def" and (kind in ("RPAR", "COMMA", "EQUAL") and "COLON" in at.expected or
                            kind == "COLON" and "->" not in line and before.rstrip().endswith(")")):
         example = _typed_def(line)
-        if kind == "COLON":
+        if kind == "COLON":         # (what the body returns is not known here: a placeholder, and two examples)
             return dataclasses.replace(diag, label="expected '->' and the result type",
-                                       help=f"declare the result type: `{example}`")
+                                       help=f"declare the type it returns: `{_typed_def(line, 'TYPE')}`, e.g. "
+                                            f"`-> f32` for a scalar or `-> {_typed_def(line).rsplit('-> ', 1)[1][:-1]}` "
+                                            f"for an array")
         name = re.search(r"(\w+)\s*$", before)
         return dataclasses.replace(diag, label=f"expected ':' and the type of `{name.group(1) if name else ''}`",
                                    help=f"arr needs the type of every parameter and of the result: `{example}`")
@@ -570,9 +579,10 @@ def _python_habit(diag: Diagnostic, at: _ErrorSite) -> Diagnostic | None:
     return None
 
 
-def _typed_def(line: str) -> str:
+def _typed_def(line: str, result: str | None = None) -> str:
     """`line`, a `def` header, with a type for each parameter and the result: `def f(x):` ->
-    `def f(x: f32[n]) -> f32[n]:` (the types written keep theirs; the result's example is the first one)."""
+    `def f(x: f32[n]) -> f32[n]:` (the types written keep theirs; the result's example is `result`, else the
+    first one's)."""
     m = re.match(r"\s*def\s+(\w+)\s*\((.*)\)\s*(?:->\s*(.*?))?\s*:?\s*$", line)
     if not m:
         return "def f(x: f32[n]) -> f32[n]:"
@@ -586,7 +596,7 @@ def _typed_def(line: str) -> str:
             part += ch
     params = [p.strip() if ":" in p else "{}: f32 = {}".format(*map(str.strip, p.split("=", 1))) if "=" in p
               else f"{p.strip()}: f32[n]" for p in params + [part] if p.strip()]
-    result = m.group(3) or (params[0].split(":", 1)[1].strip() if params else "f32")
+    result = result or m.group(3) or (params[0].split(":", 1)[1].strip() if params else "f32")
     return f"def {m.group(1)}({', '.join(params)}) -> {result}:"
 
 

@@ -30,7 +30,7 @@ def one(src: str):
 # ---- syntax: both parsers ------------------------------------------------------------------------
 HABITS = {
     "def f(x):\n    return x\n": "`def f(x: f32[n]) -> f32[n]:`",
-    "def f(x: f32[n]):\n    return x\n": "`def f(x: f32[n]) -> f32[n]:`",
+    "def f(x: f32[n]):\n    return x\n": "`def f(x: f32[n]) -> TYPE:`, e.g. `-> f32` for a scalar or `-> f32[n]`",
     "import numpy as np\n": "not `np.sum(x)`",
     "class A:\n    pass\n": "`def`",
     H + "    g = lambda v: v\n    return x\n": "`def`",
