@@ -479,8 +479,9 @@ def _linalg(bt, op, ins):
         return [(r, True) for r in new.results]
     if name == STOP_GRADIENT:
         return [(linalg_op(name, operands, [bt.batched_type(op.results[0])], params).result, True)]
-    if name == SHARD:                       # the lanes are not split
-        new = linalg_op(name, operands, [bt.batched_type(op.results[0])], {**params, "axes": [None] + params["axes"]})
+    if name == SHARD:                       # the lanes are not split (and are no dimension of the `shard`'s own)
+        new = linalg_op(name, operands, [bt.batched_type(op.results[0])],
+                        {**params, "axes": [None] + params["axes"], "lanes": [bt.label] + params.get("lanes", [])})
         return [(new.result, True)]
     if derivative or name not in UNARY_LINALG | {"solve", "triangular_solve"}:
         raise NoRule(f"`{name}` in a batch")

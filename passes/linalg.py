@@ -105,12 +105,13 @@ def _constrain(call, mesh: tuple) -> Diagnostic | None:
             if n not in sizes or named.count(n) > 1:
                 why = f"is not an axis of the mesh {shape}" if n not in sizes else "splits two dimensions"
                 return Diagnostic("E0204", f"`shard`: mesh axis `{n}` {why}", span_of(call.location), f"`{n}` here")
+        lanes = len(linalg_call(call)[1].get("lanes", []))      # (vmap's, first: not the written value's)
         for dim, names in enumerate(axes):
             size, ways = ir.RankedTensorType(x.type).shape[dim], math.prod(sizes[n] for n in names)
             if size % ways:
-                return Diagnostic("E0204", f"`shard`: dimension {dim} has size {size}, which {' x '.join(names)} "
-                                  f"({ways} devices) does not divide", span_of(call.location),
-                                  f"dimension {dim} over {ways} devices")
+                return Diagnostic("E0204", f"`shard`: dimension {dim - lanes} has size {size}, which "
+                                  f"{' x '.join(names)} ({ways} devices) does not divide", span_of(call.location),
+                                  f"dimension {dim - lanes} over {ways} devices")
         sdy.register_dialect(ir.Context.current)    # (before building its attributes)
         sharding = sdy.TensorShardingAttr.get(
             sdy.MeshAttr.get([sdy.MeshAxisAttr.get(n, s) for n, s in mesh]),

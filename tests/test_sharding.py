@@ -635,3 +635,16 @@ def test_shards_that_end_the_branches_of_an_if_differently_are_e0204(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert (done.returncode, done.stdout) == (1, "") and done.stderr.startswith(
         "error[E0204]: `shard`: the branches of an `if` end in different layouts of the same value\n"), done.stderr
+
+
+def test_a_shard_under_vmap_names_the_dimension_of_its_own_value():
+    """vmap's lane is the placeholder's first dimension, not one of the value `shard` was written on: a row of
+    6 over data=4 was "dimension 1 has size 6" for a rank-1 row."""
+    out = in_child('''
+        src = "def row(r: f32[6]) -> f32[6]:\\n    return shard(r, \\"data\\")\\n\\n" \\
+              "def rows(x: f32[4, 6]) -> f32[4, 6]:\\n    return vmap(row)(x)\\n"
+        mod = arrc.loads(src, filename="v.arr")
+        print(message(lambda: mod.rows.sharded(mesh)(np.ones((4, 6), np.float32))))
+    ''')
+    assert out.startswith("CompileError: error[E0204]: `shard`: dimension 0 has size 6, which data (4 devices) "
+                          "does not divide\n"), out
