@@ -386,16 +386,10 @@ class Function:
         if len(types) != len(self._sig.params):
             raise ArgumentError(f"{self.name}{self._sig} takes {len(self._sig.params)} argument(s), "
                                 f"{len(types)} given")
-        spans = [s for *_, s in self._sig.params]
         try:
-            return unify(self._sig, [Val(t) for t in types], spans, None)
+            return unify(self._sig, [Val(t) for t in types], [s for *_, s in self._sig.params], None)
         except ArrError as err:
             message = err.diag.message + "".join(f"; {n}" for n in err.diag.notes)
-            try:            # a hint about the dtype only where the shapes fit (else neither fix it offers would)
-                unify(self._sig, [Val(ArrayType(p.dtype, t.shape)) for (_, p, _), t in zip(self._sig.params, types)],
-                      spans, None)
-            except ArrError:
-                raise ArgumentError(message) from None
             raise ArgumentError(message + _dtype_hint(self._sig.params, types, values, narrowed)) from None
 
     def _check_operands(self, values: list, traced: bool) -> None:
@@ -982,8 +976,8 @@ def _to_array(value, ptype: ArrayType, pname: str):
     except (ValueError, TypeError) as err:
         raise ArgumentError(f"argument `{pname}`: cannot convert to an array ({err}), expected {ptype}") from None
     if arr.dtype == object and arr.size and all(type(v) in (int, float) for v in arr.ravel()):
-        if ptype.dtype.is_float:            # ints past 64 bits (NumPy holds i64's least to u64's largest)
-            arr = np.array([float(v) for v in arr.ravel()]).reshape(arr.shape)
+        if ptype.dtype.is_float:            # ints past 64 bits (NumPy holds i64's least to u64's largest); past
+            arr = np.array([_as_float(v) for v in arr.ravel()]).reshape(arr.shape)     # f64's, inf as 1e400 is
         elif all(type(v) is int for v in arr.ravel()):
             raise ArgumentError(f"argument `{pname}`: value out of range for {ptype.dtype}")
     _check_kind(arr.dtype, ptype, pname, arr.ndim)
@@ -994,6 +988,13 @@ def _to_array(value, ptype: ArrayType, pname: str):
             raise ArgumentError(f"argument `{pname}`: value out of range for {ptype.dtype}")
     with np.errstate(over="ignore"):        # a float past the dtype's range is inf, as jnp.asarray makes it
         return arr.astype(ptype.dtype.np)
+
+
+def _as_float(v: int | float) -> float:
+    try:
+        return float(v)
+    except OverflowError:
+        return math.copysign(math.inf, v)
 
 
 def _type_of_value(value, ptype: ArrayType) -> ArrayType:
@@ -1049,8 +1050,9 @@ def _dtype_hint(params: list, types: list[ArrayType], values: list | None, narro
     for i, ((pname, ptype, _), at) in enumerate(zip(params, types)):
         if at.dtype == ptype.dtype and at.rank == ptype.rank:
             continue
-        if at.dtype == ptype.dtype or ptype.dtype.is_key or at.dtype.is_key:
-            return ""
+        if at.dtype == ptype.dtype or ptype.dtype.is_key or at.dtype.is_key or at.rank != ptype.rank or \
+                any(d.is_const and a.is_const and d.value != a.value for d, a in zip(ptype.shape, at.shape)):
+            return ""           # (its size differs too: neither converting nor declaring its dtype would do)
         value = values[i] if values is not None else None
         want, have = ptype.dtype, at.dtype
         declared = ArrayType(have, ptype.shape)

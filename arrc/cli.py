@@ -329,13 +329,13 @@ class ArgFile:
     member: str | None = None
 
 
-def capacity(t: ArrayType | None, itemsize: int) -> int:
-    """The most bytes an argument of type `t` can need, in elements of `itemsize` bytes (a file's: one of
-    another dtype is then refused for its dtype, with the advice a call gives): all of them for a concrete
-    shape, else what one array may have on this machine (also for an argument that names no parameter)."""
+def capacity(t: ArrayType | None) -> int | None:
+    """How many elements an argument of type `t` has, where its shape is concrete (else None: any, up to what
+    one array may have on this machine; also for an argument that names no parameter). Counted in elements,
+    not bytes: a file of another dtype is then refused for its dtype, with the advice a call gives."""
     if t is None or not all(d.is_const for d in t.shape):
-        return MAX_ARRAY_BYTES
-    return min(MAX_ARRAY_BYTES, math.prod(d.value for d in t.shape) * itemsize)
+        return None
+    return math.prod(d.value for d in t.shape)
 
 
 def read_npy_header(stream, path: str) -> tuple[tuple, bool, np.dtype, int]:
@@ -375,11 +375,13 @@ def read_array(stream, size: int, path: str, param: str, t: ArrayType | None) ->
                          f"f16, bf16, f32, f64)")
     declared = f"{dt.name}[{', '.join(map(str, shape))}]" if shape else dt.name
     nbytes = math.prod(shape) * dtype.itemsize
-    limit = capacity(t, dtype.itemsize)
-    if nbytes > limit:
-        holder = (f"parameter `{param}: {t}` can take" if t is not None and limit < MAX_ARRAY_BYTES
-                  else "one array may have on this machine")
-        raise UsageError(f"{path} declares {declared} ({nbytes:,} bytes), more than {holder} ({limit:,} bytes)")
+    elements = capacity(t)
+    if elements is not None and math.prod(shape) > elements:
+        raise UsageError(f"{path} declares {declared} ({math.prod(shape):,} elements), more than parameter "
+                         f"`{param}: {t}` holds ({elements:,})")
+    if nbytes > MAX_ARRAY_BYTES:
+        raise UsageError(f"{path} declares {declared} ({nbytes:,} bytes), more than one array may have on this "
+                         f"machine ({MAX_ARRAY_BYTES:,} bytes)")
     if size - offset != nbytes:
         problem = "is truncated" if size - offset < nbytes else "has bytes after its data"
         raise UsageError(f"{path} {problem}: its header declares {declared} ({nbytes:,} bytes of data), "

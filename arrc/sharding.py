@@ -103,7 +103,7 @@ class Sharded:
         if in_specs is not None and not isinstance(in_specs, (list, tuple)):
             raise ArgumentError(f"{fn.name}{fn._sig}: in_specs is a tuple or list of one spec per parameter, not "
                                 f"{in_specs!r}" + (f" (one parameter's: in_specs=({in_specs!r},))"
-                                                   if isinstance(in_specs, str) else ""))
+                                                   if isinstance(in_specs, (str, jax.sharding.PartitionSpec)) else ""))
         specs = [None] * len(params) if in_specs is None else list(in_specs)
         if len(specs) != len(params):
             raise ArgumentError(f"{fn.name}{fn._sig}: in_specs has {len(specs)} entries for {len(params)} "

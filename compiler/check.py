@@ -616,25 +616,27 @@ class FunctionWalk(ControlFlow):
 
     def _cond_as_if(self, e, cond):
         """`a if c else b` where a side prints or asserts: as `if c: v = a else: v = b`, so that only the side
-        taken has effects, as in Python (both sides are otherwise evaluated, and a select picks one)."""
-        cond_name, value_name = f"<condition {id(e)}>", f"<value {id(e)}>"      # (names no source can write)
-        sides = [(ast.Assign(side.span, (ast.NameTarget(side.span, value_name),), side),) for side in (e.then, e.orelse)]
+        taken has effects, as in Python (both sides are otherwise evaluated, and a select picks one). Its type
+        is the select's: the sides' types found first (evaluated for their types only), each side made it."""
+        uses = dict(self.key_uses)
+        with self._types_only():
+            typed = self.call_builtin(BUILTINS["__cond__"], [cond, self.eval(e.then), self.eval(e.orelse)], {}, e,
+                                      [e.cond.span, e.then.span, e.orelse.span])
+        self.key_uses = uses
+        cond_name, type_name, value_name = (f"<{what} {id(e)}>" for what in ("condition", "type", "value"))
+        sides = [(ast.Assign(side.span, (ast.NameTarget(side.span, value_name),),
+                             ast.Call(side.span, ast.Name(side.span, "<as>"), (side, ast.Name(side.span, type_name)),
+                                      ())),) for side in (e.then, e.orelse)]
         returned = self.returned
-        self.env[cond_name] = cond
+        self.env[cond_name], self.env[type_name] = cond, Val(typed.type)      # (names no source can write)
         try:
             self.stmt_If(ast.If(e.span, ast.Name(e.cond.span, cond_name), *sides))
-            value = self.env.pop(value_name, POISON)
+            return self.env.pop(value_name, POISON)
         finally:
-            self.env.pop(cond_name, None)
+            for name in (cond_name, type_name):
+                self.env.pop(name, None)
             self.spans.pop(value_name, None)
             self.returned = returned
-        if isinstance(value, Unbound):
-            raise ArrError(value.code, value.reason.replace(f"`{value_name}`", "the value"), e.span,
-                           "the two sides differ", labels=value.labels,
-                           notes=["a side prints or asserts, so only the side taken runs, as in an `if` "
-                                  "statement: the sides are not broadcast or promoted to one type"],
-                           help="give both sides the result's type (`broadcast_to`, `.astype`)")
-        return value
 
     def expr_Attribute(self, e):
         path = self._module_path(e)

@@ -771,6 +771,13 @@ def _cond_expr(cx: CallCx, cond, x, y):
                     lambda: hlo.select(cx.ir(cond, BOOL, shape), cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
 
 
+@register("<as>", params="x, like", keys=True)
+def _as_type_of(cx: CallCx, x, like):
+    """x converted and broadcast to the type of `like` (a side of `a if c else b` made the select's type, where
+    it is an `if`: check.py FunctionWalk._cond_as_if)."""
+    return cx.value(like.type, lambda: cx.ir(x, like.type.dtype, like.type.shape))
+
+
 # ---- casts -----------------------------------------------------------------------------------
 @register(".astype", params="x, dtype", method=True, doc="x converted to dtype")
 def _astype(cx: CallCx, x, dtype):

@@ -548,10 +548,11 @@ def _python_habit(diag: Diagnostic, at: _ErrorSite) -> Diagnostic | None:
     if first == "for" and re.search(r"\bin\s*$", before) and kind != "RANGE":
         var = re.match(r"\s*for\s+(\w+)", line)
         name = var.group(1) if var else "row"
+        index = "j" if name == "i" else "i"
+        array = line[at.offset - at.line_start:].strip().rstrip(":").strip()
         return dataclasses.replace(diag, label="arr's `for` counts over `range(...)`",
-                                   help=f"loop over the indices and index the array: `for i in range(n):` then "
-                                        f"`{name} = {line[at.offset - at.line_start:].strip().rstrip(':').strip()}[i]`"
-                                        f" (or write it with whole-array operations)")
+                                   help=f"loop over the indices and index the array: `for {index} in range(n):` then "
+                                        f"`{name} = {array}[{index}]` (or write it with whole-array operations)")
     if kind == "IF" and re.search(r"\belse\s*$", before):
         fixed = re.sub(r"\belse\s+if\b", "elif", line, count=1)
         return dataclasses.replace(diag, span=at.word_span("else").to(diag.span), label="`else if` is spelled `elif`",
@@ -560,9 +561,10 @@ def _python_habit(diag: Diagnostic, at: _ErrorSite) -> Diagnostic | None:
                            kind == "COLON" and "->" not in line and before.rstrip().endswith(")")):
         example = _typed_def(line)
         if kind == "COLON":         # (what the body returns is not known here: a placeholder, and two examples)
+            first = _typed_def(line).rsplit("-> ", 1)[1][:-1]          # the first parameter's type
             return dataclasses.replace(diag, label="expected '->' and the result type",
                                        help=f"declare the type it returns: `{_typed_def(line, 'TYPE')}`, e.g. "
-                                            f"`-> f32` for a scalar or `-> {_typed_def(line).rsplit('-> ', 1)[1][:-1]}` "
+                                            f"`-> f32` for a scalar or `-> {first if '[' in first else 'f32[n]'}` "
                                             f"for an array")
         name = re.search(r"(\w+)\s*$", before)
         return dataclasses.replace(diag, label=f"expected ':' and the type of `{name.group(1) if name else ''}`",

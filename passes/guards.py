@@ -29,6 +29,7 @@ from jaxlib.mlir.dialects import stablehlo as hlo
 
 from ..compiler import abi, emit
 from ..compiler.effects import CALLBACK_TARGET, sites_in
+from ..compiler.locations import name_of
 from ..compiler.ops_linalg import SHARD, STOP_GRADIENT, is_linalg, linalg_call
 from ..compiler.types import BOOL, DTYPES, F32, I64
 from .base import ModulePass
@@ -244,7 +245,6 @@ class _Guarder:
     def _forward_of(self, op):
         """For an adjoint operation (compiler/autodiff.py: a `vjp(<op>)#<id>` location), the forward operation
         with that id whose values it can see (a copy before it in its block or an enclosing one), or None."""
-        from ..compiler.locations import name_of
         name = name_of(op.location) or ""
         if not name.startswith("vjp(") or "#" not in name:
             return None
@@ -359,7 +359,6 @@ class _Guarder:
             source = self._forward_of(op)
             if source is None or abi.UNROLLED not in source.attributes:
                 return []
-        from ..compiler.locations import name_of
         pairs = i64s(source.attributes[abi.UNROLLED])
         # (an adjoint may carry its forward operation's marks itself: compiler/autodiff.py _mark_unrolled_adjoints)
         adjoint = source is not op or (name_of(op.location) or "").startswith("vjp(")
@@ -921,7 +920,7 @@ def _label(value: ir.Value, user=None) -> str:
     batched = _lane_row_of(owner) if name in ("stablehlo.reshape", "stablehlo.dynamic_slice") else None
     if batched is not None:
         return _label(batched, user)                # a lane's row of a batched value: that value's name
-    from ..compiler.locations import call_frames, name_of, span_of
+    from ..compiler.locations import call_frames, span_of
     if name == "stablehlo.while":                   # a loop's result: the name of the variable it carries
         carried = name_of(_value_location(owner.regions[1].blocks[0].arguments[value.result_number], None))
         if carried and carried != "for":

@@ -83,8 +83,8 @@ class Compiled:
                 out = self._run(args, state)
             else:
                 out = interruptible(self._run, args, state, kind="prints" if self.prints else "run")
-        except BaseException:
-            effects.end(run_id, abandoned=True)     # (also where it ended with an error: it calls back no more)
+        except BaseException as err:
+            effects.end(run_id, abandoned=isinstance(err, KeyboardInterrupt))
             raise
         effects.end(run_id)
         if state.failure is None:
@@ -175,9 +175,9 @@ def interruptible(fn, *args, kind: str = "run"):
     thread `fn` runs on a helper thread and the main thread waits for it in `Lock.acquire`, where
     Python's handler runs (KeyboardInterrupt). On KeyboardInterrupt the helper is abandoned: PJRT cannot cancel an execution,
     so it keeps a CPU busy until the program ends (a daemon thread: it does not keep the process alive);
-    the next call gets a new helper (`kind`: "compile", "prints" for a run of a program that prints, whose
-    next print stops it once abandoned, runtime/effects.py `state_of`, or "run": what the process's exit
-    waits for, `_leave_after_abandoned_work`). Elsewhere (not the main thread, where no signal arrives) `fn` just
+    the next call gets a new helper (`kind`: "compile", which the process's exit waits for, "prints", a run
+    of a program that prints, whose next print stops it once abandoned, runtime/effects.py `state_of`, which
+    the exit waits for up to PRINT_GRACE_S, or "run", not waited for: `_leave_after_abandoned_work`). Elsewhere (not the main thread, where no signal arrives) `fn` just
     runs. Cost: two thread switches, ~15-60 us (more on a loaded machine); the API's dispatcher fast
     path (plain positional calls of a program without a `while` loop: `may_not_end`) does not come here."""
     if threading.current_thread() is not threading.main_thread():

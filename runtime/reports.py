@@ -63,7 +63,7 @@ class DivisionByZero(GuardError, ZeroDivisionError):
 class AssertionFailed(GuardError, AssertionError):
     code = "R0005"
     function = ""           # the function of the `assert`, and the calls that inlined it there (innermost first,
-    chain: list = []        # (callee, call span)): their note is written where the call's name is known
+    chain: tuple = ()       # (callee, call span)): their note is written where the call's name is known
 
 
 class LoopBoundExceeded(GuardError):

@@ -187,8 +187,8 @@ def test_a_header_of_10_to_the_12_elements_is_refused_before_reading(prog, tmp_p
     path = tmp_path / "huge.npy"
     path.write_bytes(npy_header((10 ** 12,)) + bytes(64))
     assert usage_error(capsys, prog, "fixed", path) == \
-        f"{path} declares f32[1000000000000] (4,000,000,000,000 bytes), more than parameter `x: f32[4]` " \
-        f"can take (16 bytes)"
+        f"{path} declares f32[1000000000000] (1,000,000,000,000 elements), more than parameter `x: f32[4]` " \
+        f"holds (4)"
     message = usage_error(capsys, prog, "scaled", path, "--arg", "k=1")          # any n: the machine's limit
     assert message.startswith(f"{path} declares f32[1000000000000] (4,000,000,000,000 bytes), more than one "
                               f"array may have on this machine (") or message.startswith(f"{path} is truncated")
@@ -325,8 +325,8 @@ def test_bombs_and_special_files_neither_hang_nor_exhaust_memory(prog, tmp_path)
     report = json.loads(done.stdout)
     bomb = tmp_path / "bomb.npz"
     assert report["runs"] == [
-        [2, f"arrc: error: {bomb} member 'x.npy' declares f32[536870912] (2,147,483,648 bytes), more than "
-            f"parameter `x: f32[4]` can take (16 bytes)\n"],
+        [2, f"arrc: error: {bomb} member 'x.npy' declares f32[536870912] (536,870,912 elements), more than "
+            f"parameter `x: f32[4]` holds (4)\n"],
         [2, f"arrc: error: {bomb} member 'x.npy' declares f32[536870912] (2,147,483,648 bytes), more than "
             f"one array may have on this machine (67,108,864 bytes)\n"],
         [2, f"arrc: error: {tmp_path / 'fifo'} {NOT_REGULAR}"],
@@ -497,8 +497,8 @@ def test_stablehlo_run_reads_files_bounded_by_its_parameters(prog, tmp_path, cap
     assert capsys.readouterr().out == "[1. 2. 3. 4.]\n"
     np.save(tmp_path / "x.npy", np.zeros(5, np.float32))
     assert main(["run", str(mlir), "--arg", f"arg0=@{tmp_path / 'x.npy'}"]) == EXIT_USAGE
-    assert capsys.readouterr().err == (f"arrc: error: {tmp_path / 'x.npy'} declares f32[5] (20 bytes), more than "
-                                       f"parameter `x: f32[4]` can take (16 bytes)\n")
+    assert capsys.readouterr().err == (f"arrc: error: {tmp_path / 'x.npy'} declares f32[5] (5 elements), more than "
+                                       f"parameter `x: f32[4]` holds (4)\n")
 
 
 def test_empty_and_scalar_files(prog, tmp_path, capsys):

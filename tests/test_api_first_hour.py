@@ -84,9 +84,12 @@ def test_size_mismatches_get_no_dtype_hint(mod):
     assert "n = 3" in msg and "astype" not in msg
     msg = _arg_error(mod.add, np.ones((3, 1), np.float32), np.ones(3, np.float32))     # rank only
     assert "astype" not in msg
-    # dtype and size: converting alone, or declaring the dtype, would not fix the call
-    msg = _arg_error(mod.add, np.ones(3, np.float16), np.ones(4, np.float16))       # (n = 3 from x, 4 from y)
-    assert msg == "argument `x` of `add` has type f16[3], expected f32[n]", msg
+    # dtype and size: converting it alone, or declaring its dtype, would not fix the call
+    two = arrc.loads("def two(x: f32[3], y: f32[2]) -> f32:\n    return sum(x) + sum(y)\n").two
+    assert _arg_error(two, np.ones(6, np.float16), np.ones(2, np.float32)) == \
+        "argument `x` of `two` has type f16[6], expected f32[3]"
+    msg = _arg_error(two, np.ones(3), np.ones(5, np.float32))       # (x's size fits: its hint, whatever y is)
+    assert msg.startswith("argument `x` of `two` has type f64[3], expected f32[3]. NumPy's default float dtype")
 
 
 def test_python_values_still_take_the_parameter_dtype(mod):

@@ -536,6 +536,23 @@ def test_only_the_side_taken_of_an_if_expression_prints_or_asserts(capsys):
     assert float(arrc.grad(m.guarded)(np.float32(4.0))) == 0.25
 
 
+def test_an_if_expression_whose_side_prints_is_typed_as_the_select(capsys):
+    """A debug print in a side left the sides' types unbroadcast (E0301 for `g(1.0) if c else x`); its type is
+    the select's, and a mismatch the select's error."""
+    src = 'def g(v: f32) -> f32:\n    print("g", v)\n    return v\n\ndef f(c: bool, x: f32[3]) -> f32[3]:\n' \
+          '    return g(1.0) if c else x\n'
+    m = arrc.loads(src, filename="t.arr")
+    x = np.arange(3, dtype=np.float32)
+    capsys.readouterr()
+    assert m.f(True, x).tolist() == [1.0, 1.0, 1.0] and m.f(False, x).tolist() == [0.0, 1.0, 2.0]
+    assert capsys.readouterr().out == "g 1.0\n"
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads(src.replace("x: f32[3])", "x: f32[3], y: f32[2])").replace("else x", "else y").replace(
+            "g(1.0)", "(g(1.0) + x)"), filename="t.arr")
+    assert [(d.code, d.message) for d in info.value.diagnostics] == [
+        ("E0202", "cannot broadcast f32[3] with f32[2] in `if ... else`")]
+
+
 def test_an_assert_report_names_the_calls_that_reached_it():
     """As a guard report does: which of the calls failed (`inner` is called twice by `mid`)."""
     m = arrc.loads("def inner(x: f32) -> f32:\n    assert x > 0.0, \"positive\"\n    return x\n\n"
