@@ -95,6 +95,9 @@ def test_size_mismatches_get_no_dtype_hint(mod):
 def test_python_values_still_take_the_parameter_dtype(mod):
     assert float(mod.nansum([1.0, 2.0])) == 3.0
     assert int(mod.count([1, 2, 3])) == 6
+    # an int past 64 bits is a float for a float parameter (past f64's range, inf as `1e400` is): it was a
+    # TypeError about "Python value of kind object", then an OverflowError
+    assert float(mod.nansum([2 ** 70, 1])) == np.float32(2.0 ** 70) and np.isinf(mod.nansum([10 ** 400, 1]))
 
 
 # ---- JAX's 32-bit arithmetic on f64 results ------------------------------------------------------------------
