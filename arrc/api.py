@@ -993,8 +993,8 @@ def _to_array(value, ptype: ArrayType, pname: str):
 def _as_float(v: int | float) -> float:
     try:
         return float(v)
-    except OverflowError:
-        return math.copysign(math.inf, v)
+    except OverflowError:           # (an int past f64's range)
+        return math.inf if v > 0 else -math.inf
 
 
 def _type_of_value(value, ptype: ArrayType) -> ArrayType:
