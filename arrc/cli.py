@@ -1551,6 +1551,11 @@ def main(argv: list[str] | None = None) -> int:
         if out_of_memory(err):
             _error(f"out of memory: {(str(err).strip().splitlines() or [type(err).__name__])[0]}")
             return EXIT_RUNTIME
+        if getattr(args, "coordinator", None) is not None and "DEADLINE_EXCEEDED" in str(err):
+            _error("another process of this run did not take part in its computation in time: it failed or left "
+                   "before it (see its own output), or was started with other arguments (every process runs the "
+                   "same command with its own --process-id)")
+            return EXIT_RUNTIME
         return report_internal_error(err, getattr(args, "diagnostics", "text") == "json")
 
 

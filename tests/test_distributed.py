@@ -144,3 +144,23 @@ def test_the_command_line_joins_a_cluster(tmp_path):
                                  "data=1"], cwd=tmp_path, capture_output=True, text=True, timeout=240)
     assert (bad.returncode, bad.stderr) == (2, "arrc: error: --coordinator: coordinator 'nowhere': write it as "
                                                "HOST:PORT, e.g. 127.0.0.1:9876\n")
+
+
+def test_a_process_whose_peer_failed_says_so(tmp_path):
+    """Process 1 refuses its argument and leaves; process 0 waited for it in the computation's collectives
+    until gloo's deadline, then reported an internal error (E0601, "DEADLINE_EXCEEDED"). It says what happened."""
+    (tmp_path / "l.arr").write_text("def loss(x: f32[b, 4], w: f32[4, 2]) -> f32:\n    return sum(tanh(x @ w))\n")
+    np.save(tmp_path / "x.npy", np.arange(32, dtype=np.float32).reshape(8, 4) / 10)
+    np.save(tmp_path / "x64.npy", np.arange(32, dtype=np.float64).reshape(8, 4) / 10)
+    np.save(tmp_path / "w.npy", np.ones((4, 2), np.float32) / 3)
+    address = f"127.0.0.1:{_port()}"
+    done = _cluster([[sys.executable, "-m", "arrc", "run", "l.arr", "--entry", "loss", "--arg",
+                      f"x=@{'x.npy' if i == 0 else 'x64.npy'}", "--arg", "w=@w.npy", "--devices", "2", "--mesh",
+                      "data=4", "--shard", "x=data,_", "--coordinator", address, "--num-processes", "2",
+                      "--process-id", str(i)] for i in range(2)], tmp_path)
+    assert done[1].returncode == 2 and "has type f64[8, 4], expected f32[b, 4]" in done[1].stderr
+    assert done[0].returncode == 3, done[0].stderr[-3000:]
+    assert done[0].stderr.splitlines()[-1] == (
+        "arrc: error: another process of this run did not take part in its computation in time: it failed or left "
+        "before it (see its own output), or was started with other arguments (every process runs the same command "
+        "with its own --process-id)")
