@@ -49,6 +49,7 @@ class AssertSite:
     loop_depth: int
     call_chain: list = field(default_factory=list)
     lanes: list = field(default_factory=list)     # per loop counter: "vmap(f)" where it counts vmap's lanes
+    order: tuple = ()     # its place among the guards' checks (passes/guards.py: abi.ORDER), where it has one
 
 
 @dataclass

@@ -341,7 +341,11 @@ class _Guarder:
             if self.flow and self.top and name == "func.return":
                 self._flow_report(op.operation, position)
                 continue
-            here = loops + self._unrolled(op.operation, position)
+            unrolled = self._unrolled(op.operation, position)
+            here = loops + unrolled
+            if name == "stablehlo.custom_call" and not unrolled and abi.KIND in op.attributes \
+                    and attr_text(op.attributes[abi.KIND]) == "assert":     # its place among the checks: a fault
+                op.attributes[abi.ORDER] = _i64_array([p for p, _ in loops] + [position])   # before it comes first
             if name in DESCEND:
                 self._regions(op.operation, here, position)
                 continue

@@ -118,7 +118,8 @@ def _assert_callback(site: AssertSite, sources: dict):
                                       iteration=tuple(loops) or None, notes=notes, sources=sources,
                                       lanes=tuple(int(c) for c, lane in zip(counters, lanes) if lane))
             failure.function, failure.chain = site.in_function, site.call_chain     # (runtime/guards.py
-            state.failure = failure                                                 # `raise_faults`)
+            failure.order, failure.counters = site.order, tuple(int(c) for c in counters)   # `raise_faults`)
+            state.failure = failure
         return (np.int32(io + 1),)
     return callback
 
@@ -178,7 +179,8 @@ def site_of(op, span, chain: list) -> PrintSite | AssertSite | BoundReport:
     lanes = [attr_text(a) for a in ir.ArrayAttr(attrs[abi.LANES])] if abi.LANES in attrs else []
     return AssertSite(span, attr_text(attrs[abi.MESSAGE]),
                       tuple(i64s(attrs[abi.SHAPE])),
-                      attr_text(attrs[abi.FUNCTION]), 0, call_chain=chain, lanes=lanes)
+                      attr_text(attrs[abi.FUNCTION]), 0, call_chain=chain, lanes=lanes,
+                      order=tuple(i64s(attrs[abi.ORDER])) if abi.ORDER in attrs else ())
 
 
 def host_callback(site: PrintSite | AssertSite | BoundReport, sources: dict, loops: dict):

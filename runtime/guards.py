@@ -134,12 +134,17 @@ class Event:
 
     @property
     def key(self) -> list:
-        """Execution order: (loop position, iteration) for each enclosing loop, then the op position; a loop
-        whose position is negative counts down (passes/guards.py: a backward loop runs j = T-1 first)."""
-        key = []
-        for position, count in zip(self.site.order[:-1], self.counters):
-            key += [abs(position), -count if position < 0 else count]
-        return key + [self.site.order[-1]]
+        return execution_key(self.site.order, self.counters)
+
+
+def execution_key(order, counters) -> list:
+    """Where a check ran, in execution order: (loop position, iteration) for each enclosing loop, then the op
+    position (`order`, passes/guards.py); a loop whose position is negative counts down (a backward loop runs
+    j = T-1 first)."""
+    key = []
+    for position, count in zip(order[:-1], counters):
+        key += [abs(position), -count if position < 0 else count]
+    return key + [order[-1]]
 
 
 def _is_subnormal(value: np.ndarray) -> bool:
@@ -404,6 +409,10 @@ def raise_faults(state, scope: str, origin_run, entry: str, sources: dict) -> No
     (scope "results"), `origin_run()` re-runs the call in the origin build and returns its RunState."""
     if isinstance(state.failure, AssertionFailed):
         failure = state.failure
+        first = first_event(state.events) if failure.order and len(failure.counters) == len(failure.order) - 1 \
+            else None
+        if first is not None and first.key < execution_key(failure.order, failure.counters):
+            raise report(first, entry, sources)         # a fault that the checks found before the assert failed
         raise failure.noted(_calls_note(failure.chain, entry) if failure.chain else f"in {failure.function}")
     if state.failure is not None:
         raise state.failure

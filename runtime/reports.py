@@ -64,6 +64,8 @@ class AssertionFailed(GuardError, AssertionError):
     code = "R0005"
     function = ""           # the function of the `assert`, and the calls that inlined it there (innermost first,
     chain: tuple = ()       # (callee, call span)): their note is written where the call's name is known
+    order: tuple = ()       # its place among the guards' checks, and the iterations of its loops then: a guard
+    counters: tuple = ()    # fault before it is reported first
 
 
 class LoopBoundExceeded(GuardError):

@@ -296,3 +296,20 @@ def test_a_derivative_in_an_unrolled_loop_names_the_iteration_when_its_forward_o
            f"    return s\n\ndef d(x: f32[n]) -> f32[n]:\n    return grad(loss)(x)\n")
     err = fault(src, "d", a32(*x), cls=arrc.InfError)
     assert err.iteration == (iteration,) and f"in loop iteration {iteration}" in str(err)
+
+
+def test_the_first_fault_in_execution_order_is_reported_before_a_failing_assert():
+    """A failed assert was reported whatever the checks had found before it: a NaN of all-ops, an index out of
+    range an iteration earlier. The assert has its place among the checks (passes/guards.py) and the first wins."""
+    src = ("def f(x: f32[4], idx: i32[4], lim: f32) -> f32:\n    s = 0.0\n    for k in range(4):\n"
+           "        s = s + x[idx[k]]\n        assert s < lim, \"s too big\"\n    return s\n")
+    x = np.ones(4, np.float32)
+    err = fault(src, "f", x, i32s(0, 9, 0, 0), F32(2.5))          # out of range at 1, the assert fails at 2
+    assert type(err) is arrc.BoundsError and err.iteration == (1,)
+    err = fault(src, "f", x, i32s(0, 1, 2, 9), F32(2.5))          # the assert at 2, out of range at 3
+    assert type(err) is arrc.AssertionFailed and err.iteration == (2,)
+    nan = "def f(x: f32) -> f32:\n    y = log(x)\n    z = y * 2.0\n    assert z > 0.0, \"z positive\"\n    return z\n"
+    assert type(fault(nan, "f", F32(-1.0), guards="all")) is arrc.AssertionFailed     # (results scope: the NaN
+    mod = arrc.loads(nan, filename="r.arr", guards="all", guard_scope="all-ops")    # reaches no result)
+    with pytest.raises(arrc.NaNError, match="this `log` produced NaN"):
+        mod.f(F32(-1.0))
