@@ -36,7 +36,7 @@ from arrc.compiler.abi import GUARD_SCOPES as SCOPES
 from arrc.compiler.diagnostics import (CODES, CompileError, Diagnostic, first_line, internal_error, plural,
                                        render_all, render_json)
 from arrc.compiler.parse import decode
-from arrc.compiler.span import Source
+from arrc.compiler.span import Source, Span
 from arrc.compiler.types import MAX_ARRAY_BYTES, ArrayType, Dim, dtype_of_numpy, host_keys, key_words
 from arrc.sharding import host_value
 from arrc.exits import EXIT_COMPILE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, drop_stdout
@@ -66,7 +66,7 @@ def load_module(path: str, werror: bool = False, guards=None, scope: str = "resu
     """Compile the arr file at `path`; returns the module and the sources for rendering diagnostics."""
     data = require_file(path, "an arr source file").read_bytes()
     if looks_binary(data):
-        raise UsageError(f"{path} is not a text file (it looks binary); an arr source file is UTF-8 text")
+        raise not_text(data, path)
     source = decode(data, path)
     module = arrc.loads(source.text, filename=path, warnings="error" if werror else "ignore",
                         guards=",".join(guards) if guards else None, guard_scope=scope, device=device)
@@ -84,6 +84,17 @@ def require_file(path: str, what: str) -> Path:
     if not file.is_file():
         raise UsageError(f"{path} is not a regular file; give {what}")
     return file
+
+
+def not_text(data: bytes, path: str) -> CompileError:
+    """E0003 at the first character of `data` that is not text (a NUL byte, a byte that is not UTF-8, a control
+    character), for a file that `looks_binary`: a diagnostic, as a stray byte's (also in --diagnostics json);
+    its line is shown with those characters replaced."""
+    text = data.decode("utf-8", "replace")
+    at = next((i for i, c in enumerate(text) if c == "\ufffd" or (ord(c) < 32 and c not in "\t\n\r\f")), 0)
+    line, col = text.count("\n", 0, at) + 1, at - (text.rfind("\n", 0, at) + 1) + 1
+    return CompileError([Diagnostic("E0003", "file is not text (it looks binary)", Span(path, line, col, line, col + 1),
+                                    "not text", help="an arr source file is UTF-8 text")], {path: Source(path, text)})
 
 
 def looks_binary(data: bytes) -> bool:

@@ -4,6 +4,8 @@ without the pages' comments, the `--entry` and `--arg` hints, bools as arr spell
 commands."""
 from __future__ import annotations
 
+import json
+
 import os
 import re
 import shlex
@@ -97,10 +99,16 @@ def test_a_directory_is_said_to_be_one(tmp_path, capsys):
 @pytest.mark.parametrize("data", [bytes(range(256)) * 4, b"def f() -> i32:\n    return 1\x00\n",
                                   bytes(range(128, 256)) * 50])
 def test_a_binary_file_is_not_text(tmp_path, capsys, data):
+    """E0003 at its first character that is not text, as a stray byte's (it was a usage error with no code: no
+    JSON for --diagnostics json)."""
     path = tmp_path / "b.arr"
     path.write_bytes(data)
-    assert usage(capsys, "check", str(path)) == \
-        f"{path} is not a text file (it looks binary); an arr source file is UTF-8 text"
+    assert main(["check", str(path), "--diagnostics", "json"]) == 1
+    (diag,) = json.loads(capsys.readouterr().out)["diagnostics"]
+    assert (diag["code"], diag["message"]) == ("E0003", "file is not text (it looks binary)")
+    assert (diag["span"]["line"], diag["span"]["col"]) == ((2, 13) if b"\x00\n" in data else (1, 1))
+    assert main(["check", str(path)]) == 1
+    assert capsys.readouterr().err.startswith("error[E0003]: file is not text (it looks binary)\n")
 
 
 def test_a_stray_latin1_byte_is_still_E0003(tmp_path, capsys):
