@@ -78,11 +78,21 @@ def _slice_axis(cx: CallCx, parts, size: Dim, site: "_Site | None" = None) -> _A
         first = indices.start if len(indices) else 0
         return _Axis(Dim.const(first), Dim.const(len(indices)), step_v)
 
-    # Symbolic size: Python's clamping cannot be decided, so bounds are taken as given.
+    # Symbolic size: Python's clamping cannot be decided, so bounds are taken as given; one that is never
+    # positive counts from the end where it is always negative (`-k - 1`), and is refused where it may be 0
+    # (`-k`: NumPy's x[-0:] is all of x, x[-k:] for k > 0 its last k), which no one type describes.
     def bound(b: Dim | None, default: Dim) -> Dim:
         if b is None:
             return default
-        return size + b if b.is_const and b.value < 0 else b
+        if b.is_const:
+            return size + b if b.value < 0 else b
+        if all(c < 0 for m, c in b.terms.items() if m) and b.terms.get((), 0) <= 0:
+            if b.terms.get((), 0) == 0:
+                cx.error("E0204", f"slice bound `{b}` counts from the end only while it is negative, and it is 0 "
+                                  f"where {', '.join(sorted(b.variables))} is 0 (x[-0:] is all of x)",
+                         "negative, or 0", help=f"count from the start: `{size + b}`")
+            return size + b
+        return b
     if step_v > 0:
         lo, hi = bound(start, Dim.const(0)), bound(stop, size)
         return _Axis(lo, _ceil_div(hi - lo, step_v), step_v)

@@ -791,3 +791,12 @@ def g(x: f32[n], i: i32[k], v: f32[k]) -> (f32[n], f32[n]):
         with pytest.raises(arrc.CompileError) as info:
             arrc.loads(f"def h(x: f32[n], i: {kind}) -> f32:\n    return sum(x[i])\n").h(np.zeros(0, np.float32), *args)
         assert info.value.diagnostics[0].code == "E0208"
+
+
+def test_a_slice_bound_that_is_always_negative_counts_from_the_end():
+    """`x[:-k - 1]` with a shape variable k: always negative, so the end minus k + 1 (it was taken as a position
+    from the start, of a negative length); `x[-k:]` may be 0 and is E0204 (golden)."""
+    mod = arrc.loads("def f(x: f32[n], y: f32[k]) -> f32[n - k - 1]:\n    return x[:-k - 1]\n")
+    x = np.arange(6, dtype=np.float32)
+    for k in (0, 2):
+        np.testing.assert_array_equal(mod.f(x, np.zeros(k, np.float32)), x[:-k - 1])
