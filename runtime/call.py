@@ -70,7 +70,7 @@ class Compiled:
                 state = effects.RunState(quiet)
                 state.failure = self.past_bound(out)
             return out[: len(out) - self.extra], state
-        run_id, state = effects.begin(quiet)
+        run_id, state = effects.begin(quiet, owner=threading.get_ident())
         try:
             args = list(values)
             hidden = [(self.run_arg, run_id)] if self.run_arg is not None else []
@@ -175,10 +175,11 @@ def interruptible(fn, *args, kind: str = "run"):
     thread `fn` runs on a helper thread and the main thread waits for it in `Lock.acquire`, where
     Python's handler runs (KeyboardInterrupt). On KeyboardInterrupt the helper is abandoned: PJRT cannot cancel an execution,
     so it keeps a CPU busy until the program ends (a daemon thread: it does not keep the process alive);
-    the next call gets a new helper (`kind`: "compile", which the process's exit waits for, "prints", a run
-    of a program that prints, whose next print stops it once abandoned, runtime/effects.py `state_of`, which
-    the exit waits for up to PRINT_GRACE_S, or "run", not waited for: `_leave_after_abandoned_work`). Elsewhere (not the main thread, where no signal arrives) `fn` just
-    runs. Cost: two thread switches, ~15-60 us (more on a loaded machine); the API's dispatcher fast
+    the next call gets a new helper. `kind`: "compile", which the process's exit waits for; "prints", a run
+    of a program that prints, whose next print stops it once abandoned (runtime/effects.py `state_of`, and
+    `abandon` for the runs `fn` made on the helper), which the exit waits for up to PRINT_GRACE_S; or "run",
+    not waited for (`_leave_after_abandoned_work`). Elsewhere (not the main thread, where no signal arrives)
+    `fn` just runs. Cost: two thread switches, ~15-60 us (more on a loaded machine); the API's dispatcher fast
     path (plain positional calls of a program without a `while` loop: `may_not_end`) does not come here."""
     if threading.current_thread() is not threading.main_thread():
         return fn(*args)
@@ -199,6 +200,7 @@ def interruptible(fn, *args, kind: str = "run"):
             if not _abandoned:
                 atexit.register(_leave_after_abandoned_work)
             _abandoned.append(helper)
+        effects.abandon(helper.thread.ident)    # the runs of a call made on the helper (a REPL cell's)
         raise
     ok, value = box[0]
     if not ok:
@@ -211,7 +213,8 @@ class _Helper:
         import queue
         self.jobs = queue.SimpleQueue()
         self.busy: str | None = None            # the kind of the job it runs (`interruptible`)
-        threading.Thread(target=self._loop, name="arrc-run", daemon=True).start()
+        self.thread = threading.Thread(target=self._loop, name="arrc-run", daemon=True)
+        self.thread.start()
 
     def _loop(self):
         while True:

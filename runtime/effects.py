@@ -25,6 +25,7 @@ class RunState:
 
     def __init__(self, quiet: bool = False):
         self.quiet = quiet
+        self.owner: int | None = None       # (`begin`)
         self.reset()
 
     def reset(self) -> None:
@@ -35,8 +36,10 @@ class RunState:
         self.bad_results: set = set()   # then: the indices of the results that were not
 
 
-def begin(quiet: bool = False) -> tuple[int, RunState]:
+def begin(quiet: bool = False, owner: int | None = None) -> tuple[int, RunState]:
+    """A new run; `owner`: the thread that runs it and ends it (`abandon`)."""
     state = RunState(quiet)
+    state.owner = owner
     with _lock:
         run_id = next(_ids) % (2 ** 31 - 1)
         _runs[run_id] = state
@@ -52,6 +55,15 @@ def end(run_id: int, abandoned: bool = False) -> RunState:
 
 
 _abandoned: set = set()
+
+
+def abandon(owner: int) -> None:
+    """Ctrl-C left thread `owner` running a call (runtime/call.py `interruptible`, around a REPL cell or a
+    command's call): its runs are abandoned, and their next callback stops them (they went on printing)."""
+    with _lock:
+        for run_id in [r for r, state in _runs.items() if state.owner == owner]:
+            del _runs[run_id]
+            _abandoned.add(run_id)
 
 
 class RunAbandoned(Exception):

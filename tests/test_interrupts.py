@@ -349,6 +349,33 @@ def test_piped_repl_session_survives(program):
     assert code == 3, (code, out.text)      # the interrupted cells failed (a run-time failure)
 
 
+def test_an_interrupted_repl_cell_stops_printing(tmp_path):
+    """A cell whose program keeps printing, interrupted: its run went on printing into the session after
+    `interrupted` (its run was the REPL's helper's; runtime/effects.py `abandon` stops it at its next print)."""
+    path = tmp_path / "printing.arr"
+    path.write_text(PRINTING)
+    proc, out, err = _start([PYTHON, "-c", _AS_ARRC, "repl", str(path)], stdin=subprocess.PIPE)
+    try:
+        proc.stdin.write("main(2147483647)\n")
+        proc.stdin.flush()
+        assert out.wait_for("at 100000"), (out.text[-500:], err.text[-2000:])
+        proc.send_signal(signal.SIGINT)
+        assert err.wait_for("interrupted"), (out.text[-500:], err.text[-2000:])
+        proc.stdin.write("1 + 1\n")
+        proc.stdin.flush()
+        assert out.wait_for("i32 = 2"), (out.text[-500:], err.text[-2000:])
+        time.sleep(1.0)                     # (where the run went on, it printed a line every few ms)
+        proc.stdin.write("2 + 2\n")
+        proc.stdin.flush()
+        assert out.wait_for("i32 = 4"), (out.text[-500:], err.text[-2000:])
+        proc.stdin.close()
+        proc.wait(HANG)
+    finally:
+        _stop(proc)
+    after = out.text.split("i32 = 2\n", 1)[1]
+    assert after == "i32 = 4\n", after[:300]
+
+
 QUIET_CHILD = _DEFAULT_SIGINT + """
 import numpy as np, arrc
 m = arrc.loads('''def spin(n: i64) -> i64:
