@@ -52,7 +52,7 @@ class LowerLinalg(ModulePass):
                 calls.append(op.operation)
             return ir.WalkResult.ADVANCE
         walk_ops(module.operation, visit)
-        problem = _branch_layouts(module) if self.mesh else None
+        problem = _branch_layouts([c for c in calls if linalg_call(c)[0] == SHARD]) if self.mesh else None
         if problem is not None:
             return [problem]
         for call in [c for c in calls if linalg_call(c)[0] == STOP_GRADIENT]:
@@ -130,17 +130,12 @@ def _axes(call) -> list:
             for part in linalg_call(call)[1]["axes"]]
 
 
-def _branch_layouts(module: ir.Module) -> Diagnostic | None:
-    """E0204 where branches of a run-time `if` end in `shard`s of the same value with different layouts: XLA's
-    verifier refuses such a conditional ("Inconsistent conditional sharding"; JAX's too), where a `shard` that
-    is not the branch's last operation on the value is partitioned as any."""
-    conditionals = []
-
-    def visit(op):
-        if op.operation.name in ("stablehlo.if", "stablehlo.case"):
-            conditionals.append(op.operation)
-        return ir.WalkResult.ADVANCE
-    walk_ops(module.operation, visit)
+def _branch_layouts(shards: list) -> Diagnostic | None:
+    """E0204 where branches of a run-time `if` end in `shard`s (of `shards`, the module's) of the same value
+    with different layouts: XLA's verifier refuses such a conditional ("Inconsistent conditional sharding";
+    JAX's too), where a `shard` that is not the branch's last operation on the value is partitioned as any."""
+    conditionals = list(dict.fromkeys(call.parent for call in shards if call.parent is not None
+                                      and call.parent.name in ("stablehlo.if", "stablehlo.case")))
     for cond in conditionals:
         first: dict = {}            # result index -> the first branch's `shard` that makes it
         for region in cond.regions:
