@@ -846,10 +846,7 @@ def _mark_unrolled_adjoints(block, forward: set) -> None:
         return
     for op in block.operations:
         op = op.operation
-        name = name_of(op.location) or ""
-        if op in forward or not name.startswith("vjp(") or "#" not in name:
-            continue
-        source = marks.get(int(name.rsplit("#", 1)[1]))
+        source = marks.get(adjoint_id(op.location)) if op not in forward else None
         for attr in (abi.UNROLLED, abi.UNROLLED_LANES):
             if source is not None and attr in source.attributes and attr not in op.attributes:
                 op.attributes[attr] = source.attributes[attr]
@@ -963,6 +960,13 @@ def _adjoint_location(loc, name: str):
     if isinstance(loc, ir.CallSiteLoc):
         return ir.Location.callsite(_adjoint_location(loc.callee, name), [loc.caller])
     return ir.Location.name(name, childLoc=loc)
+
+
+def adjoint_id(loc) -> int | None:
+    """The forward operation's id in an adjoint's location (`_adjoint_location`: `vjp(<op>)#<id>`), or None
+    for a location that is not an adjoint's."""
+    name = name_of(loc) or ""
+    return int(name.rsplit("#", 1)[1]) if name.startswith("vjp(") and "#" in name else None
 
 
 _FORWARD_IDS = itertools.count(1)     # (re)started per differentiated function: the same input, the same ids

@@ -29,6 +29,7 @@ from jaxlib.mlir.dialects import stablehlo as hlo
 
 from ..compiler import abi, emit
 from ..compiler.effects import CALLBACK_TARGET, sites_in
+from ..compiler.autodiff import adjoint_id
 from ..compiler.locations import name_of
 from ..compiler.ops_linalg import SHARD, STOP_GRADIENT, is_linalg, linalg_call
 from ..compiler.types import BOOL, DTYPES, F32, I64
@@ -245,8 +246,8 @@ class _Guarder:
     def _forward_of(self, op):
         """For an adjoint operation (compiler/autodiff.py: a `vjp(<op>)#<id>` location), the forward operation
         with that id whose values it can see (a copy before it in its block or an enclosing one), or None."""
-        name = name_of(op.location) or ""
-        if not name.startswith("vjp(") or "#" not in name:
+        forward_id = adjoint_id(op.location)
+        if forward_id is None:
             return None
         if self.forward is None:
             self.forward, self.places = {}, {}
@@ -257,7 +258,7 @@ class _Guarder:
                     self.forward.setdefault(ir.IntegerAttr(inner.attributes[abi.FORWARD_ID]).value, []).append(inner)
                 return ir.WalkResult.ADVANCE
             walk_ops(self.fop.operation, visit)
-        candidates = self.forward.get(int(name.rsplit("#", 1)[1]), [])
+        candidates = self.forward.get(forward_id, [])
         best = None
         for here in _enclosing(op):                # op, then the ops holding it, innermost first
             for cand in candidates:
@@ -365,7 +366,7 @@ class _Guarder:
                 return []
         pairs = i64s(source.attributes[abi.UNROLLED])
         # (an adjoint may carry its forward operation's marks itself: compiler/autodiff.py _mark_unrolled_adjoints)
-        adjoint = source is not op or (name_of(op.location) or "").startswith("vjp(")
+        adjoint = source is not op or adjoint_id(op.location) is not None
         sign = -1 if adjoint else 1
         out = [(sign * self.unrolled_at.setdefault((loop, adjoint), position), k)
                for loop, k in zip(pairs[::2], pairs[1::2])]
