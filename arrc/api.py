@@ -400,11 +400,12 @@ class Function:
         narrowed = traced and _x64_off()
         types = []
         for v, (_, p, _) in zip(values, self._sig.params):
-            if p.dtype.is_key:
-                types.append(ArrayType(KEY, tuple(Dim.const(int(d)) for d in v.shape[:-1])))
-            else:
-                dtype = jax.dtypes.canonicalize_dtype(v.dtype) if narrowed and p.dtype.is_64bit else v.dtype
-                types.append(ArrayType(dtype_of_numpy(dtype), tuple(Dim.const(int(d)) for d in v.shape)))
+            t = _type_of_value(v, p)
+            if p.dtype.is_key:              # (its words: one dimension more)
+                t = ArrayType(KEY, t.shape[:-1])
+            elif narrowed and p.dtype.is_64bit:
+                t = ArrayType(dtype_of_numpy(jax.dtypes.canonicalize_dtype(v.dtype)), t.shape)
+            types.append(t)
         self._check_types(types, values, narrowed)
 
     def _first_call(self, *args, **kwargs):
