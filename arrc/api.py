@@ -556,14 +556,10 @@ class Function:
             return spmd_call(self, self._positional(args, kwargs)), None, self._sig.tuple_result
         key = _argument_key(args) if not kwargs and not self._keys and len(args) == len(self._sig.params) \
             else None
-        dispatched = [_as_dispatched(a, p) for a, (_, p, _) in zip(args, self._sig.params)] if key is not None \
-            else None
-        if key is not None and any(v is None for v in dispatched):
-            key = None              # (a value the parameter does not take as it is: the full path converts)
         known = self._known.get(key) if key is not None else None
         if known is not None:       # an earlier call's types: no binding or checking again
             types, compiled, tuple_result = known
-            values = dispatched
+            values = [_as_taken(a, p, name) for a, (name, p, _) in zip(args, self._sig.params)]
         else:
             values = self._bind(args, kwargs)
             types = tuple(_type_of_value(v, p) for v, (_, p, _) in zip(values, self._sig.params))
@@ -915,7 +911,7 @@ def _result_key(results: list) -> tuple:
 
 def _argument_key(args: tuple) -> tuple | None:
     """What a call's argument types are made of, as jaxlib's dispatcher keys them: each NumPy or jax
-    array's exact dtype and shape, a Python scalar's type (its value is checked by `_as_dispatched`);
+    array's exact dtype and shape, a Python scalar's type (its value is checked by `_as_taken`);
     None for anything else (lists, NumPy scalars, other objects: the full path converts or refuses)."""
     key = []
     for a in args:
@@ -931,12 +927,23 @@ def _argument_key(args: tuple) -> tuple | None:
 
 def _as_dispatched(value, ptype: ArrayType):
     """An argument as the C++ dispatcher transfers it (a Python scalar as runtime/pjrt.py
-    `scalar_argument` makes it), or None where that is not what the parameter takes (a Python float for
-    an f64 parameter: the Python path converts it)."""
+    `transferred_scalar` makes it), or None where that is not what the parameter takes (a Python float
+    for an f64 parameter with jax_enable_x64 off: the Python path converts it)."""
+    if type(value) not in (bool, int, float):
+        return value
+    leaf = pjrt.transferred_scalar(value)
+    return leaf if leaf is not None and ptype.rank == 0 and leaf.dtype == ptype.dtype.np else None
+
+
+def _as_taken(value, ptype: ArrayType, pname: str):
+    """An argument of a call whose argument types are known (`Function._known`): a Python scalar as
+    `_to_array` makes it (the cheap case first: its default dtype's, `scalar_argument`), an array as it is."""
     if type(value) not in (bool, int, float):
         return value
     leaf = pjrt.scalar_argument(value)
-    return leaf if leaf is not None and ptype.rank == 0 and leaf.dtype == ptype.dtype.np else None
+    if leaf is not None and leaf.dtype == ptype.dtype.np:
+        return leaf
+    return _to_array(value, ptype, pname)
 
 
 def _check_kind(dtype: np.dtype, ptype: ArrayType, pname: str, rank: int = 0) -> None:

@@ -209,7 +209,7 @@ class Executable:
         Python path is right: before a first call, for an executable with host callbacks (print, assert,
         guards: their callers pass a run id and read its state), for an argument that is not a plain
         NumPy array or scalar or a jax array on this device (the caller converts a Python scalar with
-        `scalar_argument`), for a 64-bit NumPy array or scalar (the C++ transfer would narrow it to 32
+        `transferred_scalar`), for a 64-bit NumPy array or scalar (the C++ transfer would narrow it to 32
         bits unless jax_enable_x64 is on) or for an array in the other byte order (it would copy the
         bytes as they are). The dispatcher's key tells such arrays apart from the ones an entry
         was made for (see `_numpy_node`), so they never reach that entry."""
@@ -217,8 +217,8 @@ class Executable:
             return None
         for v in values:
             t = type(v)
-            if t is np.ndarray or t in NUMPY_SCALAR_TYPES:  # (a Python scalar is passed as `scalar_argument`
-                dt = v.dtype                                 # makes it)
+            if t is np.ndarray or t in NUMPY_SCALAR_TYPES:  # (a Python scalar is passed as
+                dt = v.dtype                                 # `transferred_scalar` makes it)
                 if not dt.isnative or (dt.itemsize == 8 and dt.kind in "iuf" and
                                        (_cpu_put is None or self.sharding != _cpu_sharding)):
                     return None     # (on the CPU device, `_numpy_node` transfers it with its 64 bits)
@@ -300,8 +300,8 @@ _SCALAR_DTYPES = {bool: np.dtype(np.bool_), int: np.dtype(np.int32), float: np.d
 
 
 def scalar_argument(value) -> np.ndarray | None:
-    """A Python bool, int or float as the dispatcher transfers it: a 0-d bool, int32 or float32 array
-    (what a parameter of that dtype takes from it); None for an int outside int32's range."""
+    """A Python bool, int or float as a call takes it where its parameter has the scalar's default dtype: a
+    0-d bool, int32 or float32 array; None for an int outside int32's range."""
     dtype = _SCALAR_DTYPES[type(value)]
     if dtype.kind == "i" and not -2 ** 31 <= value < 2 ** 31:
         return None
@@ -311,18 +311,28 @@ def scalar_argument(value) -> np.ndarray | None:
     return np.asarray(value, dtype)
 
 
+def transferred_scalar(value) -> np.ndarray | None:
+    """A Python scalar as the dispatcher transfers it: an int as `_scalar_node` makes it; a bool and a float
+    as jaxlib does itself, a bool as bool, a float as float32, or float64 with jax_enable_x64 on (its key
+    says which: the flag is part of it)."""
+    if type(value) is float and _x64.value:
+        return np.asarray(value, np.float64)
+    return scalar_argument(value)
+
+
 _F32_MAX = float(np.finfo(np.float32).max)
 
 
 def _scalar_node(value):
-    """A Python scalar argument as a node whose leaf is `scalar_argument(value)`: jaxlib would transfer
-    the scalar itself as 32 or 64 bits by jax_enable_x64, and weakly typed. Its key is the scalar's type
-    (an int out of int32's range has no leaf: a key no entry has, so its call takes the Python path,
-    which says why it does not fit). Cost: ~1-2 us a scalar, as `_numpy_node`."""
+    """A Python int argument as a node whose leaf is `scalar_argument(value)`: jaxlib would transfer it as
+    32 or 64 bits by jax_enable_x64, and raise its own OverflowError for one out of range. Its key is the
+    type (an int out of int32's range has no leaf: a key no entry has, so its call takes the Python path,
+    which says why it does not fit). Cost: ~1 us an int, as `_numpy_node`; bools and floats, which jaxlib
+    transfers exactly, are left to it (`transferred_scalar`)."""
     leaf = scalar_argument(value)
     if leaf is None:
         return (), "int out of int32's range"
-    return (leaf.view(_NumpyArgument),), type(value)
+    return (leaf.view(_NumpyArgument),), int
 
 
 def _scalar(kind, children):            # the node's inverse; jaxlib does not call it for arguments
@@ -358,9 +368,10 @@ def _import_jax() -> None:
 
 def _bind_jax() -> None:
     """Module globals for the call path, set once jax is imported (so importing this module stays cheap)."""
-    global _ArrayImpl, _batched_device_put, _fastpath_type, _registry
+    global _ArrayImpl, _batched_device_put, _fastpath_type, _registry, _x64
     _import_jax()
     from jax._src.array import ArrayImpl
+    from jax._src.config import enable_x64 as _x64
     from jax._src.lib import xla_client as xc
     _ArrayImpl, _batched_device_put = ArrayImpl, xc.batched_device_put
     try:
@@ -370,16 +381,14 @@ def _bind_jax() -> None:
         registry = _jax.pytree.PyTreeRegistry(enable_none=True, enable_tuple=True, enable_namedtuple=True,
                                               enable_list=True, enable_dict=True)
         registry.register_node(np.ndarray, _numpy_node, _numpy_array)
-        for scalar in _SCALAR_DTYPES:
-            registry.register_node(scalar, _scalar_node, _scalar)
+        registry.register_node(int, _scalar_node, _scalar)
         for scalar in NUMPY_SCALAR_TYPES:
             registry.register_node(scalar, _numpy_scalar_node, _scalar)
         _fastpath_type, _registry = pxla.MeshExecutableFastpathData, registry
     except (ImportError, AttributeError, TypeError):
         _fastpath_type = None
     try:
-        global _cpu_put, _cpu_sharding, _cpu_devices, _x64
-        from jax._src.config import enable_x64 as _x64
+        global _cpu_put, _cpu_sharding, _cpu_devices
         from jax.sharding import SingleDeviceSharding
         _cpu_devices = [backend("cpu").local_devices()[0]]
         _cpu_sharding = SingleDeviceSharding(_cpu_devices[0])
@@ -392,6 +401,7 @@ _ArrayImpl: type = type(None)           # set by _bind_jax when the first Execut
 _batched_device_put = None
 _fastpath_type = None
 _registry = None                        # the dispatchers' pytree registry (`_numpy_node`)
+_x64 = None                             # jax's jax_enable_x64 flag
 _cpu_put = None                         # `_put_on_cpu` once jax is bound and has a CPU device
 _cpu_sharding = None
 _cpu_devices: list = []

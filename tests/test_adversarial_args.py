@@ -173,24 +173,47 @@ def test_bad_argument_raises_on_every_call_of_a_printing_function(x64, order, ca
 @pytest.mark.parametrize("args", [(0.5, 3, True), (np.float32(0.5), np.int32(3), np.bool_(True))],
                          ids=["python", "numpy"])
 def test_scalar_arguments_run_in_the_dispatcher(x64, args, monkeypatch):
-    """Scalars of the parameters' dtypes (Python's bool/int/float as jax.jit takes them with x64 off, or
-    NumPy's 32-bit ones) do not go through Python after the first call (issue 18: +90-135 us a call)."""
-    fn = arrc.loads("def g(x: f32, b: bool, k: i32) -> f32:\n    return where(b, x * k, x)\n").g
+    """Scalars of the parameters' dtypes (Python's bool/int/float as jax.jit takes them: a float as f32, or
+    f64 with x64 on; NumPy's 32-bit ones) do not go through Python after the first call (issue 18:
+    +90-135 us a call)."""
+    real = "f64" if x64 and type(args[0]) is float else "f32"
+    fn = arrc.loads(f"def g(x: {real}, b: bool, k: i32) -> {real}:\n    return where(b, x * {real}(k), x)\n").g
+    as_real = np.float64 if real == "f64" else np.float32
     full_calls = []
     call = type(fn)._call
     monkeypatch.setattr(type(fn), "_call", lambda self, *a: full_calls.append(a) or call(self, *a))
-    for value in (0.5, 2.0, -1.5):
+    for value in (0.1, 2.0, -1.5):
         x, k, b = type(args[0])(value), args[1], args[2]
-        np.testing.assert_array_equal(np.asarray(fn(x, b, k)), np.float32(value) * 3, strict=True)
+        np.testing.assert_array_equal(np.asarray(fn(x, b, k)), as_real(x) * 3, strict=True)
     assert len(full_calls) == 1
-    np.testing.assert_array_equal(np.asarray(fn(2.0, False, 3)), np.float32(2.0), strict=True)
+    real_scalar = type(args[0])
+    np.testing.assert_array_equal(np.asarray(fn(real_scalar(2.0), False, 3)), as_real(2.0), strict=True)
     assert len(full_calls) == (1 if type(args[0]) is float else 2)     # Python scalars: a key of their own
     for value in (1.0, 2.0):        # keywords naming the last parameters, in order (jaxlib sorts them by name)
-        np.testing.assert_array_equal(np.asarray(fn(value, b=True, k=3)), np.float32(value) * 3, strict=True)
+        np.testing.assert_array_equal(np.asarray(fn(real_scalar(value), b=True, k=3)), as_real(value) * 3,
+                                      strict=True)
     assert len(full_calls) == (2 if type(args[0]) is float else 3)
     for value in (1.0, 2.0):        # out of that order: the Python path, every time, and the same numbers
-        np.testing.assert_array_equal(np.asarray(fn(k=3, x=value, b=True)), np.float32(value) * 3, strict=True)
+        np.testing.assert_array_equal(np.asarray(fn(k=3, x=real_scalar(value), b=True)), as_real(value) * 3,
+                                      strict=True)
     assert len(full_calls) == (4 if type(args[0]) is float else 5)
+
+
+def test_python_floats_take_each_float_parameter_dtype_as_x64_changes():
+    """jaxlib transfers a Python float itself, as f32 with x64 off and f64 with it on (its key tells them
+    apart): a parameter of the other float dtype takes the float through Python, rounded to its dtype, on
+    every call, however the two modes alternate (a value made f32 for an f64 parameter, or f64 bytes read
+    as f32, would show in the last digits of 0.1, or past f32's range)."""
+    mod = arrc.loads("def s(x: f32) -> f32:\n    return x * 2.0\n\n"
+                     "def d(x: f64) -> f64:\n    return x * 2.0\n\n"
+                     "def h(x: f16) -> f16:\n    return x * 2.0\n")
+    for on in (False, True, False, True):
+        with jax.enable_x64(on):
+            for value in (0.1, 1e300, -2.5):
+                for name, real in (("s", np.float32), ("d", np.float64), ("h", np.float16)):
+                    with np.errstate(over="ignore"):
+                        expected = real(value) * real(2)
+                    np.testing.assert_array_equal(np.asarray(mod[name](value)), expected, strict=True)
 
 
 def test_64_bit_numpy_arguments_run_in_the_dispatcher_with_their_64_bits(x64, monkeypatch):
