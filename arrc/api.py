@@ -465,39 +465,29 @@ class Function:
                         # `_check_miss`): its small results are then read polling (`read_when_ready`)
 
     def _checking(self, main, check):
-        """A call through `main` (the dispatcher), then the results filter (runtime/call.py
-        `Compiled.results_filter`) on the results through `check`, a dispatcher of its own, both without a
-        Python frame of arrc's on a hit. Its flag is read before returning: the call stays synchronous,
-        and a fault raises from the call that made it, as an `arrc.GuardError`. Where the filter does not
-        prove the results finite, the full call runs the function again, checks each element and raises
-        the report if there is a fault (a function is pure: running it twice repeats nothing)."""
-        full = self._call
-        if self._reads_scalars:
-            return self._reading_scalars(main, self._sig.float_results)
-
-        def call(*args, **kwargs):
-            out = main(*args, **kwargs) if kwargs else main(*args)
-            if pjrt.read_when_ready(check(out), 0, self._polls):
-                return full(args, kwargs)[0]
-            return out
-        return call
-
-    @property
-    def _reads_scalars(self) -> bool:
-        """Whether its float results are all scalars, which `_checking` reads rather than filters."""
-        return all(t.rank == 0 for t in self._sig.results if t.dtype.is_float)
-
-    def _reading_scalars(self, main, floats: list):
-        """`_checking` of a function whose float results are scalars: their values read (~6 us a call) rather
-        than the results filter run (a second dispatch and a wait for it: ~25 us; a loop's Kahan sum 1.43x
-        unguarded, now 1.20x)."""
-        full, tuple_result = self._call, self._sig.tuple_result
+        """A call through `main` (the dispatcher), then a test of the float results, both without a Python
+        frame of arrc's on a hit: a scalar's value read, arrays tested on the host where they are few and
+        on the CPU (runtime/pjrt.py `finite_on_host`), else the results filter (runtime/call.py `Compiled.results_filter`) through
+        `check`, a dispatcher of its own. Its flag is read before returning: the call stays synchronous, and
+        a fault raises from the call that made it, as an `arrc.GuardError`. Where the test does not prove
+        the results finite, the full call runs the function again, checks each element and raises the
+        report if there is a fault (a function is pure: running it twice repeats nothing)."""
+        full, tuple_result, read = self._call, self._sig.tuple_result, pjrt.read_when_ready
+        scalars = [i for i in self._sig.float_results if self._sig.results[i].rank == 0]
+        arrays = [i for i in self._sig.float_results if self._sig.results[i].rank > 0]
+        on_host = self.module.device == "cpu"
 
         def call(*args, **kwargs):
             out = main(*args, **kwargs) if kwargs else main(*args)
             leaves = out if tuple_result else (out,)
-            for i in floats:            # (np.isfinite of a fresh result's buffer takes ~20 us more here)
-                if not math.isfinite(pjrt.read_when_ready(leaves[i], 0, self._polls)):
+            for i in scalars:           # (read: ~1 us each)
+                if not math.isfinite(read(leaves[i], 0, self._polls)):
+                    return full(args, kwargs)[0]
+            if arrays:
+                clean = pjrt.finite_on_host([leaves[i] for i in arrays], self._polls) if on_host else None
+                if clean is None:
+                    clean = not read(check(out), 0, self._polls)
+                if not clean:
                     return full(args, kwargs)[0]
             return out
         return call
@@ -506,7 +496,8 @@ class Function:
         """The check dispatcher's miss: the results filter of the program that returned `out`, run, and
         handed to the dispatcher (results with these types come from that program: `_dispatch_miss`)."""
         leaves = list(out) if isinstance(out, tuple) else [out]
-        check = self._checks.get(_result_key(leaves))
+        compiled = self._checks.get(_result_key(leaves))
+        check = compiled.results_filter if compiled is not None else None
         if check is None:           # (a program with nothing to check: only empty float results)
             return np.False_, None, False
         if not check.runs_inline:
@@ -529,8 +520,8 @@ class Function:
             return out, None, False
         if not compiled.executable.runs_inline:     # (its results are read polling: `read_when_ready`)
             self._polls = True
-        if compiled.check is not None and self._checks_results and not self._reads_scalars:
-            self._checks[_result_key(leaves)] = compiled.results_filter
+        if compiled.check is not None and self._checks_results:
+            self._checks[_result_key(leaves)] = compiled      # (its results filter is compiled at its first use)
         fast = None
         names = [name for name, _, _ in self._sig.params]
         # jaxlib passes the positional arguments, then the keyword ones sorted by name: the executable's

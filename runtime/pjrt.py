@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import io
+import math
 import os
 import struct
 import sys
@@ -427,13 +428,8 @@ def read_when_ready(x, index: int = 0, poll: bool = True):
     protocol (which waits for it too): a NumPy array of a fresh result costs ~8-13 us more (a 20-step
     loop's gradient, reading its PAST value: 68 us a call, now 57 us)."""
     if type(x) is _ArrayImpl:
-        if poll and not x.is_ready():
-            deadline = time.perf_counter() + POLL_S
-            while not x.is_ready():
-                os.sched_yield()            # (XLA's threads take this core when they need it)
-                if time.perf_counter() > deadline:
-                    x.block_until_ready()
-                    break
+        if poll:
+            _poll_until_ready(x)
         unpack = _UNPACK.get(x.dtype)
         if unpack is not None:
             try:
@@ -441,6 +437,43 @@ def read_when_ready(x, index: int = 0, poll: bool = True):
             except (BufferError, TypeError, ValueError):      # (no buffer protocol: off the CPU)
                 pass
     return np.asarray(x).flat[index]        # (a miss returns NumPy's)
+
+
+def _poll_until_ready(x) -> None:
+    """Wait for `x` polling for up to POLL_S, then asleep (`read_when_ready`)."""
+    if not x.is_ready():
+        deadline = time.perf_counter() + POLL_S
+        while not x.is_ready():
+            os.sched_yield()            # (XLA's threads take this core when they need it)
+            if time.perf_counter() > deadline:
+                x.block_until_ready()
+                break
+
+
+HOST_CHECK_ELEMENTS = 131072    # float results a guarded call tests on the CPU host, in all, at most
+
+
+def finite_on_host(arrays: list, poll: bool = True) -> bool | None:
+    """Whether every element of `arrays` (a call's float results on the CPU) is finite, tested on the host,
+    each read in place through its buffer protocol. Cheaper than the results filter's dispatch up to
+    HOST_CHECK_ELEMENTS elements in all (~3 us for 4,096 f32 against ~9 us); None past that, or for an
+    array the host cannot read in place: the caller runs the filter."""
+    left = HOST_CHECK_ELEMENTS
+    for a in arrays:
+        if type(a) is not _ArrayImpl:
+            return None
+        if poll:
+            _poll_until_ready(a)
+        try:        # (the order of the elements in the buffer does not matter: any layout will do)
+            elements = np.frombuffer(a, a.dtype)
+        except BufferError:         # (bf16, which jaxlib does not export, or an array off the CPU)
+            return None
+        left -= elements.size
+        if left < 0:
+            return None
+        if not np.isfinite(elements).all():
+            return False
+    return True
 
 
 _UNPACK = {np.dtype(t): struct.Struct("=" + c) for t, c in
