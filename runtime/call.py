@@ -15,7 +15,7 @@ from ..passes.guards import results_check, results_filter
 from ..passes.rewrite import attr_text, entry, int_attr, ops_named, retarget_callbacks
 from . import effects
 from .guards import GuardSite, make_callback, sites
-from .pjrt import Executable
+from .pjrt import Executable, finite_on_host
 
 
 class Compiled:
@@ -100,12 +100,14 @@ class Compiled:
 
     def _run(self, args: list, state) -> list:
         out = self.executable(args)
-        if self.check is not None:
-            state.fault = bool(np.asarray(self.check(out[: len(out) - self.extra])[0]))
+        for r in out:           # (waits without the GIL, which the executable's host callbacks need)
+            r.block_until_ready()
+        if self.check is not None:      # (small results on the CPU are tested on the host first: no dispatch)
+            own = out[: len(out) - self.extra]
+            clean = finite_on_host([own[i] for i in self.checked], poll=False) if self.platform == "cpu" else None
+            state.fault = clean is not True and bool(np.asarray(self.check(own)[0]))
             if state.fault:
                 state.bad_results = _not_finite(out, self.checked)
-        for r in out:
-            r.block_until_ready()
         return out
 
 
