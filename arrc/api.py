@@ -467,11 +467,12 @@ class Function:
     def _checking(self, main, check):
         """A call through `main` (the dispatcher), then a test of the float results, both without a Python
         frame of arrc's on a hit: a scalar's value read, arrays tested on the host where they are few and
-        on the CPU (runtime/pjrt.py `finite_on_host`), else the results filter (runtime/call.py `Compiled.results_filter`) through
-        `check`, a dispatcher of its own. Its flag is read before returning: the call stays synchronous, and
-        a fault raises from the call that made it, as an `arrc.GuardError`. Where the test does not prove
-        the results finite, the full call runs the function again, checks each element and raises the
-        report if there is a fault (a function is pure: running it twice repeats nothing)."""
+        on the CPU (runtime/pjrt.py `finite_on_host`), else the results filter (runtime/call.py
+        `Compiled.results_filter`) through `check`, a dispatcher of its own. The test ends before the call
+        returns: the call stays synchronous, and a fault raises from the call that made it, as an
+        `arrc.GuardError`. Where the test does not prove the results finite, the full call runs the
+        function again, checks each element and raises the report if there is a fault (a function is pure:
+        running it twice repeats nothing)."""
         full, tuple_result, read = self._call, self._sig.tuple_result, pjrt.read_when_ready
         scalars = [i for i in self._sig.float_results if self._sig.results[i].rank == 0]
         arrays = [i for i in self._sig.float_results if self._sig.results[i].rank > 0]

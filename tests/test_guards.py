@@ -844,7 +844,8 @@ def test_float_results_are_tested_on_the_host_up_to_its_limit_then_by_the_result
     dispatch of the results filter cost ~9 us a call: an EWMA over 4,096 elements 1.33x unguarded, now
     1.2x); past that, the filter, compiled at its first use only. Neither loses a fault: each faulting
     call raises, the clean calls around it return the unguarded values."""
-    src = "def f(x: f32[n]) -> f32[n]:\n    return log(x)\n\ndef two(x: f32[n]) -> (f32[n], f32[n]):\n    return x, log(x)\n"
+    src = ("def f(x: f32[n]) -> f32[n]:\n    return log(x)\n\n"
+           "def two(x: f32[n]) -> (f32[n], f32[n]):\n    return x, log(x)\n")
     plain, guarded = arrc.loads(src), arrc.loads(src, guards="nan,inf")
     tested = []
     on_host = pjrt.finite_on_host
