@@ -986,7 +986,8 @@ def _to_array(value, ptype: ArrayType, pname: str):
         lo, hi = int_range(ptype.dtype)
         if arr.size and (arr.min() < lo or arr.max() > hi):
             raise ArgumentError(f"argument `{pname}`: value out of range for {ptype.dtype}")
-    with np.errstate(over="ignore"):        # a float past the dtype's range is inf, as jnp.asarray makes it
+    # a float past the dtype's range is inf, as jnp.asarray makes it; a signalling NaN a quiet one: no warning
+    with np.errstate(over="ignore", invalid="ignore"):
         return arr.astype(ptype.dtype.np)
 
 

@@ -386,3 +386,17 @@ def test_a_python_float_past_f32_is_inf_without_numpys_overflow_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert mod.f(1e40) == np.inf and mod.g([1e40]).tolist() == [np.inf]
+
+
+def test_a_signalling_nan_float_is_taken_as_nan_without_a_numpy_warning(x64):
+    """A Python float holding a signalling NaN, for a parameter of each float dtype, on the first call, a
+    keyword call and a later one: NaN, and no "invalid value encountered in cast" from NumPy."""
+    import struct
+    import warnings
+    snan = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000001))[0]
+    for dtype in ("f16", "bf16", "f32", "f64"):
+        fn = arrc.loads(f"def f(x: {dtype}) -> {dtype}:\n    return x\n").f
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for result in (fn(snan), fn(x=snan), fn(snan)):
+                assert np.isnan(np.asarray(result)), dtype
