@@ -50,6 +50,7 @@ FORWARD_LABEL = "forward:"             # a guard report's label prefix for an op
 LOOP_BOUND = "arrc.loop_bound"        # on a loop's stablehlo.while: its `bound=N` (docs/autodiff.md), the size of a tape
 BOUND_SITE = "arrc.bound_site"        # on a loop's stablehlo.while whose derivative checks its bound: its site number
 INTEGER_EXPONENT = "arrc.integer_exponent"  # on a float stablehlo.power whose exponent was an integer (its derivative at y = 0 is 0, as JAX's)
+RELU = "arrc.relu"                    # on the stablehlo.select of arr's relu: its derivative is jax.nn.relu's, 0 where x > 0 is false (NaN too)
 ROUNDED = "arrc.rounded"              # on the bitcast that ends a rounding done on a float's bits (emit.py): its value is that float's, rounded
 UNROLLED = "arrc.unrolled"            # on an op of an unrolled loop's copy (autodiff): [loop id, iteration] pairs, outermost first
 UNROLLED_LANES = "arrc.unrolled_lanes"  # with it, where one of those loops ran vmap's lanes: its LANES label, "" for the others

@@ -127,12 +127,23 @@ def _balanced_eq(x, ans, y):
 
 
 def _pow_lhs(g, ans, x, y, integer: bool):
-    """JAX's: y * x ** (y - 1), and 0 where y is 0 for an exponent that was an integer (`x ** 0`, an integer
-    array; jax's integer_pow and pow of an integer exponent) but NaN at x = y = 0 for a float one."""
-    jac = _mul(y, _bin("stablehlo.power", x, _bin("stablehlo.subtract", y, _c(1.0, y))))
-    if integer:
-        jac = _select(_eq(y, _c(0.0, y)), _c(0.0, y), jac)
-    return _mul(g, jac)
+    """JAX's: y * x ** (y - 1), NaN at x = y = 0 for a float exponent (jax's `pow`). For an exponent that was
+    an integer: a constant one as jax's integer_pow, whose derivative n * x ** (n - 1) is an integer power
+    again, so every higher derivative keeps the rule (`x ** 2`: 2 * x, then 2, then 0); an integer array
+    as jax's `pow` of one, 0 where y is 0 (`_replace_zero`), its x ** (y - 1) a float power, as JAX's."""
+    power = _bin("stablehlo.power", x, _bin("stablehlo.subtract", y, _c(1.0, y)))
+    if not integer:
+        return _mul(g, _mul(y, power))
+    exponent = emit.constant_array(y)
+    if exponent is not None and exponent.size and (exponent == exponent.flat[0]).all():
+        n = float(exponent.flat[0])
+        if n == 0:
+            return _zeros(x)
+        if n == 1:
+            return g
+        return _mul(g, _mul(_c(n, x), emit.mark(_bin("stablehlo.power", x, _c(n - 1, x)), abi.INTEGER_EXPONENT)))
+    is_zero = _eq(y, _c(0.0, y))
+    return _mul(g, _select(is_zero, _c(0.0, y), _mul(_select(is_zero, _c(1.0, y), y), power)))
 
 
 def _power_vjp(op, cts):
@@ -233,6 +244,8 @@ def _custom_call_vjp(op, cts):
 def _select_vjp(op, cts):
     pred, a, b = op.operands
     zero = _c(0.0, cts[0])
+    if abi.RELU in op.attributes:       # jax.nn.relu's custom derivative: g where x > 0, else 0 (NaN too)
+        return [None, None, _select(emit.compare(b, _c(0.0, b), "GT", dtype_of(b)), cts[0], zero)]
     if _shape(pred) != _shape(cts[0]):
         pred = _broadcast_to(pred, _shape(cts[0]), [])
     return [None, _select(pred, cts[0], zero), _select(pred, zero, cts[0])]
@@ -327,7 +340,7 @@ def _reduce_vjp(op, cts):
         ans = _broadcast_to(op.results[0], _shape(x), kept)
         where = emit.op("stablehlo.convert", x.type, [_eq(x, ans)])
         counts = _broadcast_to(_sum_to(where, dims, tuple(_shape(op.results[0]))), _shape(x), kept)
-        return [_div(_mul(g, where), counts), None]
+        return [_mul(_div(g, counts), where), None]     # (in this order, as JAX: a NaN answer, counted 0 times, gives NaN)
     if body == "stablehlo.multiply":
         return [_mul(g, _product_of_others(x, dims)), None]
     return None

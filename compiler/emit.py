@@ -236,6 +236,17 @@ def convert(x: ir.Value, src: DType, dst: DType) -> ir.Value:
     return op("stablehlo.convert", tensor_type(shape, dst), [x])
 
 
+def constant_array(value: ir.Value) -> np.ndarray | None:
+    """The elements of `value` where it is a constant or a broadcast of one (as NumPy's), else None."""
+    owner = value.owner
+    name = getattr(owner, "name", "")
+    if name == "stablehlo.broadcast_in_dim":
+        return constant_array(owner.operands[0])
+    if name != "stablehlo.constant":
+        return None
+    return np.asarray(ir.DenseElementsAttr(owner.attributes["value"]))
+
+
 def mark(value: ir.Value, name: str) -> ir.Value:
     """Tag the op producing `value` for the guard passes (e.g. `arrc.div0` on a divisor == 0 test)."""
     value.owner.attributes[name] = ir.BoolAttr.get(True)    # not a UnitAttr: VHLO (portable artifacts) has none

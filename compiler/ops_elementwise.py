@@ -626,10 +626,11 @@ register("round",
     unary_same(lambda x, dt: hlo.round_nearest_even(x), fold=np.round))
 register("trunc", family="Elementwise", doc="elementwise rounding toward zero")(unary_same(_trunc, fold=np.trunc))
 def _relu(x, dt: DType):
-    """max(x, 0) for floats written as `x <= 0 ? 0 : x`: the same values (NaN stays NaN), and the
-    derivative of `jax.nn.relu` (0 at 0, which its custom_jvp defines; `maximum` splits the tie: 0.5)."""
+    """max(x, 0) for floats written as `x <= 0 ? 0 : x`: the same values (NaN stays NaN), marked for the
+    derivative of `jax.nn.relu`, which its custom_jvp defines: 0 where x > 0 is false, at 0 (`maximum`
+    splits the tie: 0.5) and at NaN (the select's would be 1) (compiler/autodiff.py `_select_vjp`)."""
     zero = _zero(x, dt)
-    return emit.select(emit.compare(x, zero, "LE", dt), zero, x)
+    return emit.mark(emit.select(emit.compare(x, zero, "LE", dt), zero, x), abi.RELU)
 
 
 register("relu",

@@ -786,13 +786,8 @@ def _is_inexact(t: ir.Type) -> bool:
 
 def _never_zero(value: ir.Value) -> bool:
     """Whether `value` is a constant (or a broadcast of one) with no zero element."""
-    owner = value.owner
-    name = getattr(owner, "name", "")
-    if name == "stablehlo.broadcast_in_dim":
-        return _never_zero(owner.operands[0])
-    if name != "stablehlo.constant":
-        return False
-    return bool(np.all(np.asarray(ir.DenseElementsAttr(owner.attributes["value"])) != 0))
+    elements = emit.constant_array(value)
+    return elements is not None and bool(np.all(elements != 0))
 
 
 def _division_using(divisor: ir.Value, depth: int = 3):

@@ -88,6 +88,49 @@ def test_power_at_zero_follows_jax_for_integer_and_float_exponents():
     np.testing.assert_array_equal(arrc.grad(mod.h)(x, n), jax.grad(lambda x: jnp.sum(x ** n) + jnp.sum(x ** 0))(x))
 
 
+def test_higher_derivatives_of_an_integer_power_keep_jaxs_rule_at_zero():
+    """`x ** 2` differentiated three times at 0 was NaN (JAX: 0): the derivative's own power, x ** 1 then
+    x ** 0, was a float power, whose derivative 0 * x ** -1 is NaN at 0. A constant integer exponent is
+    differentiated as jax's integer_pow at every order, an integer array as jax's pow of one."""
+    mod = arrc.loads("def f(x: f64) -> f64:\n    return x ** 2 + 0.5 * x ** 3\n\n"
+                     "def h(x: f64[3], n: i32[3]) -> f64:\n    return sum(x ** n)\n\n"
+                     "def dh(x: f64[3], n: i32[3], v: f64[3]) -> f64:\n    return sum(grad(h)(x, n) * v)\n")
+    d_arr, d_jax = mod.f, lambda x: x ** 2 + 0.5 * x ** 3
+    for order in range(1, 5):
+        d_arr, d_jax = arrc.grad(d_arr), jax.grad(d_jax)
+        for x in (0.0, 1.5, -2.0):
+            assert float(d_arr(x)) == float(d_jax(x)), (order, x)
+    assert float(arrc.jvp(arrc.grad(arrc.grad(mod.f)))(0.0, 1.0)[1]) == 3.0
+    x, n = np.array([0.0, 0.0, 2.0]), np.array([0, 1, 3], np.int32)
+    for v in np.eye(3):         # (jax's pow of an integer array: NaN at 0 in reverse over reverse, as here)
+        want = jax.grad(lambda x: jnp.sum(jax.grad(lambda x: jnp.sum(x ** n))(x) * v))(x)
+        np.testing.assert_array_equal(arrc.grad(mod.dh)(x, n, v), want)
+
+
+def test_jvp_of_a_gradient_through_a_taped_loop_of_an_integer_power_is_jaxs():
+    """Forward over reverse through gradient steps (MAML-style), taped (9 iterations, or `bound=`): NaN
+    where JAX gives a number, from the integer power's third derivative at 0."""
+    mod = arrc.loads("""
+def loss(w: f64) -> f64:
+    return (w - 3.0) ** 2
+
+def f(w: f64) -> f64:
+    for i in range(9):
+        w = w - 0.1 * grad(loss)(w)
+    return loss(w)
+
+def g(w: f64) -> f64:
+    return grad(f)(w)
+""", warnings="ignore")
+
+    def jf(w):
+        for _ in range(9):
+            w = w - 0.1 * jax.grad(lambda w: (w - 3.0) ** 2)(w)
+        return (w - 3.0) ** 2
+    for w in (0.5, 3.0):
+        np.testing.assert_allclose(arrc.jvp(mod.g)(w, 1.0)[1], jax.jvp(jax.grad(jf), (w,), (1.0,))[1], rtol=1e-12)
+
+
 def test_the_mse_loss_of_the_spec():
     mod = arrc.loads("def loss(w: f64[d], x: f64[b, d], y: f64[b]) -> f64:\n    return mean((x @ w - y) ** 2)\n")
     rng = np.random.default_rng(1)
@@ -1156,6 +1199,34 @@ def test_relu_values_and_derivative_are_jax_nn_relus_at_zero_and_infinities(dtyp
     with_nan = np.append(x, np.nan).astype(np_dt)
     got, want = np.asarray(mod.r(with_nan)), np.asarray(jax.nn.relu(with_nan))
     assert np.array_equal(got, want, equal_nan=True) and not np.signbit(got[:-1]).any()
+
+
+def test_relu_derivative_at_nan_is_jax_nn_relus_zero():
+    """jax.nn.relu's custom_jvp is `g where x > 0 else 0`: 0 at NaN too, where the select arr lowers relu to
+    gave its x branch's 1 (compiler/abi.py RELU); under vmap and in a second derivative too."""
+    mod = arrc.loads("def f(x: f64[4]) -> f64:\n    return sum(relu(x) * x)\n\n"
+                     "def r(x: f64[4]) -> f64:\n    return sum(relu(x))\n\n"
+                     "def rows(x: f64[2, 4]) -> f64:\n    return sum(vmap(r)(x))\n")
+    x = np.array([np.nan, 1.5, 0.0, -2.0])
+    jf = jax.jit(jax.grad(lambda x: jnp.sum(jax.nn.relu(x) * x)))
+    np.testing.assert_array_equal(arrc.grad(mod.f)(x), jf(x))       # [nan, 3, 0, 0]: the NaN is x's own
+    np.testing.assert_array_equal(arrc.grad(mod.r)(x), [0.0, 1.0, 0.0, 0.0])
+    np.testing.assert_array_equal(arrc.grad(mod.rows)(np.stack([x, -x])), [[0, 1, 0, 0], [0, 0, 0, 1]])
+
+
+def test_max_and_min_of_an_array_holding_nan_differentiate_as_under_jax_jit():
+    """The answer is NaN and no element equals it: the tangent is NaN, as jax.jit(jax.jvp) of jnp.max gives
+    (sum(t * where) / counts = 0 / 0; it was 0), and the gradient, g / counts * where, XLA makes
+    select(where, g / counts, 0): 0, as jax.jit(jax.grad) gives."""
+    mod = arrc.loads("def f(x: f64[3]) -> f64:\n    return max(x) + min(x)\n")
+    x, t = np.array([np.nan, 1.0, 3.0]), np.ones(3)
+    jf = lambda x: jnp.max(x) + jnp.min(x)              # noqa: E731
+    want = jax.jit(lambda x, t: jax.jvp(jf, (x,), (t,)))(x, t)
+    got = arrc.jvp(mod.f)(x, t)
+    assert np.isnan(float(got[1])) and np.isnan(float(want[1])) and np.isnan(float(got[0]))
+    np.testing.assert_array_equal(arrc.grad(mod.f)(x), jax.jit(jax.grad(jf))(x))
+    clean = np.array([2.0, 1.0, 3.0])
+    np.testing.assert_array_equal(arrc.jvp(mod.f)(clean, t)[1], jax.jvp(jf, (clean,), (t,))[1])
 
 
 def test_random_numbers_in_a_loss_need_no_derivative_of_their_own():
