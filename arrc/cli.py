@@ -908,9 +908,10 @@ def run_stablehlo(args: argparse.Namespace, kwargs: dict) -> RunResult:
     check_literals(kwargs, types)
     kwargs = load_arg_files(kwargs, types)
     from arrc.runtime.call import interruptible
+    from arrc.runtime.pjrt import as_numpy
 
     def call():
-        return [np.asarray(r) for r in fn([kwargs[n] for n in fn.param_names])]
+        return [as_numpy(r) for r in fn([kwargs[n] for n in fn.param_names])]
     start = time.perf_counter()
     try:
         results = interruptible(call)

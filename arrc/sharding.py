@@ -477,12 +477,13 @@ def host_value(x):
     import numpy as np
     import jax
     from arrc.compiler.types import typed_key_data
+    from arrc.runtime.pjrt import as_numpy
     if not isinstance(x, jax.Array):
         return x
     words = typed_key_data(x)               # (a key's words: what a call takes for a key too)
     x = x if words is None else words
     if getattr(x, "is_fully_addressable", True):
-        return np.asarray(x)
+        return as_numpy(x)
     from jax.experimental import multihost_utils
     return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 

@@ -410,6 +410,10 @@ _avals: dict = {}                       # (shape, dtype) -> ShapedArray, for `_t
 
 
 def as_numpy(x) -> np.ndarray:
+    """A result as a NumPy array, waited for first: where XLA could not allocate it, the wait raises
+    RESOURCE_EXHAUSTED, and NumPy's read of its buffer would abort the process (jaxlib's check)."""
+    if type(x) is _ArrayImpl:
+        x.block_until_ready()
     return np.asarray(x)
 
 

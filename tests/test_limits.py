@@ -576,3 +576,39 @@ def test_cli_check_of_deep_input_exits_1_without_traceback(tmp_path):
     with contextlib.redirect_stderr(err):
         rc = arrc.cli.main(["check", str(path)])
     assert rc == 1 and "E0004" in err.getvalue() and "Traceback" not in err.getvalue()
+
+
+# A child: the backend warmed, its address space bounded to what it uses plus 2 GiB, then a program whose
+# result alone (eye(30000) in f32: 3.6 GB) cannot be allocated, run by the command line and by the REPL.
+OUT_OF_MEMORY_CHILD = r"""
+import io, resource, sys
+from arrc.runtime import pjrt
+pjrt.backend("cpu")
+with open("/proc/self/status") as f:
+    vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+resource.setrlimit(resource.RLIMIT_AS, (vm + (2 << 30), resource.RLIM_INFINITY))
+if sys.argv[1] == "run":
+    from arrc.cli import main
+    print("rc", main(["run", sys.argv[2]]))
+else:
+    from arrc.repl.terminal import main
+    print("rc", main([], stdin=io.StringIO("x = eye(30000)\n1 + 1\n")))
+"""
+
+
+@pytest.mark.parametrize("how", ["run", "repl"])
+def test_a_result_too_large_to_allocate_is_out_of_memory_not_an_abort(tmp_path, how):
+    """XLA could not allocate the result: NumPy's read of its buffer aborted the process (jaxlib's check
+    `buffer_.IsConcrete()`, exit 134, the REPL session lost); the result is waited for first
+    (runtime/pjrt.py `as_numpy`), which raises RESOURCE_EXHAUSTED: exit 3, and the REPL goes on."""
+    path = tmp_path / "eye.arr"
+    path.write_text("def main() -> f32[30000, 30000]:\n    return eye(30000)\n")
+    done = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY_CHILD, how, str(path)], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Check failed" not in done.stderr
+    if how == "run":
+        assert done.stdout.splitlines()[-1] == "rc 3"
+        assert "arrc: error: out of memory: RESOURCE_EXHAUSTED" in done.stderr
+    else:
+        assert "error: RESOURCE_EXHAUSTED" in done.stdout + done.stderr and "i32 = 2" in done.stdout

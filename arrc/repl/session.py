@@ -31,6 +31,7 @@ from arrc.compiler.span import Source, Span
 from arrc.compiler.types import DTYPES, host_keys
 from arrc.exits import EXIT_COMPILE, EXIT_INTERNAL, EXIT_OK, EXIT_RUNTIME
 from arrc.lexer import BUILTIN_NAMES
+from arrc.runtime import pjrt
 from arrc.runtime.reports import GuardError
 
 from .cells import split_cells
@@ -74,7 +75,7 @@ def expression_warnings(fn) -> list[Diagnostic]:
 
 def host_value(value):
     """A result kept by the session: a NumPy array, or JAX typed keys as the API returns them."""
-    return value if host_keys(value) is not None else np.asarray(value)
+    return value if host_keys(value) is not None else pjrt.as_numpy(value)
 
 
 class Session:
