@@ -432,7 +432,7 @@ class _Guarder:
         """(the block's end, where `value`'s elements reach a result of the block: `_live`), or None where
         every element may."""
         block = op.block
-        end = ir.InsertionPoint(block.operations[len(block.operations) - 1])
+        end = ir.InsertionPoint.at_block_terminator(block)     # (indexing the list walks it: quadratic)
         with end, op.location:
             live = _live(value, block)
         return None if live is None else (end, live)
