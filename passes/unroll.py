@@ -28,12 +28,24 @@ class UnrollShortLoops(ModulePass):
     def apply(self, module: ir.Module) -> list:
         if abi.ENTRY not in entry(module).attributes:
             return []                       # (a module from elsewhere keeps the loops it was compiled with)
-        for _ in range(10_000):             # (an outer loop's copies hold its inner loops: found again)
-            loop = next((op for op in ops_named(module, "stablehlo.while") if _short(op)), None)
-            if loop is None:
+        for _ in range(10_000):     # a walk a round: the short loops that hold no other, innermost first
+            short = [op for op in ops_named(module, "stablehlo.while") if _short(op)]
+            if not short:
                 break
-            unroll(loop)
+            holding = {outer for loop in short for outer in _enclosing(loop)}
+            # (one that holds a short loop is seen again once that one is unrolled; chosen before anything
+            # changes: an operation's hash is not kept across changes to the module)
+            for loop in [loop for loop in short if loop not in holding]:
+                unroll(loop)
         return []
+
+
+def _enclosing(op):
+    """The operations `op` is nested in."""
+    parent = op.parent
+    while parent is not None:
+        yield parent
+        parent = parent.parent
 
 
 def _short(loop) -> bool:

@@ -157,3 +157,29 @@ def test_a_short_loop_is_unrolled_as_jax_traces_a_python_loop(tmp_path, capsys):
     with pytest.raises(arrc.NaNError) as info:
         mod.logs(np.full(4, 3.0, np.float32))
     assert "in loop iteration 2" in str(info.value), str(info.value)
+
+
+def test_short_loops_are_unrolled_in_a_walk_a_nesting_level(monkeypatch):
+    """The pass walked the whole module again for each loop it unrolled (a helper with a 4-step loop called
+    200 times: 200 walks, quadratic); it now unrolls every short loop that holds no other in one walk, a
+    nesting level a round. Nested short loops still unroll innermost first (the outer one's body then
+    counted with its copies), and the numbers stay those of the loops."""
+    import numpy as np
+    from arrc.passes import unroll
+    walks = []
+    ops_named = unroll.ops_named
+    monkeypatch.setattr(unroll, "ops_named", lambda *a: walks.append(a) or ops_named(*a))
+    src = ("def g(x: f32[4]) -> f32[4]:\n    for i in range(4):\n        x = x * 0.5 + 0.5\n    return x\n\n"
+           "def nested(x: f32[4]) -> f32[4]:\n    for i in range(3):\n        for j in range(2):\n"
+           "            x = x * 0.5 + f32(j)\n    return x\n\n"
+           "def f(x: f32[4]) -> f32[4]:\n" + "    x = g(x)\n" * 60 + "    return nested(x)\n")
+    x = np.linspace(1, 2, 4, dtype=np.float32)
+    got = arrc.loads(src).f(x)
+    assert len(walks) == 3          # the inner loops, the nested one's outer loop, and none left
+    expected = x.copy()
+    for _ in range(60 * 4):
+        expected = expected * np.float32(0.5) + np.float32(0.5)
+    for _ in range(3):
+        for j in range(2):
+            expected = expected * np.float32(0.5) + np.float32(j)
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
