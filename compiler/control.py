@@ -23,8 +23,9 @@ from .values import POISON, ArrError, DeferredBool, DTypeVal, Poisoned, StrVal, 
 IO = "$io"        # the hidden variable that orders run-time effects (print/assert); see effects.py
 
 
-def assigned_names(stmts) -> list[str]:
-    """Names a block may rebind, in order of first assignment (nested blocks included)."""
+def assigned_names(stmts, loop_vars: bool = False) -> list[str]:
+    """Names a block may rebind, in order of first assignment (nested blocks included); with `loop_vars`,
+    its `for` loops' variables too (which a loop leaves unbound after it)."""
     out: list[str] = []
 
     def add(name):
@@ -42,6 +43,8 @@ def assigned_names(stmts) -> list[str]:
                 visit(s.body)
                 visit(s.orelse)
             elif isinstance(s, (ast.For, ast.While)):
+                if loop_vars and isinstance(s, ast.For):
+                    add(s.var)
                 visit(s.body)
     visit(stmts)
     return [n for n in out if n is not None] + [IO, PAST]
@@ -155,7 +158,9 @@ class ControlFlow:
             for i, (a, b) in enumerate(zip(ret_t, ret_f)):
                 outputs.append(("return", i))
                 out_types.append(a.type)
-        for name in sorted(set(env_t) | set(env_f), key=lambda n: (n not in before, n)):
+        # the names a branch may rebind (the others are as before: N live names and N `if`s were quadratic)
+        names = set(assigned_names(stmt.body, loop_vars=True)) | set(assigned_names(stmt.orelse, loop_vars=True))
+        for name in sorted(names, key=lambda n: (n not in before, n)):
             vt, vf = env_t.get(name), env_f.get(name)
             if vt is before.get(name) and vf is before.get(name):
                 continue
