@@ -86,6 +86,21 @@ def require_file(path: str, what: str) -> Path:
     return file
 
 
+def require_writable(path: str, flag: str) -> None:
+    """A usage error, before any work, unless the file `path` (given by `flag`) can be written: its directory
+    exists and can be written in, and it is no directory (`--out /nonexistent/r.npz` failed after the run)."""
+    target = Path(path)
+    folder = target.parent
+    if target.is_dir():
+        raise UsageError(f"{flag} {path} is a directory: give the name of a file in it")
+    if not folder.is_dir():
+        raise UsageError(f"{flag} {path}: " + (f"{folder} is not a directory" if folder.exists() else
+                                                 f"there is no directory {folder}"))
+    if not os.access(target if target.exists() else folder, os.W_OK):
+        raise UsageError(f"{flag} {path}: cannot write " + ("it" if target.exists() else f"in {folder}") +
+                         " (permission denied)")
+
+
 def not_text(data: bytes, path: str) -> CompileError:
     """E0003 at the first character of `data` that is not text (a NUL byte, a byte that is not UTF-8, a control
     character), for a file that `looks_binary`: a diagnostic, as a stray byte's (also in --diagnostics json);
@@ -951,6 +966,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.out is not None and not args.out.endswith(".npz"):
         raise UsageError(f"--out {args.out}: the results are saved as a NumPy .npz archive; give a name ending "
                          f"in .npz (e.g. --out {Path(args.out).with_suffix('.npz')})")
+    if args.out is not None:
+        require_writable(args.out, "--out")
     mesh_axes, shards = parse_mesh(args.mesh, args.shard, args.devices)
     if args.coordinator is not None:    # one process of several (docs/sharding.md), before JAX's backends start
         if not mesh_axes or args.num_processes is None or args.process_id is None:
@@ -970,7 +987,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.time:
         sys.stderr.write(format_times(run.times, check_s))
     if args.out:
-        np.savez(args.out, **{f"result_{i}": r for i, r in enumerate(run.results)})
+        try:
+            np.savez(args.out, **{f"result_{i}": r for i, r in enumerate(run.results)})
+        except OSError as err:
+            raise UsageError(f"--out {args.out}: cannot write it ({err.strerror or err})") from None
     return EXIT_OK
 
 

@@ -354,6 +354,32 @@ def test_run_npy_arg_and_npz_out(prog, tmp_path, capsys):
         assert saved["result_0"].dtype == np.float64 and saved["result_1"] == 15.0
 
 
+def test_an_out_file_that_cannot_be_written_is_refused_before_the_run(tmp_path, capsys):
+    """`--out /nonexistent/r.npz` ran the program, printed its results, then said "No such file or directory"
+    without naming --out: the results were lost."""
+    src = tmp_path / "p.arr"
+    src.write_text('def main() -> f32:\n    print("ran")\n    return 1.0\n')
+    (tmp_path / "d.npz").mkdir()
+    (tmp_path / "f").write_text("")
+    for out, message in ((tmp_path / "no" / "r.npz", f"there is no directory {tmp_path / 'no'}"),
+                         (tmp_path / "f" / "r.npz", f"{tmp_path / 'f'} is not a directory")):
+        assert main(["run", str(src), "--out", str(out)]) == 2
+        assert capsys.readouterr() == ("", f"arrc: error: --out {out}: {message}\n")
+    assert main(["run", str(src), "--out", str(tmp_path / "d.npz")]) == 2
+    assert capsys.readouterr() == ("", f"arrc: error: --out {tmp_path / 'd.npz'} is a directory: give the name of "
+                                       f"a file in it\n")
+
+
+def test_an_out_file_that_fails_after_the_run_is_named(prog, tmp_path, capsys, monkeypatch):
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(np, "savez", full)
+    out = tmp_path / "r.npz"
+    assert main(["run", prog, "--out", str(out)]) == 2
+    assert capsys.readouterr() == ("10.0\n", f"arrc: error: --out {out}: cannot write it (No space left on "
+                                             f"device)\n")
+
+
 def test_run_time(prog, capsys):
     assert main(["run", prog, "--time"]) == 0
     captured = capsys.readouterr()
