@@ -221,7 +221,10 @@ def emit(lowered, kind: str) -> str | bytes:
 
 def write_output(data: str | bytes, out: str | None) -> None:
     if out is not None:
-        Path(out).write_bytes(data.encode() if isinstance(data, str) else data)
+        try:
+            Path(out).write_bytes(data.encode() if isinstance(data, str) else data)
+        except OSError as err:
+            raise UsageError(f"-o {out}: cannot write it ({err.strerror or err})") from None
         return
     if isinstance(data, str):
         sys.stdout.write(data)
@@ -1391,6 +1394,11 @@ class Parser(argparse.ArgumentParser):
             message += did_you_mean(found["word"], re.findall(r"'([^']*)'", found["choices"]))
         super().error(message)
 
+    def print_help(self, file=None):
+        """As argparse's, but a write that fails raises (argparse ignores it: `arrc --help > /dev/full` said
+        nothing, status 0)."""
+        (file or sys.stdout).write(self.format_help())
+
 
 INVALID_CHOICE = re.compile(r"invalid choice: '(?P<word>[^']*)' \(choose from (?P<choices>.*)\)")
 
@@ -1552,8 +1560,13 @@ def main(argv: list[str] | None = None) -> int:
             command.error(unknown_flags(command, extra))
     except SystemExit as exit_:          # --help (0) or a bad flag (2, message already printed)
         return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
+    except OSError as err:              # writing the help
+        return output_failed(err)
     if args.version:
-        print(version_text())
+        try:
+            print(version_text())
+        except OSError as err:
+            return output_failed(err)
         return EXIT_OK
     if args.command is None:
         parser.print_help(sys.stderr)
@@ -1566,11 +1579,10 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, arrc.ArgumentError) as err:
         _error(str(err))
         return EXIT_USAGE
-    except BrokenPipeError:             # e.g. `arrc compile f.arr | head`
-        drop_stdout()
-        return EXIT_OK
     except OSError as err:
-        _error(f"{err.strerror or err}: {err.filename}" if err.filename else str(err))
+        if err.filename is None:        # a write to stdout (the files a command writes are named by it: -o, --out)
+            return output_failed(err)
+        _error(f"{err.strerror or err}: {err.filename}")
         return EXIT_USAGE
     except arrc.GuardError as err:      # a run-time guard or assert failure
         sys.stdout.flush()
@@ -1589,6 +1601,16 @@ def main(argv: list[str] | None = None) -> int:
                    "same command with its own --process-id)")
             return EXIT_RUNTIME
         return report_internal_error(err, getattr(args, "diagnostics", "text") == "json")
+
+
+def output_failed(err: OSError) -> int:
+    """A write to stdout failed: done, quietly, when its reader left (`arrc compile f.arr | head`); else (a full
+    disk) one line and status 2. Later writes, and the flush at exit, go nowhere."""
+    drop_stdout()
+    if isinstance(err, BrokenPipeError):
+        return EXIT_OK
+    _error(f"cannot write the output: {err.strerror or err}")
+    return EXIT_USAGE
 
 
 def _refuse_writing_over_the_input(args) -> None:
@@ -1616,13 +1638,20 @@ def entry() -> None:
     except KeyboardInterrupt:           # a Ctrl-C outside `main`'s handlers (e.g. while parsing flags)
         _interrupted()
         code = EXIT_INTERRUPTED
+    try:
+        sys.stdout.flush()              # what is left in its buffer
+    except OSError as err:
+        if code == EXIT_OK:
+            code = output_failed(err)
+        else:                           # (the command failed, and said so)
+            drop_stdout()
+    except ValueError:                  # (closed)
+        pass
     if len(sys.argv) > 1 and sys.argv[1] == "repl" and not _run_abandoned():
         sys.exit(code)
-    import os
     try:
-        sys.stdout.flush()
         sys.stderr.flush()
-    except (BrokenPipeError, ValueError):
+    except (OSError, ValueError):
         pass
     os._exit(code)
 

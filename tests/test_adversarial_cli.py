@@ -547,8 +547,31 @@ def test_a_full_disk_under_the_output_is_a_usage_error(tmp_path):
         _, run_err = run.communicate(timeout=300)
         repl = _arrc(["repl", "--no-history"], stdout=full, stdin=subprocess.PIPE)
         _, repl_err = repl.communicate("1 + 1\nprint(3)\n", timeout=300)
-    assert (run.returncode, run_err) == (EXIT_USAGE, "arrc: error: [Errno 28] No space left on device\n")
+    assert (run.returncode, run_err) == (EXIT_USAGE, "arrc: error: cannot write the output: No space left on device\n")
     assert (repl.returncode, repl_err) == (EXIT_USAGE, "arrc repl: error: No space left on device\n")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+def test_every_command_says_when_its_output_cannot_be_written(tmp_path, unbuffered):
+    """`arrc --version > /dev/full` was a traceback (status 1, or 120 with a buffered stdout), `arrc --help`
+    and `arrc run --help` said nothing (status 0), `arrc explain` "[Errno 28] ..." or a traceback at exit."""
+    env = {**os.environ, "PYTHONUNBUFFERED": unbuffered}
+    with open("/dev/full", "w") as full:
+        for args in (["--version"], ["--help"], ["run", "--help"], ["explain", "E0202"]):
+            proc = _arrc(args, stdout=full, env=env)
+            _, err = proc.communicate(timeout=300)
+            assert (proc.returncode, err) == (EXIT_USAGE, "arrc: error: cannot write the output: No space left on "
+                                                          "device\n"), args
+
+
+def test_a_reader_that_left_before_the_version_or_help_is_no_error():
+    """`arrc --version | head -0`: status 0, nothing on stderr (was a BrokenPipeError traceback)."""
+    for args in (["--version"], ["--help"]):
+        proc = _arrc(args, stdout=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc.stdout.close()
+        _, err = proc.communicate(timeout=300)
+        assert (proc.returncode, err) == (0, ""), args
 
 
 def test_a_closed_stdout_is_no_traceback(tmp_path):

@@ -229,6 +229,12 @@ def test_compile_to_file(prog, tmp_path, capsys):
     assert "stablehlo.reduce" in out.read_text()
 
 
+def test_compile_to_a_file_that_cannot_be_written_names_it(prog, tmp_path, capsys):
+    out = tmp_path / "no" / "f.mlir"
+    assert main(["compile", prog, "-o", str(out)]) == 2
+    assert capsys.readouterr().err == f"arrc: error: -o {out}: cannot write it (No such file or directory)\n"
+
+
 def test_compile_entry_with_shapes(prog, capsys):
     assert main(["compile", prog, "--entry", "stats", "--shape", "r=3", "--shape", "c=2"]) == 0
     out = capsys.readouterr().out
