@@ -45,6 +45,7 @@ from arrc.compiler.walk import walk_ops
 GUARD_KINDS = (*KINDS, "all")
 EMITS = ("stablehlo", "mlirbc", "artifact", "ast", "guarded", "hlo")
 CODE = re.compile(r"[EWR][0-9]{4}")
+SHORT_CODE = re.compile(r"(?P<letter>[EWR])?(?P<digits>[0-9]{1,4})")     # `arrc explain 203`: E0203
 
 
 def error_pages() -> Path:
@@ -1048,8 +1049,20 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def explain(text: str) -> str:
     """The long explanation of a diagnostic code (docs/errors/CODE.md); a code is E, W or R and four
-    digits, so no other file can be named."""
+    digits, so no other file can be named. The zeros in front may be left out, and the letter where only one
+    code has those digits (`e203`, `203`, `0203`: E0203), as rustc's `--explain 308` is E0308."""
     code = text.strip().upper()
+    short = SHORT_CODE.fullmatch(code)
+    if short:
+        digits = short["digits"].zfill(4)
+        meant = [c for c in (letter + digits for letter in short["letter"] or "EWR") if c in CODES]
+        if len(meant) > 1:
+            raise UsageError(f"{text!r} is not a diagnostic code: a code is E, W or R and four digits "
+                             f"(did you mean {', '.join(f'`{c}`' for c in meant[:-1])} or `{meant[-1]}`?)")
+        if meant:
+            code = meant[0]
+        elif short["letter"]:           # (an unknown code: said below)
+            code = short["letter"] + digits
     if not CODE.fullmatch(code):
         raise UsageError(f"{text!r} is not a diagnostic code: a code is E, W or R and four digits, e.g. E0202")
     page = error_pages() / f"{code}.md"

@@ -485,6 +485,19 @@ def test_explain(capsys):
     assert capsys.readouterr().out.startswith("# W0001")
 
 
+def test_explain_takes_a_code_without_its_letter_or_zeros(capsys):
+    """`arrc explain 203` (as rustc's `--explain 308`), `e203`, `0203`: "is not a diagnostic code"."""
+    for text in ("203", "e203", "E203", "0203", " e0203"):
+        assert main(["explain", text]) == 0, text
+        assert capsys.readouterr().out.startswith("# E0203: "), text
+    assert main(["explain", "1"]) == 2
+    assert capsys.readouterr().err == ("arrc: error: '1' is not a diagnostic code: a code is E, W or R and four "
+                                       "digits (did you mean `E0001`, `W0001` or `R0001`?)\n")
+    assert main(["explain", "9999"]) == 2
+    assert capsys.readouterr().err == ("arrc: error: '9999' is not a diagnostic code: a code is E, W or R and four "
+                                       "digits, e.g. E0202\n")
+
+
 def test_explain_unknown(capsys):
     assert main(["explain", "E9999"]) == 2
     err = capsys.readouterr().err
