@@ -595,6 +595,8 @@ def parse_run_args(items: list[str]) -> dict[str, object]:
         if name in values:
             raise UsageError(f"--arg {name} is given twice")
         if value.startswith("@"):
+            if not value[1:].strip():
+                raise UsageError(f"--arg {name}=@: the file name is missing after @ (e.g. --arg {name}=@{name}.npy)")
             values[name] = ArgFile(value[1:])
             continue
         try:

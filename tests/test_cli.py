@@ -416,6 +416,8 @@ def test_run_guards_report_exits_3(tmp_path, capsys):
     (["--entry", "scaled", "--arg", "x=[1, 2", "--arg", "k=1"], "cannot read"),
     (["--entry", "scaled", "--arg", "x=__import__('os')", "--arg", "k=1"], "cannot read"),
     (["--entry", "scaled", "--arg", "x=@missing.npy", "--arg", "k=1"], "no such file"),
+    (["--entry", "scaled", "--arg", "x=@", "--arg", "k=1"],
+     "arrc: error: --arg x=@: the file name is missing after @ (e.g. --arg x=@x.npy)\n"),
     (["--entry", "stats", "--arg", "x=[[1, 2], [3]]"], "--arg x: the nested list is ragged"),
     (["--entry", "nope"], "no function `nope`"),
 ])
