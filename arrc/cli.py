@@ -798,6 +798,12 @@ def sharded_function(fn, params: list, mesh_text: str, mesh_axes: dict, shards: 
     if unknown:
         raise UsageError(f"--shard {unknown[0]}=...: `{fn.name}` has no parameter `{unknown[0]}` "
                          f"(its parameters: {', '.join(params)})")
+    types = parameter_types(fn)
+    for name, spec in shards.items():
+        given = len(spec.split(",")) if spec.strip() else 0       # (as arrc/sharding.py partition_spec counts)
+        if given > types[name].rank:
+            raise UsageError(f"--shard {name}={spec} names {plural(given, 'dimension')}, and `{name}: {types[name]}` "
+                             f"has {types[name].rank or 'none'}: a mesh axis or _ per dimension, at most")
     try:
         mesh = arrc.mesh(device=device, **mesh_axes)
     except ValueError as err:

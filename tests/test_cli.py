@@ -386,6 +386,18 @@ def test_an_out_file_that_fails_after_the_run_is_named(prog, tmp_path, capsys, m
                                              f"device)\n")
 
 
+def test_a_shard_of_more_dimensions_than_its_parameter_says_so_in_the_flags_terms(prog, capsys):
+    """It was JAX's terms, and "1 entries": "--shard: in_specs of `x`, P('data', None), has 2 entries for f32[n]"."""
+    for verb in (["run", prog, "--arg", "x=[1.0]", "--arg", "k=2"], ["compile", prog, "--shape", "n=4"]):
+        assert main([*verb, "--entry", "scaled", "--mesh", "data=1", "--shard", "x=data,_"]) == 2
+        assert capsys.readouterr().err == ("arrc: error: --shard x=data,_ names 2 dimensions, and `x: f32[n]` has 1: "
+                                           "a mesh axis or _ per dimension, at most\n"), verb
+    assert main(["run", prog, "--entry", "scaled", "--arg", "x=[1.0]", "--arg", "k=2", "--mesh", "data=1",
+                 "--shard", "k=data"]) == 2
+    assert capsys.readouterr().err == ("arrc: error: --shard k=data names 1 dimension, and `k: f32` has none: a mesh "
+                                       "axis or _ per dimension, at most\n")
+
+
 def test_run_time(prog, capsys):
     assert main(["run", prog, "--time"]) == 0
     captured = capsys.readouterr()
