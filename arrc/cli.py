@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import errno
 import io
 import json
 import math
@@ -1601,9 +1602,9 @@ def main(argv: list[str] | None = None) -> int:
         _error(str(err))
         return EXIT_USAGE
     except OSError as err:
-        if err.filename is None:        # a write to stdout (the files a command writes are named by it: -o, --out)
-            return output_failed(err)
-        _error(f"{err.strerror or err}: {err.filename}")
+        if err.filename is None and (isinstance(err, BrokenPipeError) or err.errno in WRITE_FAILED):
+            return output_failed(err)       # a write to stdout (-o and --out name their own files)
+        _error(f"{err.strerror or err}: {err.filename}" if err.filename else str(err))
         return EXIT_USAGE
     except arrc.GuardError as err:      # a run-time guard or assert failure
         sys.stdout.flush()
@@ -1622,6 +1623,9 @@ def main(argv: list[str] | None = None) -> int:
                    "same command with its own --process-id)")
             return EXIT_RUNTIME
         return report_internal_error(err, getattr(args, "diagnostics", "text") == "json")
+
+
+WRITE_FAILED = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO}    # a write that failed (not a refused connection)
 
 
 def output_failed(err: OSError) -> int:
