@@ -455,6 +455,42 @@ def test_ctrl_d_leaves_and_ctrl_c_clears(tmp_path, monkeypatch):
     assert s.out.getvalue().splitlines()[1:] == ["i32 = 4"]
 
 
+def test_a_history_file_that_cannot_be_used_is_one_warning(tmp_path, monkeypatch):
+    """A directory or a device as the history file, or one whose writes fail: one warning, and the session
+    keeps its history in memory (before: a traceback from the event loop, one per Enter, or for /dev/full
+    a prompt that never came, reading endless zeros)."""
+    from prompt_toolkit.history import FileHistory
+    paths = [tmp_path] + [Path(p) for p in ("/dev/full", "/dev/zero") if Path(p).exists()]
+    for path in paths:
+        monkeypatch.setenv("ARRC_REPL_HISTORY", str(path))
+        s = Session(io.StringIO())
+        _interactive(s, "1 + 1\r" "2 + 2\r" "\x04")
+        out = s.out.getvalue()
+        assert "i32 = 2\ni32 = 4\n" in out, out
+        assert out.count("warning: cannot use the history file") == 1, out
+        assert f"history file {path} (not a regular file); the history of this session is not kept\n" in out
+
+    def full(self, string):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(FileHistory, "store_string", full)
+    monkeypatch.setenv("ARRC_REPL_HISTORY", str(tmp_path / "history"))
+    s = Session(io.StringIO())
+    _interactive(s, "1 + 1\r" "2 + 2\r" "3 + 3\r" "\x04")
+    out = s.out.getvalue()
+    assert "i32 = 2\n" in out and "i32 = 4\n" in out and "i32 = 6\n" in out, out
+    assert out.count("(No space left on device); the history of this session is not kept") == 1, out
+
+
+def test_only_the_end_of_a_long_history_file_is_read(tmp_path, monkeypatch):
+    from arrc.repl import terminal
+    monkeypatch.setattr(terminal, "MAX_HISTORY_BYTES", 100)
+    path = tmp_path / "history"
+    path.write_text("".join(f"\n# date\n+def f{i}() -> i32:\n+    return {i}\n" for i in range(20)))
+    entries = terminal.session_history(path).load_history_strings()
+    assert entries[0] == "def f19() -> i32:\n    return 19" and len(entries) < 5
+    assert all(e.startswith("def f") for e in entries), entries      # no entry cut short
+
+
 def test_completion(session):
     from prompt_toolkit.completion import CompleteEvent
     from prompt_toolkit.document import Document

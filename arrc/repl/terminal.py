@@ -3,6 +3,7 @@ from a pipe; `main` is `arrc repl`."""
 from __future__ import annotations
 
 import argparse
+import errno
 import io
 import os
 import re
@@ -140,27 +141,11 @@ def make_key_bindings():
 def run_interactive(session: Session, input=None, output=None, history: bool = True) -> int:
     """The prompt_toolkit loop: highlighting, history across sessions, completion, multi-line blocks."""
     from prompt_toolkit import PromptSession
-    from prompt_toolkit.history import FileHistory, InMemoryHistory
     from prompt_toolkit.lexers import PygmentsLexer
 
     from arrc.lexer import ArrReplLexer
 
-    class Stripped(FileHistory):
-        """The history file, each entry without the indentation of the blank line that ended its block
-        and without spaces at line ends (what Up brings back is what ran)."""
-
-        def append_string(self, string: str) -> None:
-            super().append_string(stripped(string))
-
-    hist = InMemoryHistory()
-    if history:
-        path = history_path()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch(exist_ok=True)
-            hist = Stripped(str(path))
-        except OSError:
-            pass
+    hist = session_history(history_path() if history else None)
     prompt = PromptSession(
         PROMPT, multiline=True, prompt_continuation=lambda width, line_number, soft_wrap: CONTINUATION,
         lexer=PygmentsLexer(ArrReplLexer), completer=make_completer(session), complete_while_typing=False,
@@ -168,6 +153,9 @@ def run_interactive(session: Session, input=None, output=None, history: bool = T
         enable_history_search=False, reserve_space_for_menu=4)
     session.write(f"arr {arrc.__version__} REPL: :help for help, :quit or Ctrl-D to leave\n")
     while not session.quit:
+        if hist.problem:        # (said between prompts: written during one, it would break the screen)
+            session.write_err(hist.problem)
+            hist.problem = ""
         try:
             text = prompt.prompt()
         except KeyboardInterrupt:
@@ -176,6 +164,73 @@ def run_interactive(session: Session, input=None, output=None, history: bool = T
             break
         session.run(text)
     return EXIT_OK
+
+
+MAX_HISTORY_BYTES = 1 << 20      # the history read is the end of the file, at most this much
+
+
+def session_history(path: Path | None):
+    """The prompt's history: the file at `path` (None: none), each entry as `stripped` makes it. A file
+    that cannot be read or appended to (a directory, a device, no permission, a full disk) is given up,
+    and the history is kept in memory for the session; `problem` says why, once."""
+    from prompt_toolkit.history import FileHistory
+
+    class History(FileHistory):
+        def __init__(self):
+            super().__init__(str(path))
+            self.path = path
+            self.problem = ""
+            self.entries = self.read() if path else []
+
+        def give_up(self, err: OSError) -> None:
+            self.problem = (f"warning: cannot use the history file {self.path} ({err.strerror or err}); "
+                            f"the history of this session is not kept\n")
+            self.path = None
+
+        def read(self) -> list[str]:
+            """The entries of the file's last MAX_HISTORY_BYTES, newest first (a regular file only: a device
+            such as /dev/zero never ends)."""
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                if path.exists() and not path.is_file():
+                    raise OSError(errno.EINVAL, "not a regular file")
+                with open(path, "ab"):          # created, and appendable
+                    pass
+                with open(path, "rb") as f:
+                    size = os.fstat(f.fileno()).st_size
+                    f.seek(max(0, size - MAX_HISTORY_BYTES))
+                    lines = f.read(MAX_HISTORY_BYTES).decode("utf-8", "replace").split("\n")
+            except OSError as err:
+                self.give_up(err)
+                return []
+            if size > MAX_HISTORY_BYTES:        # a line cut short, then the rest of its entry
+                lines.pop(0)
+                while lines and lines[0].startswith("+"):
+                    lines.pop(0)
+            entries, entry = [], []
+            for line in lines + [""]:
+                if line.startswith("+"):
+                    entry.append(line[1:])
+                elif entry:
+                    entries.append("\n".join(entry))
+                    entry = []
+            return entries[::-1]
+
+        def load_history_strings(self):
+            return self.entries
+
+        def append_string(self, string: str) -> None:
+            super().append_string(stripped(string))     # what Up brings back is what ran
+
+        def store_string(self, string: str) -> None:
+            if self.path is None:
+                return
+            try:
+                super().store_string(string)
+            except OSError as err:
+                self.give_up(err)
+
+    return History()
 
 
 def stripped(text: str) -> str:
