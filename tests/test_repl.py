@@ -491,6 +491,16 @@ def test_only_the_end_of_a_long_history_file_is_read(tmp_path, monkeypatch):
     assert all(e.startswith("def f") for e in entries), entries      # no entry cut short
 
 
+def test_a_paste_stops_at_its_first_failing_cell_and_says_so(tmp_path, monkeypatch):
+    """As IPython's and Python's prompts do; the cells not run are counted (before: silently dropped)."""
+    monkeypatch.setenv("ARRC_REPL_HISTORY", str(tmp_path / "history"))
+    s = Session(io.StringIO())
+    _interactive(s, "\x1b[200~x = 1\nbogus\nz = 3\nprint(z)\n\x1b[201~\r" "x\r" "\x04")
+    out = s.out.getvalue()
+    assert "error[E0101]: undefined name `bogus`" in out and "\n3\n" not in out, out       # print(z) did not run
+    assert out.endswith("note: 2 more cells not run: a paste stops at its first failing cell\ni32 = 1\n"), out
+
+
 def test_completion(session):
     from prompt_toolkit.completion import CompleteEvent
     from prompt_toolkit.document import Document

@@ -150,10 +150,16 @@ class Session:
 
     # ---- running cells -------------------------------------------------------------------------
     def run(self, text: str) -> bool:
-        """Run the cells in `text` (split like a script: each top-level statement or block is a cell);
-        stops at the first failing one. Returns whether all succeeded."""
-        for chunk in split_cells(text):
-            if not self.run_cell(chunk):
+        """Run the cells in `text`, what Enter gave at the prompt (split like a script: each top-level
+        statement or block is a cell). A paste stops at its first failing cell, as IPython's and Python's
+        prompts do (the cells after it would mostly fail for want of what it defines), and says how many
+        were not run. Returns whether all succeeded."""
+        cells = split_cells(text)
+        for n, cell in enumerate(cells, 1):
+            if not self.run_cell(cell):
+                if n < len(cells):
+                    self.write_err(f"note: {plural(len(cells) - n, 'more cell')} not run: a paste stops at its "
+                                   f"first failing cell\n")
                 return False
             if self.quit:
                 break
