@@ -393,6 +393,39 @@ def test_cells_are_split_like_a_script():
     assert is_complete('print("unterminated)')
 
 
+def test_definitions_that_follow_each_other_are_one_cell():
+    """A file piped in gives its results (`arrc repl < f.arr`) even where `main` calls a `g` defined after it:
+    consecutive definitions are checked together, as a file's are (before: E0101 unknown function `g`)."""
+    assert split_cells("def f() -> f32:\n    return g()\n\n# g\ndef g() -> f32:\n    return K\n"
+                       "const K: f32 = 2.0\nf()\n") == \
+        ["def f() -> f32:\n    return g()\n\n# g\ndef g() -> f32:\n    return K\nconst K: f32 = 2.0", "f()"]
+    assert split_cells("define = 1\ndef f() -> i32:\n    return 1\nx = 2") == \
+        ["define = 1", "def f() -> i32:\n    return 1", "x = 2"]
+    out, code = session_output("""\
+        def main(x: f32) -> f32:
+            return g(x) * 2.0
+
+        def g(x: f32) -> f32:
+            return x + 1.0
+        main(1.0)
+        """)
+    assert (out, code) == ("f32 = 4.0\n", 0)
+
+
+def test_an_unknown_function_says_how_to_define_it():
+    out, code = session_output("""\
+        def main(x: f32) -> f32:
+            return g(x) * 2.0
+        x = 1.0
+        summ(x)
+        """)
+    assert code == 1
+    assert "error[E0101]: unknown function `g`\n --> <cell 1>:2:12\n" in out
+    assert "= help: `g` is not defined yet: define it before the cell that calls it or in the same cell " \
+           "(definitions that follow each other are one cell), or `:load` its file\n" in out
+    assert "= help: did you mean `sum`?" in out and "`summ` is not defined yet" not in out     # a typo stays one
+
+
 def test_a_long_block_is_read_in_linear_time():
     """A piped 8,000-line `def` took 93 s (each line rescanned the whole pending block); 40,000 lines now
     split as fast as they are read. Brackets that open and close across lines inside the block, a string

@@ -72,21 +72,26 @@ def is_complete(text: str) -> bool:
 
 
 _CONTINUES = re.compile(r"(elif|else)\b")
+_DEFINES = re.compile(r"(def|const|extern)\b")
 
 
 class CellReader:
     """Splits lines into cells the way a script reads: a line is a cell unless it opens brackets or a
     block; a block goes on until a line at column 0 that does not continue it (`elif`, `else`) or the
-    end of input; blank lines inside a block are kept."""
+    end of input; blank lines inside a block are kept. Definitions (`def`, `const`, `extern`) that follow
+    each other are one cell, so that they may use each other in any order, as in a file."""
 
     def __init__(self):
         self.pending: list[str] = []
         self.depth = 0              # the bracket depth at the end of the pending lines
         self.block = False          # whether a pending line opens a block
+        self.defines = False        # whether the pending lines are definitions
         # (kept line by line: rescanning the whole pending block for each line made a piped 8,000-line
         # `def` take 93 s)
 
     def _add(self, line: str) -> None:
+        if not self.pending:
+            self.defines = bool(_DEFINES.match(line))
         self.depth, lines = scan(line, self.depth if self.pending else 0)
         self.block = bool(self.pending) and self.block or _opens_block(lines)
         self.pending.append(line)
@@ -101,7 +106,7 @@ class CellReader:
                     out.append(self._flush())
                 return out
             if line.strip() and not line[0].isspace() and not line.startswith("#") \
-                    and not _CONTINUES.match(line):
+                    and not _CONTINUES.match(line) and not (self.defines and _DEFINES.match(line)):
                 out.append(self._flush())
             else:
                 self._add(line)
@@ -109,7 +114,7 @@ class CellReader:
         if not line.strip() or line.lstrip().startswith("#"):
             return out
         self._add(line)
-        if line.lstrip().startswith(":") or (self.depth == 0 and not self.block):
+        if line.lstrip().startswith(":") or (self.depth == 0 and not self.block and not self.defines):
             out.append(self._flush())
         return out
 

@@ -18,6 +18,7 @@ import contextlib
 import io
 import sys
 from collections import OrderedDict
+from dataclasses import replace
 
 import numpy as np
 
@@ -140,7 +141,18 @@ class Session:
     def compile_error(self, err: CompileError) -> CellError:
         for name, src in err.sources.items():
             self.sources.setdefault(name, src)
-        return CellError(self.render(err.diagnostics))
+        return CellError(self.render([self.in_session(d) for d in err.diagnostics]))
+
+    @staticmethod
+    def in_session(diag: Diagnostic) -> Diagnostic:
+        """What a diagnostic means at the prompt: a function unknown (and no typo of another name) may be
+        one the user has yet to define, or one defined after its caller in a script."""
+        if diag.code != "E0101" or not diag.message.startswith("unknown function `") or diag.help:
+            return diag
+        name = diag.message.split("`")[1]
+        return replace(diag, help=f"`{name}` is not defined yet: define it before the cell that calls it or in the "
+                                  f"same cell (definitions that follow each other are one cell), or `:load` its "
+                                  f"file")
 
     def runtime_error(self, err: Exception) -> CellError:
         diag = getattr(err, "diagnostic", None)
