@@ -745,6 +745,20 @@ def test_a_byte_order_mark_before_piped_cells_is_skipped():
     assert err.getvalue().startswith("error[E0001]: unexpected character '\\ufeff'\n --> <cell 2>:1:1\n")
 
 
+def test_piped_bytes_that_are_not_utf8_are_e0003_as_in_a_file():
+    """Before: `unexpected character '\\udcff'` (E0001) and `\\udcff is a lone surrogate`, or with a strict
+    stdin a traceback."""
+    script = b'x + \xff\nprint("\xc3")\n1 + 1\n'
+    for encoding in ("utf-8:surrogateescape", "utf-8:strict", "latin-1"):
+        proc = subprocess.run([sys.executable, "-m", "arrc.repl"], input=script, capture_output=True, cwd=ROOT,
+                              env={**ENV, "PYTHONIOENCODING": encoding}, timeout=120)
+        err = proc.stderr.decode()
+        assert proc.stdout == b"i32 = 2\n" and proc.returncode == 1, (encoding, proc.stdout, err)
+        assert err.count("error[E0003]") == 2 and "Traceback" not in err, (encoding, err)
+        assert "error[E0003]: file is not valid UTF-8 (byte 0xff)\n --> <cell 1>:1:5\n" in err, err
+        assert "error[E0003]: file is not valid UTF-8 (byte 0xc3)\n --> <cell 2>:1:8\n" in err, err
+
+
 def test_hlo_and_mlir_locations_name_the_file_and_the_cells(tmp_path):
     """`arrc repl FILE`: `:hlo` and `:mlir` name the file with its own lines, and a cell defined at the
     prompt by its cell: a file on the command line takes no cell number, so the first cell is `<cell 1>`."""

@@ -27,7 +27,7 @@ from arrc.compiler import ast
 from arrc.compiler.check import NAMED_CONSTANTS
 from arrc.compiler.diagnostics import CompileError, Diagnostic, Label, internal_error, plural, render_all
 from arrc.compiler.fastparse import KEYWORDS as RESERVED_WORDS
-from arrc.compiler.parse import parse
+from arrc.compiler.parse import decode, parse
 from arrc.compiler.span import Source, Span
 from arrc.compiler.types import DTYPES, host_keys
 from arrc.exits import EXIT_COMPILE, EXIT_INTERNAL, EXIT_OK, EXIT_RUNTIME
@@ -183,11 +183,19 @@ class Session:
         if all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()):
             return True                 # blank, or comments only (as Python's REPL)
         self.cells += 1
-        source = Source(f"<cell {self.cells}>", text)
-        self.sources[source.name] = source
+        return self.guarded(self.run_source, f"<cell {self.cells}>", text)
+
+    def run_source(self, name: str, text: str) -> None:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:      # bytes that are not UTF-8, kept as surrogates by the reader (`main`)
+            decode(text.encode("utf-8", "surrogateescape"), name)      # E0003 at the first, as for a file
+        source = Source(name, text)
+        self.sources[name] = source
         if text.lstrip().startswith(":"):
-            return self.guarded(run_command, self, source)
-        return self.guarded(self.statement, source)
+            run_command(self, source)
+        else:
+            self.statement(source)
 
     def load(self, path: str) -> bool:
         """`arrc repl FILE`: load a file as `:load` does, without taking a cell number (the first cell typed

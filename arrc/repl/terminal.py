@@ -293,6 +293,8 @@ def main(argv: list[str] | None = None, stdin=None, stdout=None, stderr=None) ->
     try:
         if interactive:
             return run_interactive(session, history=not args.no_history)
+        if stdin is None and hasattr(sys.stdin, "reconfigure"):
+            sys.stdin.reconfigure(encoding="utf-8", errors="surrogateescape")   # a bad byte is E0003 (run_source)
         return run_piped(session, stdin if stdin is not None else sys.stdin)
     except KeyboardInterrupt:
         return 130
