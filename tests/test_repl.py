@@ -260,6 +260,22 @@ def test_help_type_and_quit():
     assert "i32 = 2" not in out                       # nothing runs after :quit
 
 
+def test_a_command_that_takes_no_argument_refuses_one_and_a_space_after_the_colon_is_allowed():
+    """Before: `:quit now` quit, `:reload foo` reloaded, `: help` was the unknown command `:`."""
+    out, code = session_output("""\
+        :quit now
+        :reload foo
+        : type  zz
+        : t 1 + 1
+        :q
+        2 + 2
+        """)
+    assert code == 2
+    assert "error: `:quit` takes no argument (`now` is left over)\n" in out
+    assert "error: `:reload` takes no argument (`foo` is left over)\n" in out
+    assert "undefined name `zz`\n --> <cell 3>:1:9\n" in out and "i32\n" in out and "i32 = 4" not in out
+
+
 def test_a_statement_given_to_type_or_time_is_named_as_one(session):
     """`:type print` said "`print` is a keyword and cannot be a name ... choose another name"."""
     out = run_cells(session, ":type print", ":time print(1)", ":type assert")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import time
 from dataclasses import dataclass
@@ -33,10 +34,12 @@ class Command:
     optional: bool = False       # the argument may be left out
 
 
+COMMAND = re.compile(r"\s*:[ \t]*([^ \t]*)[ \t]*")     # `: help x` is `:help x`
+
+
 def run_command(session: Session, source: Source) -> None:
-    lead = len(source.text) - len(source.text.lstrip())
-    typed, _, rest = source.text[lead:].partition(" ")
-    name, arg = ALIASES.get(typed, typed), rest.strip()
+    typed = COMMAND.match(source.text)
+    name, arg = ALIASES.get(":" + typed[1], ":" + typed[1]), source.text[typed.end():].strip()
     command = COMMANDS.get(name)
     if command is None:
         near = [c for c in COMMANDS if c.startswith(name[:2])]
@@ -44,8 +47,10 @@ def run_command(session: Session, source: Source) -> None:
         raise usage_error(f"unknown command `{name}`{hint}; `:help` lists the commands")
     if command.argument and not arg and not command.optional:
         raise usage_error(f"`{name}` needs an argument: {name} {command.argument}")
+    if arg and not command.argument:
+        raise usage_error(f"`{name}` takes no argument (`{arg}` is left over)")
     # The argument where it was written: the command blanked out, so that its columns are the cell's.
-    offset = lead + len(typed) + 1 + len(rest) - len(rest.lstrip()) if arg else 0
+    offset = typed.end() if arg else 0
     command.run(session, arg, Source(source.name, " " * offset + source.text[offset:]))
 
 
