@@ -775,6 +775,20 @@ def test_piped_bytes_that_are_not_utf8_are_e0003_as_in_a_file():
         assert "error[E0003]: file is not valid UTF-8 (byte 0xc3)\n --> <cell 2>:1:8\n" in err, err
 
 
+def test_ctrl_c_in_a_piped_script_fails_the_cell_and_the_script_goes_on(monkeypatch):
+    """As at the prompt (docs/repl.md, docs/limits.md; tests/test_interrupts.py sends real SIGINTs): a
+    program driving the REPL through a pipe can stop one cell; the exit status is a run-time failure's."""
+    call = Session.call
+
+    def interrupted(self, fn, args=(), quiet=False):
+        if self.cells == 2:
+            raise KeyboardInterrupt
+        return call(self, fn, args, quiet)
+    monkeypatch.setattr(Session, "call", interrupted)
+    out, code = session_output("k = 40\nk * 1000\nk + 2\n")
+    assert (out, code) == ("interrupted\ni32 = 42\n", 3)
+
+
 def test_hlo_and_mlir_locations_name_the_file_and_the_cells(tmp_path):
     """`arrc repl FILE`: `:hlo` and `:mlir` name the file with its own lines, and a cell defined at the
     prompt by its cell: a file on the command line takes no cell number, so the first cell is `<cell 1>`."""

@@ -178,7 +178,9 @@ class Session:
         return True
 
     def run_cell(self, text: str) -> bool:
-        """Run one cell; print its result or its error. Never raises (except KeyboardInterrupt in scripts)."""
+        """Run one cell; print its result or its error: never raises, but for an output that cannot be
+        written (OSError, which ends the session). Ctrl-C is a failure of the cell (`interrupted`, EXIT_RUNTIME),
+        at the prompt and in a script alike."""
         text = text.rstrip()
         if all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()):
             return True                 # blank, or comments only (as Python's REPL)
