@@ -868,3 +868,26 @@ def test_an_extern_def_cell_is_a_definition_whose_call_says_where_its_function_c
     text = run_cells(session, "extern def enc(x: f32[3]) -> f32[3]\n",
                      "def g(x: f32[3]) -> f32:\n    return sum(enc(x))\n", "g([1.0, 2.0, 3.0])\n")
     assert "error[E0101]: extern `enc` has no function" in text and "keyword" not in text, text
+
+
+def test_a_bad_device_or_guards_flag_is_an_error_of_the_flag(capsys):
+    """`arrc repl --device gpu` without a GPU said "...; still on cpu" and then exited 2; `--guards bogus`
+    printed a cell's `error:`. Both are the flag's error, as `arrc run`'s are, and the REPL does not start."""
+    import io
+    from arrc.repl.terminal import main
+    cases = [(["--guards", "bogus"], "arrc repl: error: --guards bogus: unknown guard `bogus` (choose from nan, inf, "
+                                     "bounds, div0, all, or off)\n")]
+    if not jax_has("tpu"):
+        cases.append((["--device", "tpu"], "arrc repl: error: --device tpu: no tpu device is available"))
+    for argv, want in cases:
+        err = io.StringIO()
+        assert main(argv, stdin=io.StringIO("1 + 1\n"), stdout=io.StringIO(), stderr=err) == 2
+        assert err.getvalue().startswith(want) and "still on" not in err.getvalue(), err.getvalue()
+
+
+def jax_has(platform: str) -> bool:
+    import jax
+    try:
+        return bool(jax.devices(platform))
+    except RuntimeError:
+        return False

@@ -282,10 +282,10 @@ def main(argv: list[str] | None = None, stdin=None, stdout=None, stderr=None) ->
     err = stderr if stderr is not None else sys.stderr
     session = Session(out, width=width, color=color, err=err)
     quiet = Session(io.StringIO())              # checks the settings, prints nothing when they are fine
-    for text in ([f":guards {args.guards}"] if args.guards else []) + \
-                ([f":device {args.device}"] if args.device != "cpu" else []):
-        if not quiet.run_cell(text):
-            err.write(quiet.out.getvalue())
+    for flag, value in (("--guards", args.guards), ("--device", args.device if args.device != "cpu" else None)):
+        if value is not None and not quiet.run_cell(f":{flag[2:]} {value}"):   # (a flag's error, as arrc run's)
+            problem = quiet.out.getvalue().strip().removeprefix("error: ").split("; still on ")[0]
+            err.write(f"arrc repl: error: {flag} {value}: {problem}\n")
             return EXIT_USAGE
     session.guards, session.device = quiet.guards, quiet.device
     for path in args.files:
