@@ -41,6 +41,7 @@ from arrc.compiler.span import Source, Span
 from arrc.compiler.types import MAX_ARRAY_BYTES, ArrayType, Dim, dtype_of_numpy, host_keys, key_words
 from arrc.sharding import host_value
 from arrc.exits import EXIT_COMPILE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, drop_stdout
+from arrc.compiler.signals import keep_lost_interrupts, raise_lost_interrupt
 from arrc.compiler.walk import walk_ops
 
 GUARD_KINDS = (*KINDS, "all")
@@ -1569,6 +1570,7 @@ def report_internal_error(err: Exception, as_json: bool = False) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line `argv` (default: `sys.argv[1:]`); returns the exit code."""
+    keep_lost_interrupts()
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["repl"]:            # its options are the REPL's (argparse.REMAINDER cannot take `--help`)
         from arrc.repl import main as repl_main
@@ -1595,7 +1597,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         _refuse_writing_over_the_input(args)
-        return args.handler(args)
+        code = args.handler(args)
+        raise_lost_interrupt()
+        return code
     except CompileError as err:
         return report_compile_error(err)
     except (UsageError, arrc.ArgumentError) as err:

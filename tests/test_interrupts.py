@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -530,3 +531,33 @@ def test_piped_repl_interrupted_while_xla_compiles(tmp_path):
         _stop(proc)
     assert "f32[8, 8]" not in out.text and "Traceback" not in err.text, err.text[-2000:]
     assert code == 3, (code, out.text, err.text[-2000:])
+
+
+def test_a_ctrl_c_python_raised_in_a_garbage_collector_callback_is_not_lost():
+    """A Ctrl-C during a long garbage collection is raised in a collector callback (jax's
+    `_xla_gc_callback`), where Python prints "Exception ignored" and drops it: a REPL `:load` of a big file
+    went on and said "loaded". compiler/signals.py `keep_lost_interrupts` (installed by `arrc` and the REPL)
+    keeps it unprinted, and the cell ends as interrupted (`raise_lost_interrupt`, as a command does)."""
+    import gc
+    import io
+    from arrc.compiler import signals
+    from arrc.repl.session import Session
+    previous = sys.unraisablehook
+    signals.keep_lost_interrupts()
+    armed = []
+
+    def callback(phase, info):      # as if SIGINT had come during the collection
+        if phase == "start" and armed:
+            armed.clear()
+            raise KeyboardInterrupt
+    gc.callbacks.append(callback)
+    try:
+        session = Session(io.StringIO(), err=io.StringIO())
+        assert session.run_cell("x = 1")
+        armed.append(True)
+        ok = session.guarded(gc.collect)        # a cell in which a collection comes
+        assert not ok and session.err.getvalue().endswith("interrupted\n"), session.err.getvalue()
+        assert session.guarded(gc.collect)          # one Ctrl-C, one interrupted cell
+    finally:
+        gc.callbacks.remove(callback)
+        sys.unraisablehook = previous

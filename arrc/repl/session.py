@@ -25,6 +25,7 @@ import numpy as np
 from arrc import api
 from arrc.compiler import ast
 from arrc.compiler.check import NAMED_CONSTANTS
+from arrc.compiler.signals import raise_lost_interrupt
 from arrc.compiler.diagnostics import CompileError, Diagnostic, Label, internal_error, plural, render_all
 from arrc.compiler.fastparse import KEYWORDS as RESERVED_WORDS
 from arrc.compiler.parse import decode, parse
@@ -208,6 +209,7 @@ class Session:
         """`fn(*args)` with every failure shown (never a traceback); whether it succeeded."""
         try:
             fn(*args)
+            raise_lost_interrupt()
             return True
         except CellError as err:
             (self.write_diagnostics if err.diagnostic else self.write_err)(err.text)

@@ -13,6 +13,7 @@ from pathlib import Path
 import arrc
 from arrc.api import DEVICES
 from arrc.compiler.check import NAMED_CONSTANTS
+from arrc.compiler.signals import keep_lost_interrupts
 from arrc.compiler.types import DTYPES
 from arrc.exits import EXIT_OK, EXIT_USAGE, drop_stdout
 from arrc.lexer import ATTRIBUTES, BUILTIN_NAMES
@@ -268,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, stdin=None, stdout=None, stderr=None) -> int:
     """`arrc repl [FILE...] [--guards KINDS] [--device NAME]`: a prompt on a terminal, else a script
     from stdin: values on stdout, diagnostics and notes on stderr. Returns the exit status."""
+    keep_lost_interrupts()
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exit_:
