@@ -113,10 +113,26 @@ _DISPLAYABLE = str.maketrans({**{c: chr(0x2400 + c) for c in range(0x20)}, 0x7F:
                                                        *range(0x2066, 0x206A))}})
 
 
-def _caret_line(span: Span, label: str, line_text: str, marker: str, pad: str) -> str:
-    end_col = span.end_col if span.end_line == span.line else len(line_text) + 1
-    width = max(1, end_col - span.col)
-    return f"{pad} | " + " " * (span.col - 1) + marker * width + (f" {label}" if label else "")
+SHOWN_LINE_CHARS = 160     # a longer source line is shown around its first mark, cut with "..." (a generated
+SHOWN_BEFORE_MARK = 40     # line of 200,000 terms was printed whole, twice counting its carets)
+
+
+def _shown(line_text: str, first_col: int) -> tuple[str, int]:
+    """The part of a source line a diagnostic shows, and how many columns it starts after the line's."""
+    if len(line_text) <= SHOWN_LINE_CHARS:
+        return line_text, 0
+    start = max(0, first_col - 1 - SHOWN_BEFORE_MARK)
+    end = min(len(line_text), start + SHOWN_LINE_CHARS)
+    shown = ("..." if start else "") + line_text[start:end] + ("..." if end < len(line_text) else "")
+    return shown, start - (3 if start else 0)
+
+
+def _caret_line(span: Span, label: str, line_text: str, marker: str, pad: str, shift: int = 0) -> str:
+    """The carets under `span` on `line_text`, shown `shift` columns after the line's start (`_shown`)."""
+    col = max(1, span.col - shift)
+    end_col = min(span.end_col - shift, len(line_text) + 1) if span.end_line == span.line else len(line_text) + 1
+    width = max(1, end_col - col)
+    return f"{pad} | " + " " * (col - 1) + marker * width + (f" {label}" if label else "")
 
 
 def render(diag: Diagnostic, sources: dict[str, Source]) -> str:
@@ -147,11 +163,11 @@ def render(diag: Diagnostic, sources: dict[str, Source]) -> str:
         if not shown_bar:
             out.append(f"{pad} |")
             shown_bar = True
-        line_text = src.line_text(span.line).translate(_DISPLAYABLE)
+        on_line = [(other, label, marker) for other, label, marker in marks if (other.file, other.line) == key]
+        line_text, shift = _shown(src.line_text(span.line).translate(_DISPLAYABLE), min(s.col for s, _, _ in on_line))
         out.append(f"{str(span.line).rjust(gutter)} | {line_text}")
-        for other, label, marker in marks:
-            if (other.file, other.line) == key:
-                out.append(_caret_line(other, label, line_text, marker, pad))
+        for other, label, marker in on_line:
+            out.append(_caret_line(other, label, line_text, marker, pad, shift))
     if diag.notes or diag.help:
         out.append(f"{pad} |")
     out.extend(f"{pad} = note: {n}" for n in diag.notes)

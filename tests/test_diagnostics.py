@@ -285,3 +285,24 @@ def test_a_const_that_is_not_an_integer_scalar_is_no_dimension(const):
     assert d.code == "E0205" and d.message.startswith("`m` is a const of type ") and (d.span.line, d.span.col) == (3, 17)
     assert arrc.loads("const m: i32 = 3\n\ndef main(x: f32[m]) -> f32[m]:\n    return x\n").main.signature == \
         "(x: f32[3]) -> f32[3]"
+
+
+def test_a_long_source_line_is_shown_around_its_first_mark():
+    """A generated line of 200,000 terms was printed whole, with a caret line as long: now the part from 40
+    characters before the first mark, 160 characters in all, cut with "...", the carets where they were."""
+    terms = " + ".join(["x"] * 100)
+    src = f"def f(x: f32) -> f32:\n    return {terms} + y + {terms}\n"
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads(src, filename="long.arr")
+    col = src.splitlines()[1].index(" y ") + 2
+    shown = "..." + src.splitlines()[1][col - 41:col - 41 + 160] + "..."
+    assert str(info.value) == (
+        "error[E0101]: undefined name `y`\n"
+        f" --> long.arr:2:{col}\n"
+        "  |\n"
+        f"2 | {shown}\n"
+        f"  | {' ' * 43}^ not defined\n")
+    short = "def f(x: f32) -> f32:\n    return x + y\n"          # (a line that fits is shown as it is)
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads(short, filename="short.arr")
+    assert "2 |     return x + y\n  |                ^ not defined\n" in str(info.value)
