@@ -17,6 +17,7 @@ from .span import Source, Span
 
 GRAMMAR = Path(__file__).resolve().parent.parent / "grammar" / "arr.lark"
 MAX_NESTING = 200
+MAX_ELIF_CHAIN = 250        # branches of one if/elif chain: each `elif` nests one level deeper (docs/limits.md)
 
 # Terminal names as a user reads them.
 TOKEN_WORDS = {
@@ -683,12 +684,46 @@ def parse(source: Source, start: str = "module"):
         node = fastparse.parse(text, source.name, start)
     except (fastparse.GiveUp, RecursionError, fastparse.BadLiteral):
         node = _parse_lark(source, text, start)    # (a bad escape: Lark's gives it where no syntax error does)
+    chains = _long_elif_chains(node, source.name)
+    if chains:
+        raise CompileError(chains, {source.name: source})
     if type(node) is tuple:             # `a = 1; b = 2` as one statement (start="stmt": a REPL cell)
         span = node[1].span
         raise CompileError([Diagnostic("E0001", "one statement at a time here", span, "a second statement",
                                        help="enter the statements one by one (`;` separates statements in a "
                                             "file)")], {source.name: source})
     return node
+
+
+def _long_elif_chains(node, name: str) -> list[Diagnostic]:
+    """E0004 at the `if` of each if/elif chain of more than MAX_ELIF_CHAIN branches. The AST nests each
+    `elif` as an If in the `orelse` of the one before, and the checker and the lowering walk blocks
+    recursively: a longer chain would overflow the stack at whichever branch the stack ran out. Iterative."""
+    diags, pending = [], [node]
+    while pending:
+        n = pending.pop()
+        if isinstance(n, (tuple, list)):
+            pending.extend(n)
+        elif isinstance(n, ast.Module):
+            pending.extend(n.items)
+        elif isinstance(n, (ast.FunctionDef, ast.For, ast.While)):
+            pending.extend(n.body)
+        elif isinstance(n, ast.If):
+            branches, link = 1, n
+            while len(link.orelse) == 1 and isinstance(link.orelse[0], ast.If):
+                pending.extend(link.body)
+                branches, link = branches + 1, link.orelse[0]
+            pending.extend(link.body)
+            pending.extend(link.orelse)
+            if branches > MAX_ELIF_CHAIN:
+                diags.append(Diagnostic(
+                    "E0004", f"an if/elif chain of {branches} branches: more than {MAX_ELIF_CHAIN}",
+                    n.span, "the chain starts here",
+                    notes=[f"each `elif` is an `if` inside the `else` of the branch before: the chain nests "
+                           f"{branches} blocks deep"],
+                    help="choose the value with a lookup instead (an array indexed by the case, or "
+                         "`where(...)`), or split the chain into several functions"))
+    return sorted(diags, key=lambda d: (d.span.line, d.span.col))
 
 
 def _bad_literal(err: fastparse.BadLiteral, source: Source) -> CompileError:

@@ -458,13 +458,18 @@ def _dim_name_span(fn: ast.FunctionDef, var: str):
 
 
 def _has_effect_statement(stmts) -> bool:
-    for s in stmts:
+    """Whether a `print` or `assert` is among `stmts` or the blocks nested in them. Iterative: an if/elif
+    chain nests one `If` per branch, so a thousand branches are a thousand levels."""
+    pending = list(stmts)
+    while pending:
+        s = pending.pop()
         if isinstance(s, (ast.Print, ast.Assert)):
             return True
-        if isinstance(s, ast.If) and (_has_effect_statement(s.body) or _has_effect_statement(s.orelse)):
-            return True
-        if isinstance(s, (ast.For, ast.While)) and _has_effect_statement(s.body):
-            return True
+        if isinstance(s, ast.If):
+            pending.extend(s.body)
+            pending.extend(s.orelse)
+        elif isinstance(s, (ast.For, ast.While)):
+            pending.extend(s.body)
     return False
 
 

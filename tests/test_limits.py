@@ -25,7 +25,7 @@ from conftest import call_chain
 import arrc
 import arrc.cli
 from arrc.compiler.check import FunctionWalk
-from arrc.compiler.parse import MAX_NESTING
+from arrc.compiler.parse import MAX_ELIF_CHAIN, MAX_NESTING
 from arrc.compiler.types import MAX_ARRAY_BYTES
 
 TERA = 1_000_000_000_000
@@ -208,6 +208,38 @@ def test_10_000_deep_is_E0004_in_bounded_time(name, src):
     err = compile_error(arrc.loads, src)
     assert [d.code for d in err.diagnostics] == ["E0004"], name
     assert str(err).startswith("error[E0004]")
+
+
+def _elif_chain(branches: int, loops: int = 0) -> str:
+    head = "".join(" " * (4 + 4 * i) + f"for i{i} in range(2):\n" for i in range(loops))
+    ind = " " * (4 + 4 * loops)
+    return (f"def f(x: f32) -> f32:\n    y = x\n{head}{ind}if x > 0.0:\n{ind}    y = 1.0\n"
+            + "".join(f"{ind}elif x > {i}.0:\n{ind}    y = {i}.0\n" for i in range(branches - 1))
+            + "    return y\n")
+
+
+def test_elif_chain_up_to_the_limit_lowers_even_inside_loops():
+    _lower_all(_elif_chain(MAX_ELIF_CHAIN, loops=3))
+
+
+@pytest.mark.parametrize("branches", [MAX_ELIF_CHAIN + 1, 400, 1600])
+def test_long_elif_chain_is_one_E0004_at_its_if(branches):
+    """An if/elif chain nests one If per branch: past the limit, one E0004 at the `if` that starts it
+    (was E0004 "expression nested too deeply" at an arbitrary `elif`, or a RecursionError, E0601)."""
+    err = compile_error(arrc.loads, _elif_chain(branches))
+    [d] = err.diagnostics
+    assert d.code == "E0004" and (d.span.line, d.span.col) == (3, 5)
+    assert f"if/elif chain of {branches} branches" in d.message and "lookup" in d.help
+
+
+def test_has_effect_statement_walks_a_deep_chain_without_recursion():
+    from arrc.compiler import ast
+    from arrc.compiler.program import _has_effect_statement
+    stmt = ast.Print()
+    for _ in range(5000):
+        stmt = ast.If(orelse=(stmt,))
+    assert _has_effect_statement([stmt])
+    assert not _has_effect_statement([ast.If(orelse=(ast.Pass(),))])
 
 
 def _deepest(make, lo: int = 1, hi: int = 4000) -> int:
