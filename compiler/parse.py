@@ -42,7 +42,7 @@ class ArrIndenter(Indenter):
 
     def _process(self, stream):
         # Lark's Indenter asserts on an unmatched ')'; let the parser report it instead.
-        for token in stream:
+        for token in _refuse_glued_keywords(stream):
             if token.type == self.NL_type:
                 yield from self.handle_NL(token)
             else:
@@ -54,6 +54,30 @@ class ArrIndenter(Indenter):
         while len(self.indent_level) > 1:
             self.indent_level.pop()
             yield Token.new_borrow_pos(self.DEDENT_type, "", token) if token else Token(self.DEDENT_type, "")
+
+
+class GluedKeyword(Exception):
+    """A keyword with the next word glued to it (`defmain`, `inrange`): Lark's lexer matches a keyword as
+    the start of a longer word where no name may stand."""
+
+    def __init__(self, keyword: Token, rest: Token):
+        super().__init__(f"{keyword}{rest}")
+        self.keyword, self.rest = keyword, rest
+
+
+_WORD_START = re.compile(r"[A-Za-z0-9_]")
+
+
+def _refuse_glued_keywords(stream):
+    """The tokens of `stream`; GluedKeyword at a keyword token that the next token touches and continues as
+    a word (`def`+`main`, `else`+`y`, `or`+`not`), which Python reads as one word."""
+    before = None
+    for token in stream:
+        if before is not None and before.type != "NAME" and before.value in fastparse.KEYWORDS and \
+                token.start_pos == before.end_pos and _WORD_START.match(token.value):
+            raise GluedKeyword(before, token)
+        yield token
+        before = token
 
 
 _local = threading.local()
@@ -788,6 +812,13 @@ def _parse_one(source: Source, text: str, start: str):
         tree = _parser().parse(text, start=start)
     except UnexpectedInput as err:
         raise CompileError([_syntax_error(err, source)], {source.name: source}) from None
+    except GluedKeyword as glued:
+        kw, rest = glued.keyword, glued.rest
+        span = Span(source.name, kw.line, kw.column, rest.end_line, rest.end_column)
+        raise CompileError([Diagnostic("E0001", f"`{kw}{rest}`: a space is missing after the keyword `{kw}`",
+                                       span, "read as one word",
+                                       help=f"write `{kw} {rest}`; no name can stand here, and a keyword is "
+                                            f"a word of its own")], {source.name: source}) from None
     except DedentError:
         line = _bad_dedent_line(source)
         span = Span(source.name, line, 1, line, 2)

@@ -432,3 +432,22 @@ def test_nesting_limit():
 def test_empty_module_and_comments_only():
     assert parse_module("") == ast.Module(items=())
     assert parse_module("# nothing\n\n   \n# here\n") == ast.Module(items=())
+
+
+@pytest.mark.parametrize("src, word, line, col", [
+    ("defmain() -> i32:\n    return 1\n", "defmain", 1, 1),
+    ("constK: i32 = 3\n", "constK", 1, 1),
+    ("def f() -> i32:\n    x = 0\n    for i inrange(3):\n        x = x + i\n    return x\n", "inrange", 3, 11),
+    ("def f(x: i32) -> i32:\n    return x if x > 0 elsey\n", "elsey", 2, 23),
+    ("def f(a: bool, b: bool) -> bool:\n    return a andb\n", "andb", 2, 14),
+    ("def f(a: bool, b: bool) -> bool:\n    return a ornot b\n", "ornot", 2, 14),
+])
+def test_a_keyword_glued_to_the_next_word_is_E0001(src, word, line, col):
+    """Lark's lexer matched `def` as the start of `defmain` where no name may stand (and read `def main`)."""
+    [d] = syntax_error(src)
+    assert d.code == "E0001" and f"`{word}`" in d.message and "space" in d.message
+    assert (d.span.line, d.span.col, d.span.end_col) == (line, col, col + len(word))
+
+
+def test_keywords_with_brackets_or_operators_next_to_them_still_parse():
+    parse_module("def f(x: i32) -> i32:\n    if(x > 0):\n        return-x\n    return x if(x > 1)else(0)\n")
