@@ -56,26 +56,27 @@ class ArrIndenter(Indenter):
             yield Token.new_borrow_pos(self.DEDENT_type, "", token) if token else Token(self.DEDENT_type, "")
 
 
-class GluedKeyword(Exception):
-    """A keyword with the next word glued to it (`defmain`, `inrange`): Lark's lexer matches a keyword as
-    the start of a longer word where no name may stand."""
+class Glued(Exception):
+    """A keyword or a number with the next word glued to it (`defmain`, `inrange`, `0x1for`): Lark's lexer
+    matches a keyword as the start of a longer word where no name may stand, and a number up to its last
+    digit (`0x1f` `or`)."""
 
-    def __init__(self, keyword: Token, rest: Token):
-        super().__init__(f"{keyword}{rest}")
-        self.keyword, self.rest = keyword, rest
+    def __init__(self, first: Token, rest: Token):
+        super().__init__(f"{first}{rest}")
+        self.first, self.rest = first, rest
 
 
 _WORD_START = re.compile(r"[A-Za-z0-9_]")
 
 
 def _refuse_glued_keywords(stream):
-    """The tokens of `stream`; GluedKeyword at a keyword token that the next token touches and continues as
-    a word (`def`+`main`, `else`+`y`, `or`+`not`), which Python reads as one word."""
+    """The tokens of `stream`; Glued at a keyword or number token that the next token touches and continues
+    as a word (`def`+`main`, `else`+`y`, `or`+`not`, `0x1f`+`or`, `1`+`_`), which Python reads as one word."""
     before = None
     for token in stream:
-        if before is not None and before.type != "NAME" and before.value in fastparse.KEYWORDS and \
-                token.start_pos == before.end_pos and _WORD_START.match(token.value):
-            raise GluedKeyword(before, token)
+        if before is not None and token.start_pos == before.end_pos and _WORD_START.match(token.value) and \
+                (before.type in ("INT", "FLOAT") or before.type != "NAME" and before.value in fastparse.KEYWORDS):
+            raise Glued(before, token)
         yield token
         before = token
 
@@ -426,10 +427,7 @@ def _syntax_error(err: UnexpectedInput, source: Source) -> Diagnostic:
         prev = err.token_history[-1] if err.token_history else None
         if prev is not None and prev.type in ("INT", "FLOAT") and tok.type in ("NAME", "INT", "FLOAT") and \
                 prev.end_pos == tok.start_pos:           # `0x`, `1_`, `0b12`, `1__0`: one word to the user
-            whole = Span(file, prev.line, prev.column, tok.end_line, tok.end_column)
-            return Diagnostic("E0001", f"invalid number `{prev}{tok}`", whole, "not a number",
-                              help="digits are grouped by single `_`s between digits (`1_000`); other bases are "
-                                   "`0xff`, `0o17`, `0b1010`; exponents `1e-6`")
+            return _invalid_number(file, prev, tok)
         at = _ErrorSite(source, tok, set(err.expected))
         hint = _bracket_hint(diag, at)
         if hint is None and tok.type in ("IF", "FOR", "WHILE", "DEF") and not at.open and \
@@ -446,6 +444,14 @@ def _syntax_error(err: UnexpectedInput, source: Source) -> Diagnostic:
         span = Span(file, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 2)
         return Diagnostic("E0001", "unexpected end of file", span, _describe_expected(set(err.expected)))
     return Diagnostic("E0001", "syntax error", None)
+
+
+def _invalid_number(file: str, number: Token, rest: Token) -> Diagnostic:
+    """E0001 at a number and the word glued to it (`0x`, `1_`, `0b12`, `0x1for`), as Python refuses them."""
+    whole = Span(file, number.line, number.column, rest.end_line, rest.end_column)
+    return Diagnostic("E0001", f"invalid number `{number}{rest}`", whole, "not a number",
+                      help="digits are grouped by single `_`s between digits (`1_000`); other bases are "
+                           "`0xff`, `0o17`, `0b1010`; exponents `1e-6`")
 
 
 # ---- what a syntax error most likely means: brackets, then Python habits ----------------------------
@@ -812,8 +818,10 @@ def _parse_one(source: Source, text: str, start: str):
         tree = _parser().parse(text, start=start)
     except UnexpectedInput as err:
         raise CompileError([_syntax_error(err, source)], {source.name: source}) from None
-    except GluedKeyword as glued:
-        kw, rest = glued.keyword, glued.rest
+    except Glued as glued:
+        kw, rest = glued.first, glued.rest
+        if kw.type in ("INT", "FLOAT"):
+            raise CompileError([_invalid_number(source.name, kw, rest)], {source.name: source}) from None
         span = Span(source.name, kw.line, kw.column, rest.end_line, rest.end_column)
         raise CompileError([Diagnostic("E0001", f"`{kw}{rest}`: a space is missing after the keyword `{kw}`",
                                        span, "read as one word",

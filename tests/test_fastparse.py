@@ -361,3 +361,16 @@ def test_span_is_a_plain_span():
     assert (span, hash(span), repr(span)) == (other, hash(other), repr(other))
     with pytest.raises(dataclasses.FrozenInstanceError):
         span.line = 5
+
+
+@pytest.mark.parametrize("text", ["0x1for y", "0b1and y", "0o7or y", "1if y else 2", "1.5and y", "0x1f_or y"])
+def test_a_number_glued_to_a_word_is_invalid_in_both(text):
+    """Both parsers read `0x1for y` as `0x1f or y`; Python refuses it ("invalid hexadecimal literal")."""
+    assert not lark_accepts(text, "expr")
+    assert not check(text, "expr")
+    assert "invalid number" in str(outcome(parse_lark, Source("t.arr", text), "expr"))
+
+
+@pytest.mark.parametrize("text", ["0x1f or y", "1e5 + x1for", "1.5e-3 and y", "x[0xff:1_000]"])
+def test_numbers_apart_from_words_still_parse_fast(text):
+    assert check(text, "expr", accept=True)

@@ -451,3 +451,11 @@ def test_a_keyword_glued_to_the_next_word_is_E0001(src, word, line, col):
 
 def test_keywords_with_brackets_or_operators_next_to_them_still_parse():
     parse_module("def f(x: i32) -> i32:\n    if(x > 0):\n        return-x\n    return x if(x > 1)else(0)\n")
+
+
+@pytest.mark.parametrize("text, word", [("0x1for y", "0x1for"), ("0b1and y", "0b1and"), ("0o7or y", "0o7or"),
+                                        ("1if y else 2", "1if")])
+def test_a_number_glued_to_a_keyword_is_an_invalid_number(text, word):
+    [d] = syntax_error(f"def f(y: bool) -> bool:\n    return {text}\n")
+    assert d.code == "E0001" and d.message == f"invalid number `{word}`"
+    assert (d.span.line, d.span.col, d.span.end_col) == (2, 12, 12 + len(word))
