@@ -750,7 +750,11 @@ class _Parser:
             if self.kind == "=" and type(arg) is ast.Name and outer is arg.span:
                 self.take()
                 value, end = self.expr()
+                if any(k.name == arg.id for k in kwargs):
+                    raise GiveUp("a keyword argument repeated")          # (parse.py's E0001)
                 kwargs.append(make.Keyword(self.span(outer, end), arg.id, value))
+            elif kwargs:
+                raise GiveUp("a positional argument after a keyword argument")
             else:
                 args.append(arg)
             if self.kind != ",":

@@ -149,6 +149,24 @@ def check_default_order(params) -> None:
                         help=f"give `{late.name}` a default too, or move it before `{first.name}`")
 
 
+def check_argument_order(args) -> None:
+    """Keyword arguments after the positional ones, each keyword once (Python's "positional argument follows
+    keyword argument" and "keyword argument repeated"; one would drop or override the other silently)."""
+    seen = {}
+    for arg in args:
+        if not isinstance(arg, ast.Keyword):
+            if seen:
+                first = next(iter(seen.values()))
+                raise BadTarget("positional argument follows keyword argument", arg.span, "after a keyword argument",
+                                help=f"move it before `{first.name}=`, or pass it by name too")
+            continue
+        if arg.name in seen:
+            raise BadTarget(f"keyword argument `{arg.name}` repeated", arg.span, "given a second time",
+                            help=f"give `{arg.name}=` once (the first is at line {seen[arg.name].span.line}, "
+                                 f"column {seen[arg.name].span.col})")
+        seen[arg.name] = arg
+
+
 def _span(file: str, meta) -> Span:
     return Span(file, meta.line, meta.column, meta.end_line, meta.end_column)
 
@@ -314,6 +332,7 @@ class _ToAst(Transformer):
 
     def args(self, meta, ch):
         ch = [c for c in ch if c is not None]
+        check_argument_order(ch)
         return tuple(c for c in ch if not isinstance(c, ast.Keyword)), \
             tuple(c for c in ch if isinstance(c, ast.Keyword))
 

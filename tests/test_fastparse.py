@@ -155,7 +155,7 @@ EXPRESSIONS = [
     "a ** -b", "a ** b ** c", "(-a) ** b", "a ** b * c", "-a.b", "a.b.c", "a.T", "x.astype(f32)",
     "a[0]", "a[0][1]", "a[0, 1]", "a[0,]", "a[:]", "a[::]", "a[1:]", "a[:2]", "a[::2]", "a[1:2:3]",
     "a[::-1]", "a[1::]", "a[:2:]", "a[..., 0]", "a[..., :]", "a[...]", "a[(1):(2)]", "a[i, :, 0:n - 1]",
-    "f()", "f(a)", "f(a,)", "f(a, b)", "f(x=1)", "f(a, x=1, y=(2))", "f(x=1, a)", "f(x=1,)", "f(a)(b)",
+    "f()", "f(a)", "f(a,)", "f(a, b)", "f(x=1)", "f(a, x=1, y=(2))", "f(x=1,)", "f(a)(b)",
     "f(a)[0].T", "f(a)[0](b)", "(a)", "((a))", "(a)(b)", "(a)[0]", "(a).T", "((a)).T", "(a + b) * c",
     "a * (b + c)", "(a) + (b)", "-(a)", "not (a)", "()", "(a,)", "(a, b)", "(a, b,)", "((a, b), c)",
     "((a),)", "[]", "[a]", "[a,]", "[a, b]", "[(a), (b)]", "[[1, 2], [3, 4]]", "[[1.0, 2.0], [3.0, 4.0],]",
@@ -373,4 +373,14 @@ def test_a_number_glued_to_a_word_is_invalid_in_both(text):
 
 @pytest.mark.parametrize("text", ["0x1f or y", "1e5 + x1for", "1.5e-3 and y", "x[0xff:1_000]"])
 def test_numbers_apart_from_words_still_parse_fast(text):
+    assert check(text, "expr", accept=True)
+
+
+@pytest.mark.parametrize("text", ["sum(x, axis=0, axis=1)", "g(b=5.0, 2.0, b=7.0)", "g(b=1, 2)"])
+def test_keyword_argument_order_is_lark_s_diagnostic(text):
+    assert not check(text, "expr")
+
+
+@pytest.mark.parametrize("text", ["sum(x, axis=0)", "g(1, 2, a=1, b=2)", "g(a=1, b=2,)"])
+def test_well_ordered_arguments_still_parse_fast(text):
     assert check(text, "expr", accept=True)

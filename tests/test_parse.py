@@ -459,3 +459,21 @@ def test_a_number_glued_to_a_keyword_is_an_invalid_number(text, word):
     [d] = syntax_error(f"def f(y: bool) -> bool:\n    return {text}\n")
     assert d.code == "E0001" and d.message == f"invalid number `{word}`"
     assert (d.span.line, d.span.col, d.span.end_col) == (2, 12, 12 + len(word))
+
+
+@pytest.mark.parametrize("call, message, col, end_col", [
+    ("sum(x, axis=0, axis=1)", "keyword argument `axis` repeated", 27, 33),
+    ("g(b=5.0, 2.0, b=7.0)", "positional argument follows keyword argument", 21, 24),
+    ("g(b=5.0, 2.0)", "positional argument follows keyword argument", 21, 24),
+])
+def test_repeated_keyword_and_positional_after_keyword_are_E0001(call, message, col, end_col):
+    """Python refuses both when parsing; arrc let the last `axis=` win and dropped `b=5.0`."""
+    [d] = syntax_error(f"def f(x: f32[2, 2]) -> f32:\n    return {call}\n")
+    assert d.code == "E0001" and d.message == message
+    assert (d.span.line, d.span.col, d.span.end_col) == (2, col, end_col)
+
+
+def test_repeated_keyword_in_range_and_print_is_E0001():
+    [d] = syntax_error("def f(x: f32) -> f32:\n    for i in range(3, bound=4, bound=5):\n        print(x)\n"
+                       "    return x\n")
+    assert d.message == "keyword argument `bound` repeated"
