@@ -816,10 +816,23 @@ def int_value(literal: str) -> int:
 _BASES = dict.fromkeys("xX", 16) | dict.fromkeys("oO", 8) | dict.fromkeys("bB", 2)
 
 
+# One escape: a backslash and what Python's decoder reads with it (`\x` takes up to 2 hex digits, ...).
+_ESCAPE = re.compile(r"\\(?:x[0-9a-fA-F]{0,2}|u[0-9a-fA-F]{0,4}|U[0-9a-fA-F]{0,8}|N\{[^}]*\}?|[0-7]{1,3}|.)",
+                     re.DOTALL)
+
+
+def _unescape(match: re.Match) -> str:
+    escape = match.group()
+    if not escape[1].isascii():         # (unknown: kept as written, where the codec would see its \u escape)
+        return escape
+    return escape.encode("ascii", "backslashreplace").decode("unicode_escape")
+
+
 def string_value(token: str, span: Span) -> str:
-    """A string literal's text with its escapes (Python's) decoded."""
+    """A string literal's text with its escapes (Python's) decoded: each escape on its own, so that the
+    text around it stays as written (`"\\λ"` is `\λ`, as in Python: an unknown escape keeps its backslash)."""
     try:
-        text = token[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
+        text = _ESCAPE.sub(_unescape, token[1:-1])
     except UnicodeDecodeError as err:
         raise BadLiteral(f"invalid escape in a string: {err.reason}", span) from None
     try:

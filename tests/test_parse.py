@@ -477,3 +477,13 @@ def test_repeated_keyword_in_range_and_print_is_E0001():
     [d] = syntax_error("def f(x: f32) -> f32:\n    for i in range(3, bound=4, bound=5):\n        print(x)\n"
                        "    return x\n")
     assert d.message == "keyword argument `bound` repeated"
+
+
+@pytest.mark.parametrize("literal", [r'"\λ|\é|\\"', r'"a\\λb"', r'"\é\x41"', r'"λ\u03bb\N{GREEK SMALL LETTER LAMDA}"',
+                                     r'"\q\ \0\777"', r"'\λ\''"])
+def test_string_escapes_decode_as_python_s_in_both_parsers(literal):
+    """`"\λ"` is `\λ` (an unknown escape keeps its backslash); a latin-1 round trip made it `\u03bb`."""
+    from arrc.compiler.parse import parse_lark
+    expected = pyast.literal_eval(literal)
+    assert parse_expr(literal).value == expected
+    assert parse_lark(Source("t.arr", literal), start="expr").value == expected
