@@ -652,7 +652,9 @@ def _typed_def(line: str, result: str | None = None) -> str:
     return f"def {m.group(1)}({', '.join(params)}) -> {result}:"
 
 
-_BRACKET = re.compile(r"[\[\]()]")
+# A bracket, or a definition at column 0: a bracket still open there is unclosed (the parser says so), not
+# nested under the brackets of the definitions after it.
+_BRACKET = re.compile(r"[\[\]()]|^(?:def|const|extern)\b", re.MULTILINE)
 
 
 def _prescan(source: Source) -> list[Diagnostic]:
@@ -669,7 +671,9 @@ def _prescan(source: Source) -> list[Diagnostic]:
                                         "a tab", help="indent with spaces only (4 per level is usual)"))
     depth = 0
     for match in _BRACKET.finditer(text):           # (the brackets only, not every character)
-        if match.group() in "([":
+        if len(match.group()) > 1:
+            depth = 0
+        elif match.group() in "([":
             depth += 1
             if depth == MAX_NESTING + 1:
                 at = match.start()

@@ -487,3 +487,13 @@ def test_string_escapes_decode_as_python_s_in_both_parsers(literal):
     expected = pyast.literal_eval(literal)
     assert parse_expr(literal).value == expected
     assert parse_lark(Source("t.arr", literal), start="expr").value == expected
+
+
+def test_a_bracket_left_open_in_many_definitions_is_E0001_not_too_deep():
+    """The bracket prescan counted depth across definitions: 201 functions each ending `return (x` were
+    E0004 "brackets nested more than 200 deep" (twice, at lines 402-403), not the first unclosed '('."""
+    diags = syntax_error("".join(f"def g{i}(x: f32) -> f32:\n    return (x\n" for i in range(201)))
+    assert {d.code for d in diags} == {"E0001"}
+    first = diags[0]
+    assert first.span.line == 3 and any("was never closed" in label.message and label.span.line == 2
+                                        for label in first.labels)
