@@ -1064,29 +1064,32 @@ MAX_UNROLLED = 8            # iterations; longer counted loops get a tape (_whil
 def unroll_counted_loops(block) -> None:
     """Replace each `stablehlo.while` of `block` whose trip count is known and at most MAX_UNROLLED
     (`arrc.trip_count`, set by arr's `for` lowering) by that many copies of its body, the loops inside them
-    too (exact; the code grows with the count). Other loops are left to `_while_vjp`."""
-    for _ in range(100_000):
-        loop = next((op for op in block.operations if op.operation.name == "stablehlo.while"
-                     and emit.int_attr(op, abi.TRIP_COUNT, -1) in range(MAX_UNROLLED + 1)), None)
-        if loop is None:
-            return
-        unroll(loop, mark=True)
+    too (exact; the code grows with the count). Other loops are left to `_while_vjp`. The block is read once,
+    then only the copies each unrolling makes (reading it again after each took time quadratic in its loops)."""
+    pending = [op for op in block.operations if op.operation.name == "stablehlo.while"][::-1]
+    while pending:
+        loop = pending.pop()
+        if emit.int_attr(loop, abi.TRIP_COUNT, -1) in range(MAX_UNROLLED + 1):
+            made = unroll(loop, mark=True)
+            pending += [op for op in reversed(made) if op.operation.name == "stablehlo.while"]
 
 
-def unroll(loop, mark: bool = False) -> None:
+def unroll(loop, mark: bool = False) -> list:
     """Replace `stablehlo.while` `loop`, whose trip count is known (`arrc.trip_count`), by that many copies of
-    its body, effects and all. With `mark` (before the guard pass), each copy's ops are marked with the
-    loop's id and their iteration (abi.UNROLLED, after the loop's own mark where it is a copy too): a guard
-    report names the iteration, as it does a loop's."""
+    its body, effects and all, and return the copies' operations. With `mark` (before the guard pass), each
+    copy's ops are marked with the loop's id and their iteration (abi.UNROLLED, after the loop's own mark where
+    it is a copy too): a guard report names the iteration, as it does a loop's."""
     values = list(loop.operands)
     outer = list(ir.DenseI64ArrayAttr(loop.attributes[abi.UNROLLED])) if abi.UNROLLED in loop.attributes else []
     lanes = [emit.attr_text(a) for a in ir.ArrayAttr(loop.attributes[abi.UNROLLED_LANES])] \
         if abi.UNROLLED_LANES in loop.attributes else [""] * (len(outer) // 2)
     lanes.append(emit.attr_text(loop.attributes[abi.LANES]) if abi.LANES in loop.attributes else "")
     loop_id = _forward_id(loop.operation) if mark else 0
+    made = []
     with ir.InsertionPoint(loop):
         for k in range(emit.int_attr(loop, abi.TRIP_COUNT, -1)):
             ops, values = _recompute(loop, 1, values, effects=True)
+            made += ops
             for o in ops if mark else ():
                 o.operation.attributes[abi.UNROLLED] = ir.DenseI64ArrayAttr.get(outer + [loop_id, k])
                 if any(lanes):          # (a copy of vmap's lanes, one by one: a report names the lane)
@@ -1094,6 +1097,7 @@ def unroll(loop, mark: bool = False) -> None:
     for result, value in zip(loop.results, values):
         result.replace_all_uses_with(value)
     loop.operation.erase()
+    return made
 
 
 @_rule("stablehlo.while")
