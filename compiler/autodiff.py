@@ -1057,21 +1057,55 @@ def _varied(ops: list, sources: set) -> set:
     return varied
 
 
-# ---- loops: a `for` loop with a compile-time trip count is unrolled before the sweep ----------------
+# ---- loops: a short `for` loop with a compile-time trip count is unrolled before the sweep ----------
 MAX_UNROLLED = 8            # iterations; longer counted loops get a tape (_while_vjp), as jax.grad of a scan
+MAX_UNROLLED_OPS = 8192     # operations in all the copies of one loop, its inner loops' copies included
 
 
 def unroll_counted_loops(block) -> None:
-    """Replace each `stablehlo.while` of `block` whose trip count is known and at most MAX_UNROLLED
-    (`arrc.trip_count`, set by arr's `for` lowering) by that many copies of its body, the loops inside them
-    too (exact; the code grows with the count). Other loops are left to `_while_vjp`. The block is read once,
-    then only the copies each unrolling makes (reading it again after each took time quadratic in its loops)."""
+    """Replace each `stablehlo.while` of `block` that `_unrolled_size` admits (its trip count, `arrc.trip_count`
+    from arr's `for` lowering, at most MAX_UNROLLED, and its copies at most MAX_UNROLLED_OPS operations) by copies
+    of its body, the loops inside them too (exact; no loop overhead, and XLA fuses across the copies). Other
+    loops are left to `_while_vjp`. The block is read once, then only the copies each unrolling makes (reading
+    it again after each took time quadratic in its loops)."""
     pending = [op for op in block.operations if op.operation.name == "stablehlo.while"][::-1]
     while pending:
         loop = pending.pop()
-        if emit.int_attr(loop, abi.TRIP_COUNT, -1) in range(MAX_UNROLLED + 1):
+        if _unrolled_size(loop) is not None:
             made = unroll(loop, mark=True)
             pending += [op for op in reversed(made) if op.operation.name == "stablehlo.while"]
+
+
+def _unrolled_size(loop) -> int | None:
+    """The operations (nested ones included) of the copies that unrolling `loop` makes, the loops in its body
+    unrolled too; None where `loop` is not admitted: its trip count is unknown or past MAX_UNROLLED, a loop in
+    its body is not admitted (copies of a taped loop fuse nothing and each has its own tape), or the copies
+    would hold more than MAX_UNROLLED_OPS operations (a nest of short loops multiplied the program by 8 per
+    level)."""
+    trips = emit.int_attr(loop, abi.TRIP_COUNT, -1)
+    if trips not in range(MAX_UNROLLED + 1):
+        return None
+    size = 0
+    for op in loop.regions[1].blocks[0].operations:
+        inner = _unrolled_size(op) if op.operation.name == "stablehlo.while" else _count(op, MAX_UNROLLED_OPS)
+        if inner is None:
+            return None
+        size += trips * inner
+        if size > MAX_UNROLLED_OPS:
+            return None
+    return size
+
+
+def _count(op, limit: int) -> int:
+    """The operations of `op`, itself and those nested in it, counted up to just past `limit`."""
+    count = 0
+
+    def visit(_):
+        nonlocal count
+        count += 1
+        return ir.WalkResult.ADVANCE if count <= limit else ir.WalkResult.INTERRUPT
+    walk_ops(op.operation, visit)
+    return count
 
 
 def unroll(loop, mark: bool = False) -> list:
