@@ -798,6 +798,8 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
     its io token (abi.BOUND_RESULT), the loop numbered after `sites` (the module's, or where None those
     its module holds: `effects.sites_in`)."""
     block = fn.regions[0].blocks[0]
+    if _count(fn, MAX_DIFFERENTIATED_OPS) > MAX_DIFFERENTIATED_OPS:
+        return [_too_large(fn)]
     unroll_counted_loops(block)
     _number_from(fn)
     ops = list(block.operations)
@@ -847,6 +849,18 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
         attrs = list(ir.ArrayAttr(fn.attributes["arg_attrs"]))
         fn.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs + [ir.DictAttr.get({})] * (len(inputs) - len(attrs)))
     return []
+
+
+MAX_DIFFERENTIATED_OPS = 100_000    # operations (nested ones included) of a function to differentiate
+
+
+def _too_large(fn) -> Diagnostic:
+    """E0004 for a function too large to differentiate: a derivative holds several times its function's
+    operations (a taped loop's body three times over), so each order of a derivative of a derivative
+    multiplied the program (6 to 9 times through a loop: order 7 took 29 s and 1.5 GB, order 8 minutes)."""
+    return Diagnostic("E0004", f"more than {MAX_DIFFERENTIATED_OPS:,} operations to differentiate",
+                      span_of(fn.location), "this function, with what it calls and the derivatives it takes",
+                      help="take fewer derivatives of derivatives, or differentiate a smaller function")
 
 
 def _mark_unrolled_adjoints(block, forward: set) -> None:

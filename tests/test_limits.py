@@ -578,6 +578,32 @@ def test_grad_of_many_short_loops_reads_the_function_once(monkeypatch):
     assert 0 < read[0] <= 6 * n, read          # (once: 503 operations; read again after each loop: 242,903)
 
 
+E0004_DERIVATIVE = """\
+error[E0004]: more than 300 operations to differentiate
+  --> orders.arr:10:5
+   |
+10 | def h3(x: f32) -> f32:
+   |     ^^ this function, with what it calls and the derivatives it takes
+   |
+   = help: take fewer derivatives of derivatives, or differentiate a smaller function
+"""
+
+
+def test_differentiating_too_many_operations_is_E0004(monkeypatch):
+    """Each order of a derivative of a derivative multiplies the program (6 to 9 times through a taped loop:
+    order 7 of this one took 29 s and 1.5 GB): a function of more than MAX_DIFFERENTIATED_OPS operations is
+    E0004, counted before its derivative is built (here with a limit of 300, which order 3 passes)."""
+    from arrc.compiler import autodiff
+    monkeypatch.setattr(autodiff, "MAX_DIFFERENTIATED_OPS", 300)
+
+    def orders(k: int) -> str:
+        return "def h0(x: f32) -> f32:\n    y = x\n    for i in range(20):\n        y = sin(y) * 1.0001\n    return y\n" + \
+            "".join(f"def h{j}(x: f32) -> f32:\n    return grad(h{j - 1})(x)\n" for j in range(1, k + 1))
+    assert "stablehlo.while" in arrc.loads(orders(3)).h3.lower(arrc.spec("f32")).as_text()
+    err = compile_error(arrc.loads(orders(4), filename="orders.arr").h4.lower, arrc.spec("f32"))
+    assert str(err).rstrip() == E0004_DERIVATIVE.rstrip()
+
+
 def test_xla_gets_file_positions_without_names():
     """XLA copies a name location's stack frame for every clone of a loop body: 30 nested loops whose trip
     counts it can compute took minutes to compile with the names, and 0.2 s without."""
