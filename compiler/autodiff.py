@@ -1073,7 +1073,7 @@ def _varied(ops: list, sources: set) -> set:
 
 # ---- loops: a short `for` loop with a compile-time trip count is unrolled before the sweep ----------
 MAX_UNROLLED = 8            # iterations; longer counted loops get a tape (_while_vjp), as jax.grad of a scan
-MAX_UNROLLED_OPS = 8192     # operations in all the copies of one loop, its inner loops' copies included
+MAX_UNROLLED_OPS = 8192     # operations in all the copies of a loop that holds loops, their copies included
 
 
 def unroll_counted_loops(block) -> None:
@@ -1093,19 +1093,21 @@ def unroll_counted_loops(block) -> None:
 def _unrolled_size(loop) -> int | None:
     """The operations (nested ones included) of the copies that unrolling `loop` makes, the loops in its body
     unrolled too; None where `loop` is not admitted: its trip count is unknown or past MAX_UNROLLED, a loop in
-    its body is not admitted (copies of a taped loop fuse nothing and each has its own tape), or the copies
-    would hold more than MAX_UNROLLED_OPS operations (a nest of short loops multiplied the program by 8 per
-    level)."""
+    its body is not admitted (copies of a taped loop fuse nothing and each has its own tape), or it holds
+    loops and the copies would hold more than MAX_UNROLLED_OPS operations (a nest of short loops multiplied
+    the program by 8 per level). A loop that holds none is unrolled whatever its body: the copies grow with
+    the source, and a long body taped ran ~2x slower (8 trips of 256 statements: 4.5 s against 2.1 s)."""
     trips = emit.int_attr(loop, abi.TRIP_COUNT, -1)
     if trips not in range(MAX_UNROLLED + 1):
         return None
-    size = 0
+    size, nested = 0, False
     for op in loop.regions[1].blocks[0].operations:
         inner = _unrolled_size(op) if op.operation.name == "stablehlo.while" else _count(op, MAX_UNROLLED_OPS)
+        nested = nested or op.operation.name == "stablehlo.while"
         if inner is None:
             return None
         size += trips * inner
-        if size > MAX_UNROLLED_OPS:
+        if nested and size > MAX_UNROLLED_OPS:
             return None
     return size
 

@@ -1374,3 +1374,25 @@ def test_stop_gradient_is_jax_s(tmp_path, capsys):
     assert main(["compile", str(tmp_path / "sg.arr"), "--entry", "dste", "--shape", "n=3"]) == 0
     text = capsys.readouterr().out
     assert "stablehlo.round_nearest_even" in text and "custom_call" not in text      # (the placeholder is gone)
+
+
+def test_a_short_loop_holding_no_loop_is_unrolled_whatever_its_body(monkeypatch):
+    """The unrolling budget (MAX_UNROLLED_OPS) stops nests of short loops multiplying the program; a loop
+    that holds no loop grows only with its own source, and taped it ran ~2x slower: it stays unrolled."""
+    from arrc.compiler import autodiff
+    monkeypatch.setattr(autodiff, "MAX_UNROLLED_OPS", 60)
+    body = "".join(f"        y = y + sin(y) * {k + 1}.0e-3\n" for k in range(6))     # > 60 operations in 8 copies
+    src = f"def h(x: f64[3]) -> f64:\n    y = x\n    for i in range(8):\n{body}    return sum(y)\n"
+    f = arrc.grad(arrc.loads(src).h)
+    assert "stablehlo.while" not in f.lower(arrc.spec("f64[3]")).as_text(debug_info=False)
+
+    def step(i, y):
+        for k in range(6):
+            y = y + jnp.sin(y) * ((k + 1) * 1e-3)
+        return y
+    x = np.array([0.3, -1.1, 2.0])
+    want = jax.grad(lambda x: jnp.sum(jax.lax.fori_loop(0, 8, step, x)))(x)
+    np.testing.assert_allclose(f(x), want, rtol=1e-12)
+    nested = "def h(x: f64[3]) -> f64:\n    y = x\n    for i in range(4):\n        for j in range(4):\n" + \
+        body.replace("        y", "            y") + "    return sum(y)\n"
+    assert "stablehlo.while" in arrc.grad(arrc.loads(nested).h).lower(arrc.spec("f64[3]")).as_text(debug_info=False)
