@@ -340,7 +340,7 @@ def _reduce_vjp(op, cts):
         ans = _broadcast_to(op.results[0], _shape(x), kept)
         where = emit.op("stablehlo.convert", x.type, [_eq(x, ans)])
         counts = _broadcast_to(_sum_to(where, dims, tuple(_shape(op.results[0]))), _shape(x), kept)
-        return [_mul(_div(g, counts), where), None]     # (in this order, as JAX: a NaN answer, counted 0 times, gives NaN)
+        return [_mul(_div(g, counts), where), None]     # (as JAX orders it: a NaN answer, counted 0 times, is NaN)
     if body == "stablehlo.multiply":
         return [_mul(g, _product_of_others(x, dims)), None]
     return None
