@@ -96,6 +96,10 @@ def tokenize(text: str) -> list[tuple]:
     for space, value in _TOKEN.findall(text):
         if space:
             col += len(space)
+        elif last is not None and last[0] in ("INT", "FLOAT") and (value[0].isalnum() or value[0] == "_"):
+            # a number a word character follows: `0x1for` would be `0x1f or`, `1if` `1 if`; Python refuses
+            # them ("invalid hexadecimal literal"), and so does Lark's parser (parse.py's "invalid number")
+            raise GiveUp("a number glued to a word")
         kind = fixed_kind(value) or class_kind(value[0], "ERROR")
         if kind in SPECIAL:                              # (the most common kinds first)
             if kind == "NUMBER":
@@ -184,17 +188,7 @@ _span = make.Span          # _span(file, line, col, end_line, end_col)
 
 def parse(text: str, file: str, start: str = "module"):
     """The AST of `text` (already prepared as parse.py gives it to Lark); raises GiveUp or RecursionError."""
-    if _GLUED_NUMBER.search(text):
-        raise GiveUp("a number glued to a word")
     return _Parser(tokenize(text), file).parse(start)
-
-
-# A number (as _TOKEN matches one, in one piece) that a word character follows: `0x1for` would be `0x1f or`,
-# `1if` `1 if`; Python refuses them ("invalid hexadecimal literal") and so does Lark's parser (parse.py's
-# "invalid number"). (Also inside a string or a comment: then Lark's parse, which accepts it, is slower only.)
-_GLUED_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(?>0[xX](?:_?[0-9a-fA-F])+|0[oO](?:_?[0-7])+|0[bB](?:_?[01])+"
-                           r"|{D}(?:\.(?:{D})?)?(?:[eE][+-]?{D})?|\.{D}(?:[eE][+-]?{D})?)[A-Za-z0-9_]"
-                           .replace("{D}", "[0-9](?:_?[0-9])*"))
 
 
 class _Parser:
