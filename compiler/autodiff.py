@@ -798,7 +798,7 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
     its io token (abi.BOUND_RESULT), the loop numbered after `sites` (the module's, or where None those
     its module holds: `effects.sites_in`)."""
     block = fn.regions[0].blocks[0]
-    if _count(fn, MAX_DIFFERENTIATED_OPS) > MAX_DIFFERENTIATED_OPS:
+    if count_ops(fn, MAX_DIFFERENTIATED_OPS) > MAX_DIFFERENTIATED_OPS:
         return [_too_large(fn)]
     unroll_counted_loops(block)
     _number_from(fn)
@@ -1102,7 +1102,7 @@ def _unrolled_size(loop) -> int | None:
         return None
     size, nested = 0, False
     for op in loop.regions[1].blocks[0].operations:
-        inner = _unrolled_size(op) if op.operation.name == "stablehlo.while" else _count(op, MAX_UNROLLED_OPS)
+        inner = _unrolled_size(op) if op.operation.name == "stablehlo.while" else count_ops(op, MAX_UNROLLED_OPS)
         nested = nested or op.operation.name == "stablehlo.while"
         if inner is None:
             return None
@@ -1112,7 +1112,7 @@ def _unrolled_size(loop) -> int | None:
     return size
 
 
-def _count(op, limit: int) -> int:
+def count_ops(op, limit: int) -> int:
     """The operations of `op`, itself and those nested in it, counted up to just past `limit`."""
     count = 0
 

@@ -10,10 +10,9 @@ from typing import ClassVar
 from jaxlib.mlir import ir
 
 from ..compiler import abi, emit
-from ..compiler.autodiff import unroll
+from ..compiler.autodiff import count_ops, unroll
 from .base import ModulePass
 from .rewrite import entry, ops_named
-from ..compiler.walk import walk_ops
 
 MAX_TRIPS = 8           # iterations (the most autodiff unrolls too)
 MAX_BODY = 64           # operations in the body, nested ones included: longer bodies fuse within themselves
@@ -52,12 +51,9 @@ def _short(loop) -> bool:
     """A loop of a known count of at most MAX_TRIPS iterations whose body has at most MAX_BODY operations."""
     if emit.int_attr(loop, abi.TRIP_COUNT, -1) not in range(1, MAX_TRIPS + 1):
         return False
-    count = 0
-
-    def visit(_):
-        nonlocal count
-        count += 1
-        return ir.WalkResult.ADVANCE if count <= MAX_BODY else ir.WalkResult.INTERRUPT
+    left = MAX_BODY
     for op in loop.regions[1].blocks[0].operations:
-        walk_ops(op.operation, visit)
-    return count <= MAX_BODY
+        left -= count_ops(op, left)
+        if left < 0:
+            return False
+    return True
