@@ -227,3 +227,45 @@ RULES = {
     "potrf": _potrf, "syevd": _syevd, "heevd": _syevd, "geev": _geev, "gesdd": _gesdd, "gesvd": _gesdd,
     "sytrd": _sytrd, "hetrd": _sytrd, "gehrd": _gehrd, "gees": _gees, "trsm": _trsm, "gtsv": _gtsv,
 }
+
+
+def initialize_lapack() -> None:
+    """jaxlib registers its LAPACK kernels on import but sets their function pointers only here (from
+    SciPy's LAPACK): a call before this segfaults. JAX does the same when it lowers a linalg op."""
+    import sys
+
+    from jax._src.lib import lapack
+    loaded = _load_scipy_lapack()
+    try:
+        lapack._lapack.initialize()
+    finally:            # (a later `import scipy.linalg.cython_lapack` then binds it to its package as usual)
+        for name in loaded:
+            sys.modules.pop(name, None)
+
+
+SCIPY_LAPACK = ("scipy.linalg.cython_blas", "scipy.linalg.cython_lapack")
+
+
+def _load_scipy_lapack() -> list:
+    """Load the two extension modules jaxlib reads the LAPACK pointers from (`SCIPY_LAPACK`) by themselves,
+    for jaxlib's import of them to find: importing them by name imports all of `scipy.linalg` first (~115 ms
+    of a warm `arrc run` of a linear-algebra program), and they need none of it. Returns the names it
+    loaded; where loading fails, jaxlib's import does it the usual way."""
+    import importlib.machinery
+    import importlib.util
+    import sys
+    loaded = []
+    for name in SCIPY_LAPACK:
+        if name in sys.modules:
+            continue
+        try:
+            folder = importlib.util.find_spec("scipy").submodule_search_locations[0] + "/linalg"
+            found = importlib.machinery.PathFinder.find_spec(name.rsplit(".", 1)[1], [folder])
+            spec = importlib.util.spec_from_file_location(name, found.origin)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        except Exception:           # (no such file, another layout)
+            break
+        sys.modules[name] = module
+        loaded.append(name)
+    return loaded

@@ -29,6 +29,7 @@ from ..compiler.diagnostics import Diagnostic, Label, first_line, internal_error
 from ..compiler.locations import span_of
 from ..compiler.ops_linalg import EXTERN, SHARD, STOP_GRADIENT, extern_callable, extern_function, is_linalg, linalg_call
 from .base import ModulePass
+from .lapack_calls import initialize_lapack
 from ..compiler.walk import walk_ops
 
 _lowered: dict = {}
@@ -197,6 +198,8 @@ def _lower_with_jax(name: str, params: str, derivative: int, operand_types: tupl
     import jax
     import jax.numpy as jnp
     avals = [jax.ShapeDtypeStruct(*_shape_dtype(t)) for t in operand_types]
+    if platform == "cpu":       # (before JAX's lowering does: ours leaves scipy.linalg unimported)
+        initialize_lapack()
     with jax.enable_x64(True), _own_source_info():
         p = json.loads(params)
         fn, n = jax_function(name, p, lane_loops), p["arity"] if name == EXTERN else _arity(name)

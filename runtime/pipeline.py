@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..compiler.diagnostics import CompileError
 from ..passes.base import ModulePass
 from ..passes.guards import GuardOptions, GuardPass
-from ..passes.lapack_calls import is_lapack_target
+from ..passes.lapack_calls import initialize_lapack, is_lapack_target
 from ..passes.linalg import LowerLinalg
 from ..passes.registry import PASSES, run_passes
 from ..passes.rewrite import attr_text, ops_named
@@ -79,13 +79,6 @@ def compile_module(module, context, sources, passes: list, platform: str = "cpu"
 def uses_lapack(module) -> bool:
     return any(is_lapack_target(attr_text(op.attributes["call_target_name"]))
                for op in ops_named(module, "stablehlo.custom_call"))
-
-
-def initialize_lapack() -> None:
-    """jaxlib registers its LAPACK kernels on import but sets their function pointers only here (from
-    SciPy's LAPACK): a call before this segfaults. JAX does the same when it lowers a linalg op."""
-    from jax._src.lib import lapack
-    lapack._lapack.initialize()
 
 
 def compile_lowered(lowered, sources, guards: GuardOptions | None, platform: str = "cpu"):

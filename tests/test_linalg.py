@@ -477,3 +477,17 @@ def test_a_norm_that_takes_the_smallest_of_nothing_is_E0204(ord_, shape):
         mod.f(np.zeros(shape))
     a = np.arange(1.0, 7.0).reshape((2, 3) if len(shape) == 2 else (6,))
     np.testing.assert_allclose(mod.f(a), jnp.linalg.norm(a, ord=float(ord_)), rtol=1e-12)
+
+
+def test_lapack_pointers_come_without_importing_scipy_linalg():
+    """jaxlib reads LAPACK from scipy.linalg's two Cython modules: they are loaded by themselves (all of
+    scipy.linalg cost ~115 ms of a warm `arrc run`), and left for a later import to bind as usual."""
+    probe = ("import sys, numpy as np, arrc\n"
+             "mod = arrc.loads('def f(a: f64[2, 2], b: f64[2]) -> f64[2]:\\n    return solve(a, b)\\n')\n"
+             "x = np.asarray(mod.f(np.array([[2.0, 1.0], [1.0, 3.0]]), np.array([3.0, 5.0])))\n"
+             "print('scipy.linalg' in sys.modules, sorted(k for k in sys.modules if k.startswith('scipy.linalg')))\n"
+             "import scipy.linalg.cython_lapack\n"
+             "print(np.round(x, 12).tolist(), scipy.linalg.cython_lapack.__name__, scipy.linalg.solve(np.eye(2), x)[1].round(12))\n")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["False []", "[0.8, 1.4] scipy.linalg.cython_lapack 1.4"], out.stdout
