@@ -25,9 +25,10 @@ refused. `ARRC_NO_CACHE=1` (the CLI's `--no-cache`) or `disable()` turns the cac
 
 Host callbacks (print, assert, guard reports) are Python functions and are not in an entry: PJRT takes
 them again when the executable is loaded, by index, so a loaded executable reports like a compiled one.
-The same directory also keeps the parser's LALR tables (`<key>.lark`, see `cached_lark`), in the same
-format and under the same checks; their payload is a pickle of plain data only (lists, dicts, strings,
-numbers), read by an unpickler that resolves no class or function, so an entry cannot run code.
+The same directory also keeps JAX's lowerings of linear-algebra calls (`<key>.linalg`, UTF-8 text, see
+`cached_text`) and the parser's LALR tables (`<key>.lark`, see `cached_lark`), in the same format and under
+the same checks; a table's payload is a pickle of plain data only (lists, dicts, strings, numbers), read
+by an unpickler that resolves no class or function, so an entry cannot run code.
 
 This module does not import the PJRT runtime (only `jaxlib.version`): see runtime/pjrt.py for that side.
 
@@ -368,6 +369,26 @@ def cached_lark(grammar_text: str, options: dict, build):
     except Exception:
         _count("errors")
     return parser
+
+
+def cached_text(suffix: str, parts: tuple, build) -> str:
+    """Text that `build()` makes from `parts` alone (JAX's lowering of one linear-algebra call: ~36 ms each,
+    passes/linalg.py), kept as `<key><suffix>` entries of the cache's directory: keyed on `repr(parts)`, the
+    jaxlib version and the host, as an executable is. An entry that is not UTF-8 is made again."""
+    store = default_cache()
+    if store is None:
+        return build()
+    store = DiskCache(store.dir, suffix)
+    key = store.key(repr(parts).encode(), b"", suffix)
+    blob = store.get(key)
+    if blob is not None:
+        try:
+            return blob.decode("utf-8")
+        except UnicodeDecodeError:
+            _count("corrupt")
+    text = build()
+    store.put(key, text.encode("utf-8"))
+    return text
 
 
 _default: DiskCache | None = None

@@ -15,6 +15,7 @@ import it); the lowering of each call (operation, parameters, types, platform) i
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import threading
@@ -25,6 +26,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import func
 
 from ..compiler import abi, emit
+from ..compiler.cache import cached_text
 from ..compiler.diagnostics import Diagnostic, Label, first_line, internal_error
 from ..compiler.locations import span_of
 from ..compiler.ops_linalg import EXTERN, SHARD, STOP_GRADIENT, extern_callable, extern_function, is_linalg, linalg_call
@@ -185,12 +187,22 @@ def _key(call) -> tuple:
 
 
 def _lowering(key: tuple) -> str:
-    """JAX's StableHLO text for the call `key` describes (made once per process)."""
+    """JAX's StableHLO text for the call `key` describes: made once per process, and kept in the compile
+    cache's directory for the next ones, with this file's digest (its recipe: `jax_function`). Not an extern's,
+    which depends on the user's Python function."""
     with _lock:
         text = _lowered.get(key)
         if text is None:
-            text = _lowered[key] = _lower_with_jax(*key)
+            make = functools.partial(_lower_with_jax, *key)
+            text = _lowered[key] = make() if key[0] == EXTERN else cached_text(".linalg", (*key, _recipe()), make)
         return text
+
+
+@functools.cache
+def _recipe() -> str:
+    """The digest of this file, whose `jax_function` says which JAX function lowers each call."""
+    import hashlib
+    return hashlib.sha256(open(__file__, "rb").read()).hexdigest()
 
 
 def _lower_with_jax(name: str, params: str, derivative: int, operand_types: tuple, platform: str,

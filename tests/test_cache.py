@@ -340,3 +340,43 @@ def test_parser_tables_are_cached(cache_dir):
     assert len(built) == 2 and C._unpack(entry.read_bytes(), entry.stem) is not None
     C.cached_lark(grammar + "\n", options, build)               # another grammar: another entry
     assert len(built) == 3 and len(list(cache_dir.glob("*.lark"))) == 2
+
+
+# ---- JAX's lowerings of linear-algebra calls ----------------------------------------------------------
+
+LINALG = "def f(a: f64[3, 3], b: f64[3]) -> f64[3]:\n    return solve(a, b) + diag(cholesky(a @ transpose(a)))\n"
+A = np.array([[4.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 2.0]])
+B = np.array([1.0, 2.0, 3.0])
+
+
+def _linalg_call(monkeypatch) -> np.ndarray:
+    """A call as a fresh process makes it, as far as lowering goes: the per-process table of lowerings emptied."""
+    from arrc.passes import linalg
+    monkeypatch.setattr(linalg, "_lowered", {})
+    return np.asarray(arrc.loads(LINALG).f(A, B))
+
+
+def test_linalg_lowerings_are_kept_for_the_next_process(cache_dir, monkeypatch):
+    """JAX's lowering of each linear-algebra call (~36 ms) is made once and read back from the cache's
+    directory by a later process, where JAX is not asked again."""
+    from arrc.passes import linalg
+    first = _linalg_call(monkeypatch)
+    np.testing.assert_allclose(first, np.linalg.solve(A, B) + np.diag(np.linalg.cholesky(A @ A.T)))
+    made = sorted(cache_dir.glob("*.linalg"))
+    assert len(made) == 2                       # solve, cholesky
+
+    def refuse(*key):
+        raise AssertionError(f"lowered again: {key[0]}")
+    monkeypatch.setattr(linalg, "_lower_with_jax", refuse)
+    np.testing.assert_array_equal(_linalg_call(monkeypatch), first)
+    assert sorted(cache_dir.glob("*.linalg")) == made
+
+
+def test_a_damaged_linalg_entry_is_made_again(cache_dir, monkeypatch):
+    first = _linalg_call(monkeypatch)
+    for entry in cache_dir.glob("*.linalg"):
+        data = bytearray(entry.read_bytes())
+        data[-1] ^= 0xFF                        # the payload's digest no longer matches
+        entry.write_bytes(bytes(data))
+    np.testing.assert_array_equal(_linalg_call(monkeypatch), first)
+    assert len(list(cache_dir.glob("*.linalg"))) == 2
