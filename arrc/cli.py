@@ -295,7 +295,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def compile_sharded(args, fn, shapes: dict, mesh_axes: dict, shards: dict) -> int:
     """`arrc compile --mesh ... --shard ...`: the SPMD program as JAX lowers it, its StableHLO with the
-    shardings (`--emit stablehlo`) or XLA's partitioned HLO, collectives included (`--emit hlo`)."""
+    shardings, its `main` marked for `arrc run` as a module on one device is (`--emit stablehlo`, arrc/sharding.py
+    `Sharded.module_text`), or XLA's partitioned HLO, collectives included (`--emit hlo`)."""
     import jax
     if args.emit not in ("stablehlo", "hlo"):
         raise UsageError(f"--mesh with --emit {args.emit}: a sharded program is emitted as stablehlo (with its "
@@ -310,7 +311,7 @@ def compile_sharded(args, fn, shapes: dict, mesh_axes: dict, shards: dict) -> in
     structs = [jax.ShapeDtypeStruct(t.concrete_shape, jax.random.key(0).dtype if t.dtype.is_key else t.dtype.np)
                for t in types]
     lowered = sharded.lower(*structs)
-    write_output(lowered.compile().as_text() if args.emit == "hlo" else lowered.as_text(debug_info=True), args.output)
+    write_output(lowered.compile().as_text() if args.emit == "hlo" else sharded.module_text(lowered), args.output)
     return EXIT_OK
 
 

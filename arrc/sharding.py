@@ -174,6 +174,29 @@ class Sharded:
         with _tracing(self.mesh):
             return self.jitted.lower(*run, *self._placed(args, kwargs))
 
+    def module_text(self, lowered) -> str:
+        """The StableHLO of `lowered` (this program's, `lower`) with its locations, its `main` marked as a
+        module of arrc's on one device is (compiler/abi.py), so that `arrc run` calls it as it calls those: by
+        the arr function's name (abi.ENTRY, the `in f` of a report), the run id of its host callbacks hidden and
+        filled in by each call (abi.RUN_ARG: print and assert report to the call that runs them), its parameters
+        named as in the source (JAX names them after `as_jax`'s `*args`: `args[0]`, ...), each with the arr
+        function's own location of it."""
+        from jaxlib.mlir import ir
+        from arrc.compiler import abi, emit
+        from arrc.passes.rewrite import entry
+        from arrc.runtime.mlir_reader import make_context
+        with make_context():
+            module = ir.Module.parse(lowered.as_text(debug_info=True))
+            main = entry(module)
+            main.attributes[abi.ENTRY] = ir.StringAttr.get(self.fn.name)
+            params = list(main.regions[0].blocks[0].arguments)
+            if has_effects(self.fn, spmd=True):         # (`lower`: the run id first)
+                emit.set_int_attr(main, abi.RUN_ARG, 0)
+                params = params[1:]
+            for arg, loc in zip(params, _parameter_locations(module, self.fn)):
+                arg.set_location(loc)
+            return module.operation.get_asm(enable_debug_info=True)
+
     def _check_divisible(self, args, sizes: dict) -> None:
         """Each split dimension of the arguments, and of the results (their types with the shape variables'
         `sizes`), against the devices of its axes."""
@@ -191,6 +214,21 @@ class Sharded:
                 if axes and dim < len(shape) and shape[dim] % ways:
                     raise self.error(f"{what}: dimension {dim} has size {shape[dim]}, which {' x '.join(axes)} "
                                      f"({ways} devices) does not divide")
+
+
+def _parameter_locations(module, fn) -> list:
+    """The locations of the parameters of arr Function `fn` in `module`, JAX's module of its SPMD program: those of
+    the arguments of arr's function merged into it (the function other than `main` that abi.ENTRY names `fn`), its
+    run id and io token left out; a name alone where there is none (a module JAX lowered without it)."""
+    from jaxlib.mlir import ir
+    from arrc.compiler import abi
+    from arrc.passes.rewrite import attr_text, int_attr
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and attr_text(op.attributes["sym_name"]) != "main" and \
+                abi.ENTRY in op.attributes and attr_text(op.attributes[abi.ENTRY]) == fn.name:
+            hidden = {int_attr(op, abi.RUN_ARG), int_attr(op, abi.IO_ARG)}
+            return [a.location for i, a in enumerate(op.regions[0].blocks[0].arguments) if i not in hidden]
+    return [ir.Location.name(name) for name, _, _ in fn._sig.params]
 
 
 @contextlib.contextmanager

@@ -431,6 +431,33 @@ def test_the_command_line_runs_a_function_over_a_mesh(tmp_path):
     assert (listed.returncode, listed.stderr) == (0, ""), listed.stderr
 
 
+def test_a_module_compiled_over_a_mesh_runs_as_one_compiled_for_one_device(tmp_path):
+    """`arrc run` of an `arrc compile --mesh` module prints and asserts as the module compiled for one device does,
+    without --guards, its parameters named as in the source. It printed nothing and lost a failed assert (its
+    callbacks' run id was an argument `run_id` the user filled in, reported to no call), and took `args[0]`, ..."""
+    import numpy as np
+    (tmp_path / "c.arr").write_text('def loss(x: f32[b, 4], w: f32[4, 2]) -> f32:\n    print("loss", sum(x))\n'
+                                    '    assert sum(x) < 0.0, "must be negative"\n    return sum((x @ w) * (x @ w))\n')
+    np.save(tmp_path / "pos.npy", np.linspace(0.1, 3, 32, dtype=np.float32).reshape(8, 4))
+    np.save(tmp_path / "neg.npy", -np.linspace(0.1, 3, 32, dtype=np.float32).reshape(8, 4))
+    np.save(tmp_path / "w.npy", np.ones((4, 2), np.float32))
+
+    def arrc_(*argv):
+        done = subprocess.run([sys.executable, "-m", "arrc", *argv], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=300)
+        return done.returncode, done.stdout, done.stderr
+    compile_ = ["compile", "c.arr", "--entry", "loss", "--shape", "b=8"]
+    assert arrc_(*compile_, "-o", "one.mlir")[0] == 0
+    made = arrc_(*compile_, "--devices", "8", "--mesh", "data=4,model=2", "--shard", "x=data,_", "-o", "spmd.mlir")
+    assert made[0] == 0, made
+    for x in ("neg", "pos"):
+        one = arrc_("run", "one.mlir", "--arg", f"x=@{x}.npy", "--arg", "w=@w.npy")
+        assert arrc_("run", "spmd.mlir", "--arg", f"x=@{x}.npy", "--arg", "w=@w.npy") == one
+    assert one[:2] == (3, "loss 49.6\n") and "error[R0005]: assertion failed: must be negative" in one[2], one
+    assert "= note: in loss" in one[2], one
+    assert arrc_("run", "spmd.mlir") == (2, "", "arrc: error: spmd.mlir takes arguments x, w; missing: --arg x=...\n")
+
+
 def test_shard_on_one_device_changes_nothing():
     """`shard(...)` constrains a layout over a mesh; a call on one device, arr's vmap and arr's grad of it
     compute what the same function without it does."""
