@@ -191,7 +191,7 @@ class ForeignFunction:
             results, state = build(arrays)
         if state is not None:
             raise_faults(state, self.options.scope, lambda: self._build(True)(arrays, quiet=True)[1],
-                         self.name, self.sources)
+                         self.arr_name or self.name, self.sources)     # (`in f`, as a run of the source says)
         return results
 
 

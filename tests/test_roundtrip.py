@@ -76,3 +76,18 @@ error[R0005]: assertion failed: too large
    |
    = note: in main
 """
+
+
+def test_a_report_names_the_function_a_module_was_compiled_from(tmp_path, capsys):
+    """`arrc compile m.arr --entry f` names its entry `main` and keeps `arrc.entry = "f"` on it: a guard report of
+    `arrc run f.mlir --guards nan` says `in f`, as a run of the source does (it said `in main`), and so does the
+    chain of calls under it (`called from f`)."""
+    source = tmp_path / "m.arr"
+    source.write_text("def inner(x: f32[4]) -> f32[4]:\n    return log(x - 1.0)\n\n"
+                      "def f(x: f32[4]) -> f32[4]:\n    return log(x - 1.0) + 1.0\n\n"
+                      "def g(x: f32[4]) -> f32[4]:\n    return inner(x) * 2.0\n")
+    for entry, note in (("f", "= note: in f\n"), ("g", "= note: in inner, called from g at")):
+        path = compiled(tmp_path, source, "stablehlo", "--entry", entry)
+        expected = run(capsys, ["run", source, "--entry", entry, "--guards", "nan", "--arg", "x=[0.5, 2, 3, 4]"])
+        assert expected[0] == 3 and note in expected[2], expected
+        assert run(capsys, ["run", path, "--guards", "nan", "--arg", "x=[0.5, 2, 3, 4]"]) == expected
