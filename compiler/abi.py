@@ -8,6 +8,11 @@ from __future__ import annotations
 GUARD_KINDS = ("nan", "inf", "bounds", "div0")   # what `arrc.guards` and a guard site's `arrc.kind` may say
 GUARD_SCOPES = ("results", "all-ops")           # where nan/inf are checked (passes/guards.py)
 
+# ---- on the module ----
+PLATFORMS = "arrc.platforms"          # a multi-platform jax.export's platforms, in the order its `main`'s
+                                      # PLATFORM_INDEX argument counts them (runtime/foreign.py)
+PLATFORM_INDEX = "_platform_index"    # JAX's `jax.global_constant` of that argument (not arrc's: JAX names it)
+
 # ---- on the entry function (`main`) ----
 ENTRY = "arrc.entry"                  # the arr function a module was lowered from
 RUN_ARG = "arrc.run_arg"              # index of the i32 run-id argument (host callbacks find their call)

@@ -19,15 +19,17 @@ from pathlib import Path
 
 import numpy as np
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import stablehlo as hlo
 
 from ..compiler import abi, emit
 from ..compiler.diagnostics import CompileError, Diagnostic
 from ..compiler.effects import CALLBACK_TARGET
 from ..compiler.span import Span
+from ..compiler.locations import span_of
 from ..compiler.types import COMPLEX_DTYPES, DTYPES
 from ..passes.guards import GuardOptions, GuardPass, guarded_kinds
 from ..passes.registry import run_passes
-from ..passes.rewrite import attr_text, entry, int_attr, ops_named
+from ..passes.rewrite import attr_text, entry, int_attr, ops_named, set_int_attr
 from . import mlir_reader
 from .pipeline import uses_lapack
 from .guards import FileSources, raise_faults
@@ -37,24 +39,31 @@ READ_TIMEOUT_S = 60.0
 MAX_SOURCE_BYTES = 16 * 2 ** 20        # a location's file is shown in reports only if it is this small
 
 
-def read_module(data: bytes, name: str, timeout: float = READ_TIMEOUT_S):
+def read_module(data: bytes, name: str, timeout: float = READ_TIMEOUT_S, device: str | None = None):
     """(context, module) from StableHLO text, MLIR bytecode or a portable artifact, checked: E0502 when
-    it cannot be read (the reader's crash included), E0501/E0503 when arrc cannot run it safely.
+    it cannot be read (the reader's crash included), E0501/E0503 when arrc cannot run it safely. A
+    multi-platform `jax.export` keeps its platforms in the module (abi.PLATFORMS); for a `device` to run
+    on, its platform index is filled in (`for_platform`).
 
         >>> read_module(b"func.func @main() {\\n  return\\n}", "f.mlir")[1].operation.name
         'builtin.module'
     """
-    written = read_in_child(data, name, timeout)
+    written, platforms = read_in_child(data, name, timeout)
     context = mlir_reader.make_context()
     with context:
         module = ir.Module.parse(written)          # bytecode MLIR wrote for a verified module
+        if platforms:
+            module.operation.attributes[abi.PLATFORMS] = ir.ArrayAttr.get([ir.StringAttr.get(p) for p in platforms])
     check_module(context, module, name)
+    if device is not None:
+        for_platform(context, module, name, device)
     return context, module
 
 
-def read_in_child(data: bytes, name: str, timeout: float = READ_TIMEOUT_S) -> bytes:
+def read_in_child(data: bytes, name: str, timeout: float = READ_TIMEOUT_S) -> tuple[bytes, list[str] | None]:
     """MLIR's bytecode of the module in `data`, parsed and verified in a child process (runtime/mlir_reader.py:
-    ~0.35 s of CPU), so that no input can take this process down."""
+    ~0.35 s of CPU), so that no input can take this process down; with the platforms of a multi-platform
+    `jax.export` (else None)."""
     # -P: the reader's own folder (runtime/) is not put on the child's path.
     command = [sys.executable, "-P", READER]
     try:
@@ -82,7 +91,10 @@ def read_in_child(data: bytes, name: str, timeout: float = READ_TIMEOUT_S) -> by
         file = reply.get("file") or name
         line, col = max(1, int(reply.get("line", 1))), max(1, int(reply.get("col", 1)))
         raise _unreadable(name, str(reply["error"]), Span(file, line, col, line, col + 1))
-    return written
+    platforms = reply.get("platforms")
+    if platforms is not None and not (isinstance(platforms, list) and all(isinstance(p, str) for p in platforms)):
+        raise _unreadable(name, "the MLIR reader failed (its platforms are not a list of names)")
+    return written, platforms
 
 
 def _unreadable(name: str, reason: str, span: Span | None = None) -> CompileError:
@@ -97,11 +109,94 @@ def check_module(context, module, name: str) -> None:
         diags = run_passes(module, foreign_checks())
         if not diags:
             try:
-                entry(module)
+                diags = _platform_index_problems(module, entry(module), name)
             except ValueError as err:
                 diags = [Diagnostic("E0502", f"{name} has no entry point: {err}", None)]
     if diags:
         raise CompileError([_in_file(d, name) for d in diags], SafeSources())
+
+
+def platform_index(fop) -> int | None:
+    """The position of the argument of a multi-platform `jax.export`'s `main` that takes the index of the
+    platform it runs on (JAX marks it `jax.global_constant = "_platform_index"`), or None."""
+    if "arg_attrs" not in fop.attributes:
+        return None
+    for i, attrs in enumerate(ir.ArrayAttr(fop.attributes["arg_attrs"])):
+        attrs = ir.DictAttr(attrs)
+        if "jax.global_constant" in attrs and _text(attrs["jax.global_constant"]) == abi.PLATFORM_INDEX:
+            return i
+    return None
+
+
+def _text(attr) -> str | None:
+    return attr.value if isinstance(attr, ir.StringAttr) else None
+
+
+def recorded_platforms(module) -> list[str] | None:
+    attrs = module.operation.attributes
+    if abi.PLATFORMS not in attrs or not isinstance(attrs[abi.PLATFORMS], ir.ArrayAttr):
+        return None
+    names = [_text(a) for a in ir.ArrayAttr(attrs[abi.PLATFORMS])]
+    return names if names and None not in names else None
+
+
+def _platform_index_problems(module, fop, name: str) -> list[Diagnostic]:
+    """A `main` that takes the index of its platform must say which platform each index means: JAX keeps
+    that list in the `jax.export` serialization, outside the module (`Exported.platforms`)."""
+    index = platform_index(fop)
+    if index is None:
+        return []
+    arg = fop.regions[0].blocks[0].arguments[index]
+    where = span_of(arg.location) or span_of(fop.location) or Span(name, 1, 1, 1, 2)
+    if str(arg.type) not in ("tensor<i32>", "tensor<i64>"):        # (i64 where JAX exported with x64 on)
+        return [Diagnostic("E0503", f"the platform index of @{attr_text(fop.attributes['sym_name'])} (argument "
+                                    f"{index}) is a {arg.type}, not an integer scalar", where, "cannot run this")]
+    if recorded_platforms(module) is None:
+        return [Diagnostic("E0503", f"@{attr_text(fop.attributes['sym_name'])} takes the index of the platform "
+                                    f"it runs on (argument {index}, a multi-platform `jax.export`), and the "
+                                    "module does not say which platform each index means", where,
+                           "cannot run this",
+                           help="run the `jax.export` serialization (`Exported.serialize()`), which lists the "
+                                "platforms, or export for one platform (`platforms=('cpu',)`)")]
+    return []
+
+
+def for_platform(context, module, name: str, device: str) -> None:
+    """Fill in a multi-platform `jax.export`'s platform index for `device`'s PJRT platform, as JAX's
+    `Exported.call` does: the argument becomes that constant and leaves `main`'s signature. E0503 when
+    the module was not exported for that platform."""
+    with context:
+        fop = entry(module)
+        index = platform_index(fop)
+        if index is None:
+            return
+        platforms = recorded_platforms(module)
+        from .pjrt import backend
+        target = backend(device).platform
+        block = fop.regions[0].blocks[0]
+        arg = block.arguments[index]
+        if target not in platforms:
+            raise CompileError([_in_file(Diagnostic(
+                "E0503", f"{name} was exported for {', '.join(platforms)}, not for {target} (the device "
+                         f"`{device}`)", span_of(arg.location) or span_of(fop.location) or Span(name, 1, 1, 1, 2),
+                "cannot run this",
+                help=f"export it with {target} among `jax.export.export(..., platforms=...)`"), name)],
+                SafeSources())
+        with ir.InsertionPoint.at_block_begin(block), arg.location:
+            chosen = ir.IntegerAttr.get(ir.RankedTensorType(arg.type).element_type, platforms.index(target))
+            value = hlo.ConstantOp(ir.DenseElementsAttr.get_splat(arg.type, chosen)).result
+        arg.replace_all_uses_with(value)
+        block.erase_argument(index)
+        ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
+        inputs = [t for i, t in enumerate(ftype.inputs) if i != index]
+        fop.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, list(ftype.results)))
+        attrs = [a for i, a in enumerate(ir.ArrayAttr(fop.attributes["arg_attrs"])) if i != index]
+        fop.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+        for key in (abi.RUN_ARG, abi.IO_ARG):       # arrc's hidden arguments after it (a module `arrc guard` wrote)
+            at = int_attr(fop, key)
+            if at is not None and at > index:
+                set_int_attr(fop, key, at - 1)
+        del module.operation.attributes[abi.PLATFORMS]
 
 
 def _in_file(diag: Diagnostic, name: str) -> Diagnostic:
@@ -143,7 +238,7 @@ class ForeignFunction:
         self.path = path
         self.platform = platform
         self.options = GuardOptions(frozenset(kinds), scope)
-        context, module = read_module(Path(path).read_bytes(), path)
+        context, module = read_module(Path(path).read_bytes(), path, device=platform)
         self.bytecode = mlir_reader.bytecode(module)        # what each build parses again
         with context:
             fop = entry(module)

@@ -4,8 +4,10 @@ MLIR's readers trust their input: a mutated bytecode file can make them abort or
 (`malloc(): invalid size`), so the file's bytes are parsed here, in a process of their own that imports
 nothing but jaxlib's MLIR bindings (~0.3 s of CPU, not arrc's ~1.5 s), and verified. The parent gets back
 MLIR's own bytecode of the verified module, or MLIR's first error, and only ever parses bytecode that MLIR
-wrote. The protocol, on stdout: one JSON line (`{"ok": true}` or `{"error", "line", "col", "file"}`),
-then, when ok, the bytecode. Run as `python -I mlir_reader.py < FILE`.
+wrote. The protocol, on stdout: one JSON line (`{"ok": true, "platforms": [...] or null}` or `{"error",
+"line", "col", "file"}`), then, when ok, the bytecode. `platforms` are a multi-platform `jax.export`'s
+(`Exported.platforms`, in the order its `_platform_index` argument counts them), which the serialization
+holds outside the module. Run as `python -I mlir_reader.py < FILE`.
 
     >>> make_context() is not None
     True
@@ -47,12 +49,12 @@ def make_context() -> ir.Context:
     return ctx
 
 
-def parse(context: ir.Context, data: bytes) -> ir.Module:
+def parse(context: ir.Context, data: bytes) -> tuple[ir.Module, list[str] | None]:
     """StableHLO text, MLIR bytecode, a portable artifact (VHLO, upgraded to StableHLO) or a `jax.export`
-    serialization of one, verified."""
+    serialization of one, verified; with the platforms of a `jax.export` for more than one (else None)."""
     with context:
         try:
-            data = _unwrap_jax_export(data)
+            data, platforms = _unwrap_jax_export(data)
             if data[:4] == BYTECODE_MAGIC:
                 module = ir.Module.parse(data)
                 if _is_vhlo(module):
@@ -66,14 +68,15 @@ def parse(context: ir.Context, data: bytes) -> ir.Module:
             raise _read_error(err) from None
         except ValueError as err:          # e.g. a portable artifact that does not deserialize
             raise ReadError(str(err).splitlines()[0] if str(err) else "not a StableHLO module") from None
-    return module
+    return module, platforms
 
 
-def _unwrap_jax_export(data: bytes) -> bytes:
+def _unwrap_jax_export(data: bytes) -> tuple[bytes, list[str] | None]:
     """The module inside a `jax.export` serialization (`Exported.serialize()`: a flatbuffer around a
-    portable artifact, the artifact's bytecode not at the start); anything else as it is."""
+    portable artifact, the artifact's bytecode not at the start) and, when it was exported for several
+    platforms, their names (its `main` then takes the index of the one it runs on); anything else as it is."""
     if data[:4] == BYTECODE_MAGIC or BYTECODE_MAGIC not in data:
-        return data
+        return data, None
     try:
         from jax import export
         exported = export.deserialize(bytearray(data))
@@ -83,7 +86,8 @@ def _unwrap_jax_export(data: bytes) -> bytes:
     except Exception as err:           # noqa: BLE001  (a flatbuffer that does not decode: any error)
         raise ReadError(f"not MLIR bytecode or text, and not a jax.export serialization "
                         f"({type(err).__name__}: {str(err)[:200]})") from None
-    return bytes(exported.mlir_module_serialized)
+    platforms = [str(p) for p in exported.platforms]
+    return bytes(exported.mlir_module_serialized), platforms if len(platforms) > 1 else None
 
 
 def _is_vhlo(module: ir.Module) -> bool:
@@ -119,13 +123,13 @@ def main() -> int:
     data = sys.stdin.buffer.read()
     out = sys.stdout.buffer
     try:
-        module = parse(make_context(), data)
+        module, platforms = parse(make_context(), data)
         written = bytecode(module)
     except ReadError as err:
         out.write(json.dumps({"error": err.message, "line": err.line, "col": err.col, "file": err.file}).encode()
                   + b"\n")
         return 0
-    out.write(b'{"ok": true}\n' + written)
+    out.write(json.dumps({"ok": True, "platforms": platforms}).encode() + b"\n" + written)
     return 0
 
 

@@ -256,3 +256,55 @@ def test_a_complex_division_by_a_literal_is_guarded():
         path.write_text(jax.jit(lambda z: z / 2 + 1).lower(np.ones(3, np.complex128)).as_text())
         got = ForeignFunction(str(path), KINDS)([np.array([2j, 4, 6 + 2j])])[0]
     np.testing.assert_array_equal(np.asarray(got), [1 + 1j, 3, 4 + 1j])
+
+
+def by_platform(x):
+    return jax.lax.platform_dependent(x, cpu=lambda x: x + 1.0, cuda=lambda x: x + 100.0)
+
+
+def multi_platform(tmp_path, platforms, name="mp.bin"):
+    """A `jax.export` for several platforms: its `main` takes the platform's index first (JAX's
+    `_platform_index`), which the serialization's list of platforms gives a meaning."""
+    path = tmp_path / name
+    f = by_platform if "cpu" in platforms else jnp.sin
+    path.write_bytes(export.export(jax.jit(f), platforms=platforms)(
+        jax.ShapeDtypeStruct((4,), jnp.float32)).serialize())
+    return path
+
+
+def test_a_multi_platform_export_runs_its_platforms_code(tmp_path, capsys):
+    """The platform index is filled in from `Exported.platforms` for the device, as `Exported.call` does,
+    and hidden: it used to be an argument `arg0` that ran the CUDA branch on the CPU when given 0."""
+    path = multi_platform(tmp_path, ("cuda", "cpu"))
+    fn = ForeignFunction(str(path))
+    assert fn.param_names == ["x"]
+    want = np.asarray(export.deserialize(path.read_bytes()).call(jnp.ones(4, jnp.float32)))
+    np.testing.assert_array_equal(want, [2.0] * 4)
+    np.testing.assert_array_equal(np.asarray(fn([np.ones(4, np.float32)])[0]), want)
+    assert main(["run", str(path), "--arg", "x=[1, 1, 1, 1]", "--guards", "all"]) == 0
+    assert capsys.readouterr().out == "[2. 2. 2. 2.]\n"
+    # `arrc guard` keeps the platforms (abi.PLATFORMS): its module runs the CPU's code as well
+    guarded = tmp_path / "g.mlir"
+    assert main(["guard", str(path), "-o", str(guarded)]) == 0
+    assert main(["run", str(guarded), "--arg", "x=[1, 1, 1, 1]"]) == 0
+    assert capsys.readouterr().out == "[2. 2. 2. 2.]\n"
+
+
+def test_a_multi_platform_export_for_other_platforms_is_refused(tmp_path, capsys):
+    path = multi_platform(tmp_path, ("cuda", "tpu"))
+    assert main(["run", str(path), "--arg", "x=[1, 1, 1, 1]"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error[E0503]: {path} was exported for cuda, tpu, not for cpu (the device `cpu`)\n"
+                          f" --> {path}:1:1\n"), err
+
+
+def test_a_platform_index_without_its_platforms_is_refused(tmp_path, capsys):
+    """The module's text alone (`Exported.mlir_module()`) does not say which index is which platform."""
+    path = tmp_path / "mp.mlir"
+    path.write_text(export.export(jax.jit(by_platform), platforms=("cuda", "cpu"))(
+        jax.ShapeDtypeStruct((4,), jnp.float32)).mlir_module())
+    assert main(["run", str(path), "--arg", "x=[1, 1, 1, 1]"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error[E0503]: @main takes the index of the platform it runs on (argument 0, a "
+                          "multi-platform `jax.export`), and the module does not say which platform each index "
+                          f"means\n --> {path}:1:1\n"), err
