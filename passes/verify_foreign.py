@@ -15,7 +15,8 @@ shape of 2**62 elements aborts it. So a module may use only:
 - ops of the stablehlo, chlo, func and sdy dialects, except host transfers (infeed, outfeed, send, recv:
   they wait forever for a host that never answers) and collectives (arrc runs a module on one device;
   XLA fails on groups naming other devices, after an out-of-bounds check), and calls only to functions
-  with a body;
+  with a body, none of them recursive (XLA's conversion to HLO follows each call as deep as it goes: a
+  cycle of calls overflows its stack);
 - tensors of at most `compiler.types.MAX_ARRAY_BYTES` (this machine's memory) each.
 
     >>> from jaxlib.mlir import ir
@@ -65,6 +66,8 @@ CALLBACK_ELEMENTS = {"i1", "i8", "i16", "i32", "i64", "ui8", "ui16", "ui32", "ui
 HELP = ("arrc runs StableHLO whose custom_calls are its own host callbacks, jaxlib's LAPACK kernels as JAX "
         "emits them, or XLA's sharding annotations (see `arrc explain E0503`)")
 
+RECURSION_HELP = "write the recursion as a loop (`stablehlo.while`, what JAX's `lax.while_loop` makes)"
+
 
 class VerifyForeignCalls(ModulePass):
     name = "verify-foreign-calls"
@@ -85,14 +88,15 @@ class _Checker:
         self.diags: list[Diagnostic] = []
         self.indices: set[int] = set()
         self.bodies = {}            # function name -> has a body
+        self.calls: dict[str, list] = {}    # function name -> its calls (func.call, a composite's decomposition)
         for op in module.body.operations:
             if op.operation.name == "func.func":
                 self.bodies[attr_text(op.attributes["sym_name"])] = len(op.regions[0].blocks) > 0
 
-    def error(self, op, what: str, problem: str, fn: str | None) -> None:
+    def error(self, op, what: str, problem: str, fn: str | None, help: str = HELP) -> None:
         where = f" in @{fn}" if fn else ""
         self.diags.append(Diagnostic("E0503", f"{what}{where}: {problem}", span_of(op.location),
-                                     "cannot run this", help=HELP))
+                                     "cannot run this", help=help))
 
     def run(self) -> None:
         for op in self.module.body.operations:
@@ -108,6 +112,35 @@ class _Checker:
                                                     "outside the module", None)
                 continue
             self._function(op, name)
+        self._recursion()
+
+    def _recursion(self) -> None:
+        """E0503 at each call that closes a cycle of calls (a depth-first search's back edge; iterative, so
+        that a long chain of functions does not exhaust Python's stack either)."""
+        done: set[str] = set()
+        for root in self.calls:
+            if root in done:
+                continue
+            path, on_path = [root], {root}
+            pending = [iter(self.calls[root])]
+            while pending:
+                step = next(pending[-1], None)
+                if step is None:
+                    done.add(path[-1])
+                    on_path.discard(path.pop())
+                    pending.pop()
+                    continue
+                callee, op = step
+                if callee in on_path:
+                    cycle = path[path.index(callee):] + [callee]
+                    self.error(op, f"`{op.name} @{callee}`", "a recursive call ("
+                               + " -> ".join(f"@{f}" for f in cycle) + "): XLA follows every call when it "
+                               "compiles a module, and a cycle of calls overflows its stack", path[-1],
+                               help=RECURSION_HELP)
+                elif callee not in done and callee in self.calls:
+                    path.append(callee)
+                    on_path.add(callee)
+                    pending.append(iter(self.calls[callee]))
 
     def _function(self, fop, fn: str) -> None:
         if abi.BOUND_RESULT in fop.attributes:
@@ -125,6 +158,9 @@ class _Checker:
                     for key in (abi.BOUND_SITE, abi.LOOP_BOUND)):
                 self.error(op, f"`{abi.BOUND_SITE}` on a loop", f"it needs `{abi.LOOP_BOUND}` too, both integers",
                            fn)
+            callee = _callee(op)
+            if callee is not None:
+                self.calls.setdefault(fn, []).append((callee, op))
             if op.name != "func.func":       # only `fop` itself: functions nest in nothing but modules
                 problem = self._op(op)
                 if problem:
@@ -136,6 +172,7 @@ class _Checker:
             for result in op.results:
                 self._size(op, result.type, fn)
             return ir.WalkResult.ADVANCE
+        self.calls.setdefault(fn, [])
         walk_ops(fop, visit)
 
     def _size(self, op, t: ir.Type, fn: str) -> None:
@@ -233,6 +270,15 @@ def _operands_problem(kind: str, attrs, types: list) -> str | None:
         return f"a `{kind}` callback takes scalars after its run id"
     if kind not in abi.EFFECT_KINDS and not _guard_operands(attrs, len(types)):
         return "the operands do not match the site's `arrc.order` and `arrc.labels`"
+    return None
+
+
+def _callee(op) -> str | None:
+    """The function `op` calls: a `func.call`'s callee, a `stablehlo.composite`'s decomposition (XLA
+    inlines it)."""
+    for kind, key in (("func.call", "callee"), ("stablehlo.composite", "decomposition")):
+        if op.name == kind and key in op.attributes:
+            return attr_text(ir.FlatSymbolRefAttr(op.attributes[key]))
     return None
 
 

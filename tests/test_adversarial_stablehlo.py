@@ -186,6 +186,65 @@ def test_uncalled_declaration(tmp_path):
     assert "function @ext: declared without a body" in one(tmp_path, text).message
 
 
+RECURSIVE = module("""
+    %0 = func.call @main(%arg0) : (tensor<4xf32>) -> tensor<4xf32>
+    return %0 : tensor<4xf32>""")
+
+MUTUAL = module("""
+    %0 = func.call @f(%arg0) : (tensor<4xf32>) -> tensor<4xf32>
+    return %0 : tensor<4xf32>""") + """func.func private @f(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = func.call @g(%a) : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+func.func private @g(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %c = stablehlo.constant dense<true> : tensor<i1>
+  %0 = "stablehlo.if"(%c) ({
+    %1 = func.call @f(%a) : (tensor<4xf32>) -> tensor<4xf32>
+    stablehlo.return %1 : tensor<4xf32>
+  }, {
+    stablehlo.return %a : tensor<4xf32>
+  }) : (tensor<i1>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+func.func private @h(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.composite "my.op" %a {decomposition = @h} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+"""
+
+
+def test_recursion_is_refused_at_the_call(tmp_path, capsys):
+    """XLA follows calls when it converts a module to HLO: a cycle overflowed its stack (SIGSEGV), with or
+    without guards, and `arrc guard` wrote the module out."""
+    code, err = run_cli(tmp_path, RECURSIVE, "--arg", "arg0=[1,2,3,4]", "--guards", "all")
+    assert code == 1 and err.startswith("error[E0503]: `func.call @main` in @main: a recursive call (@main -> "
+                                        "@main): XLA follows every call when it compiles a module, and a cycle "
+                                        f"of calls overflows its stack\n --> {tmp_path / 'in.mlir'}:2:8\n"), err
+    path = tmp_path / "in.mlir"
+    assert main(["guard", str(path), "--guard-scope", "all-ops"]) == 1
+    assert "error[E0503]: `func.call @main` in @main: a recursive call" in capsys.readouterr().err
+
+
+def test_mutual_recursion_and_a_recursive_decomposition_are_refused(tmp_path):
+    diags = diagnostics(tmp_path, MUTUAL)
+    assert [(d.message.split(": XLA")[0], d.span.line) for d in diags] == [
+        ("`func.call @f` in @g: a recursive call (@f -> @g -> @f)", 12),
+        ("`stablehlo.composite @h` in @h: a recursive call (@h -> @h)", 20)]
+
+
+def test_a_function_called_twice_is_no_recursion(tmp_path, capsys):
+    text = module("""
+        %0 = func.call @f(%arg0) : (tensor<4xf32>) -> tensor<4xf32>
+        %1 = func.call @f(%0) : (tensor<4xf32>) -> tensor<4xf32>
+        return %1 : tensor<4xf32>""") + """func.func private @f(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.add %a, %a : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+"""
+    (tmp_path / "twice.mlir").write_text(text)
+    np.testing.assert_array_equal(ForeignFunction(str(tmp_path / "twice.mlir"))([np.ones(4, np.float32)])[0], [4.0] * 4)
+
+
 INFEED = module("""
     %t = stablehlo.create_token : !stablehlo.token
     %0:2 = "stablehlo.infeed"(%t) {infeed_config = ""} : (!stablehlo.token) -> (tensor<4xf32>, !stablehlo.token)
