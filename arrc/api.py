@@ -545,7 +545,7 @@ class Function:
         from arrc.sharding import spans_devices
         if spans_devices(args) or kwargs and spans_devices(kwargs.values()):
             from arrc.sharding import spmd_call
-            return spmd_call(self, self._positional(args, kwargs)), None, self._sig.tuple_result
+            return spmd_call(self, self._positional(args, kwargs), ArgumentError), None, self._sig.tuple_result
         key = _argument_key(args) if not kwargs and not self._keys and len(args) == len(self._sig.params) \
             else None
         known = self._known.get(key) if key is not None else None

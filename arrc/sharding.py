@@ -535,11 +535,43 @@ def spans_devices(args) -> bool:
     return False
 
 
-def spmd_call(fn, args):
+def spmd_call(fn, args, error: type = TypeError):
     """A call of `fn` on arguments of which some are sharded jax.Arrays: one SPMD program, partitioned as
-    they are (jax.jit takes their shardings), the results sharded as XLA chose."""
+    they are (jax.jit takes their shardings), the results sharded as XLA chose. Arguments placed over other
+    devices, or over the same ones in another order, are an `error` (arrc.ArgumentError; `_check_devices`)."""
     import jax
+    _check_devices(fn, args, error)
     meshes = [a.sharding.mesh for a in args if isinstance(getattr(a, "sharding", None), jax.sharding.NamedSharding)]
     mesh = meshes[0] if meshes else None
     with _tracing(mesh):
         return checked_call(fn, _once("jit", fn, lambda: jax.jit(spmd_function(fn))), args, mesh)
+
+
+def _check_devices(fn, args, error: type) -> None:
+    """The jax.Arrays among `args` (in the order of `fn`'s parameters) that are committed to their devices
+    (placed with `jax.device_put(x, sharding)`, or results of such) all over the same devices in the same
+    order, as one SPMD program runs: else an `error` naming the first parameter and the first whose devices
+    differ. (jax.jit compares them only by number under the abstract mesh a call traces in, `_tracing`: one
+    on the same devices in another order reached XLA, which crashed the process, SIGSEGV.)"""
+    first = None
+    for (name, _, _), a in zip(fn._sig.params, args):
+        sharding = getattr(a, "sharding", None)
+        if sharding is None or not getattr(a, "committed", False):
+            continue
+        devices = tuple(sharding._device_assignment)     # (what jax.jit compares: a mesh's, flattened)
+        if first is None:
+            first = name, devices
+            continue
+        if devices != first[1]:
+            order = " (the same devices in another order)" if set(devices) == set(first[1]) else ""
+            raise error(f"{fn.name}{fn._sig}: argument `{first[0]}` is on devices {_ids(first[1])} and `{name}` "
+                        f"on devices {_ids(devices)}{order}; a call runs as one program over one mesh, so its "
+                        f"arguments must be placed over the same devices in the same order (e.g. "
+                        f"jax.device_put({name}, {first[0]}.sharding))")
+
+
+def _ids(devices, shown: int = 8) -> str:
+    """The ids of `devices`, in their order; the first `shown` of more."""
+    ids = [str(d.id) for d in devices]
+    return "[" + ", ".join(ids) + "]" if len(ids) <= shown else \
+        "[" + ", ".join(ids[:shown]) + f", ...] ({len(ids)} in all)"

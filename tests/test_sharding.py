@@ -675,3 +675,36 @@ def test_a_shard_under_vmap_names_the_dimension_of_its_own_value():
     ''')
     assert out.startswith("CompileError: error[E0204]: `shard`: dimension 0 has size 6, which data (4 devices) "
                           "does not divide\n"), out
+
+
+def test_arguments_on_other_devices_are_an_argument_error():
+    """A plain call on arguments placed over the same devices in another order crashed the process (SIGSEGV:
+    jax.jit under arrc's abstract mesh compares devices by number only, and XLA got a buffer on the wrong
+    device); over other devices (a 4-device mesh, one device) it was JAX's ValueError naming
+    `as_jax.<locals>.jax_fn` and "jit's context mesh". Meshes over the same devices in the same order, with
+    other names or shapes, still run."""
+    out = in_child('''
+        from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding, PartitionSpec as P
+        mod = arrc.loads("def f(x: f32[n], c: f32, y: f32[n]) -> f32[n]:\\n    return x * y + c\\n")
+        devices = jax.devices()
+        x = jax.device_put(np.arange(8, dtype=np.float32), NamedSharding(jax.make_mesh((8,), ("data",)), P("data")))
+        backwards = Mesh(np.array(devices[::-1]), ("data",))
+        for other in (NamedSharding(backwards, P()), NamedSharding(backwards, P("data")),
+                      NamedSharding(Mesh(np.array(devices[:4]), ("data",)), P("data")),
+                      SingleDeviceSharding(devices[0])):
+            y = jax.device_put(np.ones(8, np.float32), other)
+            print(message(lambda: mod.f(x, 1.0, y)))
+        print(message(lambda: mod.f(y=jax.device_put(np.ones(8, np.float32), NamedSharding(backwards, P())),
+                                    c=1.0, x=x)))
+        for same in (Mesh(np.array(devices), ("batch",)), mesh):    # (the same devices in the same order)
+            y = jax.device_put(np.ones(8, np.float32), NamedSharding(same, P(same.axis_names[0])))
+            np.testing.assert_array_equal(np.asarray(mod.f(x, 1.0, y)), np.arange(8) + 1.0)
+        np.testing.assert_array_equal(np.asarray(mod.f(x, 1.0, jax.device_put(np.ones(8, np.float32)))),
+                                      np.arange(8) + 1.0)          # (not committed: placed as x is)
+    ''')
+    head = "ArgumentError: f(x: f32[n], c: f32, y: f32[n]) -> f32[n]: argument `x` is on devices [0, 1, 2, 3, 4, " \
+           "5, 6, 7] and `y` on devices "
+    tail = "; a call runs as one program over one mesh, so its arguments must be placed over the same devices in " \
+           "the same order (e.g. jax.device_put(y, x.sharding))\n"
+    backwards = "[7, 6, 5, 4, 3, 2, 1, 0] (the same devices in another order)"
+    assert out == "".join(head + ids + tail for ids in (backwards, backwards, "[0, 1, 2, 3]", "[0]", backwards)), out
