@@ -558,6 +558,10 @@ def parse_mesh(mesh: str | None, shards: list[str], devices: int | None) -> tupl
     """`--mesh data=4,model=2` as {axis: size} and each `--shard x=data,_` as {parameter: spec text}."""
     if devices is not None and devices < 1:
         raise UsageError(f"--devices {devices}: give a positive number of devices")
+    from arrc.sharding import MAX_VIRTUAL_DEVICES
+    if devices is not None and devices > MAX_VIRTUAL_DEVICES:
+        raise UsageError(f"--devices {devices}: a process makes at most {MAX_VIRTUAL_DEVICES} virtual CPU devices; "
+                         f"for a larger mesh, run several processes (--coordinator, docs/sharding.md)")
     if mesh is None:
         if shards:
             raise UsageError("--shard needs --mesh (e.g. --mesh data=8 --shard x=data,_)")

@@ -18,6 +18,11 @@ def initialize(coordinator: str, num_processes: int, process_id: int, local_devi
         raise ValueError(f"num_processes must be a positive integer, not {num_processes!r}")
     if not isinstance(process_id, int) or not 0 <= process_id < num_processes:
         raise ValueError(f"process_id must be in 0..{num_processes - 1}, not {process_id!r}")
+    from arrc.sharding import MAX_VIRTUAL_DEVICES
+    if local_devices is not None and (not isinstance(local_devices, int) or
+                                      not 1 <= local_devices <= MAX_VIRTUAL_DEVICES):
+        raise ValueError(f"local_devices must be an integer in 1..{MAX_VIRTUAL_DEVICES} (virtual CPU devices of "
+                         f"this process), not {local_devices!r}")
     import jax
     if local_devices is not None:
         jax.config.update("jax_num_cpu_devices", local_devices)

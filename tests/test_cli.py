@@ -398,6 +398,22 @@ def test_a_shard_of_more_dimensions_than_its_parameter_says_so_in_the_flags_term
                                        "axis or _ per dimension, at most\n")
 
 
+def test_devices_past_the_limit_are_a_usage_error(prog, capsys):
+    """--devices had no upper bound: 3,000,000,000 was an internal compiler error (E0601, jaxlib's RuntimeError
+    making the CPU client), 100,000 ran for minutes, 16,384 took 17 s and 2 GB. The limit is checked before
+    JAX starts (arrc/sharding.py MAX_VIRTUAL_DEVICES), as arrc.distributed.initialize checks local_devices."""
+    import arrc.distributed
+    for n in (3_000_000_000, 1025):
+        for verb in (["run", prog, "--arg", "x=[1.0, 2.0]", "--arg", "k=2"], ["compile", prog, "--shape", "n=2"]):
+            assert main([*verb, "--entry", "scaled", "--devices", str(n), "--mesh", "data=2"]) == 2
+            assert capsys.readouterr() == ("", f"arrc: error: --devices {n}: a process makes at most 1024 virtual CPU "
+                                               f"devices; for a larger mesh, run several processes (--coordinator, "
+                                               f"docs/sharding.md)\n"), (n, verb)
+        with pytest.raises(ValueError, match=rf"^local_devices must be an integer in 1..1024 \(virtual CPU devices "
+                                             rf"of this process\), not {n}$"):
+            arrc.distributed.initialize("127.0.0.1:9", 1, 0, local_devices=n)
+
+
 def test_run_time(prog, capsys):
     assert main(["run", prog, "--time"]) == 0
     captured = capsys.readouterr()
