@@ -399,7 +399,8 @@ class Function:
         import jax
         narrowed = traced and _x64_off()
         types = []
-        for v, (_, p, _) in zip(values, self._sig.params):
+        for v, (name, p, _) in zip(values, self._sig.params):
+            _check_sizes(v.shape, name, p)
             t = _type_of_value(v, p)
             if p.dtype.is_key:              # (its words: one dimension more)
                 t = ArrayType(KEY, t.shape[:-1])
@@ -1004,6 +1005,19 @@ def _type_of_value(value, ptype: ArrayType) -> ArrayType:
     return ArrayType(dtype, tuple(Dim.const(d) for d in value.shape))
 
 
+def _check_sizes(shape, pname: str, ptype: ArrayType) -> None:
+    """The sizes of an argument that JAX traced (`as_jax`), or of a `jax.ShapeDtypeStruct` (`lower`), are
+    integers: a symbolic dimension (`jax.export.symbolic_shape("b")`) is an ArgumentError, where it was JAX's
+    InconclusiveDimensionOperation. arr compiles a function for each call's sizes (an `extern` takes an
+    Exported with symbolic dimensions at them; an arr function is not exported with them)."""
+    symbolic = [str(d) for d in shape if not isinstance(d, (int, np.integer))]
+    if symbolic:
+        raise ArgumentError(f"argument `{pname}` has symbolic dimensions ({', '.join(symbolic)}), expected {ptype}: "
+                            f"an arr function is compiled for concrete sizes, and symbolic dimensions "
+                            f"(jax.export.symbolic_shape) are not supported here: give fixed shapes (under "
+                            f"jax.export, an export per set of sizes)")
+
+
 def _arg_type(arg, ptype: ArrayType, pname: str) -> ArrayType:
     """An argument of `lower`/`compile` as a concrete type: an ArrayType (`arrc.spec`), a
     `jax.ShapeDtypeStruct`, or a value that a call takes (NumPy or JAX array, Python scalar), as its type."""
@@ -1015,6 +1029,7 @@ def _arg_type(arg, ptype: ArrayType, pname: str) -> ArrayType:
     if isinstance(arg, jax.Array):
         return _type_of_value(_to_array(arg, ptype, pname), ptype)
     if isinstance(arg, jax.ShapeDtypeStruct):
+        _check_sizes(arg.shape, pname, ptype)
         shape = tuple(Dim.const(int(d)) for d in arg.shape)
         if jax.dtypes.issubdtype(arg.dtype, jax.dtypes.prng_key):
             return ArrayType(KEY, shape)

@@ -768,3 +768,27 @@ def test_with_jaxs_64_bit_mode_off_arguments_are_checked_as_a_call_checks_them()
     assert got_g.dtype == got_s.dtype == np.float64
     np.testing.assert_array_equal(got_g, want_g)
     assert float(got_s) == float(want_s)
+
+
+def test_symbolic_dimensions_are_an_argument_error():
+    """`jax.export` of `as_jax` for `jax.export.symbolic_shape("b")` rows, and `lower` of a ShapeDtypeStruct
+    with them, were JAX's InconclusiveDimensionOperation ("Symbolic dimension 'b' used in a context that
+    requires a constant") from arrc/api.py; under jax.vmap too. An export for fixed shapes runs."""
+    mod = arrc.loads("def f(x: f32[n], y: f32[n]) -> f32[n]:\n    return x * y + 1.0\n")
+    b, = jax.export.symbolic_shape("b")
+    rows, pair = jax.ShapeDtypeStruct((b,), np.float32), jax.ShapeDtypeStruct((b, 4), np.float32)
+    tail = (": an arr function is compiled for concrete sizes, and symbolic dimensions (jax.export.symbolic_shape) "
+            "are not supported here: give fixed shapes (under jax.export, an export per set of sizes)")
+    for call, message in (
+            (lambda: jax.export.export(jax.jit(mod.f.as_jax()))(rows, rows), "argument `x` has symbolic dimensions "
+                                                                            "(b), expected f32[n]"),
+            (lambda: mod.f.lower(jax.ShapeDtypeStruct((3,), np.float32), rows), "argument `y` has symbolic "
+                                                                                "dimensions (b), expected f32[n]"),
+            (lambda: jax.export.export(jax.jit(jax.vmap(mod.f.as_jax())))(pair, pair),
+             "argument `x` has symbolic dimensions (b), expected f32[lanes, n]")):
+        with pytest.raises(arrc.ArgumentError) as err:
+            call()
+        assert str(err.value) == message + tail
+    exported = jax.export.export(jax.jit(mod.f.as_jax()))(*[jax.ShapeDtypeStruct((3,), np.float32)] * 2)
+    np.testing.assert_array_equal(exported.call(np.arange(3, dtype=np.float32), np.ones(3, np.float32)),
+                                  [1.0, 2.0, 3.0])
