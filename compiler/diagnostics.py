@@ -38,7 +38,6 @@ CODES: dict[str, str] = {
     "E0302": "loop changes the type of a carried variable",
     "E0303": "boolean mask indexing has a value-dependent shape",
     "E0304": "slice length is not static",
-    "E0401": "target does not support 64-bit types",
     "E0501": "StableHLO module has a dynamic shape",
     "E0502": "invalid StableHLO module",
     "E0503": "StableHLO module uses something arrc cannot run safely",

@@ -29,7 +29,7 @@ CASES = sorted(p.stem for p in GOLDEN_DIR.glob("*.arr"))
 # elsewhere, tested in tests/test_adversarial_stablehlo.py and test_guards.py), and E0601, the internal
 # error, which no correct compilation produces (tested in tests/test_adversarial_cli.py), and E0504, which
 # needs a backend this machine lacks (its whole text is tested with a fake table entry, tests/test_conv.py).
-NOT_YET = {"E0401", "E0501", "E0502", "E0503", "E0504", "E0601"}
+NOT_YET = {"E0501", "E0502", "E0503", "E0504", "E0601"}
 
 
 def _directives(data: bytes) -> tuple[str, list]:
