@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import emit
-from .diagnostics import Label
+from .diagnostics import Label, plural
 from .emit import hlo
 from .ops_shape import _promoted
 from .optable import CallCx, concrete, register
@@ -57,18 +57,17 @@ def _layout(cx: CallCx, layout, rank: int) -> tuple:
 
 
 def _per_dimension(cx: CallCx, v, name: str, n: int) -> list[int]:
-    """An int for every spatial dimension, or one per spatial dimension; each at least 1."""
+    """An int for every spatial dimension, or a tuple or list of one per spatial dimension (as lax's; a
+    sequence of one value for two dimensions is E0204 there too); each at least 1."""
     if isinstance(v, TupleVal):
         values = [cx.const_int(i, name) for i in v.items]
     elif isinstance(v, Val) and isinstance(v.static, np.ndarray) and v.type.dtype.is_int and v.static.ndim == 1:
         values = [int(x) for x in v.static]          # a list literal, `strides=[1, 2]`, as padding takes one
     else:
-        values = [cx.const_int(v, name)]
-    if len(values) == 1:
-        values *= n
+        values = [cx.const_int(v, name)] * n
     if len(values) != n:
-        cx.error("E0204", f"`{name}` gives {len(values)} values for {n} spatial dimension(s)",
-                 f"{len(values)} values", at=name)
+        cx.error("E0204", f"`{name}` gives {plural(len(values), 'value')} for {plural(n, 'spatial dimension')}",
+                 plural(len(values), "value"), at=name, help="give one int for every dimension, or one per dimension")
     if any(x < 1 for x in values):
         cx.error("E0204", f"`{name}` must be at least 1, found {min(values)}", "not positive", at=name)
     return values

@@ -109,7 +109,9 @@ def test_strides_and_dilations_take_a_list_as_padding_does():
     ("conv(x, g, padding=\"FULL\")", "E0204", "`padding` must be \"VALID\" or \"SAME\", found \"FULL\""),
     ("conv(x, g, padding=[(1, 1)])", "E0204", "`padding` must be \"VALID\", \"SAME\" or one (low, high) pair per spatial dimension (2 here), "
      "found i32[1, 2]"),
-    ("conv(x, g, strides=(1, 2, 3))", "E0204", "`strides` gives 3 values for 2 spatial dimension(s)"),
+    ("conv(x, g, strides=(1, 2, 3))", "E0204", "`strides` gives 3 values for 2 spatial dimensions"),
+    ("conv(x, g, strides=(2,))", "E0204", "`strides` gives 1 value for 2 spatial dimensions"),     # (lax refuses it)
+    ("conv(x, g, rhs_dilation=[2])", "E0204", "`rhs_dilation` gives 1 value for 2 spatial dimensions"),
     ("conv(x, g, rhs_dilation=0)", "E0204", "`rhs_dilation` must be at least 1, found 0"),
     ("conv(x, g, layout=(\"NHWC\", \"OIHW\", \"NCHQ\"))", "E0204",
      "the layouts name different spatial dimensions: \"OIHW\" (the kernel's) has HW, \"NCHQ\" (the output's) has HQ"),
