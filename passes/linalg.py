@@ -284,8 +284,8 @@ def jax_function(name: str, p: dict, lane_loops: bool = False):
         "eigh": lambda a: linalg.eigh(a, UPLO=p["UPLO"], symmetrize_input=p["symmetrize_input"]),
         "svd": lambda a: linalg.svd(a, full_matrices=p["full_matrices"], compute_uv=p["compute_uv"]),
         "lu": jnp.vectorize(jsl.lu, signature="(m,n)->(m,m),(m,k),(k,n)"),      # (batches: jsl.lu has none)
-        "triangular_solve": lambda a, b: jsl.solve_triangular(a, b, trans=p["trans"], lower=p["lower"],
-                                                              unit_diagonal=p["unit_diagonal"]),
+        "triangular_solve": lambda a, b: jsl.solve_triangular(*_matrix_batches(a, b), trans=p["trans"],
+                                                              lower=p["lower"], unit_diagonal=p["unit_diagonal"]),
         "lstsq": lambda a, b: linalg.lstsq(a, b, rcond=p["rcond"]),
         "pinv": lambda a: linalg.pinv(a, rtol=p["rtol"], hermitian=p["hermitian"]),
         "norm": lambda x: linalg.norm(x, ord=p["ord"], axis=tuple(p["axis"]) if isinstance(p["axis"], list)
@@ -293,6 +293,17 @@ def jax_function(name: str, p: dict, lane_loops: bool = False):
     }
     fn = table[name]
     return lambda *args: tuple(jax.tree.leaves(fn(*args)))
+
+
+def _matrix_batches(a, b):
+    """`a` and a `b` of rank 2 or more broadcast to one batch: arr reads such a `b` as a batch of matrices, as
+    NumPy 2 and `solve` do (compiler/ops_linalg.py `_system`), where JAX 0.10's `solve_triangular` reads a `b`
+    of one dimension fewer than `a` as a batch of vectors when their last dimensions are equal."""
+    import jax.numpy as jnp
+    if b.ndim < 2:
+        return a, b
+    batch = jnp.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return jnp.broadcast_to(a, batch + a.shape[-2:]), jnp.broadcast_to(b, batch + b.shape[-2:])
 
 
 def _lane_by_lane(fn):

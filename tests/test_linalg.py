@@ -491,3 +491,19 @@ def test_lapack_pointers_come_without_importing_scipy_linalg():
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["False []", "[0.8, 1.4] scipy.linalg.cython_lapack 1.4"], out.stdout
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [((2, 2, 2), (2, 2)), ((2, 3, 3), (4, 1, 3, 2)), ((3, 3), (2, 3, 3))])
+def test_triangular_solve_reads_b_as_matrices_whatever_its_rank(a_shape, b_shape):
+    """A `b` of one dimension fewer than `a`, its last dimension equal to a's, is a matrix (broadcast over a's
+    batch), as `solve` reads it and as the checker typed it: JAX 0.10's solve_triangular reads it as a batch of
+    vectors (its lowering returned another shape: E0601 in lower-linalg)."""
+    rng = np.random.default_rng(7)
+    a = np.tril(rng.random(a_shape)) + 3 * np.eye(a_shape[-1])
+    b = rng.random(b_shape)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    want = np.linalg.solve(np.broadcast_to(a, batch + a.shape[-2:]), np.broadcast_to(b, batch + b.shape[-2:]))
+    shape = ", ".join(map(str, want.shape))
+    mod = arrc.loads(f"def f(a: f64[{', '.join(map(str, a_shape))}], b: f64[{', '.join(map(str, b_shape))}]) "
+                     f"-> f64[{shape}]:\n    return triangular_solve(a, b, lower=true)\n")
+    np.testing.assert_allclose(np.asarray(mod.f(a, b)), want, rtol=1e-12)
