@@ -282,17 +282,52 @@ def jax_function(name: str, p: dict, lane_loops: bool = False):
         "cholesky": lambda a: linalg.cholesky(a, upper=p["upper"]),
         "qr": lambda a: linalg.qr(a, mode=p["mode"]),
         "eigh": lambda a: linalg.eigh(a, UPLO=p["UPLO"], symmetrize_input=p["symmetrize_input"]),
-        "svd": lambda a: linalg.svd(a, full_matrices=p["full_matrices"], compute_uv=p["compute_uv"]),
+        "svd": _finite_or_nan(lambda a: linalg.svd(a, full_matrices=p["full_matrices"], compute_uv=p["compute_uv"])),
         "lu": jnp.vectorize(jsl.lu, signature="(m,n)->(m,m),(m,k),(k,n)"),      # (batches: jsl.lu has none)
         "triangular_solve": lambda a, b: jsl.solve_triangular(*_matrix_batches(a, b), trans=p["trans"],
                                                               lower=p["lower"], unit_diagonal=p["unit_diagonal"]),
-        "lstsq": lambda a, b: linalg.lstsq(a, b, rcond=p["rcond"]),
-        "pinv": lambda a: linalg.pinv(a, rtol=p["rtol"], hermitian=p["hermitian"]),
-        "norm": lambda x: linalg.norm(x, ord=p["ord"], axis=tuple(p["axis"]) if isinstance(p["axis"], list)
-                                      else p["axis"], keepdims=p["keepdims"]),
+        "lstsq": _finite_or_nan(lambda a, b: linalg.lstsq(a, b, rcond=p["rcond"])),
+        "pinv": _finite_or_nan(lambda a: linalg.pinv(a, rtol=p["rtol"], hermitian=p["hermitian"])),
+        "norm": lambda x: _norm(x, p["ord"], tuple(p["axis"]) if isinstance(p["axis"], list) else p["axis"],
+                                p["keepdims"]),
     }
     fn = table[name]
     return lambda *args: tuple(jax.tree.leaves(fn(*args)))
+
+
+def _finite_or_nan(fn):
+    """`fn`, whose first operand `a` is a batch of matrices it takes the SVD of, safe from LAPACK's: `gesdd`
+    never returns for some matrices holding an infinity (Reference-LAPACK lapack#1409, with reference LAPACK
+    and OpenBLAS alike; NumPy checks first and raises). Each matrix holding a non-finite element is replaced by
+    zeros, and `fn`'s float results for it are NaN, what the SVD gives where it returns."""
+    import jax
+    import jax.numpy as jnp
+
+    def safe(a, *rest):
+        finite = jnp.isfinite(a).all(axis=(-2, -1))
+        out = fn(jnp.where(finite[..., None, None], a, jnp.zeros_like(a)), *rest)
+        return jax.tree.map(lambda r: _nan_where_not(finite, r), out)
+    return safe
+
+
+def _nan_where_not(finite, r):
+    """`r` (a result of a batch of matrices whose batch `finite` marks), NaN in the lanes `finite` does not mark;
+    an integer result (lstsq's rank) as it is."""
+    import jax.numpy as jnp
+    if not jnp.issubdtype(r.dtype, jnp.inexact):
+        return r
+    return jnp.where(finite.reshape(finite.shape + (1,) * (r.ndim - finite.ndim)), r, jnp.nan)
+
+
+def _norm(x, ord, axis, keepdims: bool):
+    """jnp.linalg.norm; its SVD-based matrix norms (ord 2, -2, "nuc") as `_finite_or_nan` makes them."""
+    import jax.numpy as jnp
+    pair = axis if isinstance(axis, tuple) and len(axis) == 2 else (0, 1) if axis is None and x.ndim == 2 else None
+    if ord not in (2, -2, "nuc") or pair is None:
+        return jnp.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
+    finite = jnp.isfinite(x).all(axis=pair, keepdims=True)
+    out = jnp.linalg.norm(jnp.where(finite, x, jnp.zeros_like(x)), ord=ord, axis=axis, keepdims=keepdims)
+    return jnp.where(finite if keepdims else finite.squeeze(pair), out, jnp.nan)
 
 
 def _matrix_batches(a, b):
