@@ -589,6 +589,7 @@ def unary_same(build_float, build_int=None, allow_bool=False, fold=None):
             return cx.value(x.type, lambda: build_float(cx.ir(x), dt))
         if build_int is None:
             return x
+        check_literal(cx, x, dt, 0, literals_only=True)     # (as its lowering's `cx.ir` does: in the check too)
         return cx.value(x.type, lambda: build_int(cx.ir(x), dt))
     return rule
 

@@ -150,6 +150,8 @@ def test_array_literal_dtype():
     "def f(x: i32[n]) -> i32[n]:\n    return x + 2147483648\n",
     "def f(x: u32[n]) -> u32[n]:\n    return maximum(x, -1)\n",
     "def f(x: i64[n]) -> i64[n]:\n    return x + 9223372036854775808\n",
+    "def f(x: i64) -> i64:\n    return x + abs(3000000000)\n",        # (an op on literals alone: in i32, at load
+    "def f(x: i64[n]) -> i64[n]:\n    return x + sign(3000000000)\n",  # as `arrc check`, not at the first call)
 ])
 def test_literal_out_of_range(src):
     with pytest.raises(CompileError) as info:
