@@ -320,14 +320,14 @@ def _nan_where_not(finite, r):
 
 
 def _norm(x, ord, axis, keepdims: bool):
-    """jnp.linalg.norm; its SVD-based matrix norms (ord 2, -2, "nuc") as `_finite_or_nan` makes them."""
+    """jnp.linalg.norm; its SVD-based matrix norms (ord 2, -2, "nuc") as `_finite_or_nan` makes them, on the
+    matrices' axes moved last (as jnp's `_multi_svd_norm` moves them)."""
     import jax.numpy as jnp
     pair = axis if isinstance(axis, tuple) and len(axis) == 2 else (0, 1) if axis is None and x.ndim == 2 else None
     if ord not in (2, -2, "nuc") or pair is None:
         return jnp.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
-    finite = jnp.isfinite(x).all(axis=pair, keepdims=True)
-    out = jnp.linalg.norm(jnp.where(finite, x, jnp.zeros_like(x)), ord=ord, axis=axis, keepdims=keepdims)
-    return jnp.where(finite if keepdims else finite.squeeze(pair), out, jnp.nan)
+    out = _finite_or_nan(lambda m: jnp.linalg.norm(m, ord=ord, axis=(-2, -1)))(jnp.moveaxis(x, pair, (-2, -1)))
+    return jnp.expand_dims(out, sorted(a % x.ndim for a in pair)) if keepdims else out
 
 
 def _matrix_batches(a, b):
