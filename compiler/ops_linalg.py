@@ -144,6 +144,9 @@ def _literal_float(cx: CallCx, v, name: str) -> float | None:
         return None if v is None else float(v)
     if isinstance(v, Val) and v.type.rank == 0 and v.static is not None and not v.type.dtype.is_bool:
         static = v.static
+        if isinstance(static, Dim) and not static.is_const:     # (as `var`'s ddof and `diag`'s k)
+            cx.error("E0204", f"`{name}` must be a literal number or a const here, found `{static}`", "symbolic",
+                     at=name)
         return float(static.value if isinstance(static, Dim) else static)
     cx.error("E0204", f"`{name}` must be a number known at compile time, found {describe(v)}", "not a literal",
              at=name)

@@ -225,9 +225,9 @@ def _static_or_value(cx: CallCx, v, name: str, dt: DType | None):
         cx.error("E0210", f"`{name}` must be a number, found {v.type}", f"this is {v.type}", at=name)
     if v.type.rank:
         cx.error("E0204", f"`{name}` must be a scalar, found {v.type}", f"this is {v.type}", at=name)
-    if v.type.weak and v.static is not None:
+    if v.type.weak and v.static is not None and not (isinstance(v.static, Dim) and not v.static.is_const):
         return float(v.static) if isinstance(v.static, float) else int(v.static.value)
-    return lambda: cx.ir(v, dt)
+    return lambda: cx.ir(v, dt)         # (a shape variable too: a number only once the function is specialized)
 
 
 def _emit_number(x):

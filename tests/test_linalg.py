@@ -147,6 +147,8 @@ def logdet(x: f64[n, n]) -> f64:
     ("triangular_solve(q, q, trans=5)", "E0204", "`trans` must be 0, 1, 2 (or \"N\", \"T\", \"C\"), found 5"),
     ("lstsq(p, q)", "E0202", "`lstsq` takes one matrix (as NumPy and JAX), found f64[2, 3, 3]"),
     ("pinv(m, rtol=v)", "E0204", "`rtol` must be a number known at compile time, found f64[4]"),
+    ("pinv(g, rtol=n)", "E0204", "`rtol` must be a literal number or a const here, found `n`"),     # (a crash)
+    ("norm(g, ord=k)", "E0204", "`ord` must be a literal number or a const here, found `k`"),
     ("pinv(m, hermitian=true)", "E0202", "`pinv` with hermitian=true needs square matrices, found f64[3, 4] (3 x 4)"),
     ("norm(p, axis=(0, 1, 2))", "E0204", "`norm` takes one axis (a vector norm) or two (a matrix norm), found 3"),
 ])

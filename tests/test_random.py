@@ -463,3 +463,16 @@ def test_shapes_from_shape_variables_and_unpacking_at_the_repl():
     Session(out).run("k1, k2 = split(key(0))\nk2\n")
     words = np.asarray(jax.random.key_data(jax.random.split(jax.random.key(0))[1]))
     assert out.getvalue() == f"key = <key [{words[0]:>10} {words[1]}]>\n"
+
+
+def test_a_shape_variable_as_a_sampler_bound_draws_as_its_value():
+    """`randint(k, (3,), 0, n)` with n a shape variable: the number n is once the function is specialized,
+    as JAX draws with that literal (it crashed the check: a symbolic size read as a number)."""
+    mod = arrc.loads("def f(x: f32[n], k: key) -> (i32[3], bool[3], f64[3]):\n"        # (f64: literal bounds
+                     "    return randint(k, (3,), 0, n), bernoulli(k, 1.0 / n, (3,)), "   # give eager JAX's bits)
+                     "truncated_normal(k, -n, n, (3,), f64)\n")
+    k = jax.random.key(7)
+    ints, bits, normals = mod.f(np.zeros(5, np.float32), k)
+    assert same_bits(ints, jax.random.randint(k, (3,), 0, 5, jnp.int32))
+    assert same_bits(bits, jax.random.bernoulli(k, 1.0 / 5, (3,)))
+    assert same_bits(normals, jax.random.truncated_normal(k, -5, 5, (3,), jnp.float64))
