@@ -20,12 +20,14 @@ from ..compiler.signals import sigint_deferred
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")   # silence PJRT start-up INFO lines
 _lock = threading.Lock()
 _backends: dict = {}
+_jax_lock = threading.RLock()       # importing jax and binding to it (`_bind_jax`) happen in one thread at a time
 
 
 def backend(platform: str = "cpu"):
+    if platform not in _backends:
+        _import_jax()           # (before `_lock`: `_bind_jax` holds `_jax_lock` when it takes `_lock`)
     with _lock:
         if platform not in _backends:
-            _import_jax()
             try:        # what jax.extend.backend.get_backend calls; `import jax.extend` itself costs ~25 ms
                 from jax._src.xla_bridge import get_backend
             except ImportError:                 # pragma: no cover (another jax layout)
@@ -361,20 +363,31 @@ def _result_tree(kind: str, n: int):
 
 
 def _import_jax() -> None:
-    """jax imported whole before the runtime uses it: a Ctrl-C meanwhile is raised once it is (signals.py)."""
-    if "jax" not in sys.modules:
-        with sigint_deferred():
-            import jax  # noqa: F401
+    """jax imported whole before the runtime uses it: a Ctrl-C meanwhile is raised once it is (signals.py).
+    Under `_jax_lock`: a thread that finds jax in `sys.modules` while another still imports it waits for that
+    (threads making their first calls at once raised "cannot import name ... from partially initialized
+    module" from jax's own modules)."""
+    with _jax_lock:
+        if "jax" not in sys.modules:
+            with sigint_deferred():
+                import jax  # noqa: F401
 
 
 def _bind_jax() -> None:
-    """Module globals for the call path, set once jax is imported (so importing this module stays cheap)."""
+    """Module globals for the call path, set once jax is imported (so importing this module stays cheap);
+    `_batched_device_put` last, which callers test to know whether it is done."""
+    with _jax_lock:
+        if _batched_device_put is None:
+            _bind_jax_once()
+
+
+def _bind_jax_once() -> None:
     global _ArrayImpl, _batched_device_put, _fastpath_type, _registry, _x64
     _import_jax()
     from jax._src.array import ArrayImpl
     from jax._src.config import enable_x64 as _x64
     from jax._src.lib import xla_client as xc
-    _ArrayImpl, _batched_device_put = ArrayImpl, xc.batched_device_put
+    _ArrayImpl = ArrayImpl
     try:
         from jax._src.interpreters import pxla
         from jax._src.lib import _jax
@@ -396,6 +409,7 @@ def _bind_jax() -> None:
         _cpu_put = _put_on_cpu
     except Exception:                       # no CPU backend: 64-bit NumPy arguments take the Python path
         _cpu_put = None
+    _batched_device_put = xc.batched_device_put
 
 
 _ArrayImpl: type = type(None)           # set by _bind_jax when the first Executable is made

@@ -378,3 +378,29 @@ def test_deep_inputs_in_threads():
         assert {d.code for d in info.value.diagnostics} == {"E0004"}
         return True
     assert all(run_threads(work, n=6))
+
+
+FIRST_CALLS = """\
+import sys, threading, numpy as np, arrc
+assert "jax" not in sys.modules
+mod = arrc.loads("def f(x: f32[n]) -> f32[n]:\\n    return x * 2.0\\n")
+errors = []
+def call():
+    try:
+        assert np.asarray(mod.f(np.ones(4, np.float32))).tolist() == [2.0] * 4
+    except BaseException as err:
+        errors.append(repr(err))
+threads = [threading.Thread(target=call) for _ in range(4)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(errors or "ok")
+"""
+
+
+def test_first_calls_from_threads_before_jax_is_imported():
+    """Four threads making the process's first calls at once: one imports jax and binds the runtime to it, the
+    others wait for that (each raised ImportError "from partially initialized module 'jax._src.core'")."""
+    import subprocess
+    for _ in range(3):          # (the old code failed every time; the race depends on scheduling)
+        out = subprocess.run([sys.executable, "-c", FIRST_CALLS], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0 and out.stdout == "ok\n", out.stdout + out.stderr
