@@ -189,10 +189,10 @@ class ControlFlow:
                                         f"{describe(vf)}", spans_t.get(name, stmt.span), "assigned here")
             merged = merge_type(vt.type, vf.type)
             if merged is None:           # an error only where the variable is used after the `if`
+                paths = [(vt.type, spans_t.get(name, stmt.span)), (vf.type, spans_f.get(name, stmt.span))]
                 self.env[name] = Unbound(
                     f"`{name}` has type {vt.type} in one branch and {vf.type} in the other", None, "E0301",
-                    [Label(spans_t.get(name, stmt.span), f"{vt.type} here"),
-                     Label(spans_f.get(name, stmt.span), f"{vf.type} here")])
+                    [Label(span, f"{t} here") for t, span in paths], paths)
                 continue
             if merged.weak and vt.static is not None and vf.static is not None and vt.static == vf.static:
                 self.env[name] = vt
@@ -332,22 +332,15 @@ class ControlFlow:
             changed = False
             for n in names:
                 new = after.get(n)
+                if isinstance(new, Unbound) and new.paths:
+                    _carried_paths(n, types[n], new, first_spans[n], header)
                 if isinstance(new, (Poisoned, Unbound)) or new is None:
                     continue
                 if not isinstance(new, Val):
                     raise ArrError("E0302", f"loop changes `{n}` from {types[n]} to {describe(new)}",
                                    spans_after.get(n, stmt.span), f"now {describe(new)}",
                                    labels=[Label(first_spans[n], f"{types[n]} before the loop")])
-                merged = merge_type(types[n], new.type)
-                if merged is None or merged.shape != types[n].shape or (
-                        merged.dtype != types[n].dtype and not types[n].weak):
-                    raise ArrError("E0302", f"loop changes the type of `{n}` from {types[n]} to {new.type}",
-                                   spans_after.get(n, stmt.span), f"{new.type} here",
-                                   labels=[Label(first_spans[n], f"{types[n]} before the loop")],
-                                   notes=["a variable carried around a loop keeps one type (JAX's fori_loop "
-                                          "fails at trace time here)"],
-                                   help=f"convert the new value to {types[n]}, or give `{n}` its final type "
-                                        f"before the loop")
+                merged = _carried_type(n, types[n], new.type, spans_after.get(n, stmt.span), first_spans[n])
                 if merged != types[n]:
                     types[n], changed = merged, True
             if not changed:
@@ -551,6 +544,28 @@ class ControlFlow:
 
     def _has_effects(self, expr) -> bool:
         return self.program.has_effect_call(expr)
+
+
+def _carried_type(name: str, old: ArrayType, new: ArrayType, span: Span, first_span: Span) -> ArrayType:
+    """The type of a carried variable that the body gives type `new` (a weak type adopts it), or E0302."""
+    merged = merge_type(old, new)
+    if merged is None or merged.shape != old.shape or merged.dtype != old.dtype and not old.weak:
+        raise ArrError("E0302", f"loop changes the type of `{name}` from {old} to {new}", span, f"{new} here",
+                       labels=[Label(first_span, f"{old} before the loop")],
+                       notes=["a variable carried around a loop keeps one type (JAX's fori_loop fails at trace "
+                              "time here)"],
+                       help=f"convert the new value to {old}, or give `{name}` its final type before the loop")
+    return merged
+
+
+def _carried_paths(name: str, old: ArrayType, value: Unbound, first_span: Span, header: Span) -> None:
+    """A carried variable that a run-time `if` in the body gives a type per path: E0302 at the assignment
+    that changes its type; E0301 where each path's type could follow a weak initializer but not both."""
+    for t, span in value.paths:
+        _carried_type(name, old, t, span, first_span)
+    raise ArrError("E0301", value.reason, header, "carried around the loop here", labels=value.labels,
+                   notes=["a variable carried around a loop keeps one type"],
+                   help="give the variable one type on every path, e.g. with `.astype(...)`")
 
 
 def _shown(v) -> str:

@@ -93,6 +93,7 @@ class Unbound:
     span: Span | None = None
     code: str = "E0101"
     labels: list = field(default_factory=list)
+    paths: list = field(default_factory=list)       # E0301: (type, span of the assignment) of each path
 
 
 class DeferredBool:

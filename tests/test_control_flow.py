@@ -689,6 +689,83 @@ def f(x: f32[n]) -> f32[n]:
     assert (d.labels[0].span.line, d.labels[0].span.col) == (1, 7)
 
 
+# A run-time `if` in the body that gives a carried variable another type on one path left it with no one
+# type at the end of the body; lowering the loop then crashed (E0601). It is E0302 at that assignment.
+@pytest.mark.parametrize("body,line,col,new", [
+    ("for i in range(3):\n        if c:\n            k = 1.5", 4, 13, "f32"),
+    ("while k < 3:\n        if c:\n            k = 1.5", 4, 13, "f32"),
+    ("for i in range(3):\n        if c:\n            k = k < 2", 4, 13, "bool"),
+    ("for i in range(3):\n        if c:\n            k = k + 1\n        else:\n            k = f64(k)", 6, 13, "f64"),
+    ("for i in range(3):\n        if c:\n            k = 1\n        elif d:\n            k = 1.5", 6, 13, "f32"),
+    ("for i in range(3):\n        if c:\n            if d:\n                k = 1.5", 5, 17, "f32"),
+    ("for j in range(2):\n        for i in range(3):\n            if c:\n                k = 1.5", 5, 17, "f32"),
+    ("for i in range(3):\n        if c:\n            k, m = 1.5, 2", 4, 13, "f32"),
+])
+def test_e0302_type_change_on_one_path_of_an_if(body, line, col, new):
+    d = _only(compile_error(f"""\
+def f(k: i32, c: bool, d: bool) -> i32:
+    {body}
+    return k
+"""), "E0302")
+    assert d.message == f"loop changes the type of `k` from i32 to {new}"
+    assert _span(d)[:2] == (line, col)
+    assert (d.labels[0].span.line, d.labels[0].span.col) == (1, 7)
+
+
+def test_e0302_shape_change_on_one_path_of_an_if():
+    d = _only(compile_error("""\
+def f(x: f32[n], c: bool) -> f32:
+    v = x
+    for i in range(3):
+        if c:
+            v = concat((v, v))
+    return sum(v)
+"""), "E0302")
+    assert "f32[2 * n]" in d.message
+    assert _span(d)[:2] == (5, 13)
+
+
+def test_e0301_weak_carried_variable_with_a_type_per_path():
+    # either type alone could follow the weak `k = 0`; both cannot: the loop carries one
+    d = _only(compile_error("""\
+def f(x: f32, c: bool) -> i32:
+    k = 0
+    for i in range(3):
+        if c:
+            k = x
+        else:
+            k = i64(2)
+    return 0
+"""), "E0301")
+    assert d.message == "`k` has type f32 in one branch and i64 in the other"
+    assert _span(d) == (3, 5, 3, 8)
+    assert [(lb.span.line, lb.message) for lb in d.labels] == [(5, "f32 here"), (7, "i64 here")]
+
+
+def test_local_of_the_loop_body_may_have_a_type_per_path():
+    # not carried (first assigned in the body): an error only where it is used after the `if`
+    mod = cached_module("""\
+def f(c: bool) -> i32:
+    for i in range(3):
+        m = i32(1)
+        if c:
+            m = 1.5
+    return 0
+""", "local_per_path.arr")
+    assert int(mod.f(True)) == 0
+    d = _only(compile_error("""\
+def f(c: bool) -> i32:
+    s = 0
+    for i in range(3):
+        m = i32(1)
+        if c:
+            m = 1.5
+        s = s + m
+    return s
+"""), "E0301")
+    assert _span(d)[:2] == (7, 17)
+
+
 def test_weak_literal_carried_variable_may_widen():
     mod = cached_module("""\
 def f(k: i32) -> f32:
