@@ -199,7 +199,9 @@ class ControlFlow:
                 continue
             outputs.append(("name", name))
             out_types.append(merged)
-            self.spans[name] = spans_t.get(name, spans_f.get(name))
+            # the assignment the type comes from (a weak literal of the other branch adopts it)
+            spans, other = (spans_t, spans_f) if vt.type.dtype == merged.dtype else (spans_f, spans_t)
+            self.spans[name] = spans.get(name, other.get(name))
 
         def value_in(env, returned, key):
             return returned[key[1]] if key[0] == "return" else env[key[1]]

@@ -712,6 +712,31 @@ def f(k: i32, c: bool, d: bool) -> i32:
     assert (d.labels[0].span.line, d.labels[0].span.col) == (1, 7)
 
 
+def test_type_after_an_if_points_at_the_assignment_it_comes_from():
+    # `1` adopts the type of `1.5`: the label "f32 here" is on `k = 1.5`, not on `k = 1`
+    d = _only(compile_error("""\
+def f(k: i32, c: bool) -> i32:
+    for i in range(3):
+        if c:
+            k = 1
+        else:
+            k = 1.5
+    return k
+"""), "E0302")
+    assert _span(d)[:2] == (6, 13) and d.labels[0].span.line == 1
+    d = _only(compile_error("""\
+def f(x: f32, c: bool, e: bool) -> f32:
+    if c:
+        y = 1
+    else:
+        y = x
+    if e:
+        y = i32(x)
+    return y
+"""), "E0301")
+    assert [(lb.span.line, lb.message) for lb in d.labels] == [(7, "i32 here"), (5, "f32 here")]
+
+
 def test_e0302_shape_change_on_one_path_of_an_if():
     d = _only(compile_error("""\
 def f(x: f32[n], c: bool) -> f32:
