@@ -227,7 +227,7 @@ def _power(cx: CallCx, x, y):
     dtype, weak, shape = elementwise_type(cx, [x, y], "`**`")
     if dtype.is_bool:
         cx.error("E0201", "`**` is not defined on bool", help="convert with `.astype(i32)` first")
-    static = (_fold_power(x, y) if dtype.is_int else _fold_float("**", x, y)) if weak else None
+    static = (_fold_power(cx, x, y) if dtype.is_int else _fold_float("**", x, y)) if weak else None
     if static is not None:
         return Val(ArrayType(dtype, shape, weak), None, static)
     if not dtype.is_int:
@@ -277,15 +277,23 @@ def _int_power(a, b):
     return emit.select(emit.compare(b, zero, "LT", dt), inverse, acc)
 
 
-def _fold_power(x: Val, y: Val) -> Dim | None:
+def _fold_power(cx: CallCx, x: Val, y: Val) -> Dim | None:
     """`2**64` of integer literals is the literal 18446744073709551616 (computed in i32 at run time it wrapped
-    to 0 unseen), so that where it takes a dtype it is checked like any literal (E0211)."""
+    to 0 unseen), so that where it takes a dtype it is checked like any literal (E0211); one past 64 bits is
+    E0211 as such a literal written out is (`2**200` wrapped to 0, and `(-2**31)**3` escaped the limit)."""
     if not (isinstance(x.static, Dim) and x.static.is_const and isinstance(y.static, Dim) and y.static.is_const):
         return None
     base, exponent = x.static.value, y.static.value
-    if exponent < 0 or max(abs(base).bit_length(), 1) * exponent > 256:     # (no huge numbers at compile time)
+    if exponent < 0:
         return None
-    return Dim.const(base ** exponent)
+    if abs(base) > 1 and (abs(base).bit_length() - 1) * exponent > 64:    # (never made: it may be huge)
+        cx.error("E0211", "integer literal too large", "does not fit in 64 bits",
+                 help="literals alone make this power: write a float (`2.0**200`) or compute in a float dtype")
+    value = base ** exponent
+    if abs(value) > 2 ** 64:
+        cx.error("E0211", "integer literal too large", "does not fit in 64 bits",
+                 help="literals alone make this power: write a float (`2.0**200`) or compute in a float dtype")
+    return Dim.const(value)
 
 
 register("**", params="x, y", table=OPERATORS, display="power", words="power")(_power)

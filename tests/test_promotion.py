@@ -240,3 +240,20 @@ def test_float_literals_taking_f64_are_not_rounded_through_f32():
     assert float(a) == 0.1 and float(c) == 0.1
     got = np.asarray(mod.g(np.array([1.0, 0.0])))
     np.testing.assert_array_equal(got, [0.1 + 1e-300, 1e-300])
+
+
+@pytest.mark.parametrize("src", [
+    "def f(b: f32) -> u64:\n    return u64(2**200)\n",                  # (it was 0: computed in i32)
+    "def f(b: f32) -> f32:\n    return b + 2**200\n",                   # (b: the power was 0)
+    "def f(b: f32) -> f32:\n    return b + (-2147483648)**3\n",         # (-2**93, past what a literal may be)
+])
+def test_a_power_of_literals_past_64_bits_is_a_literal_too_large(src):
+    with pytest.raises(CompileError) as info:
+        arrc.loads(src)
+    [d] = info.value.diagnostics
+    assert (d.code, d.message) == ("E0211", "integer literal too large")
+
+
+def test_powers_of_literals_within_64_bits_and_of_one_fold():
+    mod = arrc.loads("def f(b: f32) -> (f32, f32, f32):\n    return b + 2**64, b + (-1)**1000001, b + 1**1000000\n")
+    assert [float(v) for v in mod.f(np.float32(1.0))] == [float(np.float32(2.0**64 + 1)), 0.0, 2.0]
