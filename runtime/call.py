@@ -196,12 +196,13 @@ def interruptible(fn, *args, kind: str = "run"):
         while not done.acquire(timeout=0.05):
             pass
     except BaseException:
-        with _helpers_lock:                 # abandoned: its thread stays with the running program
+        with _helpers_lock:                 # abandoned: its thread stays with the running program, then ends
             if _helpers and _helpers[0] is helper:
                 _helpers.clear()
             if not _abandoned:
                 atexit.register(_leave_after_abandoned_work)
             _abandoned.append(helper)
+        helper.jobs.put(None)               # its thread ends after the job it runs
         effects.abandon(helper.thread.ident)    # the runs of a call made on the helper (a REPL cell's)
         raise
     ok, value = box[0]
@@ -220,7 +221,12 @@ class _Helper:
 
     def _loop(self):
         while True:
-            fn, args, box, done, kind = self.jobs.get()
+            job = self.jobs.get()
+            if job is None:                 # abandoned (`interruptible`): no job will come
+                with _helpers_lock:
+                    _abandoned.remove(self)
+                return
+            fn, args, box, done, kind = job
             self.busy = kind
             try:
                 box.append((True, fn(*args)))
@@ -255,7 +261,7 @@ def _leave_after_abandoned_work() -> None:
     import time
     deadline = time.monotonic() + PRINT_GRACE_S
     while any(helper.busy == "compile" or helper.busy == "prints" and time.monotonic() < deadline
-              for helper in _abandoned):
+              for helper in list(_abandoned)):
         time.sleep(0.01)
 
 

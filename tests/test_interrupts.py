@@ -561,3 +561,25 @@ def test_a_ctrl_c_python_raised_in_a_garbage_collector_callback_is_not_lost():
     finally:
         gc.callbacks.remove(callback)
         sys.unraisablehook = previous
+
+
+def test_a_thread_abandoned_at_ctrl_c_ends_with_its_job():
+    """`interruptible` leaves the job Ctrl-C interrupted to its helper thread, which then ends: each Ctrl-C left
+    an idle thread waiting for jobs forever (a notebook that interrupts often piled them up)."""
+    import threading
+    import time
+    from arrc.runtime import call
+    before = threading.active_count()
+    for _ in range(3):
+        release = threading.Event()             # (the job runs until after the Ctrl-C, however late it comes)
+        timer = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            call.interruptible(release.wait, 60)
+        timer.join()
+        release.set()
+    deadline = time.monotonic() + 10
+    while call._abandoned and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert call._abandoned == []
+    assert threading.active_count() <= before + 1      # (the helper of the next call, if one was made before)
