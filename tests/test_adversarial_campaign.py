@@ -71,3 +71,20 @@ def test_each_kind_of_failure_is_counted(worker):
     assert [f["verdict"] for f in result["failures"]] == list(campaign.SELFTEST)
     assert "killed by signal 11" in result["failures"][2]["detail"]
     assert campaign.failed([{**result, "wrong": 1}]) and "selftest" in campaign.table([result])
+
+
+
+@pytest.mark.parametrize("name", ["f16", "bf16", "f32", "f64"])
+def test_the_oracle_reads_huge_python_ints_for_floats_as_arr_does(name):
+    """A Python int past 64 bits is a float for a float parameter (docs/api.md; inf past the dtype's range):
+    the oracle took it for a value arr must refuse, so each such call was counted wrong (args:1:100)."""
+    import numpy as np
+
+    import arrc
+    f = arrc.loads(f"def f(x: {name}) -> {name}:\n    return x\n").f
+    for value in (2 ** 70, -(2 ** 70), 10 ** 400):
+        must, native = campaign._acceptable(value, name, "scalar")
+        got = np.asarray(f(value))
+        assert must is None and native is not None and got.dtype == native.dtype and got == native, value
+    assert campaign._acceptable([2 ** 70, 1], name, "vec")[1] is not None
+    assert campaign._native(2 ** 70, "i64") is None and campaign._native(2 ** 70, "u64") is None

@@ -315,7 +315,9 @@ def _is_array(value) -> bool:
 
 def _native(value, name: str):
     """The argument as arr should read it (native byte order, dtype `name`), or None when a Python value
-    cannot be held exactly by that dtype (then arr must refuse it)."""
+    cannot be held by that dtype (then arr must refuse it). A Python int past 64 bits is a float for a float
+    parameter, rounded to its dtype (docs/api.md): `2 ** 70` is 2.0 ** 70 for an f32, inf for an f16, and
+    an int past f64's range is inf, as `1e400` is."""
     import numpy as np
     dt = dtype_of(name)
     if _is_array(value):
@@ -325,8 +327,10 @@ def _native(value, name: str):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             a = np.asarray(value)
-    except Exception:                         # noqa: BLE001 - ragged lists, huge ints, ...
+    except Exception:                         # noqa: BLE001 - ragged lists, ...
         return None
+    if a.dtype == object and dt.is_float and a.size and all(type(v) in (int, float) for v in a.ravel()):
+        a = np.array([_float(v) for v in a.ravel()]).reshape(a.shape)      # NumPy holds these ints as objects
     if a.size == 0 and a.dtype == np.float64:      # `[]`: NumPy's default dtype says nothing
         return a.astype(dt.np)
     if a.dtype.kind not in "biuf" or (dt.is_bool and a.dtype.kind != "b"):
@@ -339,6 +343,13 @@ def _native(value, name: str):
             return None
     with np.errstate(all="ignore"):
         return a.astype(dt.np)
+
+
+def _float(v: int | float) -> float:
+    try:
+        return float(v)
+    except OverflowError:                     # an int past f64's range
+        return float("inf") if v > 0 else float("-inf")
 
 
 def _acceptable(value, name: str, kind: str) -> tuple[bool | None, object]:
