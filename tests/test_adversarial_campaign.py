@@ -88,3 +88,18 @@ def test_the_oracle_reads_huge_python_ints_for_floats_as_arr_does(name):
         assert must is None and native is not None and got.dtype == native.dtype and got == native, value
     assert campaign._acceptable([2 ** 70, 1], name, "vec")[1] is not None
     assert campaign._native(2 ** 70, "i64") is None and campaign._native(2 ** 70, "u64") is None
+
+
+@pytest.mark.parametrize("size", [0, 1, 17, 80])
+def test_a_cache_entry_cut_short_can_be_damaged_again(tmp_path, size):
+    """A second damage to an entry the first one left empty (cache:15:32, `named:zero-byte` then `truncate`)
+    or shorter than a header (then `named:bad-key-digest`) was a traceback of the campaign itself (an empty
+    `randrange`, an index past the bytes), arrc never reached."""
+    import random
+    for i in range(400):
+        case = tmp_path / str(i)
+        case.mkdir()
+        target, other = case / "target.xc", case / "other.xc"
+        target.write_bytes(bytes(range(size)))
+        other.write_bytes(bytes(range(200)))
+        campaign._damage_entry(target, other, random.Random(i), case)

@@ -732,13 +732,20 @@ def _cache_dir(where: Path):
 
 def _damage_entry(target: Path, other: Path, rng, casedir: Path) -> str:
     """One damage to the entry at `target` (`other`: the other program's / grammar's entry)."""
+    from arrc.compiler import cache as C
     from test_adversarial_cache import DAMAGE
-    how = rng.choice(["named", "named", "flip", "truncate", "append", "overwrite", "copy-other", "rename-other",
-                      "exchange", "other-header", "other-payload", "fifo", "dev-zero", "dangling", "directory",
-                      "nonempty-directory", "link-other", "link-self-outside", "hardlink-other", "unreadable"])
     data = target.read_bytes() if target.is_file() else b""
+    hows = ["named", "named", "flip", "truncate", "append", "overwrite", "copy-other", "rename-other",
+            "exchange", "other-header", "other-payload", "fifo", "dev-zero", "dangling", "directory",
+            "nonempty-directory", "link-other", "link-self-outside", "hardlink-other", "unreadable"]
+    if not data:            # an earlier damage left no bytes (named:zero-byte): none to flip, cut or overwrite
+        hows = [h for h in hows if h not in ("flip", "truncate", "overwrite")]
+    how = rng.choice(hows)
     if how == "named":
-        damage = rng.choice(sorted(DAMAGE))
+        named = sorted(DAMAGE)
+        if len(data) <= C._HEADER.size:       # (cut short before) these flip a byte of the header or past it
+            named = [d for d in named if d not in ("bad-digest", "bad-key-digest")]
+        damage = rng.choice(named)
         target.write_bytes(DAMAGE[damage](data, target.stem))
         return f"named:{damage}"
     if how == "flip":
