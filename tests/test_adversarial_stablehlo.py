@@ -549,3 +549,21 @@ def test_guard_of_an_unreadable_file_is_a_diagnostic(capsys, tmp_path):
     assert "error[E0502]: cannot read" in err and "Traceback" not in err
     with pytest.raises(CompileError):
         guard_text(path.read_bytes(), str(path), GuardOptions(frozenset(KINDS)))
+
+
+def test_a_read_arrc_gives_up_on_is_not_a_hang():
+    """The campaign's limit was 60 s a case, arrc's on one read too (READ_TIMEOUT_S): a correct E0502
+    "reading it took longer than 60 s" arrived just too late and was counted a hang, and a case reads its
+    file twice (guard, then read). Each phase now has the reader's limit and a margin: a fake worker whose
+    two phases take 0.6 s each answers in time under a limit of 1 s."""
+    assert campaign.LIMIT > foreign.READ_TIMEOUT_S
+    fake = ("import json, sys, time\nsys.stdin.readline()\n"
+            "for phase in ('guard', 'read'):\n"
+            "    print(json.dumps({'phase': phase}), flush=True)\n    time.sleep(0.6)\n"
+            "print(json.dumps({'verdict': 'diagnostic', 'detail': 'E0502 took longer'}), flush=True)\n")
+    worker = campaign.Worker(1.0)
+    worker.proc = subprocess.Popen([sys.executable, "-c", fake], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert worker.run("case.mlirbc") == ("diagnostic", "E0502 took longer")
+    finally:
+        worker.stop()

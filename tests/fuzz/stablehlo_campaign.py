@@ -8,8 +8,9 @@ and the case number) and goes through
   - `ForeignFunction(path)` called with zeros, as `arrc run` does (when the module reads at all).
 Acceptable: a module / results, `CompileError` whose every code is in `CODES`, `GuardError` (zeros can
 make a NaN), `AssertionFailed`. Anything else is a failure: `traceback` (another exception), `crash`
-(the worker died), `hang` (no answer in time while reading or guarding). A time-out while the module's
-own code runs (a mutated loop bound) is counted as `slow-run`, not a failure: it is what the module says.
+(the worker died), `hang` (no answer in time while reading or guarding: each phase has LIMIT seconds, more
+than arrc's own limit on one read, whose E0502 must arrive in time). A time-out while the module's own code
+runs (a mutated loop bound) is counted as `slow-run`, not a failure: it is what the module says.
 
 Cases run in a worker process (a crash cannot take the campaign down), with arrays limited to 256 MB
 (`ARRC_MAX_ARRAY_BYTES`) so that a mutated shape cannot swap the machine.
@@ -33,7 +34,11 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from arrc.runtime.foreign import READ_TIMEOUT_S  # noqa: E402
+
 MAX_ARRAY_BYTES = str(2 ** 28)
+LIMIT = READ_TIMEOUT_S + 30      # per phase, seconds: a read arrc gives up on (E0502) and the time to say so
 FAILURES = ("traceback", "crash", "hang")
 
 # (example, entry, shape bindings, guard kinds to write into the seed, text too)
@@ -47,7 +52,6 @@ INTERESTING = b"\x00\x01\x7f\x80\xff\x0f\xf0"
 
 def seed_modules() -> list[tuple[str, bytes]]:
     """(name, bytes) of every seed: bytecode (and text) arrc writes, and a JAX export calling LAPACK."""
-    sys.path.insert(0, str(ROOT))
     import arrc
     from arrc.passes.guards import GuardOptions, guard_module
     out = []
@@ -164,7 +168,6 @@ def worker_main() -> None:
     """Paths on stdin, one per line; JSON lines on the original stdout (fd 1 is /dev/null for the cases)."""
     proto = os.fdopen(os.dup(1), "w")
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-    sys.path.insert(0, str(ROOT))
     import arrc.runtime.foreign  # noqa: F401 - before the first case's clock starts
 
     def send(**msg) -> None:
@@ -224,8 +227,9 @@ class Worker:
             deadline = time.monotonic() + self.limit
             while True:
                 msg = self._message(deadline)
-                if "phase" in msg:
+                if "phase" in msg:           # guard and read each read the file in a child of their own
                     phase = msg["phase"]
+                    deadline = time.monotonic() + self.limit
                     continue
                 return msg["verdict"], msg["detail"]
         except TimeoutError:
@@ -243,7 +247,7 @@ class Worker:
             return "crash", f"worker died with exit code {code} in phase {phase!r}\n{tail}"
 
 
-def campaign(seed: int, cases: int | None, seconds: float | None, limit: float = 60.0,
+def campaign(seed: int, cases: int | None, seconds: float | None, limit: float = LIMIT,
              outdir: Path | None = None, quiet: bool = False) -> dict:
     """Run `cases` cases (or for `seconds`); returns the counts by verdict and the failures."""
     seeds = seed_modules()
@@ -294,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, help="run for this long (default: 60 unless --cases)")
     parser.add_argument("--cases", type=int, help="run this many cases")
     parser.add_argument("--seed", type=int, help="campaign seed (default: random, printed)")
-    parser.add_argument("--limit", type=float, default=60.0, help="time limit per case, seconds")
+    parser.add_argument("--limit", type=float, default=LIMIT, help="time limit per phase of a case, seconds")
     parser.add_argument("--out", help="directory for failing inputs (default: left in the work directory)")
     parser.add_argument("--replay", metavar="FILE", help="run one saved input and print the verdict")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
