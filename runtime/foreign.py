@@ -10,6 +10,8 @@ calls something arrc did not register before anything is compiled.
 from __future__ import annotations
 
 import json
+import math
+import os
 import signal
 import subprocess
 import sys
@@ -36,6 +38,7 @@ from .guards import FileSources, raise_faults
 
 READER = mlir_reader.__file__            # run as a script in the child
 READ_TIMEOUT_S = 60.0
+READ_CPU_MARGIN_S = 5                  # the reader's CPU time is bounded at its timeout and this much more
 MAX_SOURCE_BYTES = 16 * 2 ** 20        # a location's file is shown in reports only if it is this small
 
 
@@ -64,14 +67,15 @@ def read_in_child(data: bytes, name: str, timeout: float = READ_TIMEOUT_S) -> tu
     """MLIR's bytecode of the module in `data`, parsed and verified in a child process (runtime/mlir_reader.py:
     ~0.35 s of CPU), so that no input can take this process down; with the platforms of a multi-platform
     `jax.export` (else None)."""
-    # -P: the reader's own folder (runtime/) is not put on the child's path.
-    command = [sys.executable, "-P", READER]
     try:
-        done = subprocess.run(command, input=data, capture_output=True, timeout=timeout)
+        done = subprocess.run(reader_command(timeout), input=data, capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise _unreadable(name, f"reading it took longer than {timeout:g} s") from None
     except OSError as err:
         raise _unreadable(name, f"the MLIR reader could not be started ({err.strerror or err})") from None
+    xcpu = getattr(signal, "SIGXCPU", None)          # (not on Windows)
+    if xcpu is not None and done.returncode == -xcpu:
+        raise _unreadable(name, f"reading it took more than {reader_cpu_seconds(timeout)} s of CPU time")
     if done.returncode < 0:
         number = -done.returncode
         try:
@@ -95,6 +99,18 @@ def read_in_child(data: bytes, name: str, timeout: float = READ_TIMEOUT_S) -> tu
     if platforms is not None and not (isinstance(platforms, list) and all(isinstance(p, str) for p in platforms)):
         raise _unreadable(name, "the MLIR reader failed (its platforms are not a list of names)")
     return written, platforms
+
+
+def reader_command(timeout: float = READ_TIMEOUT_S) -> list[str]:
+    """The child's command line: it dies with this process and after a little more CPU time than `timeout`
+    (runtime/mlir_reader.py `bound_process`), so that a reader looping on a mutated file is not left behind
+    when this process is killed before it stops waiting. -P: the reader's own folder (runtime/) is not put
+    on the child's path."""
+    return [sys.executable, "-P", READER, str(os.getpid()), str(reader_cpu_seconds(timeout))]
+
+
+def reader_cpu_seconds(timeout: float) -> int:
+    return math.ceil(timeout) + READ_CPU_MARGIN_S
 
 
 def _unreadable(name: str, reason: str, span: Span | None = None) -> CompileError:

@@ -7,7 +7,8 @@ MLIR's own bytecode of the verified module, or MLIR's first error, and only ever
 wrote. The protocol, on stdout: one JSON line (`{"ok": true, "platforms": [...] or null}` or `{"error",
 "line", "col", "file"}`), then, when ok, the bytecode. `platforms` are a multi-platform `jax.export`'s
 (`Exported.platforms`, in the order its `_platform_index` argument counts them), which the serialization
-holds outside the module. Run as `python -I mlir_reader.py < FILE`.
+holds outside the module. Run as `python -I mlir_reader.py [PARENT_PID CPU_SECONDS] < FILE`: with them it
+dies with its parent (Linux) and after CPU_SECONDS of CPU time (`bound_process`).
 
     >>> make_context() is not None
     True
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
 import sys
 
 from jaxlib.mlir import ir
@@ -25,6 +28,7 @@ from jaxlib.mlir.dialects import stablehlo as hlo
 
 BYTECODE_MAGIC = b"ML\xefR"
 MEMORY_LIMIT = 16 * 2 ** 30          # address space of the child: a reader that asks for more fails there
+PR_SET_PDEATHSIG = 1                 # <linux/prctl.h>
 
 
 class ReadError(Exception):
@@ -114,12 +118,39 @@ def bytecode(module: ir.Module) -> bytes:
     return buffer.getvalue()
 
 
-def main() -> int:
+def bound_process(parent: int | None = None, cpu_seconds: int | None = None) -> bool:
+    """Limits on this process, set before it reads its input: MEMORY_LIMIT of address space, `cpu_seconds`
+    of CPU time (SIGXCPU, then SIGKILL a second later) and, on Linux, SIGKILL when `parent` (the pid that
+    started it) dies. MLIR's reader can loop forever on a mutated file: the parent stops waiting after its
+    timeout, but a parent killed before that left the reader spinning, an orphan. False when `parent` is
+    already gone (it died before this process asked to die with it)."""
+    limits = [("RLIMIT_AS", MEMORY_LIMIT, MEMORY_LIMIT)]
+    if cpu_seconds:
+        limits.append(("RLIMIT_CPU", cpu_seconds, cpu_seconds + 1))
     try:
         import resource
-        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-    except (ImportError, ValueError, OSError):
-        pass
+    except ImportError:             # (not on Windows)
+        limits = []
+    for which, soft, hard in limits:
+        try:
+            resource.setrlimit(getattr(resource, which), (soft, hard))
+        except (ValueError, OSError):                   # (a lower limit is set already)
+            pass
+    if parent is None:
+        return True
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    return os.getppid() == parent
+
+
+def main(argv: list[str]) -> int:
+    parent, cpu_seconds = (int(argv[0]), int(argv[1])) if argv else (None, None)
+    if not bound_process(parent, cpu_seconds):
+        return 1                    # an orphan already: no one reads the answer
     data = sys.stdin.buffer.read()
     out = sys.stdout.buffer
     try:
@@ -134,4 +165,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

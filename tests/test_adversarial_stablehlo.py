@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -427,6 +429,7 @@ def test_lapack_calls_must_be_as_jax_makes_them(tmp_path, call, problem):
     ("import os, signal\nos.kill(os.getpid(), signal.SIGABRT)\n", "the MLIR reader crashed (signal 6, SIGABRT)"),
     ("raise MemoryError\n", "the MLIR reader failed (MemoryError)"),
     ("print('not json')\n", "the MLIR reader failed"),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGXCPU)\n", "reading it took more than 65 s of CPU time"),
 ])
 def test_reader_that_dies_is_a_diagnostic(tmp_path, monkeypatch, script, message):
     reader = tmp_path / "reader.py"
@@ -446,6 +449,68 @@ def test_reader_that_hangs_is_stopped(tmp_path, monkeypatch):
     with pytest.raises(CompileError) as info:
         read_in_child(b"", "slow.mlir", timeout=1)
     assert "reading it took longer than 1 s" in info.value.diagnostics[0].message
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` runs (a zombie no one has reaped yet does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not _running(pid)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux's")
+def test_reader_dies_with_its_parent():
+    """A parent killed while its reader spins on a mutated file (MLIR's reader can loop) left the reader
+    running for ever, an orphan. Here the reader waits on a stdin this test holds open, and its parent, a
+    process that started it as `read_in_child` does, is killed: the reader must go too."""
+    stdin, keep_open = os.pipe()
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys, time\nfrom arrc.runtime import foreign\n"
+         f"child = subprocess.Popen(foreign.reader_command(), stdin={stdin})\n"
+         "print(child.pid, flush=True)\ntime.sleep(600)\n"],
+        cwd=ROOT, stdout=subprocess.PIPE, pass_fds=(stdin,))
+    os.close(stdin)
+    try:
+        reader = int(parent.stdout.readline())
+        time.sleep(1)                         # (it may be killed before or after it asks: either way it goes)
+        parent.kill()
+        parent.wait()
+        assert _gone_within(reader, 20), "the reader outlived its parent"
+    finally:
+        parent.kill()
+        parent.wait()
+        os.close(keep_open)                   # (a reader still there reads its end of input and ends)
+
+
+def test_reader_whose_parent_died_before_it_asked_exits():
+    """The reader asks to die with its parent only once it runs: a parent gone by then is not its parent
+    any more (os.getppid() differs from the pid it was given), and the reader ends without reading."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    stdin, keep_open = os.pipe()
+    try:
+        done = subprocess.run([sys.executable, "-P", foreign.READER, str(gone.pid), "60"], stdin=stdin,
+                              capture_output=True, timeout=60)
+        assert done.returncode == 1 and done.stdout == b""
+    finally:
+        os.close(stdin)
+        os.close(keep_open)
+
+
+def test_reader_cpu_time_is_bounded():
+    """A reader spinning past its CPU time (a little more than the parent's timeout) is stopped by SIGXCPU."""
+    spin = "from arrc.runtime import mlir_reader\nmlir_reader.bound_process(cpu_seconds=1)\nwhile True:\n    pass\n"
+    done = subprocess.run([sys.executable, "-c", spin], cwd=ROOT, capture_output=True, timeout=60)
+    assert done.returncode == -signal.SIGXCPU, done.stderr.decode()[-500:]
 
 
 def test_parse_error_points_into_the_text(tmp_path):
