@@ -279,21 +279,21 @@ def _int_power(a, b):
 
 def _fold_power(cx: CallCx, x: Val, y: Val) -> Dim | None:
     """`2**64` of integer literals is the literal 18446744073709551616 (computed in i32 at run time it wrapped
-    to 0 unseen), so that where it takes a dtype it is checked like any literal (E0211); one past 64 bits is
-    E0211 as such a literal written out is (`2**200` wrapped to 0, and `(-2**31)**3` escaped the limit)."""
+    to 0 unseen), so that where it takes a dtype it is checked like any literal (E0211: `u64(2**200)`; a float
+    takes it, `f64(2**200)`). One of more than MAX_POWER_BITS, past every dtype, is not computed: E0211 (it
+    was left to run time, in i32, where `2**200` wrapped to 0)."""
     if not (isinstance(x.static, Dim) and x.static.is_const and isinstance(y.static, Dim) and y.static.is_const):
         return None
     base, exponent = x.static.value, y.static.value
     if exponent < 0:
         return None
-    if abs(base) > 1 and (abs(base).bit_length() - 1) * exponent > 64:    # (never made: it may be huge)
-        cx.error("E0211", "integer literal too large", "does not fit in 64 bits",
-                 help="literals alone make this power: write a float (`2.0**200`) or compute in a float dtype")
-    value = base ** exponent
-    if abs(value) > 2 ** 64:
-        cx.error("E0211", "integer literal too large", "does not fit in 64 bits",
-                 help="literals alone make this power: write a float (`2.0**200`) or compute in a float dtype")
-    return Dim.const(value)
+    if abs(base) > 1 and (abs(base).bit_length() - 1) * exponent > MAX_POWER_BITS:
+        cx.error("E0211", "integer literal too large", f"more than {MAX_POWER_BITS} bits",
+                 help="no dtype holds it (f64's largest is about 2**1024): write a float (`2.0**5000` is inf)")
+    return Dim.const(base ** exponent)
+
+
+MAX_POWER_BITS = 1100       # a power of integer literals computed at compile time, at most (f64 ends at 2**1024)
 
 
 register("**", params="x, y", table=OPERATORS, display="power", words="power")(_power)
