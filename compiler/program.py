@@ -13,6 +13,7 @@ from .parse import parse, text_direction_warnings
 from .span import Source
 from .types import ArrayType, Dim
 from .values import POISON, ArrError, Poisoned, Val, describe
+from .walk import depth_first
 from .optable import check_literal, weak_literal_fits
 
 
@@ -184,7 +185,7 @@ def _call_depths(callees: dict) -> dict:
     an upper bound on what inlining meets), or None where a recursive call is below it. No recursion
     here: a chain may be as long as Python's recursion limit."""
     depth: dict = {}
-    for event, node, _ in _depth_first({name: [(c, None) for c in called] for name, called in callees.items()}):
+    for event, node, _ in depth_first({name: [(c, None) for c in called] for name, called in callees.items()}):
         if event == "cycle":
             depth[node[0]] = None               # marks the cycle; its callers get None below
             continue
@@ -194,33 +195,6 @@ def _call_depths(callees: dict) -> dict:
         else:
             depth[node] = 1 + max(below) if below else 0
     return depth
-
-
-def _depth_first(edges: dict):
-    """Walk the graph `edges` (node -> [(neighbour, info)]) depth first from each node in turn, entering
-    each node once, with its own stack (a chain may be longer than Python's recursion limit). Yields
-    ("cycle", path, info) for an edge back to a node on the current path (`path`: from that node to the
-    edge's source, then that node again) and ("done", node, None) once all a node reaches is done."""
-    done: set = set()
-    for root in edges:
-        if root in done:
-            continue
-        path, on_path, pending = [root], {root}, [iter(edges.get(root, ()))]
-        while pending:
-            for target, info in pending[-1]:
-                if target in on_path:
-                    yield "cycle", path[path.index(target):] + [target], info
-                elif target not in done:
-                    path.append(target)
-                    on_path.add(target)
-                    pending.append(iter(edges.get(target, ())))
-                    break
-            else:
-                pending.pop()
-                node = path.pop()
-                on_path.discard(node)
-                done.add(node)
-                yield "done", node, None
 
 
 def _collect(program: Program, reporter: Reporter) -> None:
@@ -304,7 +278,7 @@ def _const_order(program: Program, reporter: Reporter) -> list:
     uses = {name: [n for n in dict.fromkeys(_names_in(c.value) + _names_in(c.type)) if n in consts]
             for name, c in consts.items()}
     order, cyclic = [], set()
-    for event, found, _ in _depth_first({name: [(n, None) for n in used] for name, used in uses.items()}):
+    for event, found, _ in depth_first({name: [(n, None) for n in used] for name, used in uses.items()}):
         if event == "done":
             order.append(found)
             continue
@@ -526,7 +500,7 @@ def _check_recursion(calls: dict, reporter: Reporter) -> None:
     cycles = [Diagnostic("E0104", f"recursive call: {' -> '.join(cycle)}", span,
                          "calls a function that is still running",
                          help="arr functions cannot be recursive; use a `for` or `while` loop")
-              for event, cycle, span in _depth_first(calls) if event == "cycle"]
+              for event, cycle, span in depth_first(calls) if event == "cycle"]
     reporter.diagnostics[:0] = cycles
 
 

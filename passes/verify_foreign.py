@@ -38,7 +38,7 @@ from ..compiler.types import MAX_ARRAY_BYTES
 from .base import ModulePass
 from ..compiler.locations import span_of
 from .rewrite import attr_text, i64s
-from ..compiler.walk import walk_ops
+from ..compiler.walk import depth_first, walk_ops
 
 CALLBACK_TARGETS = ("xla_ffi_python_cpu_callback", "xla_ffi_python_gpu_callback")
 PAST_TEXT = "tensor<2xi64>"     # compiler/effects.py PAST: a derivative's run past a loop's bound
@@ -115,32 +115,14 @@ class _Checker:
         self._recursion()
 
     def _recursion(self) -> None:
-        """E0503 at each call that closes a cycle of calls (a depth-first search's back edge; iterative, so
-        that a long chain of functions does not exhaust Python's stack either)."""
-        done: set[str] = set()
-        for root in self.calls:
-            if root in done:
-                continue
-            path, on_path = [root], {root}
-            pending = [iter(self.calls[root])]
-            while pending:
-                step = next(pending[-1], None)
-                if step is None:
-                    done.add(path[-1])
-                    on_path.discard(path.pop())
-                    pending.pop()
-                    continue
-                callee, op = step
-                if callee in on_path:
-                    cycle = path[path.index(callee):] + [callee]
-                    self.error(op, f"`{op.name} @{callee}`", "a recursive call ("
-                               + " -> ".join(f"@{f}" for f in cycle) + "): XLA follows every call when it "
-                               "compiles a module, and a cycle of calls overflows its stack", path[-1],
-                               help=RECURSION_HELP)
-                elif callee not in done and callee in self.calls:
-                    path.append(callee)
-                    on_path.add(callee)
-                    pending.append(iter(self.calls[callee]))
+        """E0503 at each call that closes a cycle of calls (compiler/walk.py `depth_first`, as arr's own
+        recursion is found: with its own stack, so a long chain of functions does not exhaust Python's)."""
+        for event, cycle, op in depth_first(self.calls):
+            if event == "cycle":        # (cycle: the called function, ..., the caller, the called again)
+                self.error(op, f"`{op.name} @{cycle[-1]}`", "a recursive call ("
+                           + " -> ".join(f"@{f}" for f in cycle) + "): XLA follows every call when it "
+                           "compiles a module, and a cycle of calls overflows its stack", cycle[-2],
+                           help=RECURSION_HELP)
 
     def _function(self, fop, fn: str) -> None:
         if abi.BOUND_RESULT in fop.attributes:
