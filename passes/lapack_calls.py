@@ -13,6 +13,8 @@ JAX's export guarantees stable (`_CPU_FFI_KERNELS`) plus `gesvd` (svd with algor
 """
 from __future__ import annotations
 
+import functools
+
 from jaxlib.mlir import ir
 
 from ..compiler.ops_linalg import LAPACK_INT
@@ -229,9 +231,11 @@ RULES = {
 }
 
 
+@functools.cache
 def initialize_lapack() -> None:
     """jaxlib registers its LAPACK kernels on import but sets their function pointers only here (from
-    SciPy's LAPACK): a call before this segfaults. JAX does the same when it lowers a linalg op."""
+    SciPy's LAPACK): a call before this segfaults. JAX does the same when it lowers a linalg op. Once a
+    process (each compile of a LAPACK program and each JAX lowering asks)."""
     import sys
 
     from jax._src.lib import lapack
