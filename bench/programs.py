@@ -811,13 +811,36 @@ def fletcher16(data: u8[n]) -> i32:
         a = (a + i32(data[i])) % 255
         b = (b + a) % 255
     return b * 256 + a
+
+def rk4(t: f32[n], y0: f32, h: f32) -> f32[n]:
+    y = y0
+    out = t
+    for i in range(n):
+        k1 = sin(t[i]) - y
+        k2 = sin(t[i] + 0.5 * h) - (y + 0.5 * h * k1)
+        k3 = sin(t[i] + 0.5 * h) - (y + 0.5 * h * k2)
+        k4 = sin(t[i] + h) - (y + h * k3)
+        y = y + h / 6.0 * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+        out[i] = y
+    return out
+
+def gauss_seidel(a: f32[n, n], b: f32[n], sweeps: i32) -> f32[n]:
+    x = b * 0.0
+    for s in range(sweeps):
+        for i in range(n):
+            x[i] = (b[i] - sum(a[i] * x) + a[i, i] * x[i]) / a[i, i]
+    return x
 """
 
 
 def loop_programs() -> list[tuple[str, str, list]]:
-    """(name, entry, arguments) of the loop-heavy programs in LOOPS, on 4096 elements."""
+    """(name, entry, arguments) of the loop-heavy programs in LOOPS, on 4096 elements (Gauss-Seidel on a
+    diagonally dominant 64 x 64 system)."""
     rng = _rng(5)
     x = rng.standard_normal(4096).astype(np.float32)
+    a = (rng.standard_normal((64, 64)) * 0.1 + np.eye(64) * 16).astype(np.float32)
     return [("kahan f32[4096]", "kahan", [x]), ("ewma f32[4096]", "ewma", [x, np.float32(0.1)]),
             ("welford f32[4096]", "welford", [x]),
-            ("fletcher16 u8[4096]", "fletcher16", [rng.integers(0, 256, 4096).astype(np.uint8)])]
+            ("fletcher16 u8[4096]", "fletcher16", [rng.integers(0, 256, 4096).astype(np.uint8)]),
+            ("rk4 f32[4096]", "rk4", [np.linspace(0, 10, 4096, dtype=np.float32), np.float32(1), np.float32(10 / 4096)]),
+            ("gauss-seidel f32[64, 64], 10 sweeps", "gauss_seidel", [a, a @ x[:64], np.int32(10)])]
