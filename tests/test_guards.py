@@ -839,6 +839,24 @@ def test_results_check_finds_every_nonfinite_element_and_no_overflowing_sum(dtyp
                         m.f(x)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_the_host_test_finds_a_nonfinite_element_at_every_position(dtype):
+    """`finite_on_host` (f32/f64: a dot product with zeros, NaN where an element is not finite) at every
+    position of arrays whose sizes end BLAS's vector loops anywhere, and of a large one at its ends; huge
+    finite values, whose squares or sum would overflow, are finite."""
+    import jax
+    big = float(np.finfo(dtype).max)
+    for n in [*range(1, 70), 4095, pjrt.HOST_CHECK_ELEMENTS]:
+        clean = np.full(n, big, dtype)
+        clean[::2] = -big
+        assert pjrt.finite_on_host([jax.device_put(clean)]) is True
+        for at in (range(n) if n < 70 else (0, 1, n // 2, n - 2, n - 1)):
+            for value in (np.nan, np.inf, -np.inf):
+                x = clean.copy()
+                x[at] = value
+                assert pjrt.finite_on_host([jax.device_put(x)]) is False, (n, at, value)
+
+
 def test_float_results_are_tested_on_the_host_up_to_its_limit_then_by_the_results_filter(monkeypatch):
     """Arrays of up to HOST_CHECK_ELEMENTS float elements in all are tested on the host, in place (a second
     dispatch of the results filter cost ~9 us a call: an EWMA over 4,096 elements 1.33x unguarded, now
