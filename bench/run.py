@@ -277,12 +277,16 @@ def bench_overhead(p, fn, jf, inputs, dev, report: Report, args) -> None:
     _overhead_against_jax(report, args, "as_jax inside jax.jit", lambda: inside(x, y), lambda: twin(x, y))
     # NumPy's default 64-bit arrays (JAX with x64 on), and the f64 power iteration with a Python int step count
     add64 = load("def add64(x: f64[n], y: f64[n]) -> f64[n]:\n    return x + y\n").add64
+    addi64 = load("def addi64(x: i64[n], y: i64[n]) -> i64[n]:\n    return x + y\n").addi64
     power = load(P.POWER).power_iteration
     a, v, _ = P._power_input()
     x64s = [np.arange(4, dtype=np.float64), np.ones(4, np.float64)]
+    i64s = [np.arange(4, dtype=np.int64), np.ones(4, np.int64)]
     with x64(True):
         jax_add64, jax_power = jax.jit(lambda x, y: x + y), jax.jit(P.jax_power)
+        jax_addi64 = jax.jit(lambda x, y: x + y)
         _overhead_against_jax(report, args, "f64 numpy", lambda: add64(*x64s), lambda: jax_add64(*x64s))
+        _overhead_against_jax(report, args, "i64 numpy", lambda: addi64(*i64s), lambda: jax_addi64(*i64s))
         _overhead_against_jax(report, args, "f64 power iteration, steps a Python int", lambda: power(a, v, 10),
                               lambda: jax_power(a, v, 10))
 
