@@ -19,7 +19,7 @@ from arrc.compiler.lower import Lowered, ModuleLowering
 from arrc.compiler.parse import decode, parse
 from arrc.compiler.program import Program, check_module, check_program
 from arrc.compiler.span import Source
-from arrc.compiler.types import KEY, ArrayType, Dim, dtype_of_numpy, host_keys, key_words, pack_key_words
+from arrc.compiler.types import KEY, ArrayType, Dim, dtype_of_numpy, key_words, pack_key_words, typed_key_data
 from arrc.compiler.values import ArrError, Val
 from arrc.runtime import pjrt          # (cheap: it binds jax on the first executable)
 
@@ -879,20 +879,37 @@ def _as_jax_keys(result):
     return jax.random.wrap_key_data(key_words(np.asarray(result)))
 
 
-def _to_keys(value, ptype: ArrayType, pname: str) -> np.ndarray:
+def _to_keys(value, ptype: ArrayType, pname: str):
     """A `key` argument: a JAX typed key array (Threefry-2x32, e.g. `arrc.key(0)`, `jax.random.key(0)`) or
-    raw key data, a uint32 `[..., 2]` array (`jax.random.PRNGKey(0)`), as arr's packed words."""
+    raw key data, a uint32 `[..., 2]` array (`jax.random.PRNGKey(0)`), as arr's packed words (a jax array
+    on its device where it is one, else NumPy's)."""
     try:
-        keys = host_keys(value)
+        data = typed_key_data(value)
     except TypeError as err:
         raise ArgumentError(f"argument `{pname}`: {err}") from None
-    if keys is not None:
-        return keys
-    data = np.asarray(value) if hasattr(value, "dtype") else None
-    if data is None or data.dtype != np.uint32 or data.ndim == 0 or data.shape[-1] != 2:
-        raise ArgumentError(f"argument `{pname}` must be {ptype}: a JAX key (`arrc.key(0)`, `jax.random.key(0)`) "
-                            f"or key data, a uint32 array of shape [..., 2] (`jax.random.PRNGKey(0)`)")
-    return pack_key_words(data)
+    if data is None:
+        data = value if hasattr(value, "dtype") else None
+        if data is None or np.dtype(data.dtype) != np.uint32 or data.ndim == 0 or data.shape[-1] != 2:
+            raise ArgumentError(f"argument `{pname}` must be {ptype}: a JAX key (`arrc.key(0)`, `jax.random.key(0)`) "
+                                f"or key data, a uint32 array of shape [..., 2] (`jax.random.PRNGKey(0)`)")
+    if pjrt.is_jax_array(data):
+        return _packed_on_device(data)
+    return pack_key_words(np.asarray(data))
+
+
+def _packed_on_device(words):
+    """Key data on a device, packed there (`pack_key_words`): reading it to the host and sending the packed
+    keys back cost two round trips a call on an accelerator (`uniform` on a TPU, 1.8x of `jax.jit`)."""
+    import jax
+    with jax.enable_x64(True):
+        return _key_packer()(words)
+
+
+@functools.cache
+def _key_packer():
+    import jax
+    import jax.numpy as jnp
+    return jax.jit(lambda words: (words[..., 0].astype(jnp.uint64) << 32) | words[..., 1].astype(jnp.uint64))
 
 
 _NO_PAST = np.zeros(2, np.int64)      # compiler/effects.py PAST: no loop ran past its bound

@@ -186,6 +186,32 @@ def test_keys_from_python_in_every_form_and_back_as_jax_keys():
         mod.f(jax.random.key(0, impl="rbg"), ks)
 
 
+def test_keys_on_a_device_are_packed_there(monkeypatch):
+    """A key argument that is a jax array (typed keys, raw words) is packed into arr's words on its device: a
+    read to the host and a transfer back cost two round trips a call on an accelerator (a TPU's `uniform`
+    1.8x of jax.jit); the same words as the host's packing, high bits included, for any batch shape."""
+    import arrc.api as api
+    from arrc.compiler.types import pack_key_words
+    host = np.array([[0xDEADBEEF, 0x12345678], [1, 2 ** 32 - 1], [2 ** 31, 0]], np.uint32)
+    mod = arrc.loads("def f(ks: key[3]) -> f32[3, 2]:\n"
+                     "    return stack((uniform(ks[0], (2,)), uniform(ks[1], (2,)), uniform(ks[2], (2,))))\n")
+    want = np.stack([np.asarray(jax.random.uniform(jax.random.wrap_key_data(w), (2,), jnp.float32)) for w in host])
+    for words in (host, host.reshape(3, 1, 2)):
+        for value in (jax.device_put(words), jax.random.wrap_key_data(jax.device_put(words))):
+            with monkeypatch.context() as patched:
+                patched.setattr(np, "asarray", _no_host_read(np.asarray))
+                packed = api._to_keys(value, mod.f._sig.params[0][1], "ks")
+            assert isinstance(packed, jax.Array) and same_bits(packed, pack_key_words(words))
+    assert same_bits(mod.f(jax.device_put(host)), want) and same_bits(mod.f(jax.random.wrap_key_data(host)), want)
+
+
+def _no_host_read(asarray):
+    def checked(value, *args, **kwargs):
+        assert not isinstance(value, jax.Array), "a key on a device was read to the host"
+        return asarray(value, *args, **kwargs)
+    return checked
+
+
 @pytest.mark.parametrize("seed", [0, -1, 2 ** 40, np.int32(-1), np.uint64(2 ** 63 + 5), np.int8(-3)])
 def test_arrc_key_is_jax_random_key(seed):
     assert same_bits(jax.random.key_data(arrc.key(seed)), jax.random.key_data(jax.random.key(seed)))
