@@ -496,17 +496,9 @@ def finite_on_host(arrays: list, poll: bool = True) -> bool | None:
         left -= elements.size
         if left < 0:
             return None
-        zeros = _ZEROS.get(elements.dtype)
-        if not (math.isfinite(elements.dot(zeros[:elements.size])) if zeros is not None
-                else np.isfinite(elements).all()):
+        if not np.isfinite(elements).all():
             return False
     return True
-
-
-# The dot product of f32/f64 elements with zeros is NaN exactly where an element is NaN or infinite (0 * inf
-# is NaN) and 0 otherwise, with no overflow: BLAS's dot, 2-3x faster than `isfinite(x).all()` (0.5 against
-# 1.3 us at 4,096 f32). np.zeros' pages are only mapped when read (all to one zero page).
-_ZEROS = {np.dtype(t): np.zeros(HOST_CHECK_ELEMENTS, t) for t in (np.float32, np.float64)}
 
 
 _UNPACK = {np.dtype(t): struct.Struct("=" + c) for t, c in
