@@ -9,6 +9,7 @@ from .autodiff import ValueAndGrad
 from .base import ModulePass
 from .guards import GuardPass
 from .linalg import LowerLinalg
+from .speculate import SpeculateSmallIfs
 from .spmd import ClampUpdateStarts, ReportPast, SplittableReductions
 from .unroll import UnrollShortLoops
 from .verify_backend import VerifyBackend
@@ -18,7 +19,7 @@ from .verify_static_shapes import VerifyStaticShapes
 PASSES: dict[str, type[ModulePass]] = {p.name: p for p in (VerifyStaticShapes, VerifyForeignCalls, GuardPass,
                                                            ValueAndGrad, LowerLinalg, VerifyBackend,
                                                            ClampUpdateStarts, ReportPast, SplittableReductions,
-                                                           UnrollShortLoops)}
+                                                           UnrollShortLoops, SpeculateSmallIfs)}
 
 
 def run_passes(module, passes: list) -> list:

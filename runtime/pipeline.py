@@ -15,6 +15,7 @@ from ..passes.lapack_calls import initialize_lapack, is_lapack_target
 from ..passes.linalg import LowerLinalg
 from ..passes.registry import PASSES, run_passes
 from ..passes.rewrite import attr_text, ops_named
+from ..passes.speculate import SpeculateSmallIfs
 from ..passes.unroll import UnrollShortLoops
 from ..passes.verify_backend import VerifyBackend
 from ..passes.verify_foreign import VerifyForeignCalls
@@ -57,11 +58,11 @@ def apply_passes(module, context, passes: list, sources) -> None:
 def around(passes: list, target: str, mesh: tuple = ()) -> list:
     """`passes` with what every compile runs around them for PJRT platform `target`: externs' calls made JAX's
     ops first, so that the guard pass's reports look inside them; the check of what `target` runs, the other
-    linear-algebra placeholders (and `shard`, over `mesh`) made JAX's lowerings, and short loops unrolled,
-    last."""
+    linear-algebra placeholders (and `shard`, over `mesh`) made JAX's lowerings, short loops unrolled and
+    small branches speculated, last."""
     lane_loops = any(isinstance(p, GuardPass) for p in passes)
     return [LowerLinalg(target, externs_only=True, lane_loops=lane_loops)] + list(passes) \
-        + [VerifyBackend(target), LowerLinalg(target, mesh=mesh), UnrollShortLoops()]
+        + [VerifyBackend(target), LowerLinalg(target, mesh=mesh), UnrollShortLoops(), SpeculateSmallIfs()]
 
 
 def compile_module(module, context, sources, passes: list, platform: str = "cpu"):

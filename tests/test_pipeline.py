@@ -11,6 +11,7 @@ from arrc.passes.base import ModulePass
 from arrc.passes.guards import GuardOptions
 from arrc.passes.registry import run_passes
 from arrc.runtime.pipeline import parse_pass_list, passes_for
+from conftest import filecheck
 
 SRC = "def main(x: f32[3], i: i32) -> f32:\n    return x[i] / 2.0\n"
 
@@ -106,7 +107,8 @@ def test_passes_replaces_the_list(capsys, program):
     code, out, err = _compile(capsys, program, "--passes", "guard,fold")
     assert (code, out) == (2, "")
     assert err == ("arrc: error: --passes: unknown pass `fold` "
-                   "(passes: clamp-update-starts, guard, lower-linalg, report-past, splittable-reductions, unroll-short-loops, value-and-grad, verify-backend, "
+                   "(passes: clamp-update-starts, guard, lower-linalg, report-past, speculate-small-ifs, "
+                   "splittable-reductions, unroll-short-loops, value-and-grad, verify-backend, "
                    "verify-foreign-calls, verify-static-shapes)\n")
 
 
@@ -183,3 +185,57 @@ def test_short_loops_are_unrolled_in_a_walk_a_nesting_level(monkeypatch):
         for j in range(2):
             expected = expected * np.float32(0.5) + np.float32(j)
     np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+CENTROID = """
+def update(x: f32[8, 2], labels: i32[8], c: f32[3, 2], j: i32) -> f32[3, 2]:
+    new = c
+    member = expand_dims(labels == j, 1)
+    count = sum(where(member, 1.0, 0.0))
+    if count > 0.0:
+        new[j, :] = sum(where(member, x, 0.0), axis=0) / count
+    return new
+"""
+
+
+def test_a_small_pure_branch_is_speculated_as_a_jax_user_writes_where():
+    """examples/kmeans.arr's centroid update: both sides computed and a select, not a `stablehlo.if` (an
+    XLA:CPU conditional, across which nothing fuses: k-means ran 1.06 of jax.jit, issue 18). The side not
+    taken divides by a count of 0; its NaN is never picked."""
+    import numpy as np
+    from arrc.passes.speculate import SpeculateSmallIfs
+    fn = arrc.loads(CENTROID).update
+    lowered = fn.lower(arrc.spec("f32[8, 2]"), arrc.spec("i32[8]"), arrc.spec("f32[3, 2]"), arrc.spec("i32"))
+    with lowered.context:
+        assert run_passes(lowered.module, [SpeculateSmallIfs()]) == []
+    filecheck(lowered.as_text(), """
+        CHECK-NOT: stablehlo.if
+        CHECK: [[COUNT:%[0-9]+]] = stablehlo.reduce({{.*}}) -> tensor<f32>
+        CHECK: [[TAKEN:%[0-9]+]] = stablehlo.compare GT, [[COUNT]]
+        CHECK: [[NEW:%[0-9]+]] = stablehlo.dynamic_update_slice %arg2
+        CHECK: [[PICKED:%[0-9]+]] = stablehlo.select [[TAKEN]], [[NEW]], %arg2 : tensor<i1>, tensor<3x2xf32>
+        CHECK: return [[PICKED]]
+    """)
+    x = np.arange(16, dtype=np.float32).reshape(8, 2)
+    labels = np.array([0, 0, 1, 1, 1, 0, 0, 1], np.int32)
+    c = np.full((3, 2), 7.0, np.float32)
+    np.testing.assert_array_equal(fn(x, labels, c, 1), [[7, 7], [8, 9], [7, 7]])
+    np.testing.assert_array_equal(fn(x, labels, c, 2), c)         # no member: the NaN side not picked
+
+
+def test_a_branch_with_effects_or_much_work_stays_a_branch(tmp_path, capsys):
+    """A side not taken must not print or check (a guard's report calls the host), and one of much work would
+    cost it when not taken: those stay conditionals."""
+    import numpy as np
+    src = (CENTROID + "\ndef prints(x: f32[4], t: f32) -> f32[4]:\n    if x[0] > t:\n        print(\"taken\")\n"
+           "        x = x * 2.0\n    return x\n"
+           "\ndef large(x: f32[65536], t: f32) -> f32[65536]:\n    if x[0] > t:\n        x = x * 2.0\n    return x\n"
+           "\ndef divides(x: i32[4], d: i32) -> i32[4]:\n    if d != 0:\n        x = x // d\n    return x\n")
+    (tmp_path / "b.arr").write_text(src)
+    for entry, branches in (("update", False), ("prints", True), ("large", True)):
+        code, out, _ = _compile(capsys, tmp_path / "b.arr", "--entry", entry, "--emit", "hlo")
+        assert code == 0 and (" conditional(" in out) == branches, out
+    mod = arrc.loads(src, guards="div0")
+    np.testing.assert_array_equal(mod.prints(np.ones(4, np.float32), 2.0), np.ones(4))
+    assert "taken" not in capsys.readouterr().out
+    np.testing.assert_array_equal(mod.divides(np.arange(4, dtype=np.int32), 0), np.arange(4))
