@@ -19,7 +19,7 @@ from arrc.compiler.lower import Lowered, ModuleLowering
 from arrc.compiler.parse import decode, parse
 from arrc.compiler.program import Program, check_module, check_program
 from arrc.compiler.span import Source
-from arrc.compiler.types import KEY, ArrayType, Dim, dtype_of_numpy, key_words, pack_key_words, typed_key_data
+from arrc.compiler.types import KEY, ArrayType, Dim, dtype_of_numpy, key_words, typed_key_data
 from arrc.compiler.values import ArrError, Val
 from arrc.runtime import pjrt          # (cheap: it binds jax on the first executable)
 
@@ -287,8 +287,11 @@ class Function:
         self.name = name
         self.sources = module.sources if sources is None else sources    # for its diagnostics and reports
         self._sig = module._program.signatures[name]
-        # Keys cross the boundary converted (jax typed keys <-> arr's packed words): not on the C++ fast path.
-        self._keys = any(t.dtype.is_key for t in [p for _, p, _ in self._sig.params] + list(self._sig.results))
+        # Key parameters take JAX's key data (passes/key_words.py), on the C++ fast path; key results are
+        # arr's packed words, made JAX's typed keys by the Python path (`_as_jax_keys`).
+        self._key_params = tuple(i for i, (_, p, _) in enumerate(self._sig.params) if p.dtype.is_key)
+        self._key_results = any(t.dtype.is_key for t in self._sig.results)
+        self._keys = bool(self._key_params) or self._key_results
         self._compiled: dict = {}
         # Argument keys (`_argument_key`) of calls made before -> their types and program: the Python
         # path's own dispatch, for the calls jaxlib's cannot run (guards, effects; ~60 us less a call).
@@ -531,7 +534,7 @@ class Function:
         in_order = names[len(args):] == sorted(kwargs)
         if in_order and compiled.run_arg is None and (compiled.check is None or self._checks_results) \
                 and not compiled.may_not_end \
-                and not self._keys:
+                and not self._key_results:
             given = list(args) + [kwargs[name] for name in sorted(kwargs)]
             transferred = [_as_dispatched(a, p) for a, (_, p, _) in zip(given, self._sig.params)]
             if all(t is not None for t in transferred):
@@ -587,7 +590,7 @@ class Function:
                 from arrc.runtime.pipeline import compile_lowered
                 lowered = self.lower(*types)
                 options = GuardOptions(self.module.guard_kinds, self.module.guard_scope, origins)
-                found = (compile_lowered(lowered, self.sources, options, self.module.device),
+                found = (compile_lowered(lowered, self.sources, options, self.module.device, self._key_params),
                          lowered.tuple_result)
                 self._compiled[key] = found
         return found
@@ -881,35 +884,18 @@ def _as_jax_keys(result):
 
 def _to_keys(value, ptype: ArrayType, pname: str):
     """A `key` argument: a JAX typed key array (Threefry-2x32, e.g. `arrc.key(0)`, `jax.random.key(0)`) or
-    raw key data, a uint32 `[..., 2]` array (`jax.random.PRNGKey(0)`), as arr's packed words (a jax array
-    on its device where it is one, else NumPy's)."""
+    raw key data, a uint32 `[..., 2]` array (`jax.random.PRNGKey(0)`), as its u32 words, which the
+    executables the API compiles take (passes/key_words.py): a jax array stays where it is."""
     try:
         data = typed_key_data(value)
     except TypeError as err:
         raise ArgumentError(f"argument `{pname}`: {err}") from None
-    if data is None:
-        data = value if hasattr(value, "dtype") else None
-        if data is None or np.dtype(data.dtype) != np.uint32 or data.ndim == 0 or data.shape[-1] != 2:
-            raise ArgumentError(f"argument `{pname}` must be {ptype}: a JAX key (`arrc.key(0)`, `jax.random.key(0)`) "
-                                f"or key data, a uint32 array of shape [..., 2] (`jax.random.PRNGKey(0)`)")
-    if pjrt.is_jax_array(data):
-        return _packed_on_device(data)
-    return pack_key_words(np.asarray(data))
-
-
-def _packed_on_device(words):
-    """Key data on a device, packed there (`pack_key_words`): reading it to the host and sending the packed
-    keys back cost two round trips a call on an accelerator (`uniform` on a TPU, 1.8x of `jax.jit`)."""
-    import jax
-    with jax.enable_x64(True):
-        return _key_packer()(words)
-
-
-@functools.cache
-def _key_packer():
-    import jax
-    import jax.numpy as jnp
-    return jax.jit(lambda words: (words[..., 0].astype(jnp.uint64) << 32) | words[..., 1].astype(jnp.uint64))
+    if data is not None:
+        return data
+    if not hasattr(value, "dtype") or np.dtype(value.dtype) != np.uint32 or value.ndim == 0 or value.shape[-1] != 2:
+        raise ArgumentError(f"argument `{pname}` must be {ptype}: a JAX key (`arrc.key(0)`, `jax.random.key(0)`) "
+                            f"or key data, a uint32 array of shape [..., 2] (`jax.random.PRNGKey(0)`)")
+    return value if isinstance(value, np.ndarray) or pjrt.is_jax_array(value) else np.asarray(value)
 
 
 _NO_PAST = np.zeros(2, np.int64)      # compiler/effects.py PAST: no loop ran past its bound
@@ -1018,8 +1004,9 @@ def _as_float(v: int | float) -> float:
 
 def _type_of_value(value, ptype: ArrayType) -> ArrayType:
     """The type of an argument as `_to_array`/`_to_keys` made it."""
-    dtype = KEY if ptype.dtype.is_key else dtype_of_numpy(value.dtype)
-    return ArrayType(dtype, tuple(Dim.const(d) for d in value.shape))
+    if ptype.dtype.is_key:          # (its words: `_to_keys`)
+        return ArrayType(KEY, tuple(Dim.const(d) for d in value.shape[:-1]))
+    return ArrayType(dtype_of_numpy(value.dtype), tuple(Dim.const(d) for d in value.shape))
 
 
 def _check_sizes(shape, pname: str, ptype: ArrayType) -> None:

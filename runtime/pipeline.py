@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..compiler.diagnostics import CompileError
 from ..passes.base import ModulePass
 from ..passes.guards import GuardOptions, GuardPass
+from ..passes.key_words import KeysAsWords
 from ..passes.lapack_calls import initialize_lapack, is_lapack_target
 from ..passes.linalg import LowerLinalg
 from ..passes.registry import PASSES, run_passes
@@ -65,13 +66,14 @@ def around(passes: list, target: str, mesh: tuple = ()) -> list:
         + [VerifyBackend(target), LowerLinalg(target, mesh=mesh), UnrollShortLoops(), SpeculateSmallIfs()]
 
 
-def compile_module(module, context, sources, passes: list, platform: str = "cpu"):
+def compile_module(module, context, sources, passes: list, platform: str = "cpu", key_words: tuple = ()):
     """`module` through `passes` and the check of what the device's PJRT platform can run
-    (passes/verify_backend.py), then compiled for `platform` (runtime/call.py `Compiled`)."""
+    (passes/verify_backend.py), then compiled for `platform` (runtime/call.py `Compiled`); its parameters
+    `key_words` (hidden ones not counted) then take keys as JAX's key data (passes/key_words.py)."""
     from .call import Compiled
     from .pjrt import backend
     target = backend(platform).platform
-    apply_passes(module, context, around(passes, target), sources)
+    apply_passes(module, context, around(passes, target) + ([KeysAsWords(key_words)] if key_words else []), sources)
     if target == "cpu" and uses_lapack(module):
         initialize_lapack()
     return Compiled(module, context, sources, platform=platform)
@@ -82,6 +84,6 @@ def uses_lapack(module) -> bool:
                for op in ops_named(module, "stablehlo.custom_call"))
 
 
-def compile_lowered(lowered, sources, guards: GuardOptions | None, platform: str = "cpu"):
+def compile_lowered(lowered, sources, guards: GuardOptions | None, platform: str = "cpu", key_words: tuple = ()):
     """An arr function's lowering (compiler/lower.py `Lowered`) through its passes to an executable."""
-    return compile_module(lowered.module, lowered.context, sources, passes_for(guards), platform)
+    return compile_module(lowered.module, lowered.context, sources, passes_for(guards), platform, key_words)

@@ -225,8 +225,8 @@ class Executable:
                 if not dt.isnative or (dt.itemsize == 8 and dt.kind in "iuf" and
                                        (_cpu_put is None or self.sharding != _cpu_sharding)):
                     return None     # (on the CPU device, `_numpy_node` transfers it with its 64 bits)
-            elif t is not _ArrayImpl or v.sharding != self.sharding:
-                return None
+            elif t is not _ArrayImpl and t is not _KeyArray or v.sharding != self.sharding:
+                return None     # (a typed key: jaxlib passes its u32 words, passes/key_words.py)
         n_in, n_out = len(values), len(self._out_avals)
         if results == "single" and n_out != 1:
             return None
@@ -382,7 +382,7 @@ def _bind_jax() -> None:
 
 
 def _bind_jax_once() -> None:
-    global _ArrayImpl, _batched_device_put, _fastpath_type, _registry, _x64
+    global _ArrayImpl, _KeyArray, _batched_device_put, _fastpath_type, _registry, _x64
     _import_jax()
     from jax._src.array import ArrayImpl
     from jax._src.config import enable_x64 as _x64
@@ -391,10 +391,14 @@ def _bind_jax_once() -> None:
     try:
         from jax._src.interpreters import pxla
         from jax._src.lib import _jax
+        from jax._src.random import prng
+        _KeyArray = prng.PRNGKeyArray
         _jax.pjit, pxla.JitGlobalCppCacheKeys, pxla.cc_shard_arg  # noqa: B018 (what dispatcher() uses)
         registry = _jax.pytree.PyTreeRegistry(enable_none=True, enable_tuple=True, enable_namedtuple=True,
                                               enable_list=True, enable_dict=True)
         registry.register_node(np.ndarray, _numpy_node, _numpy_array)
+        # a typed key as jax.jit's dispatch flattens it: its u32 words, keyed by its PRNG
+        registry.register_node(_KeyArray, prng.prngkeyarray_flatten, prng.prngkeyarray_unflatten)
         registry.register_node(int, _scalar_node, _scalar)
         for scalar in NUMPY_SCALAR_TYPES:
             registry.register_node(scalar, _numpy_scalar_node, _scalar)
@@ -413,6 +417,7 @@ def _bind_jax_once() -> None:
 
 
 _ArrayImpl: type = type(None)           # set by _bind_jax when the first Executable is made
+_KeyArray: type = type(None)            # jax's typed key arrays, set with it
 _batched_device_put = None
 _fastpath_type = None
 _registry = None                        # the dispatchers' pytree registry (`_numpy_node`)

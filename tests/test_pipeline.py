@@ -239,3 +239,25 @@ def test_a_branch_with_effects_or_much_work_stays_a_branch(tmp_path, capsys):
     np.testing.assert_array_equal(mod.prints(np.ones(4, np.float32), 2.0), np.ones(4))
     assert "taken" not in capsys.readouterr().out
     np.testing.assert_array_equal(mod.divides(np.arange(4, dtype=np.int32), 0), np.arange(4))
+
+
+def test_the_api_s_entry_takes_keys_as_their_words():
+    """`keys-as-words` (the API's compiles): main takes each key parameter as u32 words [..., 2], hidden
+    arguments (a print's run id and io token) left where they are and not counted, and calls arr's own main, kept
+    private, with the words packed (the first word high, compiler/types.py KEY); its attributes (the
+    hidden arguments' positions) are the new main's."""
+    from arrc.passes.key_words import KeysAsWords
+    src = "def f(x: f32[2], ks: key[3]) -> f32[2]:\n    print(\"x\", x)\n    return x + uniform(ks[1], (2,))\n"
+    lowered = arrc.loads(src).f.lower(arrc.spec("f32[2]"), arrc.spec("key[3]"))
+    with lowered.context:
+        assert run_passes(lowered.module, [KeysAsWords((1,))]) == []
+    filecheck(lowered.as_text(), """
+        CHECK: func.func private @arrc.packed_keys_main(%arg0: tensor<i32>, %arg1: tensor<i32>, %arg2: tensor<2xf32>, %arg3: tensor<3xui64>)
+        CHECK: func.func @main(%arg0: tensor<i32>, %arg1: tensor<i32>, %arg2: tensor<2xf32>, %arg3: tensor<3x2xui32>)
+        CHECK-SAME: arrc.io_arg = 1 : i64, arrc.run_arg = 0 : i64
+        CHECK: stablehlo.slice %arg3 [0:3, 0:1]
+        CHECK: stablehlo.slice %arg3 [0:3, 1:2]
+        CHECK: stablehlo.shift_left
+        CHECK: [[R:%[0-9]+]]:2 = call @arrc.packed_keys_main(%arg0, %arg1, %arg2, {{%[0-9]+}})
+        CHECK: return [[R]]#0, [[R]]#1
+    """)
