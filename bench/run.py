@@ -271,6 +271,11 @@ def bench_overhead(p, fn, jf, inputs, dev, report: Report, args) -> None:
     x, y = dev
     _overhead_against_jax(report, args, "python scalar", lambda: scaled(x, 2.5), lambda: jax_scaled(x, 2.5))
     _overhead_against_jax(report, args, "keyword", lambda: fn(x, y=y), lambda: jf(x, y=y))
+    # a random key, as a training step with dropout takes one
+    step = load("def step(k: key, x: f32[n]) -> f32[n]:\n    return x + uniform(k, (n,))\n").step
+    jax_step = jax.jit(lambda k, x: x + jax.random.uniform(k, x.shape, x.dtype))
+    k = jax.random.key(0)
+    _overhead_against_jax(report, args, "typed key", lambda: step(k, x), lambda: jax_step(k, x))
     # the arr function inside jax.jit (`as_jax`, issue 23): its StableHLO merged into JAX's, against the JAX twin
     inside = jax.jit(lambda x, y: fn.as_jax()(x, y) * 2.0)
     twin = jax.jit(lambda x, y: jf(x, y) * 2.0)
