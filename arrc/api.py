@@ -547,6 +547,7 @@ class Function:
         Returns (result, the Compiled that ran, whether the result is a tuple); a call on arguments sharded
         over several devices runs as one SPMD program (arrc/sharding.py; None for the Compiled)."""
         from arrc.sharding import spans_devices
+        self._refuse_tracers(args, kwargs)
         if spans_devices(args) or kwargs and spans_devices(kwargs.values()):
             from arrc.sharding import spmd_call
             return spmd_call(self, self._positional(args, kwargs), ArgumentError), None, self._sig.tuple_result
@@ -625,6 +626,17 @@ class Function:
     def _bind(self, args, kwargs) -> list:
         return [_to_array(value, ptype, name) for value, (name, ptype, _) in
                 zip(self._positional(args, kwargs), self._sig.params)]
+
+    def _refuse_tracers(self, args, kwargs) -> None:
+        """A call inside jax.jit, grad or vmap gets JAX's tracers, not values: an ArgumentError that says what
+        runs there (`as_jax`), where JAX's ConcretizationTypeError came from arrc's own code."""
+        from jax.core import Tracer
+        names = [name for name, _, _ in self._sig.params][:len(args)] + list(kwargs)
+        for name, value in zip(names, [*args, *kwargs.values()]):
+            if isinstance(value, Tracer):
+                raise ArgumentError(f"argument `{name}` is a JAX tracer: `{self.name}` is called inside a JAX "
+                                    f"transformation (jax.jit, jax.grad, jax.vmap); call it there as "
+                                    f"`mod.{self.name}.as_jax()(...)`, which JAX traces")
 
     def _positional(self, args, kwargs) -> list:
         """The arguments in the order of the parameters: keywords placed, defaults filled (as a call binds)."""

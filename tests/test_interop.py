@@ -44,6 +44,21 @@ def test_eagerly_and_under_jit_inside_jax_code(mod):
     assert "call @arr_layer" in text and "func.func private @arr_layer" in text      # merged, not a callback
 
 
+def test_a_direct_call_inside_jax_code_says_to_use_as_jax(mod):
+    """Called on JAX's tracers (inside jax.jit, grad or vmap) an arr function raises an ArgumentError naming
+    the argument and `as_jax` (it was JAX's ConcretizationTypeError from arrc's own code), keys too."""
+    x, w = R.normal(size=(5, 4)).astype(np.float32), R.normal(size=(4, 3)).astype(np.float32)
+    keyed = arrc.loads("def d(k: key) -> f32[2]:\n    return uniform(k, (2,))\n")
+    for transform, call, args in ((jax.jit, lambda x, w: mod.layer(x, w), (x, w)),
+                                  (jax.grad, lambda x, w: jnp.sum(mod.layer(x, w=w)), (x, w)),
+                                  (lambda f: jax.vmap(f, in_axes=(0, None)), lambda x, w: mod.layer(x[None], w), (x, w)),
+                                  (jax.jit, lambda k: keyed.d(k), (jax.random.key(0),))):
+        with pytest.raises(arrc.ArgumentError) as err:
+            transform(call)(*args)
+        assert str(err.value).startswith("argument `") and " is a JAX tracer: `" in str(err.value) \
+            and ".as_jax()(...)`, which JAX traces" in str(err.value)
+
+
 def test_jax_grad_and_vjp_use_arrs_backward_pass(mod):
     f = mod.layer.as_jax()
     x, w = R.normal(size=(5, 4)).astype(np.float32), R.normal(size=(4, 3)).astype(np.float32)
