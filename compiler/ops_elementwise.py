@@ -24,6 +24,15 @@ def _require_arrays(cx: CallCx, args: list, what: str) -> None:
                      f"this is {describe(a)}", at=i)
 
 
+def result_type(operand: Val, dtype: DType, shape: tuple, weak: bool) -> ArrayType:
+    """The ArrayType of an op's result: its operand's own where that is the same type (most ops keep their
+    operand's dtype and shape; one ArrayType less per op, and equal operand types compared by identity)."""
+    t = operand.type
+    if t.dtype is dtype and t.shape is shape and t.weak == weak:
+        return t
+    return ArrayType(dtype, shape, weak)
+
+
 def arithmetic(op_name: str, build_float, build_int=None, allow_bool=False):
     build_int = build_int or build_float
     what = f"`{op_name}`"
@@ -41,9 +50,10 @@ def arithmetic(op_name: str, build_float, build_int=None, allow_bool=False):
 
         def build():
             return (build_float if dtype.is_float else build_int)(cx.ir(x, dtype, shape), cx.ir(y, dtype, shape), dtype)
+        t = result_type(x, dtype, shape, weak)
         if static is not None:
-            return Val(ArrayType(dtype, shape, weak), None, static)
-        result = cx.value(ArrayType(dtype, shape, weak), build)
+            return Val(t, None, static)
+        result = cx.value(t, build)
         result.affine = _affine(op_name, x, y, dtype) if dtype.is_int and not shape else None
         return result
     return rule
@@ -431,7 +441,7 @@ def unary_float(op_name: str, fold):
     def rule(cx: CallCx, x):
         x = cx.array(x, "x")
         dtype = float_dtype_for(x.type.dtype)
-        t = ArrayType(dtype, x.type.shape, x.type.weak)
+        t = result_type(x, dtype, x.type.shape, x.type.weak)
         static = _fold_math(fold, x) if x.type.weak else None
         if static is not None:
             return Val(t, None, static)

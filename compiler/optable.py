@@ -373,7 +373,7 @@ def _wide_literal_help(cx: CallCx, values: tuple[int, int], at) -> str:
 def elementwise_type(cx: CallCx, args: list, what: str) -> tuple[DType, bool, tuple]:
     """Promoted dtype, weakness and broadcast shape of elementwise operands (with checks and warnings)."""
     types = [a.type for a in args]
-    if len(types) == 2 and not types[0].weak and types[0] == types[1]:
+    if len(types) == 2 and not types[0].weak and (types[0] is types[1] or types[0] == types[1]):
         return types[0].dtype, False, types[0].shape    # (one dtype, one shape: nothing to promote or check)
     shape = types[0].shape
     for i, t in enumerate(types[1:], 1):
