@@ -707,7 +707,7 @@ class FunctionWalk(ControlFlow):
         if isinstance(e.func, ast.Name) and e.func.id in PUSH_PULL and e.func.id not in self.env \
                 and e.func.id not in self.program.signatures:
             return self.call_jvp_vjp(e)
-        if isinstance(e.func, ast.Name) and e.func.id in DERIVATIVES + ("vmap",) and e.func.id not in self.env \
+        if isinstance(e.func, ast.Name) and e.func.id in _MAKE_FUNCTIONS and e.func.id not in self.env \
                 and e.func.id not in self.program.signatures:      # `grad(f)` not called: not a value in arr
             name = e.func.id
             raise ArrError("E0210", f"`{name}(...)` makes a function: call it", e.span, "a function, not a value",
@@ -716,9 +716,9 @@ class FunctionWalk(ControlFlow):
             return self.call_shard(e)
         args = [self.eval_or_poison(a) for a in e.args]
         kwargs = {k.name: _NONE if isinstance(k.value, ast.Name) and k.value.id == "None" and "None" not in self.env
-                  else self.eval_or_poison(k.value) for k in e.kwargs}
+                  else self.eval_or_poison(k.value) for k in e.kwargs} if e.kwargs else {}
         spans = [a.span for a in e.args]
-        kw_spans = {k.name: k.span for k in e.kwargs}
+        kw_spans = {k.name: k.span for k in e.kwargs} if e.kwargs else {}
         if isinstance(e.func, ast.Attribute) and (path := self._module_path(e.func)) is not None:
             if self._unknown_again(".".join(path), e.func.span):
                 return POISON
@@ -1275,3 +1275,4 @@ _EMITS_NOTHING = frozenset({ast.Name, ast.IntLit, ast.FloatLit, ast.BoolLit, ast
 _EMIT_IN_OWN_LOCATIONS = frozenset({ast.Assign, ast.AugAssign, ast.ExprStmt, ast.Pass})
 _NO_LOCATION = nullcontext()
 _NONE = object()          # a keyword argument written `None` (`FunctionWalk._none_keywords`)
+_MAKE_FUNCTIONS = DERIVATIVES + ("vmap",)      # `grad(f)`, `vmap(f)`: a function, not called

@@ -180,7 +180,8 @@ class ModuleLowering:
         (a plain `with` exits it even on KeyboardInterrupt, so the context's location stack stays balanced)."""
         if span is None:
             return _NO_LOCATION
-        loc = ir.Location.name(what, childLoc=self._file_loc(span))
+        loc = ir.Location.name(what, childLoc=ir.Location.file(span.file, span.line, span.col, span.end_line,
+                                                               span.end_col))   # (`_file_loc`, inline: per op)
         for caller in reversed(self.call_sites):
             loc = ir.Location.callsite(loc, [caller])
         return loc
