@@ -196,7 +196,10 @@ class CallCx:
         return Val(t, build() if (self.lowering and build is not None) else None, static)
 
     def ir(self, v: Val, dtype: DType | None = None, shape=None):
-        if v.ir is None and v.type.weak and v.type.dtype.is_int:    # an integer literal takes its dtype here
+        value, t = v.ir, v.type
+        if value is not None and (dtype is None or dtype is t.dtype) and (shape is None or shape is t.shape):
+            return value            # (most operands: already of the op's dtype and shape)
+        if value is None and t.weak and t.dtype.is_int:     # an integer literal takes its dtype here
             at = next((i for i, a in enumerate(self.args) if a is v), None)
             check_literal(self, v, dtype or v.type.dtype, at, literals_only=True)
         if shape is None or shape == v.type.shape:       # (often the same tuple: no broadcast to check)
