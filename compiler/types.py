@@ -171,8 +171,9 @@ class Dim:
 
     @property
     def value(self) -> int:
-        assert self.is_const, self
-        return self.terms.get((), 0)
+        terms = self.terms          # (`is_const`, inline: read for every dimension of every shape made concrete)
+        assert not terms or (len(terms) == 1 and () in terms), self
+        return terms.get((), 0)
 
     @property
     def variables(self) -> set[str]:
