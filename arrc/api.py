@@ -404,10 +404,8 @@ class Function:
         types = []
         for v, (name, p, _) in zip(values, self._sig.params):
             _check_sizes(v.shape, name, p)
-            t = _type_of_value(v, p)
-            if p.dtype.is_key:              # (its words: one dimension more)
-                t = ArrayType(KEY, t.shape[:-1])
-            elif narrowed and p.dtype.is_64bit:
+            t = _type_of_value(v, p)        # (a key's words: `_type_of_value` drops their last dimension)
+            if narrowed and p.dtype.is_64bit and not p.dtype.is_key:
                 t = ArrayType(dtype_of_numpy(jax.dtypes.canonicalize_dtype(v.dtype)), t.shape)
             types.append(t)
         self._check_types(types, values, narrowed)
@@ -634,9 +632,9 @@ class Function:
         names = [name for name, _, _ in self._sig.params][:len(args)] + list(kwargs)
         for name, value in zip(names, [*args, *kwargs.values()]):
             if isinstance(value, Tracer):
-                raise ArgumentError(f"argument `{name}` is a JAX tracer: `{self.name}` is called inside a JAX "
-                                    f"transformation (jax.jit, jax.grad, jax.vmap); call it there as "
-                                    f"`mod.{self.name}.as_jax()(...)`, which JAX traces")
+                raise ArgumentError(f"argument `{name}` is a JAX tracer: `{self.shown_name}` is called inside a JAX "
+                                    f"transformation (jax.jit, jax.grad, jax.vmap); call its `as_jax()` there "
+                                    f"(e.g. `mod.f.as_jax()(...)`), which JAX traces")
 
     def _positional(self, args, kwargs) -> list:
         """The arguments in the order of the parameters: keywords placed, defaults filled (as a call binds)."""
