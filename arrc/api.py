@@ -299,6 +299,7 @@ class Function:
         # The types of a fast call's results -> the results filter of the program that returns them.
         self._checks: dict = {}
         self._lock = threading.Lock()
+        self._jax: dict = {}        # what arrc/interop.py makes for this function (`_kept`): it dies with it
 
     @property
     def signature(self) -> str:
@@ -749,7 +750,6 @@ def vmap(fn: Function, in_axes=0, out_axes=0) -> Function:
     return module[wrapper]           # (reports name it `vmap(f)`: ast.FunctionDef.shown_name)
 
 
-@functools.lru_cache(maxsize=None)
 def _derivative_for_jax(fn: Function, kind: str):
     """What makes `fn`'s vjp or jvp with respect to its float arguments (None without any; a jvp, None unless
     its results are all floats; a vjp takes a cotangent of an integer result and ignores it), for

@@ -16,15 +16,20 @@ A function that prints or asserts, or a module with guards, has host callbacks: 
 executable JAX compiles and record what they see; the call of that executable raises it, arr's own error
 (`_Raising`). Its derivatives are arr's, with their own callbacks (their prints silenced: the function's own
 call prints).
+
+One primitive, `arr`, calls every arr function: the function is its parameter `callee` (as JAX's own
+`custom_jvp_call` and `jit` carry theirs), so nothing registered with JAX keeps a function alive, and what is
+made for a function (its results' types, programs, vmaps, eager calls' executables) is kept on it (`_kept`):
+it dies with it.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
 import threading
+import weakref
 
 _lock = threading.Lock()
-_primitives: dict = {}
 
 
 def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False, quiet: bool = False,
@@ -41,7 +46,7 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False, q
     build, whose nan/inf guards report each operation that made a value reaching a result (passes/guards.py)."""
     import jax
     from jax._src import core
-    prim = _primitive(fn, make_vmap, origins=origins)
+    callee = _callee(fn, make_vmap, origins=origins)
     tuple_result = fn._sig.tuple_result
     n, k = len(fn._sig.params), len(fn._sig.results)
     floats = [i for i, (_, t, _) in enumerate(fn._sig.params) if t.dtype.is_float]
@@ -64,7 +69,8 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False, q
 
     def apply(*args):
         out = [jax.random.wrap_key_data(r) if key else r
-               for r, key in zip(prim.bind(*args, mesh=_mesh(), run=None if spmd else _run_for(fn, quiet)), keys_out)]
+               for r, key in zip(_primitive().bind(*args, callee=callee, mesh=_mesh(),
+                                                   run=None if spmd else _run_for(fn, quiet)), keys_out)]
         return tuple(out) if tuple_result else out[0]
 
     if spmd and (origins or has_effects(fn, spmd=True)):
@@ -78,15 +84,13 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False, q
 
         @functools.lru_cache(maxsize=None)
         def tangents_of():              # (primals, tangents) -> tangents, differentiable again (second derivatives)
-            prim = _primitive(tangent(), make_vmap, drop=k)
-            _transposed_by(prim, lambda *a: pull()(*a)[k:], n)
-            return prim
+            return _Callee(tangent(), make_vmap, drop=k, pull=lambda *a: pull()(*a)[k:], primals=n)
         f = jax.custom_jvp(apply)
 
         @f.defjvp
         def push(primals, tangents):        # (an integer argument's tangent is JAX's float0: arr's jvp takes none)
-            out = tangents_of().bind(*_varying_alike([*primals, *(tangents[i] for i in floats)]), mesh=_mesh(),
-                                     run=_run_for(tangent(), quiet=True))
+            out = _primitive().bind(*_varying_alike([*primals, *(tangents[i] for i in floats)]),
+                                    callee=tangents_of(), mesh=_mesh(), run=_run_for(tangent(), quiet=True))
             return f(*primals), tuple(out) if tuple_result else out[0]
         return jax_fn
 
@@ -100,8 +104,8 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False, q
         cts = [c if t.dtype.is_float else       # (an integer's or key's is JAX's float0: arr's vjp ignores it)
                np.zeros(np.shape(c) + (2,), np.uint32) if t.dtype.is_key else np.zeros(np.shape(c), t.dtype.np)
                for c, t in zip(ct if tuple_result else (ct,), fn._sig.results)]
-        pulled = _primitive(backward(), make_vmap, drop=k).bind(
-            *_varying_alike([*args, *cts]), mesh=_mesh(), run=_run_for(backward(), quiet=True)) if backward() else []
+        pulled = _primitive().bind(*_varying_alike([*args, *cts]), callee=_callee(backward(), make_vmap, drop=k),
+                                   mesh=_mesh(), run=_run_for(backward(), quiet=True)) if backward() else []
         grads = dict(zip(floats, pulled))
         return tuple(grads[i] if i in grads else np.zeros(np.shape(a), jax.dtypes.float0)
                      for i, a in enumerate(args))
@@ -151,37 +155,91 @@ def _weak_scalar(a) -> bool:
     return bool(getattr(aval, "weak_type", False)) and not getattr(aval, "shape", (0,))
 
 
-def _transposed_by(tangents_of, pull, n: int) -> None:
-    """Make `tangents_of` (primals, tangents of the float ones) -> tangents linear in its tangents for JAX, its
-    transpose `pull(primals, cotangents)` -> cotangents of the float primals: reverse mode of the jvp is arr's
-    vjp."""
+class _Callee:
+    """The primitive's parameter `callee`: arr Function `fn` without its first `drop` results, with `origins` of
+    its origin build; `make_vmap` (`as_jax`) for its batching rule. A tangent's (`pull`, taking `primals`
+    primals) is linear in its operands after those: its transpose `pull(primals, cotangents)` -> cotangents of
+    the float primals, arr's vjp. Hashed by identity (JAX keys its caches by a primitive's parameters), shown
+    in a jaxpr as the function's name."""
+
+    def __init__(self, fn, make_vmap, drop: int = 0, origins: bool = False, pull=None, primals: int = 0):
+        self._fn, self.name = (lambda: fn), fn.shown_name
+        self.make_vmap, self.drop, self.origins, self.pull, self.primals = make_vmap, drop, origins, pull, primals
+
+    @property
+    def fn(self):
+        return self._fn()
+
+    def weakly(self) -> _Callee:
+        """This call, referring to its function weakly: an eager call's (`_impl`)."""
+        weak = _Callee.__new__(_Callee)
+        weak.__dict__.update(self.__dict__, _fn=weakref.ref(self.fn), pull=None)
+        return weak
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _callee(fn, make_vmap, drop: int = 0, origins: bool = False) -> _Callee:
+    """The call of `fn`, one per Function (the same parameters: JAX's compiled call again)."""
+    return _kept(fn, ("callee", make_vmap, drop, origins), lambda: _Callee(fn, make_vmap, drop, origins))
+
+
+def _kept(fn, key, make):
+    """`make()` made once for arr Function `fn` under `key`, kept on it (`Function._jax`): it dies with it."""
+    kept = fn._jax
+    if key not in kept:
+        kept[key] = make()
+    return kept[key]
+
+
+def _primitive():
+    """The JAX primitive of every arr function (`_Callee`), made once."""
+    global _PRIMITIVE
+    with _lock:
+        if _PRIMITIVE is None:
+            from jax._src import util
+            from jax._src.interpreters import ad, batching, mlir
+            from jax.extend.core import Primitive
+            util.weakref_cache_key_types.add(_Callee)   # (JAX's caches keyed by parameters: as a jaxpr, weakly)
+            prim = Primitive("arr")
+            prim.multiple_results = True
+            prim.def_impl(_impl)
+            prim.def_effectful_abstract_eval(_abstract)
+            mlir.register_lowering(prim, _lower)
+            batching.primitive_batchers[prim] = _batch
+            ad.primitive_transposes[prim] = _transpose
+            _PRIMITIVE = prim
+    return _PRIMITIVE
+
+
+_PRIMITIVE = None
+
+
+def _impl(*args, callee: _Callee, **params):
+    """An eager call: JAX's `dispatch.apply_primitive`, with its compiled call kept on the function (JAX's cache
+    of every primitive's would keep each, ~3 MB, after the function has gone). What it compiles calls the
+    function weakly: JAX's caches, keyed (weakly) by the compiled call's function, keep its jaxpr, which must
+    not keep that function alive through `fn`."""
+    from jax._src import config, dispatch
+    call = _kept(callee.fn, ("eager", callee, *sorted(params.items())),     # (JAX's own function, uncached)
+                 lambda: dispatch.xla_primitive_callable.__wrapped__(_primitive(), callee=callee.weakly(), **params))
+    prev = config.disable_jit.swap_local(False)
+    try:
+        return call(*args)
+    finally:
+        config.disable_jit.set_local(prev)
+
+
+def _transpose(cts, *args, callee: _Callee, mesh: tuple, run: int | None):
+    """Reverse mode of a tangent's call (`as_jax`): arr's vjp."""
     from jax._src.interpreters import ad
-
-    def transpose(cts, *args, mesh, run):
-        cts = [ad.instantiate_zeros(ct) for ct in cts]
-        return [None] * n + list(pull(*args[:n], *cts))
-    ad.primitive_transposes[tangents_of] = transpose
-
-
-def _primitive(fn, make_vmap, drop: int = 0, origins: bool = False):
-    """The JAX primitive of arr Function `fn` (made once per Function), without its first `drop` results; with
-    `origins`, of its origin build (`as_jax`)."""
-    with _lock:
-        prim = _primitives.get((id(fn), drop, origins))
-        if prim is not None and prim[0] is fn:
-            return prim[1]
-    from jax._src import dispatch
-    from jax._src.interpreters import batching, mlir
-    from jax.extend.core import Primitive
-    prim = Primitive(f"arr_{getattr(fn, 'label', fn.name)}")
-    prim.multiple_results = True
-    prim.def_impl(functools.partial(dispatch.apply_primitive, prim))
-    prim.def_effectful_abstract_eval(functools.partial(_abstract, fn, drop, origins))
-    mlir.register_lowering(prim, functools.partial(_lower, fn, drop, origins))
-    batching.primitive_batchers[prim] = functools.partial(_batch, fn, make_vmap, drop, prim)
-    with _lock:
-        _primitives[(id(fn), drop, origins)] = (fn, prim)
-    return prim
+    if callee.pull is None:
+        raise NotImplementedError(f"Transpose rule (for reverse-mode differentiation) for 'arr' of {callee} "
+                                  f"not implemented: it is not a tangent")
+    cts = [ad.instantiate_zeros(ct) for ct in cts]
+    n = callee.primals
+    return [None] * n + list(callee.pull(*args[:n], *cts))
 
 
 def _arr_types(fn, shapes_dtypes) -> list:
@@ -192,11 +250,15 @@ def _arr_types(fn, shapes_dtypes) -> list:
             else jax.ShapeDtypeStruct(shape, dtype) for (shape, dtype), (_, t, _) in zip(shapes_dtypes, fn._sig.params)]
 
 
-@functools.lru_cache(maxsize=256)
 def _program(fn, key: tuple, platform: str, mesh: tuple, spmd: bool, origins: bool) -> tuple[str, bool]:
     """`fn` lowered for the operands' (shape, dtype) `key` through the passes of a compile for `platform` (its
     guards that check inside the program, `in_program`), `shard` over `mesh`, and what a program inside JAX's
     needs written out: its text with locations (sites' lines), and whether it has host callbacks."""
+    return _kept(fn, ("program", key, platform, mesh, spmd, origins),
+                 lambda: _lowered_program(fn, key, platform, mesh, spmd, origins))
+
+
+def _lowered_program(fn, key: tuple, platform: str, mesh: tuple, spmd: bool, origins: bool) -> tuple[str, bool]:
     from arrc.compiler import abi
     from arrc.passes.rewrite import ops_named
     from arrc.passes.spmd import ClampUpdateStarts, ReportPast, SplittableReductions
@@ -210,21 +272,25 @@ def _program(fn, key: tuple, platform: str, mesh: tuple, spmd: bool, origins: bo
     return lowered.as_text(debug_info=True), calls
 
 
-@functools.lru_cache(maxsize=None)
 def _result_types(fn, key: tuple) -> list:
     """(shape, dtype, is a key) of each result, a key's shape and dtype its words'."""
+    return _kept(fn, ("results", key), lambda: _lowered_result_types(fn, key))
+
+
+def _lowered_result_types(fn, key: tuple) -> list:
     import numpy as np
     from arrc.compiler.optable import concrete
     return [(concrete(t.shape) + (2,), np.dtype(np.uint32), True) if t.dtype.is_key else
             (concrete(t.shape), t.dtype.np, False) for t in fn.lower(*_arr_types(fn, key)).result_types]
 
 
-def _abstract(fn, drop: int, origins: bool, *avals, mesh: tuple, run: int | None):
+def _abstract(*avals, callee: _Callee, mesh: tuple, run: int | None):
     """The result types, and JAX's effect where `fn`'s program has host callbacks: JAX then neither drops a call
     whose results are unused nor runs one it should not (a branch of a `cond`). Only there: an effect sends
     every call of JAX's executable down its Python path (a guarded function with nothing to check in it, 8
     devices: ~500 us more a call)."""
     from jax._src import core
+    fn, drop, origins = callee.fn, callee.drop, callee.origins
     operand = _run_operand(fn, run, origins)
     avals = avals[1:] if operand else avals
     key = tuple((tuple(a.shape), a.dtype) for a in avals)
@@ -237,7 +303,7 @@ def _abstract(fn, drop: int, origins: bool, *avals, mesh: tuple, run: int | None
     return types, {_effect()} if calls else set()
 
 
-def _lower(fn, drop: int, origins: bool, ctx, *args, mesh: tuple, run: int | None):
+def _lower(ctx, *args, callee: _Callee, mesh: tuple, run: int | None):
     """arr's module of `fn` for the operands' types merged into JAX's (its host callbacks registered there) and
     called: with the run id and an io token where it has callbacks, its extra results dropped."""
     import numpy as np
@@ -247,6 +313,7 @@ def _lower(fn, drop: int, origins: bool, ctx, *args, mesh: tuple, run: int | Non
     from arrc.compiler import abi, emit
     from arrc.compiler.ops_random import keys_of_words, words_of_keys
     from arrc.passes.rewrite import entry
+    fn, drop, origins = callee.fn, callee.drop, callee.origins
     platform = ctx.module_context.platforms[0]
     operand = _run_operand(fn, run, origins)
     avals = ctx.avals_in[1:] if operand else ctx.avals_in
@@ -327,35 +394,31 @@ def _host_callbacks(ctx, module, fn, platform: str, run: int | None) -> None:
         _raise_after()
 
 
-def _batch(fn, make_vmap, drop: int, prim, args, dims, mesh: tuple, run: int | None):
+def _batch(args, dims, callee: _Callee, mesh: tuple, run: int | None):
     """jax.vmap of the primitive: arr's vmap of `fn` over the mapped arguments, the lanes first; for what arr's
     vmap does not take (a derivative from Python), the primitive once per lane (`lax.map`)."""
     import jax
     from jax._src.interpreters import batching
+    fn, make_vmap = callee.fn, callee.make_vmap
     in_axes = tuple(None if d is None or isinstance(d, batching.NotMapped) else d for d in dims)
     try:                # (nor a function that differentiates through a loop's `bound=`: E0216)
-        mapped = None if fn.checks_bounds else _mapped(fn, make_vmap, in_axes)
+        mapped = None if fn.checks_bounds else _kept(fn, ("vmap", make_vmap, in_axes), lambda: make_vmap(fn, in_axes))
     except TypeError:
         mapped = None
     if mapped is not None:
-        batched = _primitive(mapped, make_vmap, drop)
         if run is not None:             # (its callbacks report to a run of their own, under its name)
             from arrc.runtime import effects
             run = _run_for(mapped, effects.runs()[run].quiet)
-        out = batched.bind(*args, mesh=mesh, run=run)
+        out = _primitive().bind(*args, callee=_callee(mapped, make_vmap, callee.drop), mesh=mesh, run=run)
         return out, [0] * len(out)
     moved = [jax.numpy.moveaxis(a, d, 0) if d is not None else a for a, d in zip(args, in_axes)]
 
     def lane(xs):
         rows = iter(xs)
-        return prim.bind(*(next(rows) if d is not None else a for a, d in zip(moved, in_axes)), mesh=mesh, run=run)
+        return _primitive().bind(*(next(rows) if d is not None else a for a, d in zip(moved, in_axes)),
+                                 callee=callee, mesh=mesh, run=run)
     out = jax.lax.map(lane, [a for a, d in zip(moved, in_axes) if d is not None])
     return list(out), [0] * len(out)
-
-
-@functools.lru_cache(maxsize=None)
-def _mapped(fn, make_vmap, in_axes: tuple):
-    return make_vmap(fn, in_axes)
 
 
 # ---- host callbacks in JAX's executables (`as_jax`) -------------------------------------------------------
@@ -383,13 +446,7 @@ def _run_for(fn, quiet: bool) -> int | None:
             return _new_run(quiet)
         trace = getattr(trace, "parent_trace", None)
     with _lock:
-        made = _eager_runs.get((id(fn), quiet))
-        if made is None or made[0] is not fn:
-            made = _eager_runs[(id(fn), quiet)] = (fn, _new_run(quiet))
-        return made[1]
-
-
-_eager_runs: dict = {}              # (id of a Function, quiet) -> (the Function, its eager calls' run)
+        return _kept(fn, ("eager run", quiet), lambda: _new_run(quiet))
 
 
 def core_trace():

@@ -824,3 +824,48 @@ def test_symbolic_dimensions_are_an_argument_error():
     exported = jax.export.export(jax.jit(mod.f.as_jax()))(*[jax.ShapeDtypeStruct((3,), np.float32)] * 2)
     np.testing.assert_array_equal(exported.call(np.arange(3, dtype=np.float32), np.ones(3, np.float32)),
                                   [1.0, 2.0, 3.0])
+
+
+def test_functions_given_to_jax_are_freed_with_their_modules(capfd):
+    """Fresh modules through `as_jax` eagerly and under jax.jit, jax.grad, jax.jvp and jax.vmap (a function
+    that prints too: its host callbacks), then dropped: each module and Function is freed, with nothing cleared:
+    one JAX primitive calls every arr function, so JAX's registries of primitives' rules do not grow per
+    function, and what is made for a function (its programs, vmaps, eager executables) dies with it. Only
+    `jax.vmap` of a derivative called eagerly (a `lax.map` over the lanes: arr's vmap does not take it) waits
+    for `jax.clear_caches()`: JAX's cache of the primitives it runs eagerly keeps their jaxprs (its `scan`'s)."""
+    import gc
+    import weakref
+    from jax._src.interpreters import ad, batching, mlir
+
+    def registries():
+        return len(mlir._lowerings), len(batching.fancy_primitive_batchers), len(ad.primitive_transposes)
+
+    def modules():
+        gc.collect()
+        return sum(isinstance(o, arrc.api.Module) for o in gc.get_objects())
+
+    def use(i, lanes_of_a_derivative=False):
+        m = arrc.loads(f"def f(x: f32[n]) -> f32:\n    return sum(tanh(x * {i}.5))\n\n"
+                       f"def p(x: f32[n]) -> f32[n]:\n    print(\"p\", {i})\n    return x * 2.0\n")
+        f, p = m.f.as_jax(), m.p.as_jax()
+        x = np.linspace(0.0, 1.0, 4, dtype=np.float32)
+        if lanes_of_a_derivative:
+            jax.vmap(jax.grad(f))(np.stack([x, x]))
+        else:
+            f(x), jax.grad(f)(x), jax.jit(jax.grad(f))(x), jax.jvp(f, (x,), (x,))
+            jax.vmap(f)(np.stack([x, x])), jax.jit(jax.vmap(jax.grad(f)))(np.stack([x, x]))
+            p(x), jax.jit(p)(x), jax.grad(lambda x: jnp.sum(p(x)))(x)
+        return weakref.ref(m), weakref.ref(m.f), weakref.ref(m.p)
+
+    use(-1), use(-1, lanes_of_a_derivative=True)
+    jax.clear_caches()
+    before, count = registries(), modules()
+    capfd.readouterr()
+    refs = [use(i) for i in range(30)]
+    assert registries() == before
+    assert modules() == count               # (the modules of their vmaps too)
+    assert [r for r in (r for three in refs for r in three) if r() is not None] == []
+    assert capfd.readouterr().out.count("p ") == 30 * 3       # (eagerly, under jax.jit, jax.grad's forward pass)
+    refs = [use(i, lanes_of_a_derivative=True) for i in range(3)]
+    jax.clear_caches()
+    assert modules() == count
