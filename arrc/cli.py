@@ -365,10 +365,11 @@ class ArgFile:
 def capacity(t: ArrayType | None) -> int | None:
     """How many elements an argument of type `t` has, where its shape is concrete (else None: any, up to what
     one array may have on this machine; also for an argument that names no parameter). Counted in elements,
-    not bytes: a file of another dtype is then refused for its dtype, with the advice a call gives."""
+    not bytes: a file of another dtype is then refused for its dtype, with the advice a call gives. A key is
+    its two u32 words."""
     if t is None or not all(d.is_const for d in t.shape):
         return None
-    return math.prod(d.value for d in t.shape)
+    return math.prod(d.value for d in t.shape) * (2 if t.dtype.is_key else 1)
 
 
 def read_npy_header(stream, path: str) -> tuple[tuple, bool, np.dtype, int]:

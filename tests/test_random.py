@@ -345,6 +345,16 @@ def test_arrc_run_takes_keys_as_seeds_or_words(tmp_path, capsys):
     assert f'{{"dtype": "key", "shape": [2], "value": {words.tolist()}}}' in result
     assert cli(["run", str(program), "--arg", "k=[-1, 0]"]) == 2
     assert "key words are integers in 0..4294967295" in capsys.readouterr().err
+    # a file holds the keys' words: a key[2]'s file is a u32[2, 2] (it was refused: "more than ... holds (2)")
+    batch = tmp_path / "batch.arr"
+    batch.write_text("def main(ks: key[2]) -> f32[2]:\n    return uniform(ks[1], (2,))\n")
+    np.save(tmp_path / "ks.npy", words)
+    np.save(tmp_path / "three.npy", np.zeros((3, 2), np.uint32))
+    assert cli(["run", str(batch), "--arg", f"ks=@{tmp_path / 'ks.npy'}"]) == 0
+    second = jax.random.uniform(jax.random.wrap_key_data(words[1]), (2,), jnp.float32)
+    assert capsys.readouterr().out == f"{np.asarray(second)}\n"
+    assert cli(["run", str(batch), "--arg", f"ks=@{tmp_path / 'three.npy'}"]) == 2
+    assert "declares u32[3, 2] (6 elements), more than parameter `ks: key[2]` holds (4)" in capsys.readouterr().err
 
 
 def test_key_reuse_warnings_and_the_idioms_that_do_not_warn():
