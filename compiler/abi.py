@@ -15,6 +15,7 @@ PLATFORM_INDEX = "_platform_index"    # JAX's `jax.global_constant` of that argu
 
 # ---- on the entry function (`main`) ----
 ENTRY = "arrc.entry"                  # the arr function a module was lowered from
+PACKED_KEYS_MAIN = "arrc.packed_keys_main"  # arr's own main under the entry taking keys' words (passes/key_words.py)
 RUN_ARG = "arrc.run_arg"              # index of the i32 run-id argument (host callbacks find their call)
 IO_ARG = "arrc.io_arg"                # index of the i32 argument that orders print/assert effects
 EXTRA_RESULTS = "arrc.extra_results"  # number of trailing results that are not the function's own

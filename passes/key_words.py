@@ -34,7 +34,7 @@ class KeysAsWords(ModulePass):
         own = [i for i in range(len(ftype.inputs)) if i not in hidden]
         dims = {own[k]: tuple(ir.RankedTensorType(ftype.inputs[own[k]]).shape) for k in self.keys}
         name = inner.attributes["sym_name"]
-        inner.attributes["sym_name"] = ir.StringAttr.get("arrc.packed_keys_main")    # (no arr name has a dot)
+        inner.attributes["sym_name"] = ir.StringAttr.get(abi.PACKED_KEYS_MAIN)    # (no arr name has a dot)
         inner.attributes["sym_visibility"] = ir.StringAttr.get("private")
         with ir.InsertionPoint(module.body), ir.Location.unknown():
             u32 = ir.IntegerType.get_unsigned(32)
