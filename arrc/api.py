@@ -630,9 +630,12 @@ class Function:
         """A call inside jax.jit, grad or vmap gets JAX's tracers, not values: an ArgumentError that says what
         runs there (`as_jax`), where JAX's ConcretizationTypeError came from arrc's own code."""
         from jax.core import Tracer
+
+        def traced(value) -> bool:      # (a list of them too: `f([x[0], x[1]])`)
+            return isinstance(value, Tracer) or isinstance(value, (list, tuple)) and any(map(traced, value))
         names = [name for name, _, _ in self._sig.params][:len(args)] + list(kwargs)
         for name, value in zip(names, [*args, *kwargs.values()]):
-            if isinstance(value, Tracer):
+            if traced(value):
                 raise ArgumentError(f"argument `{name}` is a JAX tracer: `{self.shown_name}` is called inside a JAX "
                                     f"transformation (jax.jit, jax.grad, jax.vmap); call its `as_jax()` there "
                                     f"(e.g. `mod.f.as_jax()(...)`), which JAX traces")
@@ -902,10 +905,13 @@ def _to_keys(value, ptype: ArrayType, pname: str):
         raise ArgumentError(f"argument `{pname}`: {err}") from None
     if data is not None:
         return data
-    if not hasattr(value, "dtype") or np.dtype(value.dtype) != np.uint32 or value.ndim == 0 or value.shape[-1] != 2:
+    if not hasattr(value, "dtype") or np.dtype(value.dtype).newbyteorder("=") != np.uint32 or value.ndim == 0 \
+            or value.shape[-1] != 2:
         raise ArgumentError(f"argument `{pname}` must be {ptype}: a JAX key (`arrc.key(0)`, `jax.random.key(0)`) "
                             f"or key data, a uint32 array of shape [..., 2] (`jax.random.PRNGKey(0)`)")
-    return value if isinstance(value, np.ndarray) or pjrt.is_jax_array(value) else np.asarray(value)
+    if pjrt.is_jax_array(value):
+        return value
+    return np.asarray(value, np.uint32)     # (words in the other byte order, e.g. read from a file: this machine's)
 
 
 _NO_PAST = np.zeros(2, np.int64)      # compiler/effects.py PAST: no loop ran past its bound

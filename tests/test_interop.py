@@ -59,6 +59,8 @@ def test_a_direct_call_inside_jax_code_says_to_use_as_jax(mod):
             and "call its `as_jax()` there (e.g. `mod.f.as_jax()(...)`), which JAX traces" in str(err.value)
     with pytest.raises(arrc.ArgumentError, match=r"^argument `x` is a JAX tracer: `vmap\(layer\)` is called"):
         jax.jit(arrc.vmap(mod.layer, in_axes=(0, None)))(x[None], w)
+    with pytest.raises(arrc.ArgumentError, match=r"^argument `x` is a JAX tracer: `layer` is called"):
+        jax.jit(lambda x, w: mod.layer([[x[0, i] for i in range(4)]], w))(x, w)      # (a list of them)
 
 
 def test_jax_grad_and_vjp_use_arrs_backward_pass(mod):
