@@ -909,7 +909,7 @@ def _to_keys(value, ptype: ArrayType, pname: str):
             or value.shape[-1] != 2:
         raise ArgumentError(f"argument `{pname}` must be {ptype}: a JAX key (`arrc.key(0)`, `jax.random.key(0)`) "
                             f"or key data, a uint32 array of shape [..., 2] (`jax.random.PRNGKey(0)`)")
-    if pjrt.is_jax_array(value):
+    if _is_jax_array(value):
         return value
     return np.asarray(value, np.uint32)     # (words in the other byte order, e.g. read from a file: this machine's)
 

@@ -428,13 +428,6 @@ _cpu_devices: list = []
 _avals: dict = {}                       # (shape, dtype) -> ShapedArray, for `_transfer`
 
 
-def is_jax_array(value) -> bool:
-    """Whether `value` is a jax array (concrete: not a tracer), binding jax if no Executable has yet."""
-    if _batched_device_put is None:
-        _bind_jax()
-    return type(value) is _ArrayImpl
-
-
 def as_numpy(x) -> np.ndarray:
     """A result as a NumPy array, waited for first: where XLA could not allocate it, the wait raises
     RESOURCE_EXHAUSTED, and NumPy's read of its buffer would abort the process (jaxlib's check)."""
