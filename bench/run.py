@@ -426,12 +426,12 @@ def bench_frontend_against_loops(report: Report, args) -> None:
     import jax
     spec = arrc.spec("f32[64]")
     avals = [jax.ShapeDtypeStruct((64,), np.float32)] * 2
-    for n in [600, 2000, 5000]:
+    for n, rounds in [(600, 9), (2000, 5), (5000, 3)]:    # rounds: A/A within +-5% (about 3-8 s each)
         print(f"\n-- front end against JAX as a loop, {n} statements", flush=True)
         fns = {"arrc": lambda r, n=n: arrc_frontend(P.generated(n, salt=r + 1)[0], "main", [spec, spec])[0],
                "jax (loop)": lambda r, n=n: jax_lower(P.jax_generated_loop(n, salt=r + 1), avals, False)[0],
                "jax (loop) again": lambda r, n=n: jax_lower(P.jax_generated_loop(n, salt=r + 101), avals, False)[0]}
-        res = repeated(fns, 2 if n > 2000 else 3)
+        res = repeated(fns, rounds)
         a, j = res["arrc"]["median"], res["jax (loop)"]["median"]
         report.row("front end against JAX as a loop", statements=n, arrc=fmt_time(a), jax_lower=fmt_time(j),
                    ratio=a / j, aa=res["jax (loop) again"]["median"] / j, _raw=res)

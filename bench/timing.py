@@ -83,11 +83,17 @@ def interleaved(contenders: dict[str, Callable[[], object]], budget_s: float, ta
 
 
 def repeated(fns: dict[str, Callable[[int], float]], rounds: int) -> dict[str, dict]:
-    """Contenders that time themselves (`fn(round) -> seconds`, e.g. a compile), round-robin."""
+    """Contenders that time themselves (`fn(round) -> seconds`, e.g. a compile), round-robin.
+
+    Each sample starts from a collected heap (untimed): otherwise the cyclic garbage one contender leaves
+    (arrc's front end pauses the collector while it runs) is scanned in the next one's sample, and a
+    front end's median depends on which contender ran before it (JAX's lowering at 600 statements:
+    118 ms after itself, 182 ms after arrc's front end)."""
     samples = {name: [] for name in fns}
     for r in range(rounds):
         order = list(fns) if r % 2 == 0 else list(fns)[::-1]
         for name in order:
+            gc.collect()
             samples[name].append(fns[name](r))
     return {name: summary(s) for name, s in samples.items()}
 
