@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import shutil
 import stat
 import sys
 import time
@@ -222,12 +223,39 @@ def emit(lowered, kind: str) -> str | bytes:
     return portable_artifact(lowered)
 
 
+def write_whole(path: str, flag: str, write) -> None:
+    """Call `write` on a binary file that becomes `path` only once it is complete: it is written beside it and
+    renamed over it, so that a failed or interrupted write (a full disk, Ctrl-C) leaves no partial file and an
+    existing one as it was. A device or pipe (`-o /dev/null`), or a file in a folder arrc cannot create
+    files in, is written in place."""
+    target = os.path.realpath(path)
+    partial = f"{target}.{os.getpid()}.partial"
+    try:
+        try:
+            if os.path.exists(path) and not os.path.isfile(path):
+                raise PermissionError
+            file = open(partial, "wb")
+        except PermissionError:
+            with open(path, "wb") as file:
+                write(file)
+            return
+        try:
+            with file:
+                write(file)
+            if os.path.exists(target):
+                shutil.copymode(target, partial)
+            os.replace(partial, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(partial)
+            raise
+    except OSError as err:
+        raise UsageError(f"{flag} {path}: cannot write it ({err.strerror or err})") from None
+
+
 def write_output(data: str | bytes, out: str | None) -> None:
     if out is not None:
-        try:
-            Path(out).write_bytes(data.encode() if isinstance(data, str) else data)
-        except OSError as err:
-            raise UsageError(f"-o {out}: cannot write it ({err.strerror or err})") from None
+        write_whole(out, "-o", lambda file: file.write(data.encode() if isinstance(data, str) else data))
         return
     if isinstance(data, str):
         sys.stdout.write(data)
@@ -1007,10 +1035,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.time:
         sys.stderr.write(format_times(run.times, check_s))
     if args.out:
-        try:
-            np.savez(args.out, **{f"result_{i}": r for i, r in enumerate(run.results)})
-        except OSError as err:
-            raise UsageError(f"--out {args.out}: cannot write it ({err.strerror or err})") from None
+        results = {f"result_{i}": r for i, r in enumerate(run.results)}
+        write_whole(args.out, "--out", lambda file: np.savez(file, **results))
     return EXIT_OK
 
 

@@ -597,3 +597,28 @@ def test_print_to_a_closed_stream_raises_from_the_call():
     with contextlib.redirect_stdout(io.StringIO()) as out:
         assert mod.main(2) == 1
     assert out.getvalue().startswith("step 0 [ 0  1")
+
+
+@pytest.mark.parametrize("command", [["compile", "--entry", "main", "-o"], ["run", "--out"]])
+def test_a_write_that_fails_leaves_the_old_output_and_no_partial_file(tmp_path, command):
+    """`-o`/`--out` past a file-size limit (or a full disk, or Ctrl-C while writing): the old file stays whole
+    (it was truncated and left half-written) and nothing else is left in its folder."""
+    import resource
+    prog = tmp_path / "big.arr"
+    prog.write_text("def main() -> f32[100000]:\n" + "    x = zeros((100000,))\n" * 40 + "    return x\n")
+    out = tmp_path / ("out.npz" if "--out" in command else "out.mlir")
+    out.write_text("old")
+
+    def limit_file_size():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
+    proc = _arrc([command[0], str(prog), *command[1:], str(out)], stdout=subprocess.DEVNULL,
+                 preexec_fn=limit_file_size)
+    _, err = proc.communicate(timeout=300)
+    assert (proc.returncode, err) == (EXIT_USAGE, f"arrc: error: {command[-1]} {out}: cannot write it (File too "
+                                                  "large)\n")
+    assert out.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.arr", out.name]
+    proc = _arrc([command[0], str(prog), *command[1:], "/dev/null" if "-o" in command else str(out)],
+                 stdout=subprocess.DEVNULL)
+    assert proc.communicate(timeout=300) == (None, "") and proc.returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.arr", out.name]
