@@ -1000,6 +1000,8 @@ def _to_array(value, ptype: ArrayType, pname: str):
             arr = np.array([_as_float(v) for v in arr.ravel()]).reshape(arr.shape)     # f64's, inf as 1e400 is
         elif all(type(v) is int for v in arr.ravel()):
             raise ArgumentError(f"argument `{pname}`: value out of range for {ptype.dtype}")
+    if arr.size == 0:       # an empty list holds no value of any kind (NumPy calls it float64)
+        return np.empty(arr.shape, ptype.dtype.np)
     _check_kind(arr.dtype, ptype, pname, arr.ndim)
     if arr.dtype.kind in "iu" and ptype.dtype.is_int:
         from arrc.compiler.types import int_range

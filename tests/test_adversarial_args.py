@@ -400,3 +400,17 @@ def test_a_signalling_nan_float_is_taken_as_nan_without_a_numpy_warning(x64):
             warnings.simplefilter("error")
             for result in (fn(snan), fn(x=snan), fn(snan)):
                 assert np.isnan(np.asarray(result)), dtype
+
+
+def test_an_empty_list_takes_any_parameter_dtype():
+    """A Python list has no dtype of its own (docs/api.md), an empty one no value either: `[]` for an i32[n]
+    is i32[0], as `jnp.asarray([], jnp.int32)`. It was refused as "holds Python floats" (NumPy's float64
+    for `[]`), for every non-float parameter; an empty NumPy float64 array stays refused."""
+    mod = arrc.loads("def i(x: i32[n]) -> i32[n]:\n    return x\ndef m(x: u8[n, k]) -> u8[n, k]:\n    return x\n"
+                     "def b(x: bool[n]) -> bool[n]:\n    return x\n")
+    for fn, value, dtype, shape in ((mod.i, [], np.int32, (0,)), (mod.i, (), np.int32, (0,)),
+                                    (mod.m, [[], []], np.uint8, (2, 0)), (mod.b, [], np.bool_, (0,))):
+        result = fn(value)
+        assert (result.dtype, result.shape) == (dtype, shape)
+    with pytest.raises(arrc.ArgumentError, match="has type f64"):
+        mod.i(np.zeros(0))
