@@ -10,6 +10,11 @@ class Source:
     name: str
     text: str
 
+    def __post_init__(self):
+        # A file name that is not UTF-8 reaches Python with lone surrogates ("bad\udcff.arr"), which MLIR's
+        # locations cannot hold: spelled out as escapes, as the diagnostics print it.
+        object.__setattr__(self, "name", self.name.encode("utf-8", "backslashreplace").decode())
+
     def line_text(self, line: int) -> str:
         """Line `line` (1-based) without its line end: the lexer counts only \n as a line break, and \r\n
         as one."""

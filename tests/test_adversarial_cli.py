@@ -622,3 +622,22 @@ def test_a_write_that_fails_leaves_the_old_output_and_no_partial_file(tmp_path, 
                  stdout=subprocess.DEVNULL)
     assert proc.communicate(timeout=300) == (None, "") and proc.returncode == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.arr", out.name]
+
+
+def test_a_file_name_that_is_not_utf8_compiles_and_is_reported(tmp_path, capsys):
+    """`bad\\xff.arr` (any bytes are a Linux file name; Python keeps them as lone surrogates): it was an
+    internal error (E0601, status 4) from MLIR's locations, a TypeError from `arrc.load`; so was
+    `arrc.loads(text, filename="\\ud800")`. Now the name is spelled with escapes, as diagnostics print it."""
+    import arrc
+    try:
+        prog = Path(os.fsdecode(bytes(tmp_path) + b"/bad\xff.arr"))
+        prog.write_text("def f(x: f32[n]) -> f32[n]:\n    return log(x)\n")
+    except (UnicodeError, OSError):
+        pytest.skip("this file system takes only UTF-8 names")
+    assert main(["run", str(prog), "--entry", "f", "--arg", "x=[1.0]"]) == 0
+    assert capsys.readouterr().out == "[0.]\n"
+    assert main(["run", str(prog), "--entry", "f", "--arg", "x=[0.0]", "--guards", "all"]) == EXIT_RUNTIME
+    assert "bad\\udcff.arr:2:12\n" in capsys.readouterr().err
+    assert arrc.load(prog).f([1.0]).tolist() == [0.0]
+    with pytest.raises(arrc.InfError, match=r"\\ud800.arr:2:12"):
+        arrc.loads("def f(x: f32) -> f32:\n    return log(x)\n", filename="\ud800.arr", guards="all").f(0.0)
