@@ -411,7 +411,7 @@ class Function:
             types.append(t)
         self._check_types(types, values, narrowed)
 
-    def _first_call(self, *args, **kwargs):
+    def _first_call(self, /, *args, **kwargs):       # (`/`: an arr parameter may be named `self`)
         """Make the C++ dispatcher (it needs jax, so not before the first call), then call through it; a
         function whose results are checked for NaN/Inf gets a second one for the check (`_checking`)."""
         from arrc.runtime.pjrt import dispatcher
@@ -510,10 +510,10 @@ class Function:
 
     _entry = _first_call                # per instance, the first call replaces it
 
-    def _call_plain(self, *args, **kwargs):
+    def _call_plain(self, /, *args, **kwargs):
         return self._call(args, kwargs)[0]
 
-    def _dispatch_miss(self, *args, **kwargs):
+    def _dispatch_miss(self, /, *args, **kwargs):
         """The dispatcher has not seen these argument types: make the full call, and hand it the
         executable to run itself next time (positional calls of one without effects or guards)."""
         results, compiled, tuple_result = self._call(args, kwargs)
@@ -873,7 +873,7 @@ class Derivative(Function):
         lowered.tuple_result = len(lowered.result_types) > 1
         return lowered
 
-    def _call_structured(self, *args, **kwargs):
+    def _call_structured(self, /, *args, **kwargs):
         """The flat results as JAX gives them: `g`, `(g0, g1)`, `(value, g)`, `(value, (g0, g1))`, and for
         a function with several results `((y0, y1), ...)`."""
         out = self._call(args, kwargs)[0]

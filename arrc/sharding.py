@@ -134,7 +134,7 @@ class Sharded:
         run = (NamedSharding(mesh, partition_spec(None)),) if has_effects(fn, spmd=True) else ()
         self.jitted = jax.jit(spmd_function(fn), in_shardings=run + self.in_shardings, out_shardings=outs)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         with _tracing(self.mesh):
             return checked_call(self.fn, self.jitted, self._placed(args, kwargs), self.mesh)
 
@@ -170,7 +170,7 @@ class Sharded:
             self._check_divisible(args, sizes)
             self._checked.add(kinds)
 
-    def lower(self, *args, **kwargs):
+    def lower(self, /, *args, **kwargs):
         """JAX's Lowered of the SPMD program (`.as_text()`: the StableHLO with its shardings;
         `.compile().as_text()`: XLA's partitioned HLO, collectives included; with guards, its results are
         the function's and the flag)."""

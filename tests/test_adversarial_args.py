@@ -414,3 +414,11 @@ def test_an_empty_list_takes_any_parameter_dtype():
         assert (result.dtype, result.shape) == (dtype, shape)
     with pytest.raises(arrc.ArgumentError, match="has type f64"):
         mod.i(np.zeros(0))
+
+
+def test_a_parameter_named_self_is_passed_by_keyword():
+    """`def g(self: f32)` called as `g(self=1.0)`: a TypeError "Function._first_call() got multiple values for
+    argument 'self'" (arrc's own method), on the first call and later ones, and through arrc.grad."""
+    mod = arrc.loads("def g(self: f32, args: f32 = 2.0) -> f32:\n    return self * args\n")
+    assert [float(mod.g(self=1.5)), float(mod.g(self=1.5, args=3.0)), float(mod.g(1.5))] == [3.0, 4.5, 3.0]
+    assert float(arrc.grad(mod.g)(self=1.5)) == 2.0
