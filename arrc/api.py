@@ -979,6 +979,8 @@ def _to_array(value, ptype: ArrayType, pname: str):
     try:
         import jax
         if isinstance(value, jax.Array):
+            if jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
+                raise ArgumentError(f"argument `{pname}` is a JAX key ({value.dtype}), expected {ptype}")
             if dtype_of_numpy(value.dtype) is None:
                 raise ArgumentError(f"argument `{pname}`: unsupported dtype {value.dtype}")
             return value

@@ -422,3 +422,14 @@ def test_a_parameter_named_self_is_passed_by_keyword():
     mod = arrc.loads("def g(self: f32, args: f32 = 2.0) -> f32:\n    return self * args\n")
     assert [float(mod.g(self=1.5)), float(mod.g(self=1.5, args=3.0)), float(mod.g(1.5))] == [3.0, 4.5, 3.0]
     assert float(arrc.grad(mod.g)(self=1.5)) == 2.0
+
+
+def test_a_jax_key_for_a_numeric_parameter_is_an_argument_error():
+    """`f(jax.random.key(0))` for an f32[n] parameter: NumPy's TypeError "Cannot interpret 'key<fry>' as a data
+    type" from arrc's dtype lookup, in a call, `lower`, `as_jax` and `arrc.grad`."""
+    mod = arrc.loads("def f(x: f32[n]) -> f32[n]:\n    return x\ndef s(x: f32) -> f32:\n    return x\n")
+    keys = jax.random.split(jax.random.key(0))
+    for call in (lambda: mod.f(keys), lambda: mod.f.lower(keys), lambda: mod.f.as_jax()(keys),
+                 lambda: arrc.grad(mod.s)(keys[0])):
+        with pytest.raises(arrc.ArgumentError, match=r"argument `x` is a JAX key \(key<fry>\), expected f32"):
+            call()
