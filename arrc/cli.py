@@ -1497,7 +1497,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--guards", type=_guard_list, metavar="KINDS", help="nan,inf,bounds,div0 or all")
     p.add_argument("--guard-scope", choices=SCOPES, default="results",
                    help="nan/inf: check the results (default) or every operation")
-    p.add_argument("--target", choices=DEVICES, default="cpu", help="target backend (default: cpu)")
+    p.add_argument("--target", "--device", dest="target", choices=DEVICES, default="cpu",     # (`run`'s name)
+                   help="target backend (default: cpu)")
     p.add_argument("--werror", action="store_true", help="treat warnings as errors")
     add_mesh_arguments(p, "emit")
     p.set_defaults(handler=cmd_compile)

@@ -280,6 +280,17 @@ def test_compile_guards_and_target(prog, capsys):
     assert "unknown guard" in capsys.readouterr().err
 
 
+def test_compile_takes_run_s_device_flag_for_its_target(prog, capsys):
+    """`--device` (as `arrc run` spells it) is `--target`: it was argparse's abbreviation of `--devices`,
+    "argument --devices: invalid int value: 'gpu'"."""
+    assert main(["compile", prog, "--target", "gpu"]) == 0
+    by_target = capsys.readouterr().out
+    assert main(["compile", prog, "--device", "gpu"]) == 0
+    assert capsys.readouterr().out == by_target
+    assert main(["compile", prog, "--device", "npu"]) == 2
+    assert "invalid choice: 'npu'" in capsys.readouterr().err
+
+
 def test_compile_mlir_bytecode(prog, tmp_path):
     from jaxlib.mlir import ir
     from arrc.compiler.emit import make_context
