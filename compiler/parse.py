@@ -426,6 +426,9 @@ def _syntax_error(err: UnexpectedInput, source: Source) -> Diagnostic:
         what = f"unexpected character {ch!r}"
         if ch in "\"'":
             what = "unterminated string literal"
+        if ch == "\r":                  # (classic Mac OS's line end: Python takes it, arr's grammar does not)
+            return Diagnostic("E0001", "a carriage return alone does not end a line", span, "\\r",
+                              help="save the file with \\n (Unix) or \\r\\n (Windows) line endings")
         return Diagnostic("E0001", what, span, "not valid here", help=_describe_expected(set(err.allowed or ())) or None)
     if isinstance(err, UnexpectedToken):
         tok = err.token

@@ -1,0 +1,1 @@
+def f(x: f32) -> f32:    return x
