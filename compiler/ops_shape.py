@@ -222,6 +222,18 @@ def _static_number(cx: CallCx, v, name: str) -> Dim | float:
     return cx.static_int(v, name)
 
 
+def _float_arange(start: float, stop: float, step: float, dt: DType) -> np.ndarray:
+    """jnp.arange's values for float bounds: `start + step * iota` in the dtype (f32 for f16/bf16, rounded
+    once at the end), not NumPy's, which steps by `(start + step) - start` and drifts from it (f16 visibly)."""
+    size = max(0, int(np.ceil((stop - start) / step)))
+    work = F32.np if dt.is_float and dt.bits < 32 else dt.np
+    if dt.is_int:       # the bounds cast as arr casts floats to integers: toward zero, saturating
+        info = np.iinfo(work)
+        start, step = (min(max(int(np.trunc(b)), info.min), info.max) for b in (start, step))
+    with np.errstate(over="ignore"):
+        return (work.type(start) + work.type(step) * np.arange(size, dtype=work)).astype(dt.np)
+
+
 @register("arange", params="start, stop=None, step=None, dtype=None",
           family="Construction", doc="evenly spaced values in [start, stop) with spacing step")
 def _arange(cx: CallCx, start, stop=None, step=None, dtype=None) -> Val:
@@ -249,7 +261,7 @@ def _arange(cx: CallCx, start, stop=None, step=None, dtype=None) -> Val:
             cx.error("E0204", "`arange` bounds must be finite numbers", "not finite")
         if abs((bounds[1] - bounds[0]) / bounds[2]) > 2 ** 40:
             cx.error("E0215", "array too large: `arange` would have more than 2**40 elements", "too large")
-        values = np.arange(*bounds, dtype=dt.np)
+        values = _float_arange(*bounds, dt)
         return cx.value(ArrayType(dt, (Dim.const(len(values)),)), lambda: emit.const(values, dt, values.shape))
     if not by.is_const:
         cx.error("E0204", f"`step` must be a literal or a const, found `{by}`", "symbolic", at="step")

@@ -127,6 +127,18 @@ def test_arange_values_with_step():
         same(g, w, exact=True)
 
 
+@pytest.mark.parametrize("bounds", ["1.0, 2.0, 0.1", "10.0, -3.0, -0.35", "1e6, 1e6 + 100, 0.37", "-2.7, 3.2, 1.1",
+                                    "0.5, 3.5, 1.5"])
+@pytest.mark.parametrize("dtype", ["f32", "f64", "f16", "bf16", "i32"])
+def test_arange_float_bounds_match_jax(bounds, dtype):
+    # jnp.arange steps as start + step * iota (in f32 for f16/bf16); NumPy's float32 arange drifts from it
+    # (arange(1.0, 2.0, 0.1)[3] is 1.3000001 there, 1.3 in jnp; in f16 1.299, and inf - inf = nan past 65504).
+    want = np.asarray(jnp.arange(*eval(bounds), dtype=jnp.dtype({"f32": "float32", "f64": "float64", "f16": "float16",
+                                                                 "bf16": "bfloat16", "i32": "int32"}[dtype])))
+    got = fn(f"() -> {dtype}[{len(want)}]", f"return arange({bounds}, dtype={dtype})")()
+    same(got, want, exact=True)
+
+
 @pytest.mark.parametrize("dtype", ["f32", "f64", "i32", "bool"])
 def test_eye(dtype):
     f = fn(f"(x: f32[n, m]) -> ({dtype}[n], {dtype}[n, m], {dtype}[n, m], {dtype}[m, n])",
