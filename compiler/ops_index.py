@@ -471,8 +471,10 @@ def update(cx: CallCx, x: Val, subscripts, new, value_span=None) -> Val:
     if shape != shown:
         raise ArrError("E0202", f"cannot store {new.type} into a region of shape [{', '.join(map(str, shown))}]",
                        at_value, f"this is {new.type}", labels=target)
-    if any(a.step != 1 for a in axes):
-        cx.error("E0204", "indexed assignment supports step-1 slices only", "a strided slice",
+    strided = any(a.step != 1 for a in axes)
+    if strided and any(not isinstance(a.start, Dim) or a.gather is not None for a in axes):
+        cx.error("E0204", "an assignment to a strided slice takes static indices and slices only",
+                 "a strided slice with a run-time index",
                  help="build the strided result with `where` or update element by element in a loop")
 
     def build():
@@ -486,10 +488,27 @@ def update(cx: CallCx, x: Val, subscripts, new, value_span=None) -> Val:
             return _lower_scatter(cx, target, axes[gather].gather, gather, sizes, values)
         full = tuple(1 if a.dropped else a.length.value for a in axes)
         values = hlo.reshape(emit.tensor_type(full, dt), values)
+        if strided:
+            return _strided_update(target, values, axes, sizes, full, dt)
         idt = _index_dtype(axes, sizes)
         starts = [_start_ir(cx, a, size, idt) for a, size in zip(axes, sizes)]
         return _proven(hlo.dynamic_update_slice(target, values, starts), axes, sizes)
     return cx.value(x.type.strong(), build)
+
+
+def _strided_update(target, values, axes, sizes, full, dt):
+    """`x[::2, 1] = values` with static indices: stablehlo.pad's interior padding spreads the values (reversed
+    along negative steps) onto their positions, and a mask padded the same way selects them over x."""
+    if 0 in full:
+        return target
+    values = hlo.reverse(values, [d for d, a in enumerate(axes) if a.step < 0]) \
+        if any(a.step < 0 for a in axes) else values
+    low = [a.start.value + (n - 1) * a.step if a.step < 0 else a.start.value for a, n in zip(axes, full)]
+    interior = [abs(a.step) - 1 for a in axes]
+    high = [size - first - (n - 1) * (gap + 1) - 1 for size, first, n, gap in zip(sizes, low, full, interior)]
+    spread = hlo.pad(values, emit.const(0, dt), low, high, interior)
+    mask = hlo.pad(emit.const(True, BOOL, full), emit.const(False, BOOL), low, high, interior)
+    return hlo.select(mask, spread, target)
 
 
 def _stores_into(new: Val, x: Val) -> bool:

@@ -455,6 +455,32 @@ def test_static_slice_updates(mod):
     np.testing.assert_array_equal(out, [0, 7, 8, 3, 4])
 
 
+STRIDED_UPDATES = ["::2", "::-3", "8:2:-2", "1::3", "-3::-5", "3:1:2", "1, ::-2", "::-2, 3", ":, 5:0:-2", "None, ::2, 1"]
+
+
+@pytest.mark.parametrize("sl", STRIDED_UPDATES)
+def test_strided_slice_update_matches_numpy(sl):
+    # x[::2] = v and x[::-2] += 1 are NumPy's (jnp's .at[::2].set): values land on the strided positions,
+    # in the slice's order along a negative step.
+    x = np.arange(60, dtype=np.float32).reshape(6, 10) if "," in sl else np.arange(10, dtype=np.float32)
+    region = x[eval(f"np.s_[{sl}]")]
+    v = np.arange(region.size, dtype=np.float32).reshape(region.shape) + 100
+    shape = ", ".join(map(str, x.shape))
+    mod = cached_module(f"def f(x: f32[{shape}], v: f32[{', '.join(map(str, region.shape))}]) -> (f32[{shape}], f32[{shape}]):\n"
+                        f"    y = x\n    y[{sl}] = v\n    x[{sl}] += 1\n    return y, x\n")
+    set_, add = mod.f(x, v)
+    want_set, want_add = x.copy(), x.copy()
+    want_set[eval(f"np.s_[{sl}]")] = v
+    want_add[eval(f"np.s_[{sl}]")] += 1
+    np.testing.assert_array_equal(set_, want_set)
+    np.testing.assert_array_equal(add, want_add)
+
+
+def test_strided_update_with_a_runtime_index_is_an_error():
+    with pytest.raises(arrc.CompileError, match="E0204"):
+        arrc.loads("def f(x: f32[4, 4], i: i32) -> f32[4, 4]:\n    x[i, ::2] = 0\n    return x\n")
+
+
 @pytest.mark.parametrize("i", [0, 3, 4, 9])
 def test_window_update(mod, i):
     expected = X.copy()
