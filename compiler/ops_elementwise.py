@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import operator
 
+import ml_dtypes
 import numpy as np
 
 from . import abi, emit
@@ -639,10 +640,35 @@ register("floor",
 register("ceil",
          family="Elementwise",
          doc="elementwise ceiling: the smallest integer >= x")(unary_same(lambda x, dt: hlo.ceil(x), fold=np.ceil))
-register("round",
-         family="Elementwise",
-         doc="elementwise rounding to the nearest integer, half to even (as NumPy)")(
-    unary_same(lambda x, dt: hlo.round_nearest_even(x), fold=np.round))
+_round_half_even = unary_same(lambda x, dt: hlo.round_nearest_even(x), fold=np.round)
+
+
+@register("round", params="x, decimals=0", family="Elementwise",
+          doc="elementwise rounding to `decimals` places (an integer by default), half to even (as jnp.round)")
+def _round(cx: CallCx, x, decimals=0):
+    places = cx.static_int(decimals, "decimals")
+    if not places.is_const:
+        cx.error("E0204", f"`decimals` must be a literal or a const, found `{places}`", "symbolic", at="decimals")
+    d = places.value
+    if d == 0:
+        return _round_half_even(cx, x)
+    x = cx.array(x, "x")
+    dt = x.type.dtype
+    if not dt.is_float:
+        if dt.is_int and d < 0:         # (NumPy rounds to tens; jnp.round refuses)
+            cx.error("E0204", "`round` of an integer with negative `decimals` is not supported, as in jax.numpy",
+                     f"this is {x.type}", at="x", help="convert to a float first: `round(f32(x), -1)`")
+        return _round_half_even(cx, x)      # integers: unchanged (bool: the error of `round(x)`)
+    if d > math.log10(float(ml_dtypes.finfo(dt.np).max)):
+        return x                            # past the dtype's precision: nothing to round
+
+    def build():    # jnp.round: round(x * 10**d) / 10**d, f16 through f32
+        work = DTYPES["f32"] if dt.name == "f16" else dt
+        v = cx.ir(x, work)
+        factor = emit.const(10.0 ** d, work, emit.shape_of(v))
+        out = hlo.divide(hlo.round_nearest_even(hlo.multiply(v, factor)), factor)
+        return emit.convert(out, work, dt) if work != dt else out
+    return cx.value(x.type, build)
 register("trunc", family="Elementwise", doc="elementwise rounding toward zero")(unary_same(_trunc, fold=np.trunc))
 def _relu(x, dt: DType):
     """max(x, 0) for floats written as `x <= 0 ? 0 : x`: the same values (NaN stays NaN), marked for the

@@ -130,6 +130,24 @@ def test_round_is_half_to_even():
     np.testing.assert_array_equal(np.asarray(mod.f(x)), np.round(x))
 
 
+@pytest.mark.parametrize("dt", ["f32", "f64", "f16", "bf16"])
+def test_round_to_decimals_matches_jnp(dt):
+    # round(x, d) / x.round(d): jnp.round's round(x * 10**d) / 10**d (f16 through f32, a no-op past the
+    # dtype's precision); integers unchanged, negative places on integers an error as in jnp.
+    x = np.concatenate([sample(dt, (40,), -300, 300), [0.125, 2.675, -2.5, 0.05, 1234.5678, np.nan, -np.inf]]
+                       ).astype(np_dtype(dt))
+    mod = cached_module(f"def f(x: {dt}[n]) -> ({dt}[n], {dt}[n], {dt}[n], {dt}[n]):\n"
+                        f"    return round(x, 2), x.round(1), round(x, decimals=-1), round(x, 400)\n")
+    for d, got in zip((2, 1, -1, 400), mod.f(x)):
+        want = np.asarray(jax.jit(lambda v: jnp.round(v, d))(x))
+        assert np.asarray(got).dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got, np.float64), want.astype(np.float64))   # (bf16 NaNs too)
+    ints = cached_module("def f(x: i32[n]) -> i32[n]:\n    return round(x, 2)\n")
+    np.testing.assert_array_equal(ints.f(np.array([15, -25], np.int32)), [15, -25])
+    with pytest.raises(arrc.CompileError, match="E0204"):
+        arrc.loads("def f(x: i32[n]) -> i32[n]:\n    return round(x, -1)\n")
+
+
 @pytest.mark.parametrize("op", ["abs", "sign", "floor", "relu", "negate"])
 def test_bool_arithmetic_is_an_error(op):
     with pytest.raises(arrc.CompileError) as info:
