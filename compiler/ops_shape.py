@@ -18,7 +18,7 @@ from .optable import (OPERATORS, CallCx, accumulation_dtype, check_literal, conc
                       register)
 from .diagnostics import Label
 from .emit import hlo
-from .types import BOOL, F32, I32, I64, ArrayType, DType, Dim, promote, shape_str
+from .types import BOOL, F32, I32, I64, ArrayType, DType, Dim, int_range, promote, shape_str
 from .values import ArrError, StrVal, TupleVal, Val, describe
 
 ONE = Dim.const(1)
@@ -600,7 +600,8 @@ def _roll_axes(cx: CallCx, axis, rank: int) -> list[int]:
           doc="x with its elements shifted cyclically by shift places along axis (of the flattened x by default)")
 def _roll(cx: CallCx, x, shift, axis=None) -> Val:
     x = cx.array(x, "x")
-    shifts = cx.static_ints(shift, "shift")
+    shifts = [s if _runtime_int(s) else cx.static_int(s, "shift")
+              for s in (shift.items if isinstance(shift, TupleVal) else [shift])]
     flat = axis is None                      # as jnp.roll: roll the flattened array, then restore the shape
     axes = [0] if flat else _roll_axes(cx, axis, x.type.rank)
     if len(shifts) != len(axes) and 1 not in (len(shifts), len(axes)):
@@ -616,6 +617,9 @@ def _roll(cx: CallCx, x, shift, axis=None) -> Val:
             value = hlo.reshape(emit.tensor_type((size,), x.type.dtype), value)
         for ax, s in pairs:
             n = emit.shape_of(value)[ax]
+            if isinstance(s, Val):
+                value = _roll_by_runtime(value, ax, cx.ir(s), s.type.dtype)
+                continue
             by = s.value % n if n else 0
             if by:
                 value = hlo.concatenate([_slice_along(value, ax, n - by, n), _slice_along(value, ax, 0, n - by)], ax)
@@ -623,6 +627,29 @@ def _roll(cx: CallCx, x, shift, axis=None) -> Val:
             value = hlo.reshape(emit.tensor_type(concrete(x.type.shape), x.type.dtype), value)
         return value
     return cx.value(x.type, build)
+
+
+def _runtime_int(v) -> bool:
+    return isinstance(v, Val) and v.type.rank == 0 and v.type.dtype.is_int and not isinstance(v.static, Dim)
+
+
+def _roll_by_runtime(value, ax: int, s, dt: DType):
+    """`value` rolled along `ax` by a run-time integer `s` of dtype `dt`: the window of [value, value] that
+    starts at n - (s mod n), with Python's mod for every integer dtype (u64 and i64 extremes included)."""
+    shape = emit.shape_of(value)
+    n = shape[ax]
+    if n <= 1:
+        return value
+    idt = I64 if dt.bits == 64 or 2 * n > int_range(I32)[1] else I32
+    if dt.kind == "uint":           # s mod n in s's own dtype (when n fits there), then < n: fits idt
+        by = s if n > int_range(dt)[1] else hlo.remainder(s, emit.const(n, dt))
+        by = emit.convert(by, dt, idt)
+    else:
+        by = hlo.remainder(emit.convert(s, dt, idt), emit.const(n, idt))
+        by = hlo.select(emit.compare(by, emit.const(0, idt), "LT", idt), hlo.add(by, emit.const(n, idt)), by)
+    starts = [emit.const(0, idt)] * len(shape)
+    starts[ax] = hlo.subtract(emit.const(n, idt), by)
+    return hlo.dynamic_slice(hlo.concatenate([value, value], ax), starts, shape)
 
 
 def _min_dim(a: Dim, b: Dim) -> Dim:

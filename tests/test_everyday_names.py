@@ -292,6 +292,21 @@ def test_roll_by_a_shape_variable_and_of_a_scalar():
         same(scalar, jnp.roll(2.5, 3))
 
 
+@pytest.mark.parametrize("dt, shifts", [("i32", [0, 1, -1, 7, -12, 2**31 - 1, -2**31]), ("i8", [-128, 127, -3]),
+                                       ("u8", [255, 3]), ("u32", [2**32 - 1, 7]), ("i64", [-2**63, 2**63 - 1]),
+                                       ("u64", [2**64 - 1, 2**63, 5])])
+def test_roll_by_a_runtime_shift(dt, shifts):
+    # as jnp.roll with a traced shift: Python's s mod n for every integer dtype, alone or next to a static one
+    f = fn(f"(x: f64[3, 5], s: {dt}) -> (f64[3, 5], f64[3, 5], f64[3, 5])",
+           "roll(x, s), roll(x, s, axis=1), roll(x, (s, 2), axis=(1, 0))")
+    x = np.arange(15.0).reshape(3, 5)
+    for s in shifts:
+        flat, along, both = f(x, np_dtype(dt).type(s))
+        same(flat, np.roll(x, s % 15))
+        same(along, np.roll(x, s % 5, axis=1))
+        same(both, np.roll(x, (s % 5, 2), axis=(1, 0)))
+
+
 # ---- diag tril triu trace ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("dt", ["f64", "i32", "bool", "f16"])
 def test_diag_matches_jax(dt):
@@ -437,7 +452,7 @@ DIAGNOSTICS = [       # (the call, code, the text its span covers, a word of the
     ("tensordot(m, t, axes=((1,), (5,)))", "E0204", "axes=((1,), (5,))", "out of range"),
     ("tensordot(b, b, 1)", "E0201", "tensordot(b, b, 1)", "bool"),
     ("roll(m, 1, axis=2)", "E0204", "axis=2", "out of range"),
-    ("roll(x, s)", "E0207", "s", "compile time"),
+    ("roll(x, 1.5)", "E0204", "1.5", "must be an integer"),
     ("roll(m, (1, 2, 3), axis=(0, 1))", "E0204", "(1, 2, 3)", "shifts"),
     ("diag(t)", "E0204", "t", "1-D or 2-D"),
     ("diag(m, k=s)", "E0207", "k=s", "compile time"),
