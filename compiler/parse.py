@@ -594,6 +594,11 @@ def _python_habit(diag: Diagnostic, at: _ErrorSite) -> Diagnostic | None:
         return dataclasses.replace(diag, message=f"arr has no {what}", label="a comprehension",
                                    help="use whole-array operations (`x * 2`, `where(x > 0, x, 0.0)`, `sum(x * x)`) "
                                         "or a `for` loop that fills an array (`y[i] = ...`)")
+    if kind == "COMP_OP" and (m := re.search(r"(==|!=|<=|>=|<|>)\s*(.*?)\s*$", before)):
+        first_op, middle = m.group(1), m.group(2) or "b"
+        return dataclasses.replace(diag, label="comparisons do not chain in arr",
+                                   help=f"compare twice and combine the results: `(... {first_op} {middle}) and "
+                                        f"({middle} {tok} ...)`")
     if kind == "EQUAL" and first in ("if", "elif", "while", "assert") and not at.open:
         fixed = line[:at.offset - at.line_start] + "==" + line[at.offset - at.line_start + 1:]
         return dataclasses.replace(diag, label="`=` assigns; `==` compares",

@@ -42,6 +42,7 @@ HABITS = {
     H + "    y: f32[n] = x\n    return y\n": "`y = x`",
     H + "    y = sum(x\n    return y\n": "close the '(' with ')'",
     H + "    return sum(x]\n": "close the '(' with ')'",
+    "def f(i: i32, n: i32) -> bool:\n    return 0 <= i < n\n": "`(... <= i) and (i < ...)`",
 }
 
 
