@@ -41,11 +41,13 @@ def arithmetic(op_name: str, build_float, build_int=None, allow_bool=False):
     def rule(cx: CallCx, x, y):
         operands = [x, y]
         _require_arrays(cx, operands, what)
-        dtype, weak, shape = elementwise_type(cx, operands, what)
+        folded = _fold(op_name, x, y)
+        dtype, weak, shape = elementwise_type(cx, operands, what,
+                                              exact=isinstance(folded, Dim) and folded.is_const)
         if dtype.is_bool and not allow_bool:
             cx.error("E0201", f"`{op_name}` is not defined on bool", "both operands are bool",
                      help="convert with `.astype(i32)` first")
-        static = _fold(op_name, x, y) if dtype.is_int else _fold_float(op_name, x, y) if weak else None
+        static = folded if dtype.is_int else _fold_float(op_name, x, y) if weak else None
         if isinstance(static, Dim) and not weak and static.is_const:
             static = Dim.const(wrap_int(static.value, dtype))     # a typed integer wraps, as at run time
 

@@ -373,8 +373,10 @@ def _wide_literal_help(cx: CallCx, values: tuple[int, int], at) -> str:
            f"in {wide} (and use it where {wide} is expected)"
 
 
-def elementwise_type(cx: CallCx, args: list, what: str) -> tuple[DType, bool, tuple]:
-    """Promoted dtype, weakness and broadcast shape of elementwise operands (with checks and warnings)."""
+def elementwise_type(cx: CallCx, args: list, what: str, exact: bool = False) -> tuple[DType, bool, tuple]:
+    """Promoted dtype, weakness and broadcast shape of elementwise operands (with checks and warnings).
+    `exact`: the op of these literals is computed exactly at compile time, so they are checked as its result,
+    where that takes a dtype (`x_i64 + 2**40 * 3`, `u64(2**64 - 1)`), not each in i32."""
     types = [a.type for a in args]
     if len(types) == 2 and not types[0].weak and (types[0] is types[1] or types[0] == types[1]):
         return types[0].dtype, False, types[0].shape    # (one dtype, one shape: nothing to promote or check)
@@ -388,7 +390,7 @@ def elementwise_type(cx: CallCx, args: list, what: str) -> tuple[DType, bool, tu
             shape = broadcast_shapes(_pair_cx(cx, 0, i), ArrayType(types[0].dtype, shape), t,
                                      what)
     dtype, weak = promote(types)
-    for i, a in enumerate(args):
+    for i, a in enumerate(args if not (exact and weak) else ()):
         check_literal(cx, a, dtype, i, literals_only=weak)
     lossy = lossy_promotion(types, dtype)
     if lossy is not None:

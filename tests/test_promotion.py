@@ -242,6 +242,22 @@ def test_float_literals_taking_f64_are_not_rounded_through_f32():
     np.testing.assert_array_equal(got, [0.1 + 1e-300, 1e-300])
 
 
+def test_arithmetic_of_integer_literals_is_exact_until_it_takes_a_dtype():
+    """`2**64 - 1`, `2**40 * 3`: Python computes them before jnp sees them, and arr folds `+ - * // %` of integer
+    literals exactly too; the value is checked where it takes a dtype (its parts were each checked in i32:
+    `u64(2**64 - 1)` was E0211 'no integer dtype holds 18446744073709551616')."""
+    mod = arrc.loads("def f(x: i64, y: u64) -> (u64, i64, i64, u64, i64):\n"
+                     "    return u64(2**64 - 1), i64(2**63 - 1), x + 2**40 * 3, y & (2**64 - 1), i64(2**40 % 7)\n")
+    got = [int(v) for v in mod.f(np.int64(1), np.uint64(5))]
+    assert got == [2**64 - 1, 2**63 - 1, 2**40 * 3 + 1, 5, 2**40 % 7]
+    for src, value in [("def f() -> i32:\n    return 2147483647 + 1\n", 2147483648),   # still past its dtype
+                       ("def f(x: i8) -> i8:\n    return x + (100 + 100)\n", 200)]:
+        with pytest.raises(CompileError) as info:
+            arrc.loads(src)
+        [d] = info.value.diagnostics
+        assert (d.code, d.message.split(" is")[0]) == ("E0211", f"literal {value}")
+
+
 def test_a_power_of_literals_is_the_literal_it_makes_at_any_size():
     """`2**200` is that literal (it was left to run time, in i32, where it wrapped to 0: `u64(2**200)` was 0 and
     `f64(2**200)` 0.0): an integer dtype refuses it, a float takes it; one past every dtype is not computed."""
