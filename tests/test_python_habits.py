@@ -117,7 +117,17 @@ def test_far_or_one_letter_names_get_no_suggestion():
     assert closest("conv", ["concat"]) is None
 
 
-def test_the_table_reads_the_builtin_registry_when_asked(monkeypatch):
+@pytest.fixture
+def builtins_restored():
+    """The registry as it was, in its order, after the test (monkeypatch re-inserts a deleted name last, and
+    docs/language.md's generated list follows that order: test_op_table then failed after this file)."""
+    saved = dict(BUILTINS)
+    yield
+    BUILTINS.clear()
+    BUILTINS.update(saved)
+
+
+def test_the_table_reads_the_builtin_registry_when_asked(builtins_restored, monkeypatch):   # (restored last)
     monkeypatch.delitem(BUILTINS, "square", raising=False)
     assert function_help("square", []) == "`square` is not in arr yet; write `x * x`"
     assert function_help("square", [], qualified=True) == "`square` is not in arr yet; write `x * x`"
