@@ -186,10 +186,12 @@ def _float_floor_div(a, b, dt: DType):
     ind = hlo.and_(emit.compare(mod, zero, "NE", dt),
                    emit.compare(emit.compare(mod, zero, "LT", dt), emit.compare(b, zero, "LT", dt), "NE", BOOL))
     div = emit.select(ind, hlo.subtract(div, one), div)
-    # (a - mod) / b is an integer only up to rounding: round it (as jnp and NumPy do), never floor it.
-    floor = hlo.round_nearest_afz(div)
     # By zero NumPy returns a / b (inf, -inf or nan); elsewhere the divmod formula (inf // 2 is nan).
-    return emit.select(emit.compare(b, zero, "EQ", dt), hlo.divide(a, b), floor)
+    div = emit.select(emit.compare(b, zero, "EQ", dt), hlo.divide(a, b), div)
+    # (a - mod) / b is an integer only up to rounding: round it (as jnp and NumPy do), never floor it. The
+    # round comes last (it keeps inf and nan) so that the derivative stops there, as jnp's symbolic zero
+    # does: nothing reaches a / b, whose derivative at a = inf would be 0 * inf = nan.
+    return hlo.round_nearest_afz(div)
 
 
 def _binary(name: str):

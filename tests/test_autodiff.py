@@ -1256,6 +1256,25 @@ def test_max_and_min_of_an_array_holding_nan_differentiate_as_under_jax_jit():
     np.testing.assert_array_equal(arrc.jvp(mod.f)(clean, t)[1], jax.jvp(jf, (clean,), (t,))[1])
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_floor_division_has_a_zero_derivative_at_infinities_and_nan_as_jnp(dtype):
+    """`x // y` is piecewise constant: jnp.floor_divide ends in a round whose derivative is a symbolic zero,
+    so jax.grad is 0 everywhere. arr's `//` selected a / b (for b = 0) after the round, and that select gave
+    a / b a zero cotangent: 0 * (-a / b**2) was NaN in y's derivative at x = inf or nan."""
+    mod = arrc.loads(f"def f(x: {dtype}[8], y: {dtype}[8]) -> {dtype}:\n    return sum((x // y) * y)\n\n"
+                     f"def quotient(x: {dtype}[8], y: {dtype}[8]) -> {dtype}[8]:\n    return x // y\n")
+    np_dtype = np.dtype({"f32": "float32", "f64": "float64"}[dtype])
+    x = np.array([np.inf, -np.inf, np.nan, 7.0, -7.0, 0.0, 5.0, np.inf], np_dtype)
+    y = np.array([0.7, 2.0, 3.0, 2.0, 0.0, 0.0, -0.0, 0.0], np_dtype)
+    value, grads = arrc.value_and_grad(mod.f, argnums=(0, 1))(x, y)
+    want_value, want = jax.value_and_grad(lambda x, y: jnp.sum((x // y) * y), argnums=(0, 1))(x, y)
+    np.testing.assert_array_equal(value, want_value)
+    for got, expected in zip(grads, want):
+        assert got.dtype == expected.dtype
+        np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(mod.quotient(x, y), jnp.floor_divide(x, y))
+
+
 def test_random_numbers_in_a_loss_need_no_derivative_of_their_own():
     """Dropout-style noise drawn from a key: its float ops (erf_inv of the key's bits) depend on no
     differentiated argument, so no cotangent reaches them (JAX skips them too)."""

@@ -426,9 +426,9 @@ def test_float_floor_division(mod):
     filecheck(hlo(mod, "floordiv_f", "f32[4]", "f32[4]"), """
         CHECK: [[M:%[0-9]+]] = stablehlo.remainder %arg0, %arg1
         CHECK: stablehlo.subtract %arg0, [[M]]
-        CHECK: stablehlo.round_nearest_afz
         CHECK: stablehlo.compare EQ, %arg1
-        CHECK: [[R:%[0-9]+]] = stablehlo.select
+        CHECK: [[S:%[0-9]+]] = stablehlo.select
+        CHECK-NEXT: [[R:%[0-9]+]] = stablehlo.round_nearest_afz [[S]]
         CHECK-NEXT: return [[R]]
     """)
 
