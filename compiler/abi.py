@@ -51,6 +51,7 @@ COUNTS_DOWN = "arrc.counts_down"      # and with this, counts them down (a backw
 LANES = "arrc.lanes"                  # on the stablehlo.while that runs vmap's lanes one by one: "vmap(f)"
 BATCH_OF = "arrc.batch_of"            # on an op vmap's rules made: ["vmap(f)", ...], whose lanes are its results' dimensions 0, ... (nested vmaps, outermost first)
 MASKED = "arrc.masked"                # on an op of a branch vmap computes for every lane: a select drops the other lanes
+LANE_GATE = "arrc.lane_gate"          # on a select(keep, v, stop_gradient(v)) of such a branch: v, whose derivative only kept lanes reach
 FORWARD_ID = "arrc.forward_id"        # on a differentiated op: the id its adjoints' `vjp(<op>)#<id>` locations name
 FORWARD_LABEL = "forward:"             # a guard report's label prefix for an operand of that forward op
 LOOP_BOUND = "arrc.loop_bound"        # on a loop's stablehlo.while: its `bound=N` (docs/autodiff.md), the size of a tape

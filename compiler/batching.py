@@ -105,7 +105,8 @@ class _Batcher:
     def __init__(self, size: int, label: str):
         self.size, self.label = size, label
         self.map: dict = {}                  # old value -> (new value, batched)
-        self.masked = 0                      # inside a branch computed for every lane (`_masked_if`)
+        self.masked: list = []               # inside a branch computed for every lane (`_masked_if`): the
+                                             # lanes that keep its values (a bool per lane), innermost last
 
     def block(self, block, args: list) -> list:
         """Emit `block` batched at the insertion point, its arguments `args` ((value, batched) pairs);
@@ -141,6 +142,8 @@ class _Batcher:
         if rule is None:
             raise NoRule(name)
         with op.location:                    # reports blame the lane's operation
+            if self.masked:
+                ins = self._gated(op, ins, rule is _elementwise)
             outs = rule(self, op, ins)
         for old, (new, batched) in zip(op.results, outs):
             self.map[old] = (new, batched)
@@ -150,6 +153,26 @@ class _Batcher:
                 getattr(owner, "operation", owner).attributes[abi.BATCH_OF] = ir.ArrayAttr.get(
                     [ir.StringAttr.get(self.label)] + inner)
         self._mark_masked(op)
+
+    def _gated(self, op, ins: list, elementwise: bool) -> list:
+        """The float operands of `op`, in a branch computed for every lane, each as `where(keep, v,
+        stop_gradient(v))`: the same values, but a derivative reaches v only from the lanes that keep the
+        branch. A lane that did not take it gets a zero cotangent there, and the op's rule would make
+        0 * inf = NaN of it (log(x) at x = 0 in the branch not taken: "f called once per lane" has no such
+        NaN, nor has JAX, whose batched `cond` transposes each branch with the whole cotangent and selects
+        after). An elementwise op's operands are broadcast to the lanes first (its rule does so anyway);
+        another op's unbatched operands (a shared matrix of a `dot_general`) stay as they are."""
+        keep = self.masked[-1]
+        gated = []
+        for v, batched in ins:
+            if elementwise:
+                v, batched = _full(v, batched, self.size, self.lane_shape(op.results[0])), True
+            if batched and dtype_of(v).is_float:
+                held = linalg_op(STOP_GRADIENT, [v], [v.type], {}).result
+                v = _lane_select(keep, v, held)
+                v.owner.attributes[abi.LANE_GATE] = ir.UnitAttr.get()     # (reports name v: passes/guards.py)
+            gated.append((v, batched))
+        return gated
 
     def _mark_masked(self, op) -> None:
         """Inside `_masked_if`: the guard pass reports this op's non-finite values only where they reach a
@@ -384,11 +407,13 @@ def _masked_if(bt, op, pred):
     scope see through a select)."""
     blocks = [region.blocks[0] for region in op.regions]
     _maskable(blocks, "a branch that differs between lanes")
-    bt.masked += 1
-    try:
-        branches = [[_full(v, b, bt.size) for v, b in bt.block(block, [])] for block in blocks]
-    finally:
-        bt.masked -= 1
+    branches = []
+    for block, keep in zip(blocks, (pred, hlo.not_(pred))):
+        bt.masked.append(keep)
+        try:
+            branches.append([_full(v, b, bt.size) for v, b in bt.block(block, [])])
+        finally:
+            bt.masked.pop()
     return [(_lane_select(pred, then, other), True) for then, other in zip(*branches)]
 
 
@@ -420,11 +445,11 @@ def _masked_while(bt, op, ins):
     block = loop.body.blocks.append(*types)
     with ir.InsertionPoint(block):
         *old, active = block.arguments
-        bt.masked += 1
+        bt.masked.append(active)
         try:
             outs = bt.block(body, [(a, True) for a in old])
         finally:
-            bt.masked -= 1
+            bt.masked.pop()
         new = [_lane_select(active, _full(v, vb, bt.size), was) for (v, vb), was in zip(outs, old)]
         hlo.return_(new + [lanes_running(new)])
     return [(r, True) for r in list(loop.results)[:-1]]

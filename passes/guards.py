@@ -727,7 +727,9 @@ def _live(value: ir.Value, block, depth: int = LIVE_DEPTH, seen: dict | None = N
     for use in uses:
         user = use.owner.operation
         reshape = user.name == "stablehlo.reshape"          # the same elements in the same order
-        if depth == 0 or user.block != block or user.name in STRUCTURAL | SPATIAL and not reshape \
+        # `stop_gradient` is its operand (vmap's gates hold one: compiler/batching.py `_gated`)
+        same = reshape or is_linalg(user) and linalg_call(user)[0] == STOP_GRADIENT
+        if depth == 0 or user.block != block or user.name in STRUCTURAL | SPATIAL and not same \
                 or len(user.results) != 1 or emit.shape_of(user.results[0]) != shape and not reshape:
             live = None
             break
@@ -917,6 +919,8 @@ def _label(value: ir.Value, user=None) -> str:
     if name in ("stablehlo.broadcast_in_dim", "stablehlo.convert") and user is not None \
             and owner.location == user.location:
         return _label(owner.operands[0], owner)     # arrc's implicit broadcast or promotion: the operand's own
+    if owner is not None and _has_attr(owner, abi.LANE_GATE):
+        return _label(owner.operands[1], user)      # vmap's gate of an operand in a branch: the operand's own
     batched = _lane_row_of(owner) if name in ("stablehlo.reshape", "stablehlo.dynamic_slice") else None
     if batched is not None:
         return _label(batched, user)                # a lane's row of a batched value: that value's name

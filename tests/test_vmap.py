@@ -653,6 +653,51 @@ error[R0001]: NaN produced at run time
     assert "arrc.lanes" in _lowered(masked, "pick_b", "f32[4, 3]", "i32")
 
 
+PER_LANE_DERIVATIVES = """
+def branch(x: f64, w: f64) -> f64:
+    if x > 0.0:
+        return log(x) * w
+    else:
+        return x * 2.0
+
+def branch_loss(xs: f64[4], w: f64) -> f64:
+    return sum(vmap(branch, in_axes=(0, None))(xs, w))
+
+def climb(x: f64) -> f64:
+    y = x
+    while y < 1.0:
+        y = y + 0.5 + sqrt(2.0 - y)
+    return y
+
+def climb_loss(xs: f64[3]) -> f64:
+    return sum(vmap(climb)(xs))
+"""
+
+
+@pytest.mark.parametrize("guards", [None, "all"])
+def test_the_derivative_of_a_branch_or_loop_computed_for_every_lane_is_each_lanes_own(guards):
+    """A lane that did not take a branch (or whose loop had ended) has its values computed there all the same
+    and dropped by a select; their derivative must be dropped too. The select gave them a zero cotangent and
+    the op's rule made 0 * inf = NaN of it (log at 0 in lane 2, which took the other branch; sqrt(2 - y) at 0
+    for the lane that never looped), in x's derivative and in the shared w's. jax.grad of jax.vmap, and of each
+    lane's call, has none (JAX transposes each branch with the whole cotangent, then selects)."""
+    mod = arrc.loads(PER_LANE_DERIVATIVES, warnings="ignore", guards=guards)
+    xs = np.array([1.0, -1.0, 0.0, 2.0])
+    branch = lambda x, w: jax.lax.cond(x > 0, lambda x: jnp.log(x) * w, lambda x: x * 2.0, x)   # noqa: E731
+    loss = lambda xs, w: jnp.sum(jax.vmap(branch, in_axes=(0, None))(xs, w))                    # noqa: E731
+    value, grads = arrc.value_and_grad(mod.branch_loss, argnums=(0, 1))(xs, 3.0)
+    want_value, want = jax.value_and_grad(loss, argnums=(0, 1))(xs, 3.0)
+    np.testing.assert_allclose(value, want_value, rtol=1e-12)
+    for got, expected in zip(grads, want):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+    np.testing.assert_allclose(arrc.jvp(mod.branch_loss)(xs, 3.0, np.ones(4), 1.0),
+                               jax.jvp(loss, (xs, 3.0), (np.ones(4), 1.0)), rtol=1e-12)
+    climb = lambda x: jax.lax.while_loop(lambda y: y < 1.0, lambda y: y + 0.5 + jnp.sqrt(2.0 - y), x)  # noqa: E731
+    xs = np.array([0.5, 2.0, -1.0])
+    np.testing.assert_allclose(arrc.grad(mod.climb_loss)(xs), [jax.jvp(climb, (x,), (1.0,))[1] for x in xs],
+                               rtol=1e-12)
+
+
 def test_a_report_in_nested_vmaps_names_each_lane_outermost_first():
     """An op the inner vmap's rules batched and the outer's batched again has two lane dimensions: the
     report names both lanes (it named the outer one only, and gave the inner lane as an element index)."""
