@@ -59,15 +59,16 @@ class LowerLinalg(ModulePass):
         problem = _branch_layouts([c for c in calls if linalg_call(c)[0] == SHARD]) if self.mesh else None
         if problem is not None:
             return [problem]
-        for call in [c for c in calls if linalg_call(c)[0] == STOP_GRADIENT]:
+        # (taken out of `calls` before they are erased: comparing an erased op with another raises)
+        stops, shards = ([c for c in calls if linalg_call(c)[0] == name] for name in (STOP_GRADIENT, SHARD))
+        calls = [c for c in calls if linalg_call(c)[0] not in (STOP_GRADIENT, SHARD)]
+        for call in stops:
             call.results[0].replace_all_uses_with(call.operands[0])         # (its derivative is taken)
             call.erase()
-            calls.remove(call)
-        for call in [c for c in calls if linalg_call(c)[0] == SHARD]:
+        for call in shards:
             problem = _constrain(call, self.mesh)
             if problem is not None:
                 return [problem]
-            calls.remove(call)
         if not calls:
             return []
         from jaxlib.mlir.dialects import sdy

@@ -1395,6 +1395,19 @@ def test_stop_gradient_is_jax_s(tmp_path, capsys):
     assert "stablehlo.round_nearest_even" in text and "custom_call" not in text      # (the placeholder is gone)
 
 
+def test_stop_gradient_after_a_linear_algebra_call_compiles():
+    """passes/linalg.py erased each `stop_gradient` placeholder, then removed it from its list of calls, which
+    compared it with the calls before it: after a `solve` that comparison raised "the operation has been
+    invalidated" (any function with a `stop_gradient` after a linear-algebra call)."""
+    mod = arrc.loads("def f(a: f64[2, 2], b: f64[2]) -> f64:\n    y = solve(a, b)\n"
+                     "    return sum(stop_gradient(y) * y)\n")
+    a, b = np.array([[2.0, 1.0], [1.0, 3.0]]), np.array([1.0, -1.0])
+    loss = lambda a, b: jnp.sum(jax.lax.stop_gradient(jnp.linalg.solve(a, b)) * jnp.linalg.solve(a, b))  # noqa: E731
+    np.testing.assert_allclose(mod.f(a, b), loss(a, b), rtol=1e-12)
+    for got, want in zip(arrc.grad(mod.f, argnums=(0, 1))(a, b), jax.grad(loss, argnums=(0, 1))(a, b)):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
 def test_a_short_loop_holding_no_loop_is_unrolled_whatever_its_body(monkeypatch):
     """The unrolling budget (MAX_UNROLLED_OPS) stops nests of short loops multiplying the program; a loop
     that holds no loop grows only with its own source, and taped it ran ~2x slower: it stays unrolled."""
