@@ -160,16 +160,22 @@ class _Batcher:
         branch. A lane that did not take it gets a zero cotangent there, and the op's rule would make
         0 * inf = NaN of it (log(x) at x = 0 in the branch not taken: "f called once per lane" has no such
         NaN, nor has JAX, whose batched `cond` transposes each branch with the whole cotangent and selects
-        after). An elementwise op's operands are broadcast to the lanes first (its rule does so anyway);
-        another op's unbatched operands (a shared matrix of a `dot_general`) stay as they are."""
+        after). The operands of an elementwise or linear-algebra op are given their lanes first (its rule
+        does so anyway). A `dot_general` keeps a shared operand (a matrix every lane uses) as it is; its
+        derivative sums the cotangent times the batched operand over the lanes, so there the batched operand
+        is 0 in the lanes that drop the branch (where inf * 0 would be NaN), a select that XLA keeps."""
         keep = self.masked[-1]
+        shared = op.name == "stablehlo.dot_general" and not all(b for _, b in ins)
         gated = []
         for v, batched in ins:
             if elementwise:
                 v, batched = _full(v, batched, self.size, self.lane_shape(op.results[0])), True
+            elif is_linalg(op):
+                v, batched = _full(v, batched, self.size), True
             if batched and dtype_of(v).is_float:
-                held = linalg_op(STOP_GRADIENT, [v], [v.type], {}).result
-                v = _lane_select(keep, v, held)
+                dropped = emit.const(0, dtype_of(v), emit.shape_of(v)) if shared else \
+                    linalg_op(STOP_GRADIENT, [v], [v.type], {}).result
+                v = _lane_select(keep, v, dropped)
                 v.owner.attributes[abi.LANE_GATE] = ir.UnitAttr.get()     # (reports name v: passes/guards.py)
             gated.append((v, batched))
         return gated

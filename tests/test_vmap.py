@@ -663,6 +663,24 @@ def branch(x: f64, w: f64) -> f64:
 def branch_loss(xs: f64[4], w: f64) -> f64:
     return sum(vmap(branch, in_axes=(0, None))(xs, w))
 
+def project(x: f64[2], w: f64[2, 2]) -> f64:
+    if x[0] > 0.0:
+        return sum(log(x) @ w)
+    else:
+        return sum(x)
+
+def project_loss(xs: f64[3, 2], w: f64[2, 2]) -> f64:
+    return sum(vmap(project, in_axes=(0, None))(xs, w))
+
+def solved(a: f64[2, 2], b: f64[2]) -> f64:
+    if a[0, 0] > 0.0:
+        return sum(solve(a, b))
+    else:
+        return sum(b)
+
+def solved_loss(a: f64[3, 2, 2], b: f64[2]) -> f64:
+    return sum(vmap(solved, in_axes=(0, None))(a, b))
+
 def climb(x: f64) -> f64:
     y = x
     while y < 1.0:
@@ -692,6 +710,17 @@ def test_the_derivative_of_a_branch_or_loop_computed_for_every_lane_is_each_lane
         np.testing.assert_allclose(got, expected, rtol=1e-12)
     np.testing.assert_allclose(arrc.jvp(mod.branch_loss)(xs, 3.0, np.ones(4), 1.0),
                                jax.jvp(loss, (xs, 3.0), (np.ones(4), 1.0)), rtol=1e-12)
+    project = lambda x, w: jax.lax.cond(x[0] > 0, lambda x: jnp.sum(jnp.log(x) @ w), jnp.sum, x)   # noqa: E731
+    loss = lambda xs, w: jnp.sum(jax.vmap(project, in_axes=(0, None))(xs, w))                     # noqa: E731
+    xs, w = np.array([[1.0, 2.0], [-1.0, 0.0], [0.5, 3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])
+    for got, expected in zip(arrc.grad(mod.project_loss, argnums=(0, 1))(xs, w), jax.grad(loss, argnums=(0, 1))(xs, w)):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)      # (w's: inf * 0 summed over the lanes)
+    solved = lambda a, b: jax.lax.cond(a[0, 0] > 0, lambda: jnp.sum(jnp.linalg.solve(a, b)), lambda: jnp.sum(b))  # noqa
+    loss = lambda a, b: jnp.sum(jax.vmap(solved, in_axes=(0, None))(a, b))      # noqa: E731
+    a = np.array([[[2.0, 1.0], [1.0, 3.0]], [[-1.0, 0.0], [0.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]]])   # lane 1: singular
+    for got, expected in zip(arrc.grad(mod.solved_loss, argnums=(0, 1))(a, w[0]),
+                             jax.grad(loss, argnums=(0, 1))(a, w[0])):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
     climb = lambda x: jax.lax.while_loop(lambda y: y < 1.0, lambda y: y + 0.5 + jnp.sqrt(2.0 - y), x)  # noqa: E731
     xs = np.array([0.5, 2.0, -1.0])
     np.testing.assert_allclose(arrc.grad(mod.climb_loss)(xs), [jax.jvp(climb, (x,), (1.0,))[1] for x in xs],
