@@ -509,7 +509,17 @@ def _pad_pair(cx: CallCx, v) -> tuple[Dim, Dim]:
 
 def _pad_widths(cx: CallCx, pad_width, rank: int) -> list[tuple[Dim, Dim]]:
     """np.pad's forms: n, (n,), (before, after), ((before, after),) or one pair per axis."""
-    if isinstance(pad_width, TupleVal) and any(isinstance(i, TupleVal) for i in pad_width.items):
+    static = pad_width.static if isinstance(pad_width, Val) else None
+    if isinstance(static, np.ndarray) and static.ndim and pad_width.type.dtype.is_int:
+        # a list literal (`[(1, 2)]`, `[[1, 1], [0, 2]]`): an integer array, read as np.pad reads it
+        if static.ndim == 1 and len(static) <= 2:          # [n] or [before, after]: for every axis
+            static = np.broadcast_to(static, (1, 2))
+        elif static.ndim != 2 or static.shape[1] != 2:      # else pairs (one for every axis, or one per axis)
+            cx.error("E0204", f"`pad_width` must be an int, a pair (before, after), or one pair per axis; "
+                              f"found {describe(pad_width)}", "not a padding", at="pad_width",
+                     help="e.g. `pad(x, [(1, 1), (0, 2)])` for a rank-2 array")
+        pairs = [(Dim.const(int(a)), Dim.const(int(b))) for a, b in static]
+    elif isinstance(pad_width, TupleVal) and any(isinstance(i, TupleVal) for i in pad_width.items):
         pairs = [_pad_pair(cx, i) for i in pad_width.items]
     elif isinstance(pad_width, TupleVal) and len(pad_width.items) == 2:
         pairs = [_pad_pair(cx, pad_width)]

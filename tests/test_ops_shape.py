@@ -6,6 +6,7 @@ NumPy or jax.numpy (x64 enabled, so 64-bit inputs stay 64-bit).
 from __future__ import annotations
 
 import functools
+import re
 import textwrap
 
 import jax
@@ -324,6 +325,20 @@ def test_pad(dtype):
     same(c, np.pad(x, ((0, 1), (2, 1)), constant_values=v))
     same(d, np.pad(x, ((0, 0), (1, 0))))
     same(e, np.pad(x, (2,)))
+
+
+def test_pad_widths_as_list_literals_as_np_pad_reads_them():
+    """A list literal is an integer array (`[(1, 2)]` is i32[1, 2]): it was refused ("must be an integer,
+    found i32[1, 2]") where np.pad, and `conv`'s padding=, take lists."""
+    f = fn("(x: f32[n, m]) -> (f32[n + 3, m + 3], f32[n + 1, m + 3], f32[n + 4, m + 4], f32[n + 6, m + 6])",
+           "return pad(x, [(1, 2)]), pad(x, [[0, 1], [2, 1]]), pad(x, [2]), pad(x, [2, 4])")
+    x = rand((2, 3), np.float32)
+    for got, width in zip(f(x), [[(1, 2)], [[0, 1], [2, 1]], [2], [2, 4]]):
+        same(got, np.pad(x, width))
+    for width, message in (("[1, 2, 3]", "must be an int, a pair"), ("[(1, 1), (1, 1), (1, 1)]", "3 pairs"),
+                           ("[(1, -1)]", "cannot be negative")):
+        with pytest.raises(arrc.CompileError, match=re.escape(message)):
+            arrc.loads(f"def g(x: f32[2, 3]) -> f32[2, 3]:\n    return pad(x, {width})\n")
 
 
 def test_pad_symbolic_width():
