@@ -789,6 +789,30 @@ def test_ctrl_c_in_a_piped_script_fails_the_cell_and_the_script_goes_on(monkeypa
     assert (out, code) == ("interrupted\ni32 = 42\n", 3)
 
 
+@pytest.mark.parametrize("how", ["raised", "lost"])
+def test_a_change_interrupted_while_what_uses_it_is_checked_is_not_made(session, monkeypatch, how):
+    """Redefining `g` or rebinding `y` checks what uses them (compiling it: seconds for a big function), and a
+    Ctrl-C then said `interrupted`, yet the change had been made, only its check left unsaid (before: `g`
+    returned x + 10 after the interrupted cell). Also for a Ctrl-C Python dropped in a garbage collector's
+    callback (compiler/signals.py), raised where the cell ends. `interrupted` means nothing changed."""
+    from arrc.compiler import signals
+    run_cells(session, "y = 1.0", "def g(x: f32) -> f32:\n    return x + y\n",
+              "def f(x: f32) -> f32:\n    return g(x) * 2.0\n")
+    module = Session.module
+
+    def ctrl_c_while_checking_f(self, names, *args, **kwargs):
+        if "f" in names:            # (what uses `g` and `y`)
+            if how == "raised":
+                raise KeyboardInterrupt
+            signals._lost.append(True)
+        return module(self, names, *args, **kwargs)
+    monkeypatch.setattr(Session, "module", ctrl_c_while_checking_f)
+    assert run_cells(session, "def g(x: f32) -> f32:\n    return x + 10.0\n") == "interrupted\n"
+    assert run_cells(session, "y = 5.0") == "interrupted\n"
+    monkeypatch.setattr(Session, "module", module)
+    assert run_cells(session, "g(1.0)", "f(1.0)", "y") == "f32 = 2.0\nf32 = 4.0\nf32 = 1.0\n"
+
+
 def test_hlo_and_mlir_locations_name_the_file_and_the_cells(tmp_path):
     """`arrc repl FILE`: `:hlo` and `:mlir` name the file with its own lines, and a cell defined at the
     prompt by its cell: a file on the command line takes no cell number, so the first cell is `<cell 1>`."""

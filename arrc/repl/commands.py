@@ -247,11 +247,9 @@ def load_file(session: Session, path: str, reload: bool = False) -> None:
     except OSError as err:      # (unreadable: not an output error, which ends the session)
         raise usage_error(f"cannot read {path}: {err.strerror or err}") from None
     old = [n for n in session.loaded.get(path, []) if n in session.items and session.items[n].origin == path]
-    new = session.define(source, origin=path)
+    new, warning = session.define(source, origin=path, drop=old)
     names = [it.name for it in new]
     removed = [n for n in old if n not in names]
-    for n in removed:
-        del session.items[n]
     session.loaded[path] = names
     parts = []
     for kind, word in (("def", "function"), ("const", "constant")):
@@ -260,8 +258,7 @@ def load_file(session: Session, path: str, reload: bool = False) -> None:
             parts.append(f"{len(defined)} {word}{'s' if len(defined) != 1 else ''} ({', '.join(defined)})")
     gone = f"; removed {', '.join(removed)}" if removed else ""
     session.write(f"{'reloaded' if reload else 'loaded'} {path}: {', '.join(parts) or 'nothing'}{gone}\n")
-    if removed:                 # (what uses them no longer compiles: said now, as for any other change)
-        session.check_dependents(set(removed))
+    session.write_diagnostics(warning)      # (what uses what changed or went, said after what changed)
 
 
 def cmd_reload(session: Session, arg, arg_source) -> None:

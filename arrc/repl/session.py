@@ -254,7 +254,7 @@ class Session:
         text = source.text
         first = text.lstrip().split(None, 1)[0] if text.strip() else ""
         if first in ("def", "const", "extern"):
-            self.define(source)
+            self.write_diagnostics(self.define(source)[1])
             return
         stmt = self.parse(source, "stmt")
         if isinstance(stmt, ast.ExprStmt):
@@ -318,13 +318,14 @@ class Session:
         self.bind(dict(zip(names, values)))
 
     def bind(self, values: dict[str, np.ndarray]) -> None:
-        for name, value in values.items():
-            replaced = self.items.pop(name, None)
-            if replaced is not None:
-                self.write_err(f"note: `{name}` was a {'function' if replaced.kind == 'def' else 'constant'}; "
+        bindings = {**self.bindings, **{name: Binding(name, host_value(value), self.next_serial())
+                                        for name, value in values.items()}}
+        replaced = [self.items[name] for name in values if name in self.items]
+        warning = self.commit({n: it for n, it in self.items.items() if n not in values}, bindings, set(values))
+        for it in replaced:
+            self.write_err(f"note: `{it.name}` was a {'function' if it.kind == 'def' else 'constant'}; "
                            f"it is now a value\n")
-            self.bindings[name] = Binding(name, host_value(value), self.next_serial())
-        self.check_dependents(set(values))
+        self.write_diagnostics(warning)
 
     # ---- definitions -----------------------------------------------------------------------------
     def parse_items(self, source: Source, origin: str | None) -> list[Item]:
@@ -341,8 +342,10 @@ class Session:
                             shape_vars))
         return out
 
-    def define(self, source: Source, origin: str | None = None) -> list:
-        """Check new definitions together with what they use; on success they replace the old ones."""
+    def define(self, source: Source, origin: str | None = None, drop=()) -> tuple[list, str]:
+        """Check new definitions together with what they use; on success they replace the old ones, and the
+        names of `drop` they do not define again are removed (what a reloaded file no longer defines). The
+        new items, and the warning of what the change breaks (`commit`), for the caller to show."""
         self.sources[source.name] = source
         new = self.parse_items(source, origin)
         new_names = {it.name for it in new}
@@ -350,32 +353,37 @@ class Session:
         bindings = {n: b for n, b in self.bindings.items() if n not in new_names}
         mod = self.module(new_names, items, bindings, cache=False)
         self.warn(mod.warnings, source)
-        for name in new_names:
-            if name in self.bindings:
-                del self.bindings[name]
-                self.write_err(f"note: `{name}` was a value; it is now a "
-                           f"{'function' if any(i.name == name and i.kind == 'def' for i in new) else 'constant'}\n")
-            self.items.pop(name, None)
-        for it in new:
-            self.items[it.name] = it
-        self.check_dependents(new_names)
-        return new
+        gone = {n for n in drop if n not in new_names}
+        was_value = [it for it in new if it.name in self.bindings]
+        warning = self.commit({it.name: it for it in items if it.name not in gone}, bindings, new_names | gone)
+        for it in was_value:
+            self.write_err(f"note: `{it.name}` was a value; it is now a "
+                           f"{'function' if it.kind == 'def' else 'constant'}\n")
+        return new, warning
 
-    def check_dependents(self, changed: set[str]) -> None:
-        """After a change, say which other definitions it breaks (they report the error when used)."""
-        broken_by = [it.name for it in self.items.values()
-                     if it.name not in changed and self.closure({it.name}, self.items) & changed]
+    def commit(self, items: dict[str, Item], bindings: dict[str, Binding], changed: set[str]) -> str:
+        """Make `items` and `bindings` the session's: the names of `changed` were made or removed. Returns
+        the warning of which other definitions the change breaks (they report the error when used). That
+        check compiles them, so it comes first: a Ctrl-C during it leaves the session as it was, as the
+        cell's `interrupted` says (after, it was changed, the check unsaid)."""
+        warning = self.dependents_warning(changed, items, bindings)
+        raise_lost_interrupt()          # (a Ctrl-C Python dropped meanwhile: the same)
+        self.items, self.bindings = items, bindings
+        return warning
+
+    def dependents_warning(self, changed: set[str], items: dict[str, Item], bindings: dict[str, Binding]) -> str:
+        broken_by = [n for n in items if n not in changed and self.closure({n}, items) & changed]
         if not broken_by:
-            return
+            return ""
         try:
-            self.module(set(broken_by))
+            self.module(set(broken_by), list(items.values()), bindings)
         except CellError as err:
             if not err.diagnostic:
-                self.write_err(err.text.replace("error: ", "warning: ", 1))
-                return
+                return err.text.replace("error: ", "warning: ", 1)
             names = ", ".join(f"`{n}`" for n in broken_by)
-            self.write_diagnostics(f"warning: after this change, {names} do{'es' if len(broken_by) == 1 else ''} "
-                                   f"not compile:\n" + err.text)
+            return (f"warning: after this change, {names} do{'es' if len(broken_by) == 1 else ''} not compile:\n"
+                    + err.text)
+        return ""
 
     # ---- compiling -------------------------------------------------------------------------------
     @staticmethod
