@@ -504,6 +504,26 @@ def test_ctrl_d_leaves_and_ctrl_c_clears(tmp_path, monkeypatch):
     assert s.out.getvalue().splitlines()[1:] == ["i32 = 4"]
 
 
+def test_ctrl_c_between_the_cells_of_a_paste_keeps_the_session(tmp_path, monkeypatch):
+    """A Ctrl-C outside a cell (while a long paste is split into cells: 0.4 s for 200,000 lines, or between
+    two of its cells) ended `arrc repl` with status 130, every definition lost; it is `interrupted` too."""
+    monkeypatch.setenv("ARRC_REPL_HISTORY", str(tmp_path / "history"))
+    from arrc.repl import session as session_module
+    split = session_module.split_cells
+
+    def ctrl_c_while_splitting(text):
+        if text.startswith("2 + 2"):
+            raise KeyboardInterrupt
+        return split(text)
+    monkeypatch.setattr(session_module, "split_cells", ctrl_c_while_splitting)
+    s = Session(io.StringIO())
+    try:
+        _interactive(s, "x = 1\r" "2 + 2\r" "x\r" "\x04")
+    except KeyboardInterrupt:           # (not let out to pytest, which would stop the whole run)
+        pytest.fail("the Ctrl-C ended the prompt's loop")
+    assert s.out.getvalue().splitlines()[1:] == ["interrupted", "i32 = 1"]
+
+
 def test_a_history_file_that_cannot_be_used_is_one_warning(tmp_path, monkeypatch):
     """A directory or a device as the history file, or one whose writes fail: one warning, and the session
     keeps its history in memory (before: a traceback from the event loop, one per Enter, or for /dev/full

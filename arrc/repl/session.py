@@ -167,15 +167,19 @@ class Session:
         statement or block is a cell). A paste stops at its first failing cell, as IPython's and Python's
         prompts do (the cells after it would mostly fail for want of what it defines), and says how many
         were not run. Returns whether all succeeded."""
-        cells = split_cells(text)
-        for n, cell in enumerate(cells, 1):
-            if not self.run_cell(cell):
-                if n < len(cells):
-                    self.write_err(f"note: {plural(len(cells) - n, 'more cell')} not run: a paste stops at its "
-                                   f"first failing cell\n")
-                return False
-            if self.quit:
-                break
+        try:
+            cells = split_cells(text)
+            for n, cell in enumerate(cells, 1):
+                if not self.run_cell(cell):
+                    if n < len(cells):
+                        self.write_err(f"note: {plural(len(cells) - n, 'more cell')} not run: a paste stops at "
+                                       f"its first failing cell\n")
+                    return False
+                if self.quit:
+                    break
+        except KeyboardInterrupt:       # while a long paste is split, or between its cells (in one: `guarded`)
+            self.write_err("interrupted\n")
+            return self.failed(EXIT_RUNTIME)
         return True
 
     def run_cell(self, text: str) -> bool:
