@@ -372,6 +372,8 @@ def test_load_and_reload(tmp_path, session):
     out = run_cells(session, ":load /no/such/file.arr", ":frob", ":type", f":load {path.parent}")
     assert "error: no such file: /no/such/file.arr" in out and f"error: {path.parent} is a directory" in out
     assert "error: unknown command `:frob`" in out and "`:type` needs an argument" in out
+    out = run_cells(session, ':load ""', ":load '")                # (was: ` is a directory`, the current one)
+    assert out == "error: `:load` needs a file name: :load FILE\n" * 2
 
 
 def test_files_on_the_command_line_and_reload(tmp_path):

@@ -232,7 +232,10 @@ def cmd_device(session: Session, arg, arg_source) -> None:
 
 
 def cmd_load(session: Session, arg, arg_source) -> None:
-    load_file(session, os.path.expanduser(arg.strip("\"'")))
+    path = arg.strip("\"'")
+    if not path:                # (`:load ""`: Path("") is the current directory)
+        raise usage_error(f"`:load` needs a file name: :load {COMMANDS[':load'].argument}")
+    load_file(session, os.path.expanduser(path))
 
 
 def load_file(session: Session, path: str, reload: bool = False) -> None:
