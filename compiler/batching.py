@@ -176,7 +176,7 @@ class _Batcher:
                 dropped = emit.const(0, dtype_of(v), emit.shape_of(v)) if shared else \
                     linalg_op(STOP_GRADIENT, [v], [v.type], {}).result
                 v = _lane_select(keep, v, dropped)
-                v.owner.attributes[abi.LANE_GATE] = ir.UnitAttr.get()     # (reports name v: passes/guards.py)
+                emit.mark(v, abi.LANE_GATE)     # (reports name v: passes/guards.py)
             gated.append((v, batched))
         return gated
 
