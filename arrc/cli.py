@@ -539,14 +539,28 @@ class Unreadable:
     reason: str
 
 
-# A parameter name as JAX records it in an export: the argument's path in the function's pytree.
-JAX_NAME = re.compile(r"[A-Za-z_]\w*(?:\[(?:'(?:[^'\\]|\\.)*'|\d+)\]|\.\w+)*")
-_PATH_PART = re.compile(r"^([A-Za-z_]\w*)|\['((?:[^'\\]|\\.)*)'\]|\[(\d+)\]|\.(\w+)")
+# A parameter name as JAX records it in an export: the argument's path in the function's pytree, each
+# key as Python's repr writes it (`['a=b']`, `["it's"]`, `['a\\b']`).
+_QUOTED = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
+JAX_NAME = re.compile(rf"[^\W\d]\w*(?:\[(?:{_QUOTED}|\d+)\]|\.\w+)*")
+_PATH_PART = re.compile(rf"^([^\W\d]\w*)|\[({_QUOTED})\]|\[(\d+)\]|\.(\w+)")
+_ARG_NAME = re.compile(rf"\s*({JAX_NAME.pattern})\s*=")
 
 
 def path_parts(name: str) -> tuple[str, ...]:
-    """`params['dense'][0].w` -> ('params', 'dense', '0', 'w')."""
-    return tuple(next(g for g in m.groups() if g is not None) for m in _PATH_PART.finditer(name))
+    """`params['dense'][0].w` -> ('params', 'dense', '0', 'w'); a quoted key as the string it spells."""
+    return tuple(_unquoted(m[2]) if m[2] is not None else next(g for g in m.groups() if g is not None)
+                 for m in _PATH_PART.finditer(name))
+
+
+def _unquoted(key: str) -> str:
+    """`'a\\\\b'` -> `a\\b`; a key no repr writes (`'\\x'`, from an archive's names) as it stands."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return ast.literal_eval(key)
+        except (ValueError, SyntaxError):
+            return key[1:-1]
 
 
 def expand_tree_files(values: dict[str, object], names: list[str]) -> dict[str, object]:
@@ -624,10 +638,10 @@ def parse_run_args(items: list[str]) -> dict[str, object]:
     `Unreadable`, refused by `check_literals`)."""
     values: dict[str, object] = {}
     for item in items:
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or not (name.isidentifier() or JAX_NAME.fullmatch(name)):
+        named = _ARG_NAME.match(item)          # (a key's `=` is the name's: `--arg "p['a=b']=[1, 2]"`)
+        if not named:
             raise UsageError(f"--arg {item!r}: expected NAME=VALUE, e.g. --arg x='[1, 2, 3]' or --arg x=@x.npy")
+        name, value = named[1], item[named.end():]
         if name in values:
             raise UsageError(f"--arg {name} is given twice")
         if value.startswith("@"):

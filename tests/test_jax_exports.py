@@ -87,6 +87,31 @@ def test_nested_pytree_keys(tmp_path, capsys):
     np.testing.assert_array_equal(np.load(out)["result_0"], np.asarray(f(params, X)))
 
 
+def test_keys_with_an_equals_sign_quotes_or_a_backslash(tmp_path, capsys):
+    """JAX writes each key as Python's repr does: `p['a=b']`, `p["it's"]`, `p['b\\\\c']`. The first was
+    cut at its `=` (`expected NAME=VALUE`), the second was no name at all, and an archive's keys for
+    either or the third led to no parameter."""
+    params = {"a=b": X, "it's": 2 * X, "b\\c": 3 * X}
+
+    def f(p):
+        return p["a=b"] + 10 * p["it's"] - p["b\\c"]
+    path = str(exported(tmp_path, f, params))
+    names = ForeignFunction(path).param_names
+    assert names == ["p['a=b']", "p['b\\\\c']", "p[\"it's\"]"]
+    assert [path_parts(n) for n in names] == [("p", "a=b"), ("p", "b\\c"), ("p", "it's")]
+    want = np.asarray(f(params))
+    out = tmp_path / "r.npz"
+    assert main(["run", path, *[f"--arg={n}={params[path_parts(n)[1]].tolist()}" for n in names],
+                 "--out", str(out)]) == 0
+    np.testing.assert_array_equal(np.load(out)["result_0"], want)
+    np.savez(tmp_path / "p.npz", **params)
+    assert main(["run", path, "--arg", f"p=@{tmp_path / 'p.npz'}", "--out", str(out)]) == 0
+    np.testing.assert_array_equal(np.load(out)["result_0"], want)
+    np.savez(tmp_path / "q.npz", **{"['\\x']": X})           # no repr writes it: a key like any other
+    assert main(["run", path, "--arg", f"p=@{tmp_path / 'q.npz'}"]) == 2
+    assert "no parameter p[...] for its array" in capsys.readouterr().err
+
+
 def test_tree_file_mistakes_say_what_is_expected(tmp_path, capsys):
     path = str(exported(tmp_path, layer, PARAMS, X))
     np.savez(tmp_path / "bad.npz", b=PARAMS["b"], kernel=PARAMS["w"])
