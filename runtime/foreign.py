@@ -58,9 +58,29 @@ def read_module(data: bytes, name: str, timeout: float = READ_TIMEOUT_S, device:
         if platforms:
             module.operation.attributes[abi.PLATFORMS] = ir.ArrayAttr.get([ir.StringAttr.get(p) for p in platforms])
     check_module(context, module, name)
+    with context:
+        _entry_named_main(module)
     if device is not None:
         for_platform(context, module, name, device)
     return context, module
+
+
+def _entry_named_main(module) -> None:
+    """XLA compiles the function named `main`: an entry by another name (the only public function,
+    `entry`) takes that name, and a private `main` another, so that what `arrc guard`/`arrc grad` write
+    runs too (both were `MLIR module must have a main function`, or ran the private `main`)."""
+    fop = entry(module)
+    name = attr_text(fop.attributes["sym_name"])
+    if name == "main":
+        return
+    names = {attr_text(op.attributes["sym_name"]) for op in module.body.operations if "sym_name" in op.attributes}
+    if "main" in names:
+        fresh = next(f"main_{i}" for i in range(len(names) + 1) if f"main_{i}" not in names)
+        ir.SymbolTable.replace_all_symbol_uses("main", fresh, module.operation)
+        ir.SymbolTable.set_symbol_name(next(op for op in module.body.operations if "sym_name" in op.attributes
+                                            and attr_text(op.attributes["sym_name"]) == "main"), fresh)
+    ir.SymbolTable.replace_all_symbol_uses(name, "main", module.operation)
+    ir.SymbolTable.set_symbol_name(fop, "main")
 
 
 def read_in_child(data: bytes, name: str, timeout: float = READ_TIMEOUT_S) -> tuple[bytes, list[str] | None]:

@@ -591,6 +591,33 @@ def test_guarded_and_gpu_targeted_modules_run_here(tmp_path, capsys):
     assert "this `log` produced -inf at index [2]" in capsys.readouterr().err
 
 
+def test_an_entry_not_named_main_runs_and_so_do_its_guarded_and_derivative_modules(tmp_path, capsys):
+    """The entry is `main` or the only public function, but XLA compiles `main`: `arrc run` of such a
+    module was E0502 ('must have a main function') or ran a private `main` instead, and what `arrc guard`
+    and `arrc grad` wrote of it could not be run."""
+    text = module("""
+        %0 = func.call @main(%arg0) : (tensor<4xf32>) -> tensor<4xf32>
+        %1 = stablehlo.multiply %0, %0 : tensor<4xf32>
+        return %1 : tensor<4xf32>""").replace("public @main", "public @foo") + """\
+func.func private @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.negate %a : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+"""
+    path, guarded = tmp_path / "foo.mlir", tmp_path / "g.mlir"
+    path.write_text(text)
+    np.testing.assert_array_equal(ForeignFunction(str(path))([np.array([1, -2, 3, 0], np.float32)])[0], [1, 4, 9, 0])
+    assert main(["guard", str(path), "-o", str(guarded)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(guarded), "--arg", "arg0=[1, -2, 3, 0]"]) == 0
+    assert capsys.readouterr().out == "[1. 4. 9. 0.]\n"
+    scalar = tmp_path / "s.mlir"
+    scalar.write_text("func.func public @loss(%x: tensor<f64>) -> tensor<f64> {\n"
+                      "  %0 = stablehlo.multiply %x, %x : tensor<f64>\n  return %0 : tensor<f64>\n}\n")
+    assert main(["grad", str(scalar), "-o", str(tmp_path / "d.mlir")]) == 0
+    assert [np.asarray(r).item() for r in ForeignFunction(str(tmp_path / "d.mlir"))([3.0])] == [9.0, 6.0]
+
+
 # ---- mutated bytecode: a fixed-seed slice of tests/fuzz/stablehlo_campaign.py ---------------------------
 
 _spec = importlib.util.spec_from_file_location("arrc_stablehlo_campaign",
