@@ -28,7 +28,7 @@ from ..compiler.diagnostics import CompileError, Diagnostic
 from ..compiler.effects import CALLBACK_TARGET
 from ..compiler.span import Span
 from ..compiler.locations import span_of
-from ..compiler.types import COMPLEX_DTYPES, DTYPES
+from ..compiler.types import COMPLEX_DTYPES, DTYPES, int_range
 from ..passes.guards import GuardOptions, GuardPass, guarded_kinds
 from ..passes.registry import run_passes
 from ..passes.rewrite import attr_text, entry, int_attr, ops_named, set_int_attr
@@ -383,6 +383,10 @@ def _convert(value, dt, shape, name):
     arr = np.asarray(value)
     if isinstance(value, np.ndarray) and arr.dtype != dt.np:
         raise TypeError(f"argument {name} has dtype {arr.dtype}, expected {dt}")
+    if not isinstance(value, np.ndarray) and dt.is_int and arr.dtype.kind in "iuO":     # Python ints (O: past
+        lo, hi = int_range(dt)                                                           # 64 bits) not wrapped
+        if any(type(v) is not int or not lo <= v <= hi for v in arr.ravel().tolist()):
+            raise TypeError(f"argument {name}: value out of range for {dt}")
     arr = arr.astype(dt.np)
     if arr.shape != shape:
         raise TypeError(f"argument {name} has shape {list(arr.shape)}, expected {list(shape)}")

@@ -112,6 +112,19 @@ def test_keys_with_an_equals_sign_quotes_or_a_backslash(tmp_path, capsys):
     assert "no parameter p[...] for its array" in capsys.readouterr().err
 
 
+def test_an_integer_argument_out_of_its_dtypes_range_is_refused(tmp_path, capsys):
+    """As for arr's own functions (and `np.int8(300)`): `--arg a=300` for an i8 parameter wrapped to 44,
+    `-1` for a u64 to 2**64 - 1, and 2**64 was an internal compiler error (OverflowError)."""
+    path = str(exported(tmp_path, lambda a, b: (a * 2, b + 1), np.int8(3), np.uint64(5)))
+    for args, problem in ((["a=300", "b=1"], "a: value out of range for i8"),
+                          (["a=3", "b=-1"], "b: value out of range for u64"),
+                          (["a=3", f"b={2 ** 64}"], "b: value out of range for u64")):
+        assert main(["run", path, *[f"--arg={a}" for a in args]]) == 2, args
+        assert capsys.readouterr().err == f"arrc: error: argument {problem}\n"
+    assert main(["run", path, "--arg", "a=-128", "--arg", f"b={2 ** 64 - 1}"]) == 0
+    assert capsys.readouterr().out == "0\n0\n"
+
+
 def test_tree_file_mistakes_say_what_is_expected(tmp_path, capsys):
     path = str(exported(tmp_path, layer, PARAMS, X))
     np.savez(tmp_path / "bad.npz", b=PARAMS["b"], kernel=PARAMS["w"])
