@@ -594,7 +594,7 @@ def _python_habit(diag: Diagnostic, at: _ErrorSite) -> Diagnostic | None:
         return dataclasses.replace(diag, message=f"arr has no {what}", label="a comprehension",
                                    help="use whole-array operations (`x * 2`, `where(x > 0, x, 0.0)`, `sum(x * x)`) "
                                         "or a `for` loop that fills an array (`y[i] = ...`)")
-    if kind == "COMP_OP" and (m := re.search(r"(==|!=|<=|>=|<|>)\s*(.*?)\s*$", before)):
+    if kind == "COMP_OP" and (m := re.search(r".*(==|!=|<=|>=|<|>)\s*(.*?)\s*$", before)):   # (the last one)
         first_op, middle = m.group(1), m.group(2) or "b"
         return dataclasses.replace(diag, label="comparisons do not chain in arr",
                                    help=f"compare twice and combine the results: `(... {first_op} {middle}) and "

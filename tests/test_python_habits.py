@@ -43,6 +43,7 @@ HABITS = {
     H + "    y = sum(x\n    return y\n": "close the '(' with ')'",
     H + "    return sum(x]\n": "close the '(' with ')'",
     "def f(i: i32, n: i32) -> bool:\n    return 0 <= i < n\n": "`(... <= i) and (i < ...)`",
+    "def f(i: i32, n: i32) -> bool:\n    return where(i > 0, 0 <= i < n, i == n)\n": "`(... <= i) and (i < ...)`",
 }
 
 
