@@ -663,14 +663,18 @@ def _round(cx: CallCx, x, decimals=0):
             cx.error("E0204", "`round` of an integer with negative `decimals` is not supported, as in jax.numpy",
                      f"this is {x.type}", at="x", help="convert to a float first: `round(f32(x), -1)`")
         return _round_half_even(cx, x)      # integers: unchanged (bool: the error of `round(x)`)
+    factor = 10 ** d                        # (as jnp's: an exact int for d > 0, rounded once to the dtype)
+    static = _fold_math(lambda v: np.rint(v * float(factor)) / float(factor), x) if x.type.weak else None
+    if static is not None:                  # a literal: in f64, as jnp.round of a Python float with x64
+        return Val(x.type, None, static)
     if d > math.log10(float(ml_dtypes.finfo(dt.np).max)):
         return x                            # past the dtype's precision: nothing to round
 
     def build():    # jnp.round: round(x * 10**d) / 10**d, f16 through f32
         work = DTYPES["f32"] if dt.name == "f16" else dt
         v = cx.ir(x, work)
-        factor = emit.const(10.0 ** d, work, emit.shape_of(v))
-        out = hlo.divide(hlo.round_nearest_even(hlo.multiply(v, factor)), factor)
+        scale = emit.const(factor, work, emit.shape_of(v))
+        out = hlo.divide(hlo.round_nearest_even(hlo.multiply(v, scale)), scale)
         return emit.convert(out, work, dt) if work != dt else out
     return cx.value(x.type, build)
 register("trunc", family="Elementwise", doc="elementwise rounding toward zero")(unary_same(_trunc, fold=np.trunc))

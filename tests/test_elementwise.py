@@ -555,3 +555,14 @@ def test_indexing_with_shape_variables():
     assert float(last) == 5.0
     np.testing.assert_array_equal(np.asarray(tail), x[1:])
     np.testing.assert_array_equal(np.asarray(rev), x[::-1])
+
+
+@pytest.mark.parametrize("dt", ["f64", "f32", "f16"])
+def test_round_of_a_literal_to_decimals_is_computed_before_it_takes_a_dtype(dt):
+    # round(2.675, 2) is jnp.round of a Python float (f64 with x64), then taken by the result's dtype; it
+    # was computed in the literal's f32 (2.680000066757202 for f64, where jnp gives 2.68)
+    literals = [(2.675, 2), (0.1 + 1e-9, 9), (1234.5678, -2), (-0.00015, 4), (1e300, -299)]
+    mod = cached_module(f"def f() -> ({', '.join([dt] * len(literals))}):\n"
+                        f"    return {', '.join(f'round({v!r}, {d})' for v, d in literals)}\n")
+    want = [np.asarray(jnp.round(jnp.float64(v), d)).astype(np_dtype(dt)) for v, d in literals]
+    np.testing.assert_array_equal(np.array(mod.f()), np.array(want))
