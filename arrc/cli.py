@@ -229,7 +229,7 @@ def write_whole(path: str, flag: str, write) -> None:
     existing one as it was. A device or pipe (`-o /dev/null`), or a file in a folder arrc cannot create
     files in, is written in place."""
     target = os.path.realpath(path)
-    partial = f"{target}.{os.getpid()}.partial"
+    partial = os.path.join(os.path.dirname(target), f".arrc-{os.getpid()}.partial")   # (any name may be NAME_MAX long)
     try:
         try:
             if os.path.exists(path) and not os.path.isfile(path):

@@ -624,6 +624,17 @@ def test_a_write_that_fails_leaves_the_old_output_and_no_partial_file(tmp_path, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.arr", out.name]
 
 
+@pytest.mark.parametrize("command", [["compile", "--entry", "main", "-o"], ["run", "--out"]])
+def test_an_output_name_as_long_as_the_file_system_allows_is_written(tmp_path, command, capsys):
+    """A 255-byte name (NAME_MAX): the partial file written beside it was named after it, 255 bytes plus a
+    suffix, and the write failed "File name too long" where a plain write of the name succeeds."""
+    prog = tmp_path / "p.arr"
+    prog.write_text("def main() -> f32[3]:\n    return zeros((3,))\n")
+    out = tmp_path / ("a" * (255 - 4) + (".npz" if "--out" in command else ".mlr"))
+    assert main([command[0], str(prog), *command[1:], str(out)]) == 0, capsys.readouterr().err
+    assert out.stat().st_size > 0 and sorted(p.name for p in tmp_path.iterdir()) == sorted([prog.name, out.name])
+
+
 def test_a_file_name_that_is_not_utf8_compiles_and_is_reported(tmp_path, capsys):
     """`bad\\xff.arr` (any bytes are a Linux file name; Python keeps them as lone surrogates): it was an
     internal error (E0601, status 4) from MLIR's locations, a TypeError from `arrc.load`; so was
