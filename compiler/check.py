@@ -22,7 +22,7 @@ from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, refu
 from .diagnostics import CompileError, Diagnostic, Label, Reporter, plural
 from .span import Span
 from .suggest import MODULES, closest, function_help, qualified_value_help, value_help
-from .types import DTYPES, I32, TYPE_NAMES, ArrayType, Dim, KeysAreNotNumbers, too_large
+from .types import DTYPES, I32, TYPE_NAMES, ArrayType, Dim, KeysAreNotNumbers, int_range, too_large
 from .control import ControlFlow
 from .values import POISON, ArrError, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe
 
@@ -365,7 +365,7 @@ class FunctionWalk(ControlFlow):
                 raise ArrError("E0210", f"cannot print {describe(v)}", a.span, f"this is {describe(v)}",
                                help="print arrays, scalars and strings")
         if self.is_lowering:
-            self.lowering.print(self, stmt, values)
+            self.lowering.print(self, stmt, [_as_printed(v) for v in values])
 
     def stmt_Assert(self, stmt) -> None:
         cond = self.eval(stmt.cond)
@@ -1214,6 +1214,15 @@ class FunctionWalk(ControlFlow):
         if shape is not None:
             value = emit.broadcast(value, shape)
         return value
+
+
+def _as_printed(v):
+    """An integer literal past its dtype (`print(2**40)`, `print(2**40 * 3)`) as the text Python prints for it:
+    it is exact until it takes a dtype, and in its i32 it would print wrapped (0)."""
+    value = v.static_int if isinstance(v, Val) and v.type.weak and not v.type.rank else None
+    if value is not None and not int_range(v.type.dtype)[0] <= value <= int_range(v.type.dtype)[1]:
+        return StrVal(str(value))
+    return v
 
 
 def _first_arg(call: ast.Call) -> str:

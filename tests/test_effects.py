@@ -563,3 +563,12 @@ def test_an_assert_report_names_the_calls_that_reached_it():
             m.main(np.float32(x))
         assert str(info.value).splitlines()[-1] == f"  = note: in inner, called from mid at {call}, " \
                                                    "called from main at n.arr:9:12"
+
+
+def test_an_integer_literal_past_i32_prints_as_python_prints_it(capfd):
+    """`2**40 * 3` is exact until it takes a dtype (docs/language.md); `print` gave it none and showed its i32,
+    wrapped: 0 for 2**40 and 2**40 * 3, -2147483648 for 2**31."""
+    mod = arrc.loads("def f(x: i64) -> i64:\n    big = 2**40 * 3\n    print(2**40, big, 2**31, -(2**63), 7)\n"
+                     "    return x + big\n")
+    assert int(mod.f(np.int64(1))) == 2**40 * 3 + 1
+    assert capfd.readouterr().out == f"{2**40} {2**40 * 3} {2**31} {-(2**63)} 7\n"
