@@ -1067,3 +1067,25 @@ def f(a: i64, b: u64) -> i32:
         s += 1
     return s
 """), "E0201")
+
+
+@pytest.mark.parametrize("src, line", [
+    ("def f(n: i32) -> i64:\n    s = 3000000000\n    for i in range(n):\n        s = s + 1\n    return s\n", 2),
+    ("def f(n: i32, x: i32) -> i32:\n    s = 2**40 * 3\n    for i in range(n):\n        s = s + x\n    return s\n", 2),
+    ("def f(x: i64) -> i64:\n    s = 2**31\n    while s < 0:\n        s = s + 1\n    return s + x\n", 2),
+    ("def f(n: i32) -> i32:\n    s = 0\n    for i in range(n):\n        s = 3000000000\n    return s\n", 4),
+    ("def f(c: bool) -> i64:\n    s = 3000000000\n    if c:\n        s = 1\n    return s\n", 2),
+    ("def f(c: bool) -> i64:\n    if c:\n        s = 1\n    else:\n        s = 2**40 - 1\n    return s\n", 5),
+])
+def test_an_integer_literal_past_i32_carried_by_a_loop_or_an_if_is_e0211(src, line):
+    """A literal that becomes a loop's or a run-time `if`'s variable takes its dtype there (i32 for a literal
+    alone), as `return 3000000000` as i32 does (E0211): it wrapped silently (3000000000 after `s = s + 1` twice
+    returned -1294967294 as i64; `while s < 0` ran 2**31 times)."""
+    d = _only(compile_error(src), "E0211")
+    assert d.span.line == line and "out of range for i32" in d.message
+
+
+def test_an_integer_literal_carried_in_the_dtype_it_takes_is_exact():
+    mod = arrc.loads("def f(n: i32, x: i64, c: bool) -> (i64, i64):\n    s = 3000000000\n    t = 2**40 * 3\n"
+                     "    for i in range(n):\n        s = s + x\n    if c:\n        t = x\n    return s, t\n")
+    assert [int(v) for v in mod.f(np.int32(2), np.int64(1), np.bool_(False))] == [3000000002, 2**40 * 3]
