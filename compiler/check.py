@@ -19,6 +19,7 @@ import numpy as np
 from . import ast, emit
 from .ast import DERIVATIVES, PUSH_PULL        # (with vmap, ast.HIGHER_ORDER)
 from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, refuse_keys, weak_literal_fits
+from .optable import require_literal_fits
 from .diagnostics import CompileError, Diagnostic, Label, Reporter, plural
 from .span import Span
 from .suggest import MODULES, closest, function_help, qualified_value_help, value_help
@@ -135,6 +136,8 @@ def unify(sig: Signature, args: list, arg_spans: list, call_span) -> dict:
                            aspan, f"expected {ptype}")
         at = arg.type
         dtype_ok = at.dtype == ptype.dtype or (at.weak and at.rank == 0 and weak_literal_fits(at, ptype.dtype))
+        if dtype_ok:
+            require_literal_fits(arg, ptype.dtype, aspan)
         if not dtype_ok or at.rank != ptype.rank:
             raise ArrError("E0212", f"argument `{pname}` of `{sig.name}` has type {at}, expected {ptype}", aspan,
                            f"this is {at}", labels=[Label(pspan, f"parameter declared as {ptype}")],

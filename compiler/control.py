@@ -15,7 +15,7 @@ from . import abi, ast, emit
 from .diagnostics import Label
 from .effects import PAST
 from .emit import hlo
-from .optable import weak_literal_fits
+from .optable import require_literal_fits, weak_literal_fits
 from .span import Span
 from .types import BOOL, I32, I64, U64, ArrayType, Dim, DType, int_range, promote, wrap_int
 from .values import POISON, ArrError, DeferredBool, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe
@@ -198,7 +198,7 @@ class ControlFlow:
                 self.env[name] = vt
                 continue
             for v, spans in ((vt, spans_t), (vf, spans_f)):
-                _literal_fits(v, merged.dtype, spans.get(name, stmt.span))
+                require_literal_fits(v, merged.dtype, spans.get(name, stmt.span))
             outputs.append(("name", name))
             out_types.append(merged)
             # the assignment the type comes from (a weak literal of the other branch adopts it)
@@ -352,9 +352,9 @@ class ControlFlow:
         else:
             raise AssertionError("loop-carried types did not settle")
         for n in names:
-            _literal_fits(before[n], types[n].dtype, first_spans[n])
+            require_literal_fits(before[n], types[n].dtype, first_spans[n])
             if isinstance(after.get(n), Val):
-                _literal_fits(after[n], types[n].dtype, spans_after.get(n, stmt.span))
+                require_literal_fits(after[n], types[n].dtype, spans_after.get(n, stmt.span))
         self._compile_time_unchanged(stmt, assigned, before, after, spans_after)
         if runtime and bound is None and any(t.dtype.is_float for t in types.values()):
             # (W0004 names it to a derivative: one that carries no float has none, as a loop that counts)
@@ -564,19 +564,6 @@ def _carried_type(name: str, old: ArrayType, new: ArrayType, span: Span, first_s
                               "time here)"],
                        help=f"convert the new value to {old}, or give `{name}` its final type before the loop")
     return merged
-
-
-def _literal_fits(v: Val, dtype: DType, span: Span) -> None:
-    """E0211 where an integer literal becomes a run-time value of `dtype` that cannot hold it, a variable of
-    a loop or of a run-time `if` (`s = 3000000000` before `for ...: s = s + 1`): in its i32 it would wrap, where
-    JAX raises OverflowError; `return 3000000000` as i32 is E0211 too."""
-    value = v.static_int if v.type.weak and dtype.is_int else None
-    if value is None:
-        return
-    lo, hi = int_range(dtype)
-    if not lo <= value <= hi:
-        raise ArrError("E0211", f"literal {value} is out of range for {dtype} ({lo}..{hi})", span,
-                       f"does not fit in {dtype}", help=f"give the variable a dtype that holds it, e.g. `i64({value})`")
 
 
 def _carried_paths(name: str, old: ArrayType, value: Unbound, first_span: Span, header: Span) -> None:

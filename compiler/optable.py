@@ -338,6 +338,19 @@ def check_literal(cx: CallCx, v: Val, dtype: DType, at, literals_only: bool = Fa
                 f"inf in {dtype}", at=at, help=f"the largest {dtype} is {biggest:.6g}; {wider} or write `inf` if meant")
 
 
+def require_literal_fits(v: Val, dtype: DType, span) -> None:
+    """E0211 where an integer literal becomes a run-time value of `dtype` that cannot hold it outside an
+    operation (a loop's or a run-time `if`'s variable, a function's argument): in its i32 it would wrap,
+    where JAX raises OverflowError (`s = 3000000000` before `for ...: s = s + 1`, `g(3000000000)`)."""
+    value = v.static_int if v.type.weak and dtype.is_int else None
+    if value is None:
+        return
+    lo, hi = int_range(dtype)
+    if not lo <= value <= hi:
+        raise ArrError("E0211", f"literal {value} is out of range for {dtype} ({lo}..{hi})", span,
+                       f"does not fit in {dtype}", help=f"give it a dtype that holds it, e.g. `i64({value})`")
+
+
 @functools.lru_cache(maxsize=4096)
 def _rounds_to_inf(value: float, dtype: np.dtype) -> bool:
     """Whether a finite `value` becomes an infinity in `dtype` (cached: a program repeats its literals, and

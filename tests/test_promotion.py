@@ -271,3 +271,16 @@ def test_a_power_of_literals_is_the_literal_it_makes_at_any_size():
             arrc.loads(src)
         [d] = info.value.diagnostics
         assert (d.code, d.message) == ("E0211", message)
+
+
+@pytest.mark.parametrize("call, param", [("g(3000000000)", "i32"), ("g(2**40 * 3)", "i32"), ("g(300)", "u8"),
+                                         ("g(-1)", "u32")])
+def test_an_integer_literal_argument_past_the_parameter_dtype_is_e0211(call, param):
+    """`g(3000000000)` for `g(x: i32)` takes the parameter's dtype, as `i32(3000000000)` does (E0211); it was
+    passed wrapped (-1294967296), silently. An argument that fits is exact (`g(3000000000)` for an i64)."""
+    with pytest.raises(CompileError) as info:
+        arrc.loads(f"def g(x: {param}) -> {param}:\n    return x\n\ndef f() -> {param}:\n    return {call}\n")
+    [d] = info.value.diagnostics
+    assert d.code == "E0211" and d.span.line == 5 and f"out of range for {param}" in d.message
+    mod = arrc.loads("def g(x: i64) -> i64:\n    return x\n\ndef f() -> i64:\n    return g(2**40 * 3)\n")
+    assert int(mod.f()) == 2**40 * 3
