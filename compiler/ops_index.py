@@ -16,7 +16,7 @@ from .diagnostics import Label
 from .emit import hlo
 from .optable import CallCx, concrete, register, source_text
 from .types import BOOL, I32, I64, U64, ArrayType, Dim, int_range, promote, shape_str
-from .values import ArrError, TupleVal, Val, affine_parts, describe
+from .values import ArrError, TupleVal, Val, affine_parts, describe, is_runtime_int
 
 
 @dataclass
@@ -31,10 +31,6 @@ class _Axis:
     step: int = 1
     dropped: bool = False
     gather: Val | None = None
-
-
-def _is_runtime_int(v) -> bool:
-    return isinstance(v, Val) and v.type.rank == 0 and v.type.dtype.is_int and not isinstance(v.static, Dim)
 
 
 def _check_index_value(cx: CallCx, v, what: str) -> None:
@@ -68,7 +64,7 @@ def _slice_axis(cx: CallCx, parts, size: Dim, site: "_Site | None" = None) -> _A
     step_v = 1 if step is None else step.static.value
     if step_v == 0:
         cx.error("E0204", "slice step cannot be zero", "zero step")
-    if _is_runtime_int(start) or _is_runtime_int(stop):
+    if is_runtime_int(start) or is_runtime_int(stop):
         return _dynamic_slice_axis(cx, start, stop, step_v, size, site)
     start = None if start is None else start.static
     stop = None if stop is None else stop.static
@@ -109,7 +105,7 @@ def _dynamic_slice_axis(cx: CallCx, start, stop, step: int, size: Dim, site) -> 
                  help=_mask_help(cx, size, step, site) if site is not None else None)
     if start is None or stop is None or step < 0:
         fail()
-    if _is_runtime_int(start) and _is_runtime_int(stop):
+    if is_runtime_int(start) and is_runtime_int(stop):
         base_a, scale_a, off_a = affine_parts(start)
         base_b, scale_b, off_b = affine_parts(stop)
         if base_a is not base_b or scale_a != scale_b:

@@ -19,7 +19,7 @@ from .optable import (OPERATORS, CallCx, accumulation_dtype, check_literal, conc
 from .diagnostics import Label
 from .emit import hlo
 from .types import BOOL, F32, I32, I64, ArrayType, DType, Dim, int_range, promote, shape_str
-from .values import ArrError, StrVal, TupleVal, Val, describe
+from .values import ArrError, StrVal, TupleVal, Val, describe, is_runtime_int
 
 ONE = Dim.const(1)
 
@@ -610,7 +610,7 @@ def _roll_axes(cx: CallCx, axis, rank: int) -> list[int]:
           doc="x with its elements shifted cyclically by shift places along axis (of the flattened x by default)")
 def _roll(cx: CallCx, x, shift, axis=None) -> Val:
     x = cx.array(x, "x")
-    shifts = [s if _runtime_int(s) else cx.static_int(s, "shift")
+    shifts = [s if is_runtime_int(s) else cx.static_int(s, "shift")
               for s in (shift.items if isinstance(shift, TupleVal) else [shift])]
     flat = axis is None                      # as jnp.roll: roll the flattened array, then restore the shape
     axes = [0] if flat else _roll_axes(cx, axis, x.type.rank)
@@ -637,10 +637,6 @@ def _roll(cx: CallCx, x, shift, axis=None) -> Val:
             value = hlo.reshape(emit.tensor_type(concrete(x.type.shape), x.type.dtype), value)
         return value
     return cx.value(x.type, build)
-
-
-def _runtime_int(v) -> bool:
-    return isinstance(v, Val) and v.type.rank == 0 and v.type.dtype.is_int and not isinstance(v.static, Dim)
 
 
 def _roll_by_runtime(value, ax: int, s, dt: DType):

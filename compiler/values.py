@@ -35,6 +35,11 @@ class Val:
         return self.static.value if isinstance(self.static, Dim) and self.static.is_const else None
 
 
+def is_runtime_int(v) -> bool:
+    """Whether `v` is an integer scalar known only at run time (a loop counter, a parameter)."""
+    return isinstance(v, Val) and v.type.rank == 0 and v.type.dtype.is_int and not isinstance(v.static, Dim)
+
+
 def affine_parts(v: Val) -> tuple:
     """(base, scale, offset) of a run-time integer, `v` = base * scale + offset with the last two compile-time
     Dims (`i + 4` is (i, 1, 4), `(k + 1) * b` is (k, b, b)); a value not tracked is its own base."""
