@@ -511,10 +511,11 @@ def _pad_widths(cx: CallCx, pad_width, rank: int) -> list[tuple[Dim, Dim]]:
     """np.pad's forms: n, (n,), (before, after), ((before, after),) or one pair per axis."""
     static = pad_width.static if isinstance(pad_width, Val) else None
     if isinstance(static, np.ndarray) and static.ndim and pad_width.type.dtype.is_int:
-        # a list literal (`[(1, 2)]`, `[[1, 1], [0, 2]]`): an integer array, read as np.pad reads it
-        if static.ndim == 1 and len(static) <= 2:          # [n] or [before, after]: for every axis
-            static = np.broadcast_to(static, (1, 2))
-        elif static.ndim != 2 or static.shape[1] != 2:      # else pairs (one for every axis, or one per axis)
+        # a list literal (`[(1, 2)]`, `[[1, 1], [0, 2]]`, `[[1], [2]]`): an integer array, broadcast to one
+        # pair per axis as np.pad does (pairs stay as they are: a wrong count of them is said so below)
+        try:
+            static = np.broadcast_to(static, static.shape if static.shape[1:] == (2,) else (rank, 2))
+        except ValueError:
             cx.error("E0204", f"`pad_width` must be an int, a pair (before, after), or one pair per axis; "
                               f"found {describe(pad_width)}", "not a padding", at="pad_width",
                      help="e.g. `pad(x, [(1, 1), (0, 2)])` for a rank-2 array")

@@ -330,12 +330,15 @@ def test_pad(dtype):
 def test_pad_widths_as_list_literals_as_np_pad_reads_them():
     """A list literal is an integer array (`[(1, 2)]` is i32[1, 2]): it was refused ("must be an integer,
     found i32[1, 2]") where np.pad, and `conv`'s padding=, take lists."""
-    f = fn("(x: f32[n, m]) -> (f32[n + 3, m + 3], f32[n + 1, m + 3], f32[n + 4, m + 4], f32[n + 6, m + 6])",
-           "return pad(x, [(1, 2)]), pad(x, [[0, 1], [2, 1]]), pad(x, [2]), pad(x, [2, 4])")
+    f = fn("(x: f32[n, m]) -> (f32[n + 3, m + 3], f32[n + 1, m + 3], f32[n + 4, m + 4], f32[n + 6, m + 6], "
+           "f32[n + 2, m + 2], f32[n + 2, m + 6])",
+           "return pad(x, [(1, 2)]), pad(x, [[0, 1], [2, 1]]), pad(x, [2]), pad(x, [2, 4]), pad(x, [[1]]), "
+           "pad(x, [[1], [3]])")
     x = rand((2, 3), np.float32)
-    for got, width in zip(f(x), [[(1, 2)], [[0, 1], [2, 1]], [2], [2, 4]]):
+    for got, width in zip(f(x), [[(1, 2)], [[0, 1], [2, 1]], [2], [2, 4], [[1]], [[1], [3]]]):
         same(got, np.pad(x, width))
     for width, message in (("[1, 2, 3]", "must be an int, a pair"), ("[(1, 1), (1, 1), (1, 1)]", "3 pairs"),
+                           ("[[1], [2], [3]]", "must be an int, a pair"), ("[[[1, 2]]]", "must be an int, a pair"),
                            ("[(1, -1)]", "cannot be negative")):
         with pytest.raises(arrc.CompileError, match=re.escape(message)):
             arrc.loads(f"def g(x: f32[2, 3]) -> f32[2, 3]:\n    return pad(x, {width})\n")
