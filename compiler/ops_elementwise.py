@@ -384,7 +384,10 @@ def shift(op: str):
     def rule(cx: CallCx, x, y):
         operands = [x, y]
         _require_arrays(cx, operands, what)
-        dtype, weak, shape = elementwise_type(cx, operands, what)
+        folded = _fold_shift(cx, op, x, y) if x.type.weak and y.type.weak else None
+        dtype, weak, shape = elementwise_type(cx, operands, what, exact=folded is not None)
+        if folded is not None:
+            return Val(ArrayType(dtype, shape, weak), None, folded)
         if not dtype.is_int:
             wrong = [Label(cx.at(i), f"this is {v.type}") for i, v in enumerate(operands) if not v.type.dtype.is_int]
             cx.error("E0201", f"{what} needs integer operands, found {x.type.dtype} and {y.type.dtype}",
@@ -396,6 +399,18 @@ def shift(op: str):
         return cx.value(ArrayType(dtype, shape, weak),
                         lambda: emit.same_type(f"stablehlo.{name}", cx.ir(x, dtype, shape), cx.ir(y, dtype, shape)))
     return rule
+
+
+def _fold_shift(cx: CallCx, op: str, x: Val, y: Val) -> Dim | None:
+    """`1 << 40` of integer literals is the literal 2**40, as Python computes it before jnp sees it (in i32 at
+    run time it was 0: `x_i64 + (1 << 40)` added 0); checked where it takes a dtype, as `2**40` is."""
+    a, b = x.static_int, y.static_int
+    if a is None or b is None or b < 0:
+        return None
+    if op == "<<" and a and abs(a).bit_length() + b > MAX_POWER_BITS:
+        cx.error("E0211", "integer literal too large", f"more than {MAX_POWER_BITS} bits",
+                 help="no dtype holds it (f64's largest is about 2**1024)")
+    return Dim.const(a << b if op == "<<" else a >> b)
 
 
 register("<<", params="x, y", table=OPERATORS, display="left_shift")(shift("<<"))

@@ -284,3 +284,14 @@ def test_an_integer_literal_argument_past_the_parameter_dtype_is_e0211(call, par
     assert d.code == "E0211" and d.span.line == 5 and f"out of range for {param}" in d.message
     mod = arrc.loads("def g(x: i64) -> i64:\n    return x\n\ndef f() -> i64:\n    return g(2**40 * 3)\n")
     assert int(mod.f()) == 2**40 * 3
+
+
+def test_a_shift_of_integer_literals_is_exact_until_it_takes_a_dtype():
+    """`1 << 40` is 2**40 in Python before jnp sees it; computed in i32 at run time it was 0, silently
+    (`x_i64 + (1 << 40)` added nothing). Checked where it takes a dtype, as `2**40` is."""
+    mod = arrc.loads("def f(x: i64) -> (i64, u64, i32):\n"
+                     "    return x + (1 << 40), u64((1 << 64) - 1), (1 << 4) + (-8 >> 1) + (5 >> 100) + (-1 >> 100)\n")
+    assert [int(v) for v in mod.f(np.int64(1))] == [2**40 + 1, 2**64 - 1, 16 - 4 + 0 - 1]
+    with pytest.raises(CompileError) as info:
+        arrc.loads("def f() -> i32:\n    return 1 << 40\n")
+    assert info.value.diagnostics[0].code == "E0211"
