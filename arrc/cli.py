@@ -226,16 +226,17 @@ def emit(lowered, kind: str) -> str | bytes:
 def write_whole(path: str, flag: str, write) -> None:
     """Call `write` on a binary file that becomes `path` only once it is complete: it is written beside it and
     renamed over it, so that a failed or interrupted write (a full disk, Ctrl-C) leaves no partial file and an
-    existing one as it was. A device or pipe (`-o /dev/null`), or a file in a folder arrc cannot create
-    files in, is written in place."""
+    existing one as it was. Written in place: a device or pipe (`-o /dev/null`), a file in a folder arrc
+    cannot create files in, and a file arrc may not write (so refused, as before: a rename would replace a
+    read-only file)."""
     target = os.path.realpath(path)
     partial = os.path.join(os.path.dirname(target), f".arrc-{os.getpid()}.partial")   # (any name may be NAME_MAX long)
     try:
-        try:
-            if os.path.exists(path) and not os.path.isfile(path):
-                raise PermissionError
-            file = open(partial, "wb")
-        except PermissionError:
+        file = None
+        if not os.path.exists(target) or os.path.isfile(target) and os.access(target, os.W_OK):
+            with contextlib.suppress(PermissionError):
+                file = open(partial, "wb")
+        if file is None:
             with open(path, "wb") as file:
                 write(file)
             return

@@ -683,7 +683,7 @@ def _round(cx: CallCx, x, decimals=0):
     if static is not None:                  # a literal: in f64, as jnp.round of a Python float with x64
         return Val(x.type, None, static)
     if d > math.log10(float(ml_dtypes.finfo(dt.np).max)):
-        return x                            # past the dtype's precision: nothing to round
+        return x                            # 10**d past the dtype's range: a no-op, as jnp.round's same test
 
     def build():    # jnp.round: round(x * 10**d) / 10**d, f16 through f32
         work = DTYPES["f32"] if dt.name == "f16" else dt

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import arrc.cli as cli_module
 from arrc.cli import EXIT_INTERNAL, EXIT_RUNTIME, EXIT_USAGE, main
 from arrc.compiler import builtins, emit
 from arrc.compiler.types import I32
@@ -633,6 +634,31 @@ def test_an_output_name_as_long_as_the_file_system_allows_is_written(tmp_path, c
     out = tmp_path / ("a" * (255 - 4) + (".npz" if "--out" in command else ".mlr"))
     assert main([command[0], str(prog), *command[1:], str(out)]) == 0, capsys.readouterr().err
     assert out.stat().st_size > 0 and sorted(p.name for p in tmp_path.iterdir()) == sorted([prog.name, out.name])
+
+
+def test_an_output_arrc_may_not_write_is_refused_not_replaced(tmp_path, monkeypatch, capsys):
+    """`-o` over a file arrc may not write (read-only, or another user's): refused as a plain write refuses
+    it, not replaced by renaming a new file over it. Faked through os.access: the tests may run as root."""
+    prog = tmp_path / "p.arr"
+    prog.write_text("def main() -> f32[3]:\n    return zeros((3,))\n")
+    out = tmp_path / "out.mlir"
+    out.write_text("old")
+    out.chmod(0o444)
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if os.fspath(p) == str(out) else access(p, mode, **kw))
+    monkeypatch.setattr(cli_module, "open", _refusing_open(out), raising=False)
+    assert main(["compile", str(prog), "-o", str(out)]) == EXIT_USAGE
+    assert capsys.readouterr().err == f"arrc: error: -o {out}: cannot write it (Permission denied)\n"
+    assert out.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["out.mlir", "p.arr"]
+
+
+def _refusing_open(path):
+    """open() as a non-root user finds a 0444 file: PermissionError for writing it."""
+    def fake_open(file, mode="r", *args, **kwargs):
+        if os.fspath(file) == str(path) and "w" in mode:
+            raise PermissionError(13, "Permission denied", str(file))
+        return open(file, mode, *args, **kwargs)
+    return fake_open
 
 
 def test_a_file_name_that_is_not_utf8_compiles_and_is_reported(tmp_path, capsys):
