@@ -42,6 +42,9 @@ def arithmetic(op_name: str, build_float, build_int=None, allow_bool=False):
         operands = [x, y]
         _require_arrays(cx, operands, what)
         folded = _fold(op_name, x, y)
+        if isinstance(folded, Dim) and folded.is_const and abs(folded.value).bit_length() > MAX_POWER_BITS:
+            cx.error("E0211", "integer literal too large", f"more than {MAX_POWER_BITS} bits",     # (`t = t * t`
+                     help="no dtype holds it (f64's largest is about 2**1024)")               # grew without end)
         dtype, weak, shape = elementwise_type(cx, operands, what,
                                               exact=isinstance(folded, Dim) and folded.is_const)
         if dtype.is_bool and not allow_bool:

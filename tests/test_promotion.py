@@ -258,6 +258,16 @@ def test_arithmetic_of_integer_literals_is_exact_until_it_takes_a_dtype():
         assert (d.code, d.message.split(" is")[0]) == ("E0211", f"literal {value}")
 
 
+def test_a_product_of_literals_past_every_dtype_is_refused_not_computed():
+    """`t = t * t` of literals, repeated: exact folding computed 3**(2**24) (9 s, then a ValueError from printing
+    its 8M digits), and a few more lines ran without end. Past MAX_POWER_BITS, as a power, it is E0211."""
+    src = "def f() -> i64:\n    t = 3\n" + "    t = t * t\n" * 40 + "    return t\n"
+    with pytest.raises(CompileError) as info:
+        arrc.loads(src)
+    [d] = info.value.diagnostics
+    assert (d.code, d.message, d.span.line) == ("E0211", "integer literal too large", 12)    # 3**1024: 1624 bits
+
+
 def test_a_power_of_literals_is_the_literal_it_makes_at_any_size():
     """`2**200` is that literal (it was left to run time, in i32, where it wrapped to 0: `u64(2**200)` was 0 and
     `f64(2**200)` 0.0): an integer dtype refuses it, a float takes it; one past every dtype is not computed."""
