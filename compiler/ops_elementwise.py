@@ -681,12 +681,13 @@ def _round(cx: CallCx, x, decimals=0):
             cx.error("E0204", "`round` of an integer with negative `decimals` is not supported, as in jax.numpy",
                      f"this is {x.type}", at="x", help="convert to a float first: `round(f32(x), -1)`")
         return _round_half_even(cx, x)      # integers: unchanged (bool: the error of `round(x)`)
-    factor = 10 ** d                        # (as jnp's: an exact int for d > 0, rounded once to the dtype)
-    static = _fold_math(lambda v: np.rint(v * float(factor)) / float(factor), x) if x.type.weak else None
-    if static is not None:                  # a literal: in f64, as jnp.round of a Python float with x64
-        return Val(x.type, None, static)
-    if d > math.log10(float(ml_dtypes.finfo(dt.np).max)):
+    literal = x.type.weak and x.static is not None      # (rounded in f64, as jnp.round of a Python float with x64)
+    if d > math.log10(float(ml_dtypes.finfo(np.float64 if literal else dt.np).max)):
         return x                            # 10**d past the dtype's range: a no-op, as jnp.round's same test
+    factor = 10 ** d                        # (as jnp's: an exact int for d > 0, rounded once to the dtype)
+    static = _fold_math(lambda v: np.rint(v * float(factor)) / float(factor), x) if literal else None
+    if static is not None:
+        return Val(x.type, None, static)
 
     def build():    # jnp.round: round(x * 10**d) / 10**d, f16 through f32
         work = DTYPES["f32"] if dt.name == "f16" else dt

@@ -566,3 +566,15 @@ def test_round_of_a_literal_to_decimals_is_computed_before_it_takes_a_dtype(dt):
                         f"    return {', '.join(f'round({v!r}, {d})' for v, d in literals)}\n")
     want = [np.asarray(jnp.round(jnp.float64(v), d)).astype(np_dtype(dt)) for v, d in literals]
     np.testing.assert_array_equal(np.array(mod.f()), np.array(want))
+
+
+def test_round_to_an_enormous_number_of_decimals_is_the_value_not_a_hang():
+    """`round(x, 2147483647)`: the scale 10**d was computed before the test that makes such a round a no-op
+    (as jnp's), a 2-billion-digit integer (the fuzz campaign's wrong-kind arguments hung CI there)."""
+    mod = arrc.loads("def f(x: f32[2]) -> (f32[2], f64, f32[2]):\n"
+                     "    return round(x, 2147483647), round(2.5, 2147483647), round(x, -2147483647)\n")
+    x = np.array([1.25, -3.5], np.float32)
+    a, b, c = mod.f(x)
+    np.testing.assert_array_equal(np.asarray(a), x)
+    assert float(b) == 2.5
+    np.testing.assert_array_equal(np.asarray(c), np.asarray(jax.jit(lambda v: jnp.round(v, -2147483647))(x)))
