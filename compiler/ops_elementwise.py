@@ -41,10 +41,9 @@ def arithmetic(op_name: str, build_float, build_int=None, allow_bool=False):
     def rule(cx: CallCx, x, y):
         operands = [x, y]
         _require_arrays(cx, operands, what)
-        folded = _fold(op_name, x, y)
-        if isinstance(folded, Dim) and folded.is_const and abs(folded.value).bit_length() > MAX_POWER_BITS:
-            cx.error("E0211", "integer literal too large", f"more than {MAX_POWER_BITS} bits",     # (`t = t * t`
-                     help="no dtype holds it (f64's largest is about 2**1024)")               # grew without end)
+        folded = _fold(op_name, x, y) if x.static is not None and y.static is not None else None
+        if isinstance(folded, Dim) and folded.is_const:
+            _refuse_past_max_bits(cx, abs(folded.value).bit_length())        # (`t = t * t` grew without end)
         dtype, weak, shape = elementwise_type(cx, operands, what,
                                               exact=isinstance(folded, Dim) and folded.is_const)
         if dtype.is_bool and not allow_bool:
@@ -305,13 +304,20 @@ def _fold_power(cx: CallCx, x: Val, y: Val) -> Dim | None:
     base, exponent = x.static.value, y.static.value
     if exponent < 0:
         return None
-    if abs(base) > 1 and (abs(base).bit_length() - 1) * exponent > MAX_POWER_BITS:
-        cx.error("E0211", "integer literal too large", f"more than {MAX_POWER_BITS} bits",
-                 help="no dtype holds it (f64's largest is about 2**1024): write a float (`2.0**5000` is inf)")
+    if abs(base) > 1:
+        _refuse_past_max_bits(cx, (abs(base).bit_length() - 1) * exponent,
+                              ": write a float (`2.0**5000` is inf)")
     return Dim.const(base ** exponent)
 
 
-MAX_POWER_BITS = 1100       # a power of integer literals computed at compile time, at most (f64 ends at 2**1024)
+MAX_POWER_BITS = 1100       # an integer literal computed at compile time, at most (f64 ends at 2**1024)
+
+
+def _refuse_past_max_bits(cx: CallCx, bits: int, more_help: str = "") -> None:
+    """E0211 for an integer literal of `bits` bits (at least) past MAX_POWER_BITS, before Python computes it."""
+    if bits > MAX_POWER_BITS:
+        cx.error("E0211", "integer literal too large", f"more than {MAX_POWER_BITS} bits",
+                 help=f"no dtype holds it (f64's largest is about 2**1024){more_help}")
 
 
 register("**", params="x, y", table=OPERATORS, display="power", words="power")(_power)
@@ -410,9 +416,8 @@ def _fold_shift(cx: CallCx, op: str, x: Val, y: Val) -> Dim | None:
     a, b = x.static_int, y.static_int
     if a is None or b is None or b < 0:
         return None
-    if op == "<<" and a and abs(a).bit_length() + b > MAX_POWER_BITS:
-        cx.error("E0211", "integer literal too large", f"more than {MAX_POWER_BITS} bits",
-                 help="no dtype holds it (f64's largest is about 2**1024)")
+    if op == "<<" and a:
+        _refuse_past_max_bits(cx, abs(a).bit_length() + b)
     return Dim.const(a << b if op == "<<" else a >> b)
 
 
