@@ -322,13 +322,11 @@ def check_literal(cx: CallCx, v: Val, dtype: DType, at, literals_only: bool = Fa
         if isinstance(v.static, np.ndarray) and v.static.size and v.static.dtype.kind in "iuO":
             values = (int(v.static.min()), int(v.static.max()))
             value = values[1] if values[1] > int_range(dtype)[1] else values[0]
-        if value is not None:
-            lo, hi = int_range(dtype)
-            if not lo <= value <= hi:
-                help = _wide_literal_help(cx, values, at) if literals_only else \
-                    "cast the other operand, e.g. `.astype(i64)`"
-                cx.error("E0211", f"literal {value} is out of range for {dtype} ({lo}..{hi})",
-                         f"does not fit in {dtype}", at=at, help=help)
+        problem = None if value is None else _out_of_range(value, dtype)
+        if problem is not None:
+            help = _wide_literal_help(cx, values, at) if literals_only else \
+                "cast the other operand, e.g. `.astype(i64)`"
+            cx.error("E0211", *problem, at=at, help=help)
     elif dtype.is_float and isinstance(v.static, (float, int)) and _rounds_to_inf(float(v.static), dtype.np):
         import ml_dtypes
         biggest = float(ml_dtypes.finfo(dtype.np).max)
@@ -343,12 +341,18 @@ def require_literal_fits(v: Val, dtype: DType, span) -> None:
     operation (a loop's or a run-time `if`'s variable, a function's argument): in its i32 it would wrap,
     where JAX raises OverflowError (`s = 3000000000` before `for ...: s = s + 1`, `g(3000000000)`)."""
     value = v.static_int if v.type.weak and dtype.is_int else None
-    if value is None:
-        return
+    problem = None if value is None else _out_of_range(value, dtype)
+    if problem is not None:
+        message, label = problem
+        raise ArrError("E0211", message, span, label, help=f"give it a dtype that holds it, e.g. `i64({value})`")
+
+
+def _out_of_range(value: int, dtype: DType) -> tuple[str, str] | None:
+    """E0211's message and label where the integer literal `value` does not fit in `dtype`, else None."""
     lo, hi = int_range(dtype)
-    if not lo <= value <= hi:
-        raise ArrError("E0211", f"literal {value} is out of range for {dtype} ({lo}..{hi})", span,
-                       f"does not fit in {dtype}", help=f"give it a dtype that holds it, e.g. `i64({value})`")
+    if lo <= value <= hi:
+        return None
+    return f"literal {value} is out of range for {dtype} ({lo}..{hi})", f"does not fit in {dtype}"
 
 
 @functools.lru_cache(maxsize=4096)
