@@ -15,6 +15,8 @@ Two ways, chosen per function:
 """
 from __future__ import annotations
 
+import contextlib
+
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import func
 from jaxlib.mlir.dialects import stablehlo as hlo
@@ -105,8 +107,9 @@ class _Batcher:
     def __init__(self, size: int, label: str):
         self.size, self.label = size, label
         self.map: dict = {}                  # old value -> (new value, batched)
-        self.masked: list = []               # inside a branch computed for every lane (`_masked_if`): the
-                                             # lanes that keep its values (a bool per lane), innermost last
+        self.keep = None                     # inside a branch computed for every lane (`_masked_if`): the
+                                             # lanes that keep its values (a bool per lane); such branches
+                                             # do not nest (UNMASKED)
 
     def block(self, block, args: list) -> list:
         """Emit `block` batched at the insertion point, its arguments `args` ((value, batched) pairs);
@@ -142,7 +145,7 @@ class _Batcher:
         if rule is None:
             raise NoRule(name)
         with op.location:                    # reports blame the lane's operation
-            if self.masked:
+            if self.keep is not None:
                 ins = self._gated(op, ins, rule is _elementwise)
             outs = rule(self, op, ins)
         for old, (new, batched) in zip(op.results, outs):
@@ -154,6 +157,15 @@ class _Batcher:
                     [ir.StringAttr.get(self.label)] + inner)
         self._mark_masked(op)
 
+    @contextlib.contextmanager
+    def masked_by(self, keep):
+        """Inside a branch computed for every lane, whose values the lanes of `keep` keep."""
+        self.keep = keep
+        try:
+            yield
+        finally:
+            self.keep = None
+
     def _gated(self, op, ins: list, elementwise: bool) -> list:
         """The float operands of `op`, in a branch computed for every lane, each as `where(keep, v,
         stop_gradient(v))`: the same values, but a derivative reaches v only from the lanes that keep the
@@ -164,7 +176,7 @@ class _Batcher:
         does so anyway). A `dot_general` keeps a shared operand (a matrix every lane uses) as it is; its
         derivative sums the cotangent times the batched operand over the lanes, so there the batched operand
         is 0 in the lanes that drop the branch (where inf * 0 would be NaN), a select that XLA keeps."""
-        keep = self.masked[-1]
+        keep = self.keep
         shared = op.name == "stablehlo.dot_general" and not all(b for _, b in ins)
         gated = []
         for v, batched in ins:
@@ -183,7 +195,7 @@ class _Batcher:
     def _mark_masked(self, op) -> None:
         """Inside `_masked_if`: the guard pass reports this op's non-finite values only where they reach a
         result (passes/guards.py), in either scope: the other lanes' are dropped by the branch's select."""
-        if self.masked:
+        if self.keep is not None:
             for old in op.results:
                 owner = self.map[old][0].owner
                 owner = getattr(owner, "operation", owner)
@@ -415,11 +427,8 @@ def _masked_if(bt, op, pred):
     _maskable(blocks, "a branch that differs between lanes")
     branches = []
     for block, keep in zip(blocks, (pred, hlo.not_(pred))):
-        bt.masked.append(keep)
-        try:
+        with bt.masked_by(keep):
             branches.append([_full(v, b, bt.size) for v, b in bt.block(block, [])])
-        finally:
-            bt.masked.pop()
     return [(_lane_select(pred, then, other), True) for then, other in zip(*branches)]
 
 
@@ -451,11 +460,8 @@ def _masked_while(bt, op, ins):
     block = loop.body.blocks.append(*types)
     with ir.InsertionPoint(block):
         *old, active = block.arguments
-        bt.masked.append(active)
-        try:
+        with bt.masked_by(active):
             outs = bt.block(body, [(a, True) for a in old])
-        finally:
-            bt.masked.pop()
         new = [_lane_select(active, _full(v, vb, bt.size), was) for (v, vb), was in zip(outs, old)]
         hlo.return_(new + [lanes_running(new)])
     return [(r, True) for r in list(loop.results)[:-1]]
