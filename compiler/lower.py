@@ -24,6 +24,7 @@ from .values import Val
 MAX_INLINED_CALLS = 20_000
 MAX_CALL_DEPTH = 1_000
 _NO_LOCATION = nullcontext()
+_name_location, _file_location = ir.Location.name, ir.Location.file
 
 
 class Lowered:
@@ -180,10 +181,11 @@ class ModuleLowering:
         (a plain `with` exits it even on KeyboardInterrupt, so the context's location stack stays balanced)."""
         if span is None:
             return _NO_LOCATION
-        loc = ir.Location.name(what, childLoc=ir.Location.file(span.file, span.line, span.col, span.end_line,
-                                                               span.end_col))   # (`_file_loc`, inline: per op)
-        for caller in reversed(self.call_sites):
-            loc = ir.Location.callsite(loc, [caller])
+        loc = _name_location(what, _file_location(span.file, span.line, span.col, span.end_line,
+                                                  span.end_col))   # (`_file_loc`, inline: once an op)
+        if self.call_sites:
+            for caller in reversed(self.call_sites):
+                loc = ir.Location.callsite(loc, [caller])
         return loc
 
 
