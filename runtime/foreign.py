@@ -261,6 +261,8 @@ def guard_text(data: bytes, name: str, options: GuardOptions) -> str:
     """`arrc guard`: the module instrumented with guards, as text with its locations."""
     from .pipeline import apply_passes
     context, module = read_module(data, name)
+    with context:
+        _parameters(entry(module), name)        # (a module `arrc run` would refuse is refused now)
     apply_passes(module, context, [GuardPass(options)], SafeSources())
     with context:
         return module.operation.get_asm(enable_debug_info=True)
@@ -278,11 +280,7 @@ class ForeignFunction:
         self.bytecode = mlir_reader.bytecode(module)        # what each build parses again
         with context:
             fop = entry(module)
-            ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
-            hidden = {int_attr(fop, abi.RUN_ARG), int_attr(fop, abi.IO_ARG)}
-            shown = [i for i in range(len(ftype.inputs)) if i not in hidden]
-            self.params = [_dtype_shape(ftype.inputs[i]) for i in shown]
-            self.param_names = _param_names(fop, shown)
+            self.params, self.param_names = _parameters(fop, path)
             self.name = attr_text(fop.attributes["sym_name"])
             # the arr function it was compiled from (`arrc compile --entry vec` names its entry `main`)
             self.arr_name = attr_text(fop.attributes[abi.ENTRY]) if abi.ENTRY in fop.attributes else None
@@ -371,12 +369,33 @@ def _callbacks_on_cpu(module: ir.Module) -> None:
             op.attributes["call_target_name"] = ir.StringAttr.get(CALLBACK_TARGET["cpu"])
 
 
+def _parameters(fop, name: str) -> tuple[list, list[str]]:
+    """The (dtype, shape) and the name of each parameter a call passes (the hidden run id and io token left
+    out); E0502 at the first of a type arrc cannot pass."""
+    ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
+    hidden = {int_attr(fop, abi.RUN_ARG), int_attr(fop, abi.IO_ARG)}
+    shown = [i for i in range(len(ftype.inputs)) if i not in hidden]
+    names = _param_names(fop, shown)
+    params = []
+    for i, param in zip(shown, names):
+        found = _dtype_shape(ftype.inputs[i])
+        if found is None:
+            arg = fop.regions[0].blocks[0].arguments[i]
+            raise CompileError([_in_file(Diagnostic(
+                "E0502", f"parameter `{param}` of {name} has type {ftype.inputs[i]}, which arrc cannot pass",
+                span_of(arg.location) or span_of(fop.location) or Span(name, 1, 1, 1, 2), "this parameter",
+                help="arrc passes tensors of bool, integers, f16, bf16, f32, f64 and complex numbers "
+                     "(not tokens, tuples or 8- and 4-bit floats)"), name)], SafeSources())
+        params.append(found)
+    return params, names
+
+
 def _dtype_shape(t: ir.Type):
     if isinstance(t, ir.RankedTensorType):
         for dt in (*DTYPES.values(), *COMPLEX_DTYPES.values()):
             if emit.ir_dtype(dt) == t.element_type:
                 return dt, tuple(t.shape)
-    raise CompileError([Diagnostic("E0502", f"unsupported parameter type {t}", None)])
+    return None
 
 
 def _convert(value, dt, shape, name):

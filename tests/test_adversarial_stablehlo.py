@@ -320,6 +320,22 @@ def test_sizes_past_int64_and_inside_tuples(tmp_path, t):
     assert f"a value of type {t} needs" in one(tmp_path, text).message
 
 
+@pytest.mark.parametrize("t", ["!stablehlo.token", "tuple<tensor<4xf32>>", "tensor<4xf8E4M3FN>", "tensor<4xi4>"])
+def test_a_parameter_arrc_cannot_pass_is_refused_by_guard_as_by_run(tmp_path, capsys, t):
+    """`arrc guard` wrote such a module, which `arrc run` then refused ("unsupported parameter type", no file)."""
+    path = tmp_path / "in.mlir"
+    path.write_text(module("return %arg0 : tensor<4xf32>", params=f"%arg0: tensor<4xf32>, %odd: {t}"))
+    expected = (f"error[E0502]: parameter `arg1` of {path} has type {t}, which arrc cannot pass\n"
+                f" --> {path}:1:46\n  |\n1 | func.func public @main(%arg0: tensor<4xf32>, %odd: {t}) -> "
+                f"tensor<4xf32> {{\n  |                                              ^ this parameter\n  |\n"
+                "  = help: arrc passes tensors of bool, integers, f16, bf16, f32, f64 and complex numbers (not tokens, "
+                "tuples or 8- and 4-bit floats)\n")
+    for command in (["guard", str(path), "-o", str(tmp_path / "g.mlir")], ["run", str(path)]):
+        assert main(command) == 1
+        assert capsys.readouterr().err == expected
+    assert not (tmp_path / "g.mlir").exists()
+
+
 # ---- LAPACK --------------------------------------------------------------------------------------------
 
 def _linalg():
