@@ -21,7 +21,8 @@ so concurrent writers of one entry never leave a torn file: readers see the old 
 Where: `$ARRC_CACHE_DIR`, else the user's cache directory (`$XDG_CACHE_HOME/arrc` or `~/.cache/arrc` on
 Linux, `~/Library/Caches/arrc` on macOS, `%LOCALAPPDATA%\\arrc\\Cache` on Windows). A deserialized
 executable is code: the directory is created private (0700) and a directory that other users can write is
-refused. `ARRC_NO_CACHE=1` (the CLI's `--no-cache`) or `disable()` turns the cache off.
+refused. `ARRC_NO_CACHE=1` (the CLI's `--no-cache`) or `disable()` turns the cache off. Its entries take
+at most `max_cache_bytes()` in all: past it, a write removes those used longest ago (`DiskCache._evict`).
 
 Host callbacks (print, assert, guard reports) are Python functions and are not in an entry: PJRT takes
 them again when the executable is loaded, by index, so a loaded executable reports like a compiled one.
@@ -49,6 +50,7 @@ import hashlib
 import os
 import pickle
 import platform
+import re
 import stat
 import struct
 import sys
@@ -60,6 +62,8 @@ MAGIC = b"ARRCXC02"                 # bump the last digits when the entry format
 _HEADER = struct.Struct("<8sQ32s32s")   # magic, payload length, SHA-256 of the key, SHA-256 of the payload
 SUFFIX = ".xc"
 MAX_ENTRY_BYTES = 1 << 30           # larger files are not read (and larger payloads not written)
+MAX_CACHE_BYTES = 2 << 30           # the directory's entries in all, unless ARRC_CACHE_MAX_BYTES says otherwise
+_ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.[a-z]+")     # `<key><suffix>`: what eviction may remove
 
 # Reading an entry must not follow a link, wait for a FIFO's writer or become a terminal's reader.
 _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
@@ -67,7 +71,7 @@ _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBL
 
 _enabled = True
 _stats_lock = threading.Lock()
-stats = {"hits": 0, "misses": 0, "writes": 0, "corrupt": 0, "errors": 0}
+stats = {"hits": 0, "misses": 0, "writes": 0, "corrupt": 0, "errors": 0, "evicted": 0}
 
 
 def disable() -> None:
@@ -83,6 +87,21 @@ def enable() -> None:
 
 def enabled() -> bool:
     return _enabled and os.environ.get("ARRC_NO_CACHE", "") in ("", "0")
+
+
+def max_cache_bytes() -> int:
+    """How many bytes the directory's entries may take in all (`ARRC_CACHE_MAX_BYTES`; 0: no limit)."""
+    text = os.environ.get("ARRC_CACHE_MAX_BYTES", "").strip()
+    if not text:
+        return MAX_CACHE_BYTES
+    try:
+        limit = int(text)
+    except ValueError:
+        limit = -1
+    if limit < 0:
+        _warn(f"ARRC_CACHE_MAX_BYTES={text!r} is not a number of bytes; using {MAX_CACHE_BYTES}")
+        return MAX_CACHE_BYTES
+    return limit
 
 
 def default_dir() -> Path:
@@ -126,6 +145,7 @@ class DiskCache:
         self.dir = Path(directory)
         self.suffix = suffix
         self._usable: bool | None = None
+        self._room: int | None = None       # bytes the entries may still grow by, as last counted (`_evict`)
 
     def key(self, module: bytes, options: bytes, device: str, *extra: str) -> str:
         """The entry name for these inputs (hex SHA-256)."""
@@ -181,6 +201,11 @@ class DiskCache:
         if payload is None:
             _count("corrupt")
             self.discard(key)
+            return None
+        try:
+            os.utime(self.path(key))        # used now: evicted last (`_evict`)
+        except OSError:
+            pass
         return payload
 
     def put(self, key: str, payload: bytes) -> bool:
@@ -196,7 +221,6 @@ class DiskCache:
                 os.fsync(f.fileno())
             os.replace(tmp, self.path(key))
             tmp = None
-            return True
         except OSError:
             _count("errors")
             return False
@@ -206,6 +230,46 @@ class DiskCache:
                     os.unlink(tmp)
                 except OSError:
                     pass
+        self._evict(key, _HEADER.size + len(payload))
+        return True
+
+    def _evict(self, kept: str, written: int) -> None:
+        """Past `max_cache_bytes()`, remove the entries used longest ago (by modification time, which `get`
+        renews) until they take at most 3/4 of it, never the entry `kept`. The directory is counted again
+        only once this process's own writes may have used up the room found at the last count (other
+        processes' writes are seen then: the limit holds up to what they write meanwhile)."""
+        limit = max_cache_bytes()
+        if not limit:
+            return
+        if self._room is not None and self._room >= written:
+            self._room -= written
+            return
+        entries, total = [], 0
+        try:
+            with os.scandir(self.dir) as found:
+                for item in found:
+                    if _ENTRY_NAME.fullmatch(item.name) and item.is_file(follow_symlinks=False):
+                        st = item.stat(follow_symlinks=False)
+                        entries.append((st.st_mtime, item.name, st.st_size))
+                        total += st.st_size
+        except OSError:
+            return
+        if total > limit:
+            keep_name = self.path(kept).name
+            for _, name, size in sorted(entries):
+                if total <= limit * 3 // 4:
+                    break
+                if name == keep_name:
+                    continue
+                try:
+                    os.unlink(self.dir / name)
+                    total -= size
+                    _count("evicted")
+                except FileNotFoundError:       # (another process evicted it)
+                    total -= size
+                except OSError:
+                    pass
+        self._room = max(0, limit - total)
 
     def discard(self, key: str) -> None:
         """Remove an entry (e.g. one PJRT could not load): the link itself for a symbolic link, an empty

@@ -83,14 +83,14 @@ def test_hit_in_a_new_process(cache_dir):
     first = child(cache_dir)
     assert first["result"] == [2.0, 4.0, 6.0]
     assert first["stats"]["misses"] >= 1 and first["stats"]["writes"] == first["stats"]["misses"]
-    stored = {p.name: p.stat().st_mtime_ns for p in entries(cache_dir)}
+    stored = {p.name: p.stat().st_ino for p in entries(cache_dir)}
     assert stored
 
     second = child(cache_dir)
     assert second["result"] == [2.0, 4.0, 6.0]
     assert second["stats"]["hits"] == first["stats"]["misses"]
     assert second["stats"]["misses"] == 0 and second["stats"]["writes"] == 0
-    assert {p.name: p.stat().st_mtime_ns for p in entries(cache_dir)} == stored     # nothing rewritten
+    assert {p.name: p.stat().st_ino for p in entries(cache_dir)} == stored     # nothing rewritten
 
 
 def test_source_change_invalidates(cache_dir):
@@ -127,7 +127,7 @@ def test_print_and_assert_callbacks_survive_a_hit(cache_dir):
 def test_no_cache_env_writes_nothing(cache_dir):
     out = child(cache_dir, extra_env={"ARRC_NO_CACHE": "1"})
     assert out["result"] == [2.0, 4.0, 6.0]
-    assert out["stats"] == {"hits": 0, "misses": 0, "writes": 0, "corrupt": 0, "errors": 0}
+    assert out["stats"] == {"hits": 0, "misses": 0, "writes": 0, "corrupt": 0, "errors": 0, "evicted": 0}
     assert not cache_dir.exists() or not entries(cache_dir)
 
 
@@ -137,11 +137,11 @@ def test_cli_run_uses_the_cache(cache_dir):
     cmd = [sys.executable, "-m", "arrc", "run", "examples/nansum.arr", "--format", "json"]
     first = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
-    stored = {p.name: p.stat().st_mtime_ns for p in entries(cache_dir)}
+    stored = {p.name: p.stat().st_ino for p in entries(cache_dir)}       # (a write renames a new file over it)
     assert stored
     second = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0 and second.stdout == first.stdout
-    assert {p.name: p.stat().st_mtime_ns for p in entries(cache_dir)} == stored
+    assert {p.name: p.stat().st_ino for p in entries(cache_dir)} == stored
 
 
 def test_cli_run_no_cache_writes_nothing(cache_dir):
@@ -380,3 +380,57 @@ def test_a_damaged_linalg_entry_is_made_again(cache_dir, monkeypatch):
         entry.write_bytes(bytes(data))
     np.testing.assert_array_equal(_linalg_call(monkeypatch), first)
     assert len(list(cache_dir.glob("*.linalg"))) == 2
+
+
+# ---- the size limit ----------------------------------------------------------------------------------
+
+def test_entries_used_longest_ago_are_evicted_past_the_limit(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARRC_CACHE_MAX_BYTES", "4000")
+    store, size = C.DiskCache(tmp_path), 1000 - C._HEADER.size       # an entry of 1000 bytes on disk
+    foreign = tmp_path / "notes.txt"
+    foreign.write_bytes(b"n" * 10_000)                                  # not an entry: never removed
+    keys = [store.key(str(i).encode(), b"", "cpu") for i in range(6)]
+    for t, key in enumerate(keys[:4]):
+        assert store.put(key, bytes([t]) * size)
+        os.utime(store.path(key), (1000 + t, 1000 + t))                 # written in this order
+    assert store.get(keys[0]) is not None                               # used now: the newest
+    before = dict(C.stats)
+    assert store.put(keys[4], b"e" * size)       # 5000 bytes past 4000: down to 3000, oldest first
+    assert C.stats["evicted"] - before["evicted"] == 2
+    assert [store.get(k) is not None for k in keys[:5]] == [True, False, False, True, True]
+    assert foreign.read_bytes() == b"n" * 10_000
+    monkeypatch.setenv("ARRC_CACHE_MAX_BYTES", "500")                   # one entry larger than the limit:
+    fresh = C.DiskCache(tmp_path)                                       # it is kept, the others go
+    assert fresh.put(keys[5], b"f" * size)
+    assert [fresh.get(k) is not None for k in keys] == [False] * 5 + [True]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["notes.txt", fresh.path(keys[5]).name])
+
+
+def test_the_limit_is_counted_again_only_when_this_process_may_have_reached_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARRC_CACHE_MAX_BYTES", "10000")
+    store, counted = C.DiskCache(tmp_path), []
+    scandir = os.scandir
+    monkeypatch.setattr(C.os, "scandir", lambda path: counted.append(path) or scandir(path))
+    for i in range(12):                          # 1000 bytes each: room for 10, then counted again
+        assert store.put(store.key(str(i).encode(), b"", "cpu"), b"x" * (1000 - C._HEADER.size))
+    assert len(counted) == 2
+    assert sum(p.stat().st_size for p in tmp_path.iterdir()) <= 10000
+
+
+@pytest.mark.parametrize("value, limit", [("0", 0), ("123", 123), ("", C.MAX_CACHE_BYTES),
+                                          ("lots", C.MAX_CACHE_BYTES), ("-5", C.MAX_CACHE_BYTES)])
+def test_cache_size_setting(monkeypatch, capsys, value, limit):
+    monkeypatch.setenv("ARRC_CACHE_MAX_BYTES", value)
+    assert C.max_cache_bytes() == limit
+    warned = capsys.readouterr().err
+    assert warned == ("" if value in ("0", "123", "") else
+                      f"arrc: warning: ARRC_CACHE_MAX_BYTES={value!r} is not a number of bytes; using "
+                      f"{C.MAX_CACHE_BYTES}\n")
+
+
+def test_no_limit_removes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARRC_CACHE_MAX_BYTES", "0")
+    store = C.DiskCache(tmp_path)
+    for i in range(5):
+        assert store.put(store.key(str(i).encode(), b"", "cpu"), b"x" * 1000)
+    assert len(list(tmp_path.iterdir())) == 5
