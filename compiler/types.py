@@ -1,6 +1,7 @@
 """dtypes, symbolic dimensions (polynomials over shape variables), array types and promotion."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -121,28 +122,86 @@ def wrap_int(value: int, dt: DType) -> int:
 
 
 # ---- dimensions ----------------------------------------------------------------
-class QuotientName(str):
-    """The name of an opaque dimension `a // b` that is no polynomial (`dm // h`, `(n + 1) // 2`): a
-    variable of the polynomial that remembers its dividend and divisor, so that substituting its shape
-    variables recomputes it (`(dm // h)` with dm = 64, h = 8 is 8; with the caller's dm = e, h = k it is
-    `(e // k)`). Equal to the plain variable of the same name, which the checker's folding of `a // b`
-    in expressions made before (values and types name the same dimension the same way)."""
+MAX_DIM_WORK = 16384    # monomial factors one product of Dims may compute (`(n + 1)**16` squared is 17 * 17 * 33)
+MAX_DIM_DEGREE = 64     # factors of one monomial at most (`n * n * ...`)
+MAX_DIM_BITS = 1100     # a coefficient's bits at most, as MAX_POWER_BITS for integer literals (ops_elementwise)
+MAX_NAME_CHARS = 80     # an opaque dimension's name at most, its text beyond that replaced by a digest
+
+
+class OpaqueName(str):
+    """The name of an opaque dimension: a variable of the polynomial that remembers how it was made, so that
+    substituting its shape variables recomputes it (`recompute`). Equality is that of the name, a function
+    of the structure: a long one ends in a digest of its text, as names nested in names (`t = t // 3 + t // 5`
+    repeated) would double in length at each step."""
+
+    def __new__(cls, text: str, variables: frozenset):
+        if len(text) > MAX_NAME_CHARS:
+            digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+            text = f"{text[:30]} ... {text[-20:-1]} #{digest})"
+        self = super().__new__(cls, text)
+        self.shape_variables = variables     # once, here: a walk into the parts would repeat shared ones
+        return self
+
+
+class QuotientName(OpaqueName):
+    """An opaque dimension `a // b` that is no polynomial (`dm // h`, `(n + 1) // 2`): with dm = 64, h = 8
+    it is 8; with the caller's dm = e, h = k it is `(e // k)`. Equal to the plain variable of the same
+    name, which the checker's folding of `a // b` in expressions made before (values and types name the
+    same dimension the same way)."""
 
     num: "Dim"
     den: "Dim"
 
     def __new__(cls, num: "Dim", den: "Dim") -> "QuotientName":
-        self = super().__new__(cls, f"({_operand(num)} // {_operand(den)})")
+        self = super().__new__(cls, f"({_operand(num)} // {_operand(den)})", num.variables | den.variables)
         self.num, self.den = num, den
         return self
+
+    def recompute(self, env: dict, memo: dict) -> "Dim":
+        return Dim.quotient(self.num.subs(env, memo), self.den.subs(env, memo))
 
     def __reduce__(self):
         return QuotientName, (self.num, self.den)
 
 
+class ProductName(OpaqueName):
+    """An opaque dimension `a * b` too large to expand (MAX_DIM_WORK, MAX_DIM_BITS): thirty lines of
+    `t = t * t` from `t = n + 1` make (n + 1)**(2**30), whose expansion has a billion terms of a billion
+    factors. Kept whole, it stays a compile-time integer, computed once the shape variables are known
+    (where a value past every dtype is E0211, as for literals)."""
+
+    a: "Dim"
+    b: "Dim"
+
+    def __new__(cls, a: "Dim", b: "Dim") -> "ProductName":
+        a, b = sorted((a, b), key=_operand)              # `a * b` and `b * a` are one dimension
+        self = super().__new__(cls, f"({_operand(a)} * {_operand(b)})", a.variables | b.variables)
+        self.a, self.b = a, b
+        return self
+
+    def recompute(self, env: dict, memo: dict) -> "Dim":
+        return self.a.subs(env, memo) * self.b.subs(env, memo)
+
+    def __reduce__(self):
+        return ProductName, (self.a, self.b)
+
+
 def _operand(d: "Dim") -> str:
     text = str(d)
     return text if d.is_const or (len(d.terms) == 1 and " " not in text) else f"({text})"
+
+
+def _too_large_product(a: "Dim", b: "Dim") -> bool:
+    """Whether expanding `a * b` costs more than MAX_DIM_WORK or gives a term past MAX_DIM_DEGREE or a
+    coefficient past MAX_DIM_BITS (a product of constants is always computed: its size is E0211's check)."""
+    if a.is_const and b.is_const:
+        return False
+    degree = max(map(len, a.terms), default=0) + max(map(len, b.terms), default=0)
+    if degree > MAX_DIM_DEGREE or len(a.terms) * len(b.terms) * (degree + 1) > MAX_DIM_WORK:
+        return True
+    bits = max((abs(c).bit_length() for c in a.terms.values()), default=0) + \
+        max((abs(c).bit_length() for c in b.terms.values()), default=0)
+    return bits + min(len(a.terms), len(b.terms)).bit_length() > MAX_DIM_BITS
 
 
 class Dim:
@@ -181,8 +240,8 @@ class Dim:
         out = set()
         for m in self.terms:
             for v in m:
-                if isinstance(v, QuotientName):
-                    out |= v.num.variables | v.den.variables
+                if isinstance(v, OpaqueName):
+                    out |= v.shape_variables
                 else:
                     out.add(v)
         return out
@@ -205,6 +264,8 @@ class Dim:
         return self + (-other)
 
     def __mul__(self, other: "Dim") -> "Dim":
+        if _too_large_product(self, other):
+            return Dim({(ProductName(self, other),): 1})
         t: dict = {}
         for m1, c1 in self.terms.items():
             for m2, c2 in other.terms.items():
@@ -238,17 +299,21 @@ class Dim:
             return Dim.const(0)
         return Dim({(QuotientName(num, den),): 1})
 
-    def subs(self, env: dict) -> "Dim":
-        """Substitute variables by ints or Dims (an opaque `a // b` is recomputed from its parts)."""
+    def subs(self, env: dict, memo: dict | None = None) -> "Dim":
+        """Substitute variables by ints or Dims (an opaque `a // b` or `a * b` is recomputed from its parts,
+        once per call: `memo` holds those done, as the parts of `t * t` repeated are one another's)."""
         terms = self.terms
         if not terms or (len(terms) == 1 and () in terms):
             return self                 # a constant (Dims are never changed once made)
+        memo = {} if memo is None else memo
         out = Dim({})
         for m, c in self.terms.items():
             term = Dim.const(c)
             for v in m:
-                if isinstance(v, QuotientName):
-                    term = term * Dim.quotient(v.num.subs(env), v.den.subs(env))
+                if isinstance(v, OpaqueName):
+                    if v not in memo:
+                        memo[v] = v.recompute(env, memo)
+                    term = term * memo[v]
                     continue
                 value = env.get(v, Dim.var(v))
                 term = term * (value if isinstance(value, Dim) else Dim.const(value))
@@ -274,11 +339,11 @@ class Dim:
         if not self.terms:
             return "0"
         if len(self.terms) == 1 and self.terms.get(m := next(iter(self.terms))) == 1 and len(m) == 1 and \
-                isinstance(m[0], QuotientName):
+                isinstance(m[0], OpaqueName):
             return m[0][1:-1]           # `f32[n // 2]`, as written (the parentheses serve products and sums)
         parts = []
         for m, c in sorted(self.terms.items(),
-                           key=lambda mc: (-len(mc[0]), any(isinstance(v, QuotientName) for v in mc[0]), mc[0])):
+                           key=lambda mc: (-len(mc[0]), any(isinstance(v, OpaqueName) for v in mc[0]), mc[0])):
             body = " * ".join(m)
             if not m:
                 text = str(abs(c))

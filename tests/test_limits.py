@@ -308,6 +308,39 @@ def test_2000_statement_function_runs():
     np.testing.assert_allclose(np.asarray(mod.f(x)), y, rtol=1e-4)
 
 
+def _squarings(lines: int, result: str = "t") -> str:
+    return "def f(x: f32[n]) -> f32:\n    t = n + 1\n" + "    t = t * t\n" * lines + f"    return {result}\n"
+
+
+def test_repeated_squaring_of_a_shape_is_checked_without_expanding_it():
+    """`t = n + 1` then 30 lines of `t = t * t` is (n + 1)**(2**30): its polynomial doubled its degree each
+    line (10 lines: 2.8 s; 12: more than a minute). Past MAX_DIM_* it stays whole, still a compile-time
+    integer (`ones(t)` is an array), computed when n is known: 1 for n = 0, E0211 where it outgrows every
+    dtype, as a product of literals does (5**512 at line 11 for n = 4). (Runs it: a regression hangs.)"""
+    mod = arrc.loads(_squarings(30, "sum(ones(t)) + f32(t)"))
+    assert float(mod.f(np.zeros(0, np.float32))) == 2.0
+    with pytest.raises(arrc.CompileError) as info:
+        mod.f(np.zeros(4, np.float32))
+    [d] = info.value.diagnostics
+    assert (d.code, d.message, d.span.line) == ("E0211", "integer literal too large", 11)
+    assert float(arrc.loads(_squarings(3)).f(np.zeros(2, np.float32))) == 3.0 ** 8
+
+
+def test_nested_quotients_of_a_shape_have_names_of_bounded_length():
+    """`t = t // 3 + t // 5` repeated: each opaque `a // b` was named by its whole text, twice the previous
+    one's (23 lines: 0.6 GB; 30 would need 70 GB). A long name ends in a digest of its text."""
+    src = "def f(x: f32[n]) -> i32:\n    t = n\n" + "    t = t // 3 + t // 5\n" * 30
+    mod = arrc.loads(src + "    return t\n")
+    t = 10 ** 6
+    for _ in range(30):
+        t = t // 3 + t // 5
+    assert int(mod.f(np.zeros(10 ** 6, np.float32))) == t
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads(src + "    return zeros(t)\n")
+    [d] = info.value.diagnostics
+    assert d.code == "E0203" and len(d.message) < 400 and " ... " in d.message
+
+
 def test_call_chain_of_60():
     mod = arrc.loads(call_chain(60))
     np.testing.assert_allclose(np.asarray(mod.f60(np.zeros(2, np.float32))), np.full(2, 2.0 ** 60), rtol=1e-6)
