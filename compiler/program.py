@@ -333,6 +333,11 @@ def _signature(program: Program, fn: ast.FunctionDef, reporter: Reporter) -> Non
                                      "not an integer scalar const",
                                      help=f"give `{var}` an integer type (`const {var}: i32 = ...`), or name the "
                                           f"shape variable otherwise"))
+        if var in program.functions:     # (it was a shape variable, silently: a `const N` redefined at the REPL)
+            errors.append(Diagnostic("E0102", f"`{var}` is both a function and a shape variable",
+                                     _dim_name_span(fn, var), "a shape variable here",
+                                     [Label(program.functions[var].name_span, "a function here")],
+                                     help="rename the function or the dimension"))
         if var in names:
             span = next(p.span for p in fn.params if p.name == var)
             errors.append(Diagnostic("E0102", f"`{var}` is both a parameter and a shape variable", span,

@@ -287,6 +287,27 @@ def test_a_const_that_is_not_an_integer_scalar_is_no_dimension(const):
         "(x: f32[3]) -> f32[3]"
 
 
+@pytest.mark.parametrize("before", [True, False])
+def test_a_function_named_as_a_dimension_is_no_shape_variable(before):
+    """`def N(...)` and `f32[N]`: N was silently a new shape variable (f took any length); it is E0102 at the
+    dimension, with the function's name. (`const N` and `def N` in one file are E0102 at both definitions.)"""
+    fn, f = "def N(x: f32[2]) -> f32[2]:\n    return x\n", "def f(x: f32[N]) -> f32[N]:\n    return x\n"
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads(fn + f if before else f + fn)
+    [d] = info.value.diagnostics
+    assert (d.code, d.message) == ("E0102", "`N` is both a function and a shape variable")
+    assert ((d.span.line, d.span.col), [(l.span.line, l.span.col) for l in d.labels]) == \
+        ((3, 14), [(1, 5)]) if before else ((1, 14), [(3, 5)])
+    for src, first, again in [("const N: i32 = 4\n" + fn + f, (1, 1), (2, 5)),
+                              (fn + "const N: i32 = 4\n" + f, (1, 5), (3, 1))]:
+        with pytest.raises(arrc.CompileError) as info:
+            arrc.loads(src)
+        d = info.value.diagnostics[0]         # (then, where the def is kept, `f32[N]` names it: E0102 again)
+        assert (d.code, d.message, (d.span.line, d.span.col), [(l.span.line, l.span.col) for l in d.labels]) == \
+            ("E0102", "`N` is defined twice", again, [first])
+        assert {e.code for e in info.value.diagnostics} == {"E0102"}
+
+
 def test_a_long_source_line_is_shown_around_its_first_mark():
     """A generated line of 200,000 terms was printed whole, with a caret line as long: now the part from 40
     characters before the first mark, 160 characters in all, cut with "...", the carets where they were."""

@@ -113,6 +113,23 @@ def test_binding_used_as_a_dimension_and_rebound(session):
     assert out.splitlines() == ["f32[3] = [1. 1. 1.]", "f32[5] = [1. 1. 1. 1. 1.]"]
 
 
+def test_a_const_redefined_as_a_function_is_no_dimension(session):
+    """A `def N` replaces `const N` (as any redefinition does), and `f32[N]` was then silently a shape variable:
+    f took any length, and a later `def f(x: f32[N])` too. Now both are E0102 (N is a function), until N is a
+    const again. Within one cell, `const N` and `def N` are defined twice (E0102 at both)."""
+    out = run_cells(session, "const N: i32 = 4\ndef f(x: f32[N]) -> f32[N]:\n    return x\n", "f(ones(4))",
+                    "def N(x: f32[2]) -> f32[2]:\n    return x\n", "f(ones(3))",
+                    "def g(x: f32[N]) -> f32[N]:\n    return x\n")
+    assert out.startswith("f32[4] = [1. 1. 1. 1.]\nwarning: after this change, `f` does not compile")
+    assert out.count("error[E0102]: `N` is both a function and a shape variable") == 3
+    assert "--> <cell 5>:1:14" in out and " ::: <cell 3>:1:5" in out     # g's `N`, and the function
+    assert "g" not in session.items
+    assert run_cells(session, "const N: i32 = 3", "f(ones(3))").splitlines() == ["f32[3] = [1. 1. 1.]"]
+    out = run_cells(session, "const M: i32 = 4\ndef M(x: f32[2]) -> f32[2]:\n    return x\n")
+    assert "error[E0102]: `M` is defined twice" in out and "--> <cell 8>:2:5" in out
+    assert "M" not in session.items
+
+
 def test_unrelated_computations_keep_their_compiled_code(session):
     run_cells(session, "a = 1", "b = 2", "def fa() -> i32:\n    return a\n", "def fb() -> i32:\n    return b\n",
               "fa()", "fb()")
