@@ -316,7 +316,7 @@ class Function:
         """Concrete argument types with each shape variable set from `shapes` (e.g. for `--shape n=8`)."""
         missing = [v for v in self._sig.shape_vars if v not in shapes]
         if missing:
-            raise ArgumentError(f"{self.name}{self._sig} needs a size for shape variable `{missing[0]}` "
+            raise ArgumentError(f"{self.shown_name}{self._sig} needs a size for shape variable `{missing[0]}` "
                                 f"(e.g. --shape {missing[0]}=8)")
         return [t.subs(shapes) for _, t, _ in self._sig.params]
 
@@ -388,7 +388,7 @@ class Function:
         (`_dtype_hint`, which looks at the argument `values` where there are some; `narrowed`: `_check_operands`).
         Returns the shape variables' sizes."""
         if len(types) != len(self._sig.params):
-            raise ArgumentError(f"{self.name}{self._sig} takes {len(self._sig.params)} argument(s), "
+            raise ArgumentError(f"{self.shown_name}{self._sig} takes {len(self._sig.params)} argument(s), "
                                 f"{len(types)} given")
         try:
             return unify(self._sig, [Val(t) for t in types], [s for *_, s in self._sig.params], None)
@@ -644,19 +644,19 @@ class Function:
         """The arguments in the order of the parameters: keywords placed, defaults filled (as a call binds)."""
         params = self._sig.params
         if len(args) > len(params):
-            raise ArgumentError(f"{self.name}{self._sig} takes {len(params)} argument(s), {len(args)} given")
+            raise ArgumentError(f"{self.shown_name}{self._sig} takes {len(params)} argument(s), {len(args)} given")
         by_name = dict(zip([p[0] for p in params], args))
         for k, v in kwargs.items():
             if k not in [p[0] for p in params]:
-                raise ArgumentError(f"{self.name}() has no parameter `{k}`")
+                raise ArgumentError(f"{self.shown_name}() has no parameter `{k}`")
             if k in by_name:
-                raise ArgumentError(f"{self.name}() got `{k}` twice")
+                raise ArgumentError(f"{self.shown_name}() got `{k}` twice")
             by_name[k] = v
         for name, (_, value, _) in self._sig.defaults.items():
             by_name.setdefault(name, value)
         missing = [p[0] for p in params if p[0] not in by_name]
         if missing:
-            raise ArgumentError(f"{self.name}{self._sig} takes {len(params)} argument(s), "
+            raise ArgumentError(f"{self.shown_name}{self._sig} takes {len(params)} argument(s), "
                                 f"{len(args) + len(kwargs)} given: missing argument `{missing[0]}`")
         return [by_name[name] for name, _, _ in params]
 

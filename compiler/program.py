@@ -358,7 +358,7 @@ def _signature(program: Program, fn: ast.FunctionDef, reporter: Reporter) -> Non
         reporter.add(d)
     if errors or None in results or len(params) != len(fn.params):
         return
-    program.signatures[fn.name] = Signature(fn.name, params, results, [r.span for r in fn.results],
+    program.signatures[fn.name] = Signature(fn.shown_name, params, results, [r.span for r in fn.results],
                                             fn.tuple_result, shape_vars, defaults)
 
 

@@ -513,6 +513,13 @@ def test_a_report_from_the_python_api_names_vmap_f_and_no_wrapper():
     assert str(info.value).splitlines()[-2:] == ["  = note: in lane 1 of vmap(f)", "  = note: in vmap(f)"]
     with pytest.raises(ValueError, match="needs an argument with an axis to map over"):
         arrc.vmap(mod.f, in_axes=None)
+    with pytest.raises(arrc.ArgumentError) as info:           # a wrong argument names vmap(f) too
+        arrc.vmap(mod.f)(np.ones((2, 4), np.float32))
+    assert str(info.value) == "argument `x` of `vmap(f)` has type f32[2, 4], expected f32[2, 3]; from the other arguments: lanes = 2"
+    with pytest.raises(arrc.ArgumentError, match=r"^vmap\(f\)\(x: f32\[lanes, 3\]\) -> f32\[lanes\] takes 1"):
+        arrc.vmap(mod.f)(x, x)
+    with pytest.raises(arrc.ArgumentError, match=r"^vmap\(f\)\(\) has no parameter `y`"):
+        arrc.vmap(mod.f)(x=x, y=x)
     vv = arrc.vmap(arrc.vmap(mod.f))                 # a vmap of a vmap: no wrapper's name either
     assert repr(vv) == "<arr function vmap(vmap(f))(x: f32[lanes1, lanes, 3]) -> f32[lanes1, lanes]>"
     with pytest.raises(arrc.NaNError) as info:
