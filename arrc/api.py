@@ -727,6 +727,9 @@ def vmap(fn: Function, in_axes=0, out_axes=0) -> Function:
                         f"write `vmap` and `grad` in arr")
     sig = fn._sig
     ins, outs = _axes(in_axes, len(sig.params), "in_axes"), _axes(out_axes, len(sig.results), "out_axes")
+    if None in outs:        # (the check's E0204 would point into the wrapper's text, which the user never wrote)
+        raise ValueError(f"out_axes: every result has its lanes, so each needs an axis (e.g. out_axes=0), not "
+                         f"{out_axes!r}")
     if not isinstance(in_axes, (tuple, list)):      # a parameter left to its default is shared (jax.vmap's
         ins = [None if name in sig.defaults else a for a, (name, _, _) in zip(ins, sig.params)]  # in_axes=0 too)
     if all(a is None for a in ins):

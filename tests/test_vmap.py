@@ -479,6 +479,8 @@ def test_the_python_api():
     np.testing.assert_allclose(t(xs.T, 2.0)[1], (xs * 2.0).T, rtol=1e-6)
     with pytest.raises(ValueError, match="in_axes must be an int, None or a tuple of 2"):
         arrc.vmap(mod.f, in_axes=(0,))
+    with pytest.raises(ValueError, match=r"^out_axes: every result has its lanes.*not \(0, None\)$"):
+        arrc.vmap(mod.f, in_axes=(0, None), out_axes=(0, None))      # was E0204 at a line of the wrapper
     with pytest.raises(TypeError, match="vmap takes a function of an arr module"):
         arrc.vmap(len)
     loss = arrc.loads("def l(w: f64[2], x: f64[2]) -> f64:\n    return dot(w, x) ** 2\n")
