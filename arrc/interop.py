@@ -66,6 +66,7 @@ def as_jax(fn, derive, make_vmap, error: type = TypeError, spmd: bool = False, q
             values = operands(fn._positional(args, kwargs))
             fn._check_operands(values, traced=not eager)
             return f(*_varying_alike(values))
+    jax_fn.__signature__ = _python_signature(fn)    # (JAX's messages name the arguments by it: `x`, not `args[0]`)
 
     def apply(*args):
         out = [jax.random.wrap_key_data(r) if key else r
@@ -123,6 +124,18 @@ def _mesh() -> tuple:
         return ()
     auto = jax.sharding.AxisType.Auto
     return tuple((n, s) for n, s, t in zip(mesh.axis_names, mesh.axis_sizes, mesh.axis_types) if t == auto)
+
+
+def _python_signature(fn):
+    """`fn`'s parameters as a Python signature (its defaults included), for JAX's messages and `static_argnames`;
+    None (JAX's *args then) where a name is no Python parameter's (a Python keyword)."""
+    import inspect
+    try:
+        return inspect.Signature([inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                    default=fn._sig.defaults[name][1] if name in fn._sig.defaults
+                                                    else inspect.Parameter.empty) for name, _, _ in fn._sig.params])
+    except ValueError:
+        return None
 
 
 def _varying_alike(operands: list) -> list:

@@ -764,6 +764,17 @@ def test_a_parameter_left_to_its_default_under_jax_and_the_python_api():
     assert [str(t) for t in mod.f.lower(arrc.spec("f64[4]")).arg_types] == ["f64[4]", "f64"]
 
 
+def test_jax_names_the_arguments_by_their_arr_names_and_takes_static_argnames(mod):
+    """`as_jax()` has f's Python signature: JAX's own messages said `argument args` and `argument kwargs`
+    for the two arguments of a vmap whose sizes disagree, and `static_argnames` named nothing."""
+    layer = mod.layer.as_jax()
+    with pytest.raises(ValueError, match=r"(?s)size 3: axis 0 of argument x .*size 2: axis 0 of argument w "):
+        jax.vmap(layer)(np.ones((3, 2, 4), np.float32), np.ones((2, 4, 3), np.float32))
+    k = arrc.loads("def f(x: f32[m], n: i32 = 2) -> f32[m]:\n    return x * n\n").f.as_jax()
+    np.testing.assert_array_equal(jax.jit(k, static_argnames="n")(np.ones(2, np.float32), n=3), [3.0, 3.0])
+    np.testing.assert_array_equal(jax.jit(k)(np.ones(2, np.float32)), [2.0, 2.0])
+
+
 def test_a_python_scalar_is_checked_as_a_call_checks_it():
     """`as_jax()(2.5)` for an i32 parameter gave 2.5 truncated, `(True)` 1, and `jax.jit(...)(300)` for an i8
     45; a call of the function refuses each. Under jax.jit a traced scalar's kind is checked (its value is
