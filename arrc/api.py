@@ -5,6 +5,7 @@ import functools
 import gc
 import math
 import operator
+import sys
 import threading
 import warnings as pywarnings
 from contextlib import contextmanager
@@ -67,13 +68,24 @@ def _check_warnings_mode(mode) -> None:
         raise ValueError(f"warnings must be one of {', '.join(map(repr, WARNING_MODES))}, not {mode!r}")
 
 
+def _warn(diag: Diagnostic, sources: dict) -> None:
+    """`diag` as a Python `ArrWarning` pointing at the user's line: the first frame outside arrc and JAX (a
+    derivative made while JAX differentiates `as_jax()`'s function is made deep inside both)."""
+    inside = tuple({str(Path(module.__file__).parent) + "/" for name, module in list(sys.modules.items())
+                    if name.partition(".")[0] in ("arrc", "jax", "jaxlib") and getattr(module, "__file__", None)})
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(inside):
+        frame, level = frame.f_back, level + 1
+    pywarnings.warn(ArrWarning(render(diag, sources).rstrip("\n"), diag), stacklevel=level)
+
+
 def _emit_warnings(module: "Module", mode: str) -> None:
     """`warnings="warn"`: each of the module's warnings as a Python `ArrWarning`, pointing at the caller's
-    `load`/`loads` (stacklevel 3: this helper, then `load`/`loads`)."""
+    `load`/`loads`."""
     if mode != "warn":
         return
     for diag in module.warnings:
-        pywarnings.warn(ArrWarning(render(diag, module.sources).rstrip("\n"), diag), stacklevel=3)
+        _warn(diag, module.sources)
 
 
 def loads(source: str, filename: str = "<string>", guards=None, warnings: str = "warn",
@@ -817,7 +829,7 @@ class Derivative(Function):
         if base.module.warning_mode == "warn":
             from arrc.compiler.program import unbounded_loop_warnings
             for diag in unbounded_loop_warnings(base.module._program, kind, base.name):
-                pywarnings.warn(ArrWarning(render(diag, base.module.sources).rstrip("\n"), diag), stacklevel=3)
+                _warn(diag, base.module.sources)
         shown = "(" + ", ".join(map(str, sig.results)) + ")" if sig.tuple_result else str(sig.results[0])
         base_name = getattr(base, "label", base.name)        # (`grad(s)` for a derivative: its signature's)
         if kind in ("grad", "value_and_grad"):

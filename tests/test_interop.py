@@ -746,6 +746,7 @@ def test_as_jax_warns_of_a_derivative_only_when_jax_differentiates():
         assert float(jax.jit(f)(1.5)) == 12.0 and not caught
         assert float(jax.grad(f)(1.5)) == 8.0
     assert caught and all(str(w.message).startswith("warning[W0004]") for w in caught)
+    assert {w.filename for w in caught} == {__file__}       # the user's line, not arrc/interop.py's (JAX calls it)
 
 
 def test_a_parameter_left_to_its_default_under_jax_and_the_python_api():
