@@ -135,6 +135,7 @@ class Sharded:
         self.jitted = jax.jit(spmd_function(fn), in_shardings=run + self.in_shardings, out_shardings=outs)
 
     def __call__(self, /, *args, **kwargs):
+        self.fn._refuse_tracers(args, kwargs)       # (JAX's AttributeError from `_placed` otherwise)
         with _tracing(self.mesh):
             return checked_call(self.fn, self.jitted, self._placed(args, kwargs), self.mesh)
 

@@ -562,11 +562,15 @@ def test_a_sharded_call_binds_its_arguments_as_a_call_does():
         print(message(lambda: f(x, 1.0, a=2.0)))
         print(message(lambda: f(x, b=2.0)))
         print(message(lambda: f()))
+        print(message(lambda: jax.jit(lambda x: f(x))(x)))     # was JAX's AttributeError (a tracer's .sharding)
     ''')
     assert out == ("ArgumentError: dflt() got `a` twice\n"
                    "ArgumentError: dflt() has no parameter `b`\n"
                    "ArgumentError: dflt(x: f32[n], a: f32 = 2.0) -> f32[n] takes 2 argument(s), 0 given: missing "
-                   "argument `x`\n")
+                   "argument `x`\n"
+                   "ArgumentError: argument `x` is a JAX tracer: `dflt` is called inside a JAX transformation "
+                   "(jax.jit, jax.grad, jax.vmap); call its `as_jax()` there (e.g. `mod.f.as_jax()(...)`), which JAX "
+                   "traces\n")
 
 
 def test_bad_specs_and_meshes_are_argument_errors():
