@@ -1011,6 +1011,9 @@ def _to_array(value, ptype: ArrayType, pname: str):
     try:
         arr = np.asarray(value)
     except (ValueError, TypeError) as err:
+        if type(err).__name__ == "TracerArrayConversionError":     # (a list of a traced function's values)
+            raise ArgumentError(f"argument `{pname}` is a list or tuple holding values that JAX traces: give it as one "
+                                f"array (e.g. `jnp.stack(...)`), expected {ptype}") from None
         raise ArgumentError(f"argument `{pname}`: cannot convert to an array ({err}), expected {ptype}") from None
     if arr.dtype == object and arr.size and all(type(v) in (int, float) for v in arr.ravel()):
         if ptype.dtype.is_float:            # ints past 64 bits (NumPy holds i64's least to u64's largest); past

@@ -114,6 +114,10 @@ def test_wrong_arguments_are_arrs_error_at_trace_time(mod):
         jax.jit(f)(np.ones((5, 4), np.float32), np.ones((5, 3), np.float32))
     with pytest.raises(arrc.ArgumentError, match="has type f64"):
         f(np.ones((5, 4)), np.ones((4, 3), np.float32))
+    with pytest.raises(arrc.ArgumentError) as info:     # (was NumPy's conversion of a tracer, JAX's text inside)
+        jax.jit(lambda x, w: f([x[0], x[1]], w))(np.ones((2, 4), np.float32), np.ones((4, 3), np.float32))
+    assert str(info.value) == ("argument `x` is a list or tuple holding values that JAX traces: give it as one array "
+                               "(e.g. `jnp.stack(...)`), expected f32[b, 4]")
 
 
 EFFECTS_SRC = """
