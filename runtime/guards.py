@@ -413,7 +413,8 @@ def raise_faults(state, scope: str, origin_run, entry: str, sources: dict) -> No
             else None
         if first is not None and first.key < execution_key(failure.order, failure.counters):
             raise report(first, entry, sources)         # a fault that the checks found before the assert failed
-        raise failure.noted(_calls_note(failure.chain, entry) if failure.chain else f"in {failure.function}")
+        raise failure.noted(_calls_note(failure.chain, entry))     # (no chain: in the entry, named as a guard
+                                                                  # report names it: `vmap(f)`, `grad(f)`)
     if state.failure is not None:
         raise state.failure
     if not state.fault and not state.events:

@@ -522,6 +522,13 @@ def test_a_report_from_the_python_api_names_vmap_f_and_no_wrapper():
         arrc.vmap(mod.f)(x, x)
     with pytest.raises(arrc.ArgumentError, match=r"^vmap\(f\)\(\) has no parameter `y`"):
         arrc.vmap(mod.f)(x=x, y=x)
+    checked = arrc.loads("def f(x: f32[3]) -> f32:\n    assert sum(x) < 5.0, \"small\"\n    return sum(x)\n")
+    with pytest.raises(arrc.AssertionFailed) as info:     # an assert's report too (it said `in f`)
+        arrc.vmap(checked.f)(np.array([[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]], np.float32))
+    assert str(info.value).splitlines()[-2:] == ["  = note: in lane 1 of vmap(f)", "  = note: in vmap(f)"]
+    with pytest.raises(arrc.AssertionFailed) as info:     # and under arrc.grad, as its guard reports say
+        arrc.grad(checked.f)(np.full(3, 2.0, np.float32))
+    assert str(info.value).splitlines()[-1] == "  = note: in grad(f)"
     vv = arrc.vmap(arrc.vmap(mod.f))                 # a vmap of a vmap: no wrapper's name either
     assert repr(vv) == "<arr function vmap(vmap(f))(x: f32[lanes1, lanes, 3]) -> f32[lanes1, lanes]>"
     with pytest.raises(arrc.NaNError) as info:
