@@ -979,9 +979,9 @@ class FunctionWalk(ControlFlow):
             if size is None:
                 size, first = here, (i, span, arg.type)
             elif here != size:
-                raise ArrError("E0202", f"`vmap`: the arguments have {size} and {here} lanes", span,
-                               f"{here} lanes (axis {axis} of {arg.type})",
-                               labels=[Label(first[1], f"{size} lanes (argument {first[0]}, {first[2]})")],
+                raise ArrError("E0202", f"`vmap`: the arguments have {size} and {_lanes(here)}", span,
+                               f"{_lanes(here)} (axis {axis} of {arg.type})",
+                               labels=[Label(first[1], f"{_lanes(size)} (argument {first[0]}, {first[2]})")],
                                help="every mapped axis must have the same size; give `None` in `in_axes` "
                                     "for an argument every lane shares")
             shape = arg.type.shape[:axis] + arg.type.shape[axis + 1:]
@@ -1260,6 +1260,10 @@ def _result_help(value, declared: ArrayType) -> str | None:
 
 _STATEMENT_NAMES = {ast.If: "if", ast.For: "for", ast.While: "while", ast.Print: "print", ast.Assert: "assert",
                     ast.Return: "return"}
+
+
+def _lanes(size) -> str:
+    return f"{size} lane" if str(size) == "1" else f"{size} lanes"
 
 
 def _location_name(expr) -> str:

@@ -464,6 +464,12 @@ error[E0202]: `vmap`: the arguments have 4 and 5 lanes
   = help: every mapped axis must have the same size; give `None` in `in_axes` for an argument every lane shares
 """
 
+    with pytest.raises(arrc.CompileError) as info:          # one lane is not "1 lanes"
+        arrc.loads("def f(a: f32[3], b: f32[3]) -> f32:\n    return sum(a * b)\n"
+                   "def h(x: f32[1, 3], z: f32[5, 3]) -> f32[1]:\n    return vmap(f)(x, z)\n", filename="l.arr")
+    assert str(info.value).splitlines()[0] == "error[E0202]: `vmap`: the arguments have 1 and 5 lanes"
+    assert info.value.diagnostics[0].labels[0].message == "1 lane (argument 0, f32[1, 3])"
+
 
 def test_the_python_api():
     mod = arrc.loads("def f(x: f32[3], a: f32) -> (f32, f32[3]):\n    return sum(x) * a, x * a\n")
