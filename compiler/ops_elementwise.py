@@ -299,15 +299,30 @@ def _fold_power(cx: CallCx, x: Val, y: Val) -> Dim | None:
     to 0 unseen), so that where it takes a dtype it is checked like any literal (E0211: `u64(2**200)`; a float
     takes it, `f64(2**200)`). One of more than MAX_POWER_BITS, past every dtype, is not computed: E0211 (it
     was left to run time, in i32, where `2**200` wrapped to 0)."""
-    if not (isinstance(x.static, Dim) and x.static.is_const and isinstance(y.static, Dim) and y.static.is_const):
+    if not (isinstance(x.static, Dim) and isinstance(y.static, Dim) and y.static.is_const):
         return None
-    base, exponent = x.static.value, y.static.value
+    exponent = y.static.value
     if exponent < 0:
         return None
+    if not x.static.is_const:           # a shape's power (`n ** 2`): a compile-time integer, as `n * n` is
+        return _dim_power(x.static, exponent)
+    base = x.static.value
     if abs(base) > 1:
         _refuse_past_max_bits(cx, (abs(base).bit_length() - 1) * exponent,
                               ": write a float (`2.0**5000` is inf)")
     return Dim.const(base ** exponent)
+
+
+def _dim_power(base: Dim, k: int) -> Dim:
+    """`base ** k` by squaring (a Dim too large to expand stays whole: types.py `ProductName`)."""
+    acc = Dim.const(1)
+    while k:
+        if k & 1:
+            acc = acc * base
+        k >>= 1
+        if k:
+            base = base * base
+    return acc
 
 
 MAX_POWER_BITS = 1100       # an integer literal computed at compile time, at most (f64 ends at 2**1024)

@@ -213,6 +213,16 @@ def test_reshape_polynomial_division():
     same(g(x), x.reshape(2, 3))
 
 
+def test_a_power_of_a_shape_is_a_compile_time_integer():
+    """`n ** 2` is a size as `n * n` is (it was E0207, "`shape` must be known at compile time")."""
+    f = fn("(x: f32[n]) -> (f32[n * n], i32, i32)", "return reshape(outer(x, x), n ** 2), sum(ones((n + 1) ** 3, i32)), "
+                                                   "sum(ones(n ** 0, i32))")
+    x = rand((3,), np.float32)
+    flat, cube, one = f(x)
+    same(flat, np.outer(x, x).reshape(9))
+    assert (int(cube), int(one)) == (64, 1)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
 def test_transpose(dtype):
     name = {np.float32: "f32", np.float64: "f64", np.int32: "i32"}[dtype]
