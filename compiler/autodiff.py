@@ -832,6 +832,7 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
         func.ReturnOp(outs)
     ret.erase()
     _mark_unrolled_adjoints(block, forward)
+    _mark_masked_adjoints(fn)
     # cotangents nothing uses (the all-ops guards would check them; a constant exponent's, `log(base) * ans`,
     # is NaN for a negative base). Not ops with regions: erasing one leaves the Python objects of the ops
     # inside it pointing at freed memory (a later walk crashed)
@@ -877,6 +878,26 @@ def _mark_unrolled_adjoints(block, forward: set) -> None:
         for attr in (abi.UNROLLED, abi.UNROLLED_LANES):
             if source is not None and attr in source.attributes and attr not in op.attributes:
                 op.attributes[attr] = source.attributes[attr]
+
+
+def _mark_masked_adjoints(fn) -> None:
+    """Mark abi.MASKED each adjoint (at any depth) of an operation vmap computes for lanes whose select drops
+    it (compiler/batching.py `_mark_masked`): such a lane gets a zero cotangent there, which the derivative
+    may make NaN (`0 * inf`, sqrt's at 0) before the gate's select drops it, and the all-ops guards reported
+    it. Marked, they report only what reaches a result, as for the forward operation."""
+    masked, adjoints = set(), []
+
+    def visit(op):
+        op = op.operation
+        if abi.MASKED in op.attributes and abi.FORWARD_ID in op.attributes:
+            masked.add(ir.IntegerAttr(op.attributes[abi.FORWARD_ID]).value)
+        elif adjoint_id(op.location) is not None:
+            adjoints.append(op)
+        return ir.WalkResult.ADVANCE
+    walk_ops(fn.operation, visit)
+    for op in adjoints:
+        if adjoint_id(op.location) in masked:
+            op.attributes[abi.MASKED] = ir.BoolAttr.get(True)
 
 
 class _Bounds:

@@ -749,6 +749,39 @@ def test_the_derivative_of_a_branch_or_loop_computed_for_every_lane_is_each_lane
                                rtol=1e-12)
 
 
+def test_the_all_ops_scope_does_not_report_the_derivative_of_a_branch_a_lane_dropped():
+    """The adjoints of an op computed for every lane are masked as it is (abi.MASKED): the zero cotangent of a
+    lane that did not take the branch made 0 * inf = NaN there (sqrt's derivative at 0 in lane 1, log's in
+    lane 2 of branch_loss), which the strict scope reported although the gate's select drops it: in grad,
+    jvp and a second derivative. A lane that took the branch is still reported."""
+    src = """
+def root(x: f64, at: f64) -> f64:
+    if x > at:
+        y = sqrt(x)
+    else:
+        y = -x
+    return y
+
+def roots(xs: f64[n], at: f64) -> f64:
+    return sum(vmap(root, in_axes=(0, None))(xs, at))
+"""
+    mod = arrc.loads(src, filename="r.arr", guards="all", guard_scope="all-ops")
+    np.testing.assert_allclose(arrc.grad(mod.roots)(np.array([-1.0, 0.0, 4.0]), 0.0), [-1.0, -1.0, 0.25])
+    with pytest.raises(arrc.InfError, match="(?s)the derivative of `sqrt` produced inf.*in lane 1 of vmap"):
+        arrc.grad(mod.roots)(np.array([-1.0, 0.0, 4.0]), -0.5)
+    mod = arrc.loads(PER_LANE_DERIVATIVES, warnings="ignore", guards="all", guard_scope="all-ops")
+    xs = np.array([1.0, -1.0, 0.0, 2.0])
+    branch = lambda x, w: jax.lax.cond(x > 0, lambda x: jnp.log(x) * w, lambda x: x * 2.0, x)   # noqa: E731
+    loss = lambda xs, w: jnp.sum(jax.vmap(branch, in_axes=(0, None))(xs, w))                    # noqa: E731
+    for got, expected in zip(arrc.grad(mod.branch_loss, argnums=(0, 1))(xs, 3.0),
+                             jax.grad(loss, argnums=(0, 1))(xs, 3.0)):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+    np.testing.assert_allclose(arrc.jvp(mod.branch_loss)(xs, 3.0, np.ones(4), 1.0),
+                               jax.jvp(loss, (xs, 3.0), (np.ones(4), 1.0)), rtol=1e-12)
+    np.testing.assert_allclose(arrc.jvp(arrc.grad(mod.branch_loss))(xs, 3.0, np.ones(4), 1.0),
+                               jax.jvp(jax.grad(loss), (xs, 3.0), (np.ones(4), 1.0)), rtol=1e-12)
+
+
 def test_a_report_in_nested_vmaps_names_each_lane_outermost_first():
     """An op the inner vmap's rules batched and the outer's batched again has two lane dimensions: the
     report names both lanes (it named the outer one only, and gave the inner lane as an element index)."""
