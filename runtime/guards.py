@@ -74,11 +74,12 @@ FORWARD = abi.FORWARD_LABEL
 
 
 def _derivative_of(loc) -> str | None:
-    """The forward operation's name where `loc` is an adjoint's: `vjp(<op>)` around the forward location."""
+    """The forward operation's name where `loc` is an adjoint's: `vjp(<op>)` around the forward location
+    (around an adjoint's location in a derivative of a derivative: the operation it differentiates)."""
     name = name_of(loc)
     if not (name or "").startswith("vjp(") or not isinstance(loc, ir.NameLoc):
         return None
-    return name_of(loc.child_loc) or name[4:name.index(")")]
+    return _derivative_of(loc.child_loc) or name_of(loc.child_loc) or name[4:name.index(")")]
 
 
 def sites(module: ir.Module) -> dict:

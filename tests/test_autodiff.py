@@ -1029,6 +1029,21 @@ def test_the_backward_pass_report_names_the_derivative_and_teaches_the_fix():
 
 
 
+
+def test_a_report_in_a_derivative_of_a_derivative_names_the_forward_operation():
+    """The adjoint of an adjoint is located `vjp(<op>)#<id>` around the adjoint's own `vjp(<op>)#<id>`: the
+    report named that (`the derivative of `vjp(power)#2``, and `vjp(power)#2` in the help) for the operation
+    of the source whose second derivative is infinite (|x| ** 1.5 at 0: 0.75 / sqrt(0), as jax's)."""
+    mod = arrc.loads("def f(x: f64[2]) -> f64:\n    return sum(abs(x) ** 1.5)\n"
+                     "def df(x: f64[2]) -> f64:\n    return sum(grad(f)(x))\n", filename="second.arr", guards="inf")
+    x = np.array([1.0, 0.0])
+    for second in (lambda: arrc.jvp(arrc.grad(mod.f))(x, np.ones(2)), lambda: arrc.grad(mod.df)(x)):
+        with pytest.raises(arrc.InfError) as err:
+            second()
+        assert "^^^^^^^^^^^^^ the derivative of `power` produced inf at index [1]" in str(err.value)
+        assert "vjp(" not in str(err.value)
+    assert np.isinf(jax.jvp(jax.grad(lambda x: jnp.sum(jnp.abs(x) ** 1.5)), (x,), (np.ones(2),))[1][1])
+
 def test_the_where_help_is_given_only_where_the_derivative_may_be_singular():
     """An overflow in the backward pass at a regular point (sqrt at 1e-300, times 1e308) is not the masked
     `where` case: the report says what happened, without that help."""
