@@ -1399,23 +1399,27 @@ def _read_tapes(tapes: list, j: ir.Value, locations: list | None = None) -> list
     return state
 
 
-def _counter_loop(start: list, limit: ir.Value):
+def _counter_loop(start: list, limit: ir.Value, like=None):
     """A `stablehlo.while` carrying `start` (a ui64 counter first) while the counter is below `limit`; its
-    body block is left empty for the caller to fill. It ends (`limit` counts a loop that ended), as a
-    `for` loop: marked with a trip count, -1 where unknown, it keeps the runtime's fast path."""
+    body block is left empty for the caller to fill, its arguments after the counter located as those of
+    the loop `like` (where given: a report names them as the variables they carry). It ends (`limit`
+    counts a loop that ended), as a `for` loop: marked with a trip count, -1 where unknown, it keeps the
+    runtime's fast path."""
     loop = hlo.WhileOp([v.type for v in start], start)
     loop.attributes[abi.TRIP_COUNT] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), -1)
     cond = loop.cond.blocks.append(*[v.type for v in start])
     with ir.InsertionPoint(cond):
         hlo.return_([emit.compare(cond.arguments[0], limit, "LT", DTYPES["u64"])])
-    return loop, loop.body.blocks.append(*[v.type for v in start])
+    here = ir.Location.current
+    locs = [here] + [a.location for a in like.regions[1].blocks[0].arguments] if like is not None else None
+    return loop, loop.body.blocks.append(*[v.type for v in start], arg_locs=locs)
 
 
 def _run_body(loop, n: ir.Value, state: list) -> list:
     """The carried values after `n` iterations of `loop`'s body from `state` (its condition unchecked: `n`
     is at most the loop's own trip count)."""
     u64 = DTYPES["u64"]
-    steps, body = _counter_loop([emit.const(0, u64, ())] + list(state), n)
+    steps, body = _counter_loop([emit.const(0, u64, ())] + list(state), n, like=loop)
     with ir.InsertionPoint(body):
         returned = _recompute(loop, 1, list(body.arguments[1:]))[1]
         hlo.return_([hlo.add(body.arguments[0], emit.const(1, u64, ()))] + returned)

@@ -1044,6 +1044,18 @@ def test_a_report_in_a_derivative_of_a_derivative_names_the_forward_operation():
         assert "vjp(" not in str(err.value)
     assert np.isinf(jax.jvp(jax.grad(lambda x: jnp.sum(jnp.abs(x) ** 1.5)), (x,), (np.ones(2),))[1][1])
 
+
+def test_a_report_in_a_recomputed_loop_names_the_variable_it_carries():
+    """A loop with a run-time trip count and no bound is differentiated by running its body again from the
+    start (`_run_body`); that loop's arguments carry the forward loop's variables and are located as them:
+    the report named `s` by the recomputing loop's own location (`(vjp(while)#1 = 0.0)`)."""
+    mod = arrc.loads("def f(x: f64, n: i32) -> f64:\n    s = x\n    for i in range(n):\n"
+                     "        s = s * 0.5 + sqrt(s)\n    return s\n", filename="again.arr", guards="inf",
+                     warnings="ignore")
+    with pytest.raises(arrc.InfError) as err:
+        arrc.grad(mod.f)(0.0, 3)
+    assert "^^^^^^^ the derivative of `sqrt` produced inf (s = 0.0)\n" in str(err.value)
+
 def test_the_where_help_is_given_only_where_the_derivative_may_be_singular():
     """An overflow in the backward pass at a regular point (sqrt at 1e-300, times 1e308) is not the masked
     `where` case: the report says what happened, without that help."""
