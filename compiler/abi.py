@@ -46,6 +46,7 @@ WRAPPED_INDEX = "arrc.wrapped_index"  # a negative index wrapped by the size: bo
 SATURATED_INDEX = "arrc.saturated_index"  # a u64 index converted to i64 through a minimum: bounds reports the u64 one
 CLAMPED_INDEX = "arrc.clamped_index"  # an index clamped into range: bounds checks it before the clamp
 IN_BOUNDS = "arrc.in_bounds"          # a dynamic slice/update whose starts are in range by construction
+TAPE_WRITE = "arrc.tape_write"        # on the dynamic_update_slice that records a value on a derivative's tape
 COUNTED = "arrc.counted"              # on a stablehlo.while: its last carried value counts its iterations
 COUNTS_DOWN = "arrc.counts_down"      # and with this, counts them down (a backward loop: the forward iteration it sweeps)
 LANES = "arrc.lanes"                  # on the stablehlo.while that runs vmap's lanes one by one: "vmap(f)"

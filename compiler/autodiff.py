@@ -815,10 +815,12 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
             if _is_float(r):
                 seeds[r] = hlo.add(seeds[r], seed) if r in seeds else seed
         _building.bounds.append(_Bounds(effects.sites_in(fn.operation.parent) if sites is None else sites))
+        _building.masked.append(set())
         try:
             cts = sweep(ops[:-1], seeds, {block.arguments[i] for i in wrt})
         finally:
             pasts = _building.bounds.pop().regions[0]
+            masked = _building.masked.pop()
         if isinstance(cts, Diagnostic):
             return [cts]
         grads = [cts.get(block.arguments[i]) or _zeros(block.arguments[i]) for i in wrt]
@@ -832,7 +834,7 @@ def value_and_grad(fn, wrt: tuple, keep_value: bool = True, seeded: bool = False
         func.ReturnOp(outs)
     ret.erase()
     _mark_unrolled_adjoints(block, forward)
-    _mark_masked_adjoints(fn)
+    _mark_masked_adjoints(fn, masked)
     # cotangents nothing uses (the all-ops guards would check them; a constant exponent's, `log(base) * ans`,
     # is NaN for a negative base). Not ops with regions: erasing one leaves the Python objects of the ops
     # inside it pointing at freed memory (a later walk crashed)
@@ -880,24 +882,19 @@ def _mark_unrolled_adjoints(block, forward: set) -> None:
                 op.attributes[attr] = source.attributes[attr]
 
 
-def _mark_masked_adjoints(fn) -> None:
+def _mark_masked_adjoints(fn, masked: set) -> None:
     """Mark abi.MASKED each adjoint (at any depth) of an operation vmap computes for lanes whose select drops
-    it (compiler/batching.py `_mark_masked`): such a lane gets a zero cotangent there, which the derivative
-    may make NaN (`0 * inf`, sqrt's at 0) before the gate's select drops it, and the all-ops guards reported
-    it. Marked, they report only what reaches a result, as for the forward operation."""
-    masked, adjoints = set(), []
-
+    it (compiler/batching.py `_mark_masked`; `masked`: their forward ids, gathered by the sweep, as a taped
+    loop's copies of them are gone): such a lane gets a zero cotangent there, which the derivative may make
+    NaN (`0 * inf`, sqrt's at 0) before the gate's select drops it, and the all-ops guards reported it.
+    Marked, they report only what reaches a result, as the forward operation does."""
     def visit(op):
         op = op.operation
-        if abi.MASKED in op.attributes and abi.FORWARD_ID in op.attributes:
-            masked.add(ir.IntegerAttr(op.attributes[abi.FORWARD_ID]).value)
-        elif adjoint_id(op.location) is not None:
-            adjoints.append(op)
-        return ir.WalkResult.ADVANCE
-    walk_ops(fn.operation, visit)
-    for op in adjoints:
         if adjoint_id(op.location) in masked:
             op.attributes[abi.MASKED] = ir.BoolAttr.get(True)
+        return ir.WalkResult.ADVANCE
+    if masked:
+        walk_ops(fn.operation, visit)
 
 
 class _Bounds:
@@ -915,6 +912,7 @@ class _Building(threading.local):
     def __init__(self):
         self.bounds: list = []      # the _Bounds of the derivative being built
         self.varied: list = []      # the varied values of each sweep in progress, outermost first
+        self.masked: list = []      # per derivative being built: the forward ids of the abi.MASKED ops swept
 
 
 _building = _Building()
@@ -1067,6 +1065,8 @@ def _sweep(ops: list, cts: dict, varied: set):
         rule = VJP.get(name)
         if rule is None:
             return _cannot(name, op)
+        if abi.MASKED in op.attributes:
+            _building.masked[-1].add(_forward_id(op))
         with _adjoint_location(op.location, f"vjp({name.split('.')[-1]})#{_forward_id(op)}"):
             ins = rule(op, outs)
             if isinstance(ins, Diagnostic):
@@ -1363,9 +1363,10 @@ def _record(loop, count: int, residuals: list = ()):
             ops, returned = _recompute(loop, 1, state, effects=True)          # the forward loop itself
             values = state + [ops[i].results[r] for i, r in residuals]
             # in range, except past a bound, where the call reports R0006 instead of its results: not guarded
-            written = [emit.mark(emit.op("stablehlo.dynamic_update_slice", t.type, [
+            written = [emit.mark(emit.mark(emit.op("stablehlo.dynamic_update_slice", t.type, [
                 t, emit.op("stablehlo.reshape", emit.tensor_type((1,) + _shape(v), dtype_of(v)), [v]),
-                *([k] + [emit.const(0, u64, ())] * len(_shape(v)))]), abi.IN_BOUNDS) for t, v in zip(tapes, values)]
+                *([k] + [emit.const(0, u64, ())] * len(_shape(v)))]), abi.IN_BOUNDS), abi.TAPE_WRITE)
+                for t, v in zip(tapes, values)]
             hlo.return_(returned + [hlo.add(k, emit.const(1, u64, ()))] + written)
     for old, new in zip(loop.results, recording.results[:n]):
         old.replace_all_uses_with(new)

@@ -428,13 +428,14 @@ class _Guarder:
                 self._report(ip, op, bad, loops, position, "div0", [("dividend", op.operands[0])])
 
     @staticmethod
-    def _live_at_end(op, value):
+    def _live_at_end(op, value, masked: bool = False):
         """(the block's end, where `value`'s elements reach a result of the block: `_live`), or None where
-        every element may."""
+        every element may. For an op vmap computes for lanes that drop it (`masked`), a derivative's tape
+        is no result: the backward pass reads a dropped lane's value only for adjoints masked as the op is."""
         block = op.block
         end = ir.InsertionPoint.at_block_terminator(block)     # (indexing the list walks it: quadratic)
         with end, op.location:
-            live = _live(value, block)
+            live = _live(value, block, tapes=not masked)
         return None if live is None else (end, live)
 
     def _reaching(self, ip, op, bad, quotient):
@@ -503,7 +504,8 @@ class _Guarder:
             # In a loop or branch, where no per-element trace runs: only where no `where` of the same block
             # drops it (`where(i == 2, log(c - 10), c + 1)` in a scan is NaN only at i == 2). Found before
             # the check below adds uses of `result`.
-            live = self._live_at_end(op, result) if (self.options.scope == "results" or abi.MASKED in op.attributes) \
+            masked = abi.MASKED in op.attributes
+            live = self._live_at_end(op, result, masked) if (self.options.scope == "results" or masked) \
                 and not (self.flow and self.top) else None
             operands = [o for o in op.operands if _is_inexact(o.type)]
             computed = [o for o in operands if not _constant(o)]    # a literal's non-finite value is this op's
@@ -713,16 +715,18 @@ def _batch_rank(op) -> int:
 LIVE_DEPTH = 64         # elementwise operations `_live` follows from a division before it says "may reach"
 
 
-def _live(value: ir.Value, block, depth: int = LIVE_DEPTH, seen: dict | None = None) -> ir.Value | None:
+def _live(value: ir.Value, block, depth: int = LIVE_DEPTH, seen: dict | None = None,
+          tapes: bool = True) -> ir.Value | None:
     """Where the elements of `value` can reach a result of `block` (an i1 mask built at the insertion point):
     through elementwise operations and the chosen branch of selects in `block` (a value nothing uses reaches
-    nothing); None where every element may (a use of another kind, or deeper than `depth`). `seen` holds the
-    values already followed (one mask each: a value used twice is not followed twice)."""
+    nothing; without `tapes`, a derivative's tape is not a use); None where every element may (a use of
+    another kind, or deeper than `depth`). `seen` holds the values already followed (one mask each: a value
+    used twice is not followed twice)."""
     seen = {} if seen is None else seen
     if value in seen:
         return seen[value]
     shape = emit.shape_of(value)
-    uses = list(value.uses)
+    uses = [use for use in value.uses if tapes or not _records(use.owner.operation)]
     live = None if uses else emit.const(False, BOOL, shape)
     for use in uses:
         user = use.owner.operation
@@ -733,7 +737,7 @@ def _live(value: ir.Value, block, depth: int = LIVE_DEPTH, seen: dict | None = N
                 or len(user.results) != 1 or emit.shape_of(user.results[0]) != shape and not reshape:
             live = None
             break
-        after = _live(user.results[0], block, depth - 1, seen)
+        after = _live(user.results[0], block, depth - 1, seen, tapes)
         if reshape and after is not None:
             term = emit.op("stablehlo.reshape", emit.tensor_type(shape, BOOL), [after])
         elif user.name == "stablehlo.select" and use.operand_number > 0:
@@ -749,6 +753,13 @@ def _live(value: ir.Value, block, depth: int = LIVE_DEPTH, seen: dict | None = N
         live = term if live is None else hlo.or_(live, term)
     seen[value] = live
     return live
+
+
+def _records(op) -> bool:
+    """Whether `op` writes its operand on a derivative's tape (directly, or reshaped to a row of it)."""
+    if op.name == "stablehlo.reshape":
+        return all(_records(use.owner.operation) for use in op.results[0].uses)
+    return _has_attr(op, abi.TAPE_WRITE)
 
 
 def _contains(root, test) -> bool:

@@ -753,7 +753,7 @@ def test_the_all_ops_scope_does_not_report_the_derivative_of_a_branch_a_lane_dro
     """The adjoints of an op computed for every lane are masked as it is (abi.MASKED): the zero cotangent of a
     lane that did not take the branch made 0 * inf = NaN there (sqrt's derivative at 0 in lane 1, log's in
     lane 2 of branch_loss), which the strict scope reported although the gate's select drops it: in grad,
-    jvp and a second derivative. A lane that took the branch is still reported."""
+    jvp, a second derivative and a taped loop. A lane that took the branch is still reported."""
     src = """
 def root(x: f64, at: f64) -> f64:
     if x > at:
@@ -764,9 +764,21 @@ def root(x: f64, at: f64) -> f64:
 
 def roots(xs: f64[n], at: f64) -> f64:
     return sum(vmap(root, in_axes=(0, None))(xs, at))
+
+def taped(xs: f64[n], at: f64) -> f64:
+    s = 0.0
+    for i in range(20):
+        s = s + roots(xs * f64(i - 10), at)
+    return s
 """
     mod = arrc.loads(src, filename="r.arr", guards="all", guard_scope="all-ops")
     np.testing.assert_allclose(arrc.grad(mod.roots)(np.array([-1.0, 0.0, 4.0]), 0.0), [-1.0, -1.0, 0.25])
+    # in a loop with a tape: neither the dropped lanes' NaN recorded on it (sqrt of a negative) nor their
+    # derivative's in the backward loop is a fault
+    root = lambda x: jax.lax.cond(x > 0, jnp.sqrt, jnp.negative, x)        # noqa: E731
+    xs = np.array([-1.0, 0.0, 4.0])
+    want = jax.grad(lambda xs: sum(jnp.sum(jax.vmap(root)(xs * (i - 10))) for i in range(20)))(xs)
+    np.testing.assert_allclose(arrc.grad(mod.taped)(xs, 0.0), want, rtol=1e-12)
     with pytest.raises(arrc.InfError, match="(?s)the derivative of `sqrt` produced inf.*in lane 1 of vmap"):
         arrc.grad(mod.roots)(np.array([-1.0, 0.0, 4.0]), -0.5)
     mod = arrc.loads(PER_LANE_DERIVATIVES, warnings="ignore", guards="all", guard_scope="all-ops")
