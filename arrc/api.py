@@ -406,7 +406,9 @@ class Function:
             return unify(self._sig, [Val(t) for t in types], [s for *_, s in self._sig.params], None)
         except ArrError as err:
             message = err.diag.message + "".join(f"; {n}" for n in err.diag.notes)
-            raise ArgumentError(message + _dtype_hint(self._sig.params, types, values, narrowed)) from None
+            mapped = self.shown_name.replace("vmap(", "").rstrip(")") if self.name.startswith(ast.WRAPPER_PREFIX) \
+                else None                           # arrc.vmap's wrapper: the function whose parameter to declare
+            raise ArgumentError(message + _dtype_hint(self._sig.params, types, values, narrowed, mapped)) from None
 
     def _check_operands(self, values: list, traced: bool) -> None:
         """`as_jax`'s operands (`_python_argument`'s, a key's words) checked as a call checks its arguments.
@@ -1100,11 +1102,13 @@ def _x64_off() -> bool:
     return not jax.config.jax_enable_x64
 
 
-def _dtype_hint(params: list, types: list[ArrayType], values: list | None, narrowed: bool = False) -> str:
+def _dtype_hint(params: list, types: list[ArrayType], values: list | None, narrowed: bool = False,
+                mapped: str | None = None) -> str:
     """What to do about the argument whose dtype or rank `unify` rejected (the first such, as it checks
     them in order); "" when the mismatch is one of sizes only. arr never converts an array argument between
     dtypes, so the hint says how to convert it or what to declare, and why not silently (docs/api.md).
-    `narrowed`: JAX made 64-bit values 32 bits before arr saw them (`Function._check_operands`)."""
+    `narrowed`: JAX made 64-bit values 32 bits before arr saw them (`Function._check_operands`). `mapped`:
+    the function an arrc.vmap wrapper maps, whose parameter the user would declare (the wrapper's has lanes)."""
     for i, ((pname, ptype, _), at) in enumerate(zip(params, types)):
         if at.dtype == ptype.dtype and at.rank == ptype.rank:
             continue
@@ -1140,6 +1144,8 @@ def _dtype_hint(params: list, types: list[ArrayType], values: list | None, narro
             why = f"{have} -> {want} can change values, and arr never changes them silently"
         else:
             why = "an array argument's dtype is part of its type, as in the signature"
-        return (f". {default}Convert it with {convert}, or declare the parameter `{declared}` "
+        declare = f"the parameter `{pname}` of `{mapped}` with dtype {have}" if mapped else \
+            f"the parameter `{declared}`"
+        return (f". {default}Convert it with {convert}, or declare {declare} "
                 f"(arr does not convert it for you: {why}; see docs/api.md)")
     return ""

@@ -524,6 +524,9 @@ def test_a_report_from_the_python_api_names_vmap_f_and_no_wrapper():
     with pytest.raises(arrc.ArgumentError) as info:           # a wrong argument names vmap(f) too
         arrc.vmap(mod.f)(np.ones((2, 4), np.float32))
     assert str(info.value) == "argument `x` of `vmap(f)` has type f32[2, 4], expected f32[2, 3]; from the other arguments: lanes = 2"
+    with pytest.raises(arrc.ArgumentError) as info:           # the parameter to declare is f's, not the wrapper's
+        arrc.vmap(arrc.vmap(mod.f))(np.ones((4, 2, 3)))
+    assert "or declare the parameter `x` of `f` with dtype f64 (arr does not convert it" in str(info.value)
     with pytest.raises(arrc.ArgumentError, match=r"^vmap\(f\)\(x: f32\[lanes, 3\]\) -> f32\[lanes\] takes 1"):
         arrc.vmap(mod.f)(x, x)
     with pytest.raises(arrc.ArgumentError, match=r"^vmap\(f\)\(\) has no parameter `y`"):
