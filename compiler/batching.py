@@ -137,7 +137,7 @@ class _Batcher:
             raise NoRule("a call")
         if not any(b for _, b in ins + captured):
             self._same(op, [v for v, _ in ins])
-            self._mark_masked(op)
+            self._mark_masked(op, ins + captured)
             return
         rule = RULES.get(name)
         if rule is None and name in ELEMENTWISE:
@@ -155,7 +155,7 @@ class _Batcher:
                 inner = list(ir.ArrayAttr(op.attributes[abi.BATCH_OF])) if abi.BATCH_OF in op.attributes else []
                 getattr(owner, "operation", owner).attributes[abi.BATCH_OF] = ir.ArrayAttr.get(
                     [ir.StringAttr.get(self.label)] + inner)
-        self._mark_masked(op)
+        self._mark_masked(op, ins + captured)
 
     @contextlib.contextmanager
     def masked_by(self, keep):
@@ -192,15 +192,25 @@ class _Batcher:
             gated.append((v, batched))
         return gated
 
-    def _mark_masked(self, op) -> None:
-        """Inside `_masked_if`: the guard pass reports this op's non-finite values only where they reach a
-        result (passes/guards.py), in either scope: the other lanes' are dropped by the branch's select."""
-        if self.keep is not None:
-            for old in op.results:
-                owner = self.map[old][0].owner
-                owner = getattr(owner, "operation", owner)
-                if isinstance(owner, ir.Operation):
-                    owner.attributes[abi.MASKED] = ir.BoolAttr.get(True)
+    def _mark_masked(self, op, ins: list) -> None:
+        """Inside `_masked_if`: the guard pass reports the non-finite values of the ops emitted for `op`
+        only where they reach a result (passes/guards.py), in either scope: the other lanes' are dropped by
+        the branch's select. All of them, not only the last: a batched `solve` of vectors is the
+        factorization, whose failed lanes the guards report, then a reshape. `ins`: its operands as
+        emitted, where the ops emitted for it begin."""
+        if self.keep is None:
+            return
+        emitted = {v for v, _ in ins}
+        todo = [self.map[old][0] for old in op.results]
+        while todo:
+            v = todo.pop()
+            owner = v.owner
+            owner = getattr(owner, "operation", owner)
+            if v in emitted or not isinstance(owner, ir.Operation):
+                continue
+            emitted.add(v)
+            owner.attributes[abi.MASKED] = ir.BoolAttr.get(True)
+            todo.extend(owner.operands)
 
     def _same(self, op, operands: list) -> None:
         """`op` as it is (nothing batched reaches it), its operands and captured values mapped."""

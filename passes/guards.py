@@ -524,6 +524,9 @@ class _Guarder:
                     else:
                         clean = hlo.not_(_any(_nonfinite(o, kinds)))
                         bad = hlo.and_(bad, emit.broadcast(clean, shape))
+                kept = _lanes_kept(op, shape) if masked and (elementwise or is_linalg(op)) else None
+                if kept is not None:     # (where a reduction or product stands before the select, `live` is None)
+                    bad = hlo.and_(bad, kept)
             values = ([(_label(o, op), o) for o in operands] if elementwise else []) + [("result", result)]
             forward = self._forward_of(op)
             if forward is not None:                 # an adjoint: the forward operation's operands, same index
@@ -753,6 +756,25 @@ def _live(value: ir.Value, block, depth: int = LIVE_DEPTH, seen: dict | None = N
         live = term if live is None else hlo.or_(live, term)
     seen[value] = live
     return live
+
+
+def _lanes_kept(op, shape: list) -> ir.Value | None:
+    """For an elementwise or linear-algebra op of a branch vmap computes for every lane (abi.MASKED): an i1
+    mask of `shape` (the lanes first, as its operands'), true in the lanes that took the branch. From the gate
+    vmap put on a batched operand (compiler/batching.py `_gated`), whose condition holds a lane's `keep`;
+    None where no operand is gated."""
+    for o in op.operands:
+        gate = o.owner
+        if not _has_attr(gate, abi.LANE_GATE) or gate.name != "stablehlo.select":
+            continue
+        keep = gate.operands[0]
+        dims = emit.shape_of(keep)
+        if not dims or not shape or dims[0] != shape[0]:
+            continue
+        lanes = emit.reduce(keep, emit.const(False, BOOL), list(range(1, len(dims))), hlo.or_, BOOL) \
+            if len(dims) > 1 else keep
+        return hlo.broadcast_in_dim(emit.tensor_type(shape, BOOL), lanes, [0])
+    return None
 
 
 def _records(op) -> bool:

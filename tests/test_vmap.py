@@ -797,6 +797,56 @@ def taped(xs: f64[n], at: f64) -> f64:
                                jax.jvp(jax.grad(loss), (xs, 3.0), (np.ones(4), 1.0)), rtol=1e-12)
 
 
+def test_the_all_ops_scope_does_not_report_a_failed_factorization_or_nan_of_a_lane_that_dropped_the_branch():
+    """A lane that took the other branch is no fault of the branch's `solve` or `cholesky` (a singular or not
+    positive definite matrix there), nor of a NaN a reduction or product follows before the select: only the
+    batched linear-algebra op's last step (a reshape) was marked abi.MASKED, and the guard saw the NaN reach
+    a result through the `sum`. A lane that took the branch is still reported."""
+    src = PER_LANE_DERIVATIVES + """
+def chol(a: f64[2, 2]) -> f64:
+    if a[0, 0] > 0.0:
+        return sum(cholesky(a))
+    else:
+        return a[0, 0]
+
+def chols(a: f64[3, 2, 2]) -> f64[3]:
+    return vmap(chol)(a)
+
+def lsum(x: f32[2]) -> f32:
+    if x[0] > 0.0:
+        y = sum(log(x))
+    else:
+        y = x[0]
+    return y
+
+def lsums(x: f32[4, 2]) -> f32[4]:
+    return vmap(lsum)(x)
+"""
+    mod = arrc.loads(src, filename="l.arr", warnings="ignore", guards="all", guard_scope="all-ops")
+    solved = lambda a, b: jax.lax.cond(a[0, 0] > 0, lambda: jnp.sum(jnp.linalg.solve(a, b)), lambda: jnp.sum(b))  # noqa
+    loss = lambda a, b: jnp.sum(jax.vmap(solved, in_axes=(0, None))(a, b))      # noqa: E731
+    a = np.array([[[2.0, 1.0], [1.0, 3.0]], [[-1.0, 0.0], [0.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]]])   # lane 1: singular
+    b = np.array([1.0, 2.0])
+    np.testing.assert_allclose(mod.solved_loss(a, b), loss(a, b), rtol=1e-12)
+    for got, expected in zip(arrc.grad(mod.solved_loss, argnums=(0, 1))(a, b), jax.grad(loss, argnums=(0, 1))(a, b)):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+    a[0] = [[1.0, 2.0], [2.0, 4.0]]
+    with pytest.raises(arrc.NaNError, match=r"`solve`: the matrix at batch index \[0\] is singular"):
+        mod.solved_loss(a, b)
+    chol = lambda a: jax.lax.cond(a[0, 0] > 0, lambda: jnp.sum(jnp.linalg.cholesky(a)), lambda: a[0, 0])  # noqa
+    a = np.array([[[4.0, 2.0], [2.0, 3.0]], [[-1.0, 0.0], [0.0, -1.0]], [[1.0, 0.0], [0.0, 1.0]]])  # lane 1: not PD
+    np.testing.assert_allclose(mod.chols(a), jax.vmap(chol)(a), rtol=1e-12)
+    a[2] = [[1.0, 2.0], [2.0, 1.0]]
+    with pytest.raises(arrc.NaNError, match="(?s)`cholesky`: the matrix is not positive definite.*in lane 2 of"):
+        mod.chols(a)
+    lsum = lambda x: jax.lax.cond(x[0] > 0, lambda: jnp.sum(jnp.log(x)), lambda: x[0])     # noqa: E731
+    x = np.array([[1.0, 0.5], [-2.0, 1.0], [3.0, 2.0], [-1.0, 0.0]], np.float32)
+    np.testing.assert_allclose(mod.lsums(x), jax.vmap(lsum)(x), rtol=1e-6)
+    x[2, 1] = -1.0
+    with pytest.raises(arrc.NaNError, match="(?s)this `log` produced NaN at index \\[1\\].*in lane 2 of vmap"):
+        mod.lsums(x)
+
+
 def test_a_report_in_nested_vmaps_names_each_lane_outermost_first():
     """An op the inner vmap's rules batched and the outer's batched again has two lane dimensions: the
     report names both lanes (it named the outer one only, and gave the inner lane as an element index)."""
