@@ -409,7 +409,8 @@ def _host_callbacks(ctx, module, fn, platform: str, run: int | None) -> None:
 
 def _batch(args, dims, callee: _Callee, mesh: tuple, run: int | None):
     """jax.vmap of the primitive: arr's vmap of `fn` over the mapped arguments, the lanes first; for what arr's
-    vmap does not take (a derivative from Python), the primitive once per lane (`lax.map`)."""
+    vmap does not take (a derivative from Python), the primitive once per lane (`lax.map`). A result that
+    no mapped argument reaches is unbatched (`_unbatched`), as JAX leaves it."""
     import jax
     from jax._src.interpreters import batching
     fn, make_vmap = callee.fn, callee.make_vmap
@@ -423,7 +424,7 @@ def _batch(args, dims, callee: _Callee, mesh: tuple, run: int | None):
             from arrc.runtime import effects
             run = _run_for(mapped, effects.runs()[run].quiet)
         out = _primitive().bind(*args, callee=_callee(mapped, make_vmap, callee.drop), mesh=mesh, run=run)
-        return out, [0] * len(out)
+        return _unbatched(out, args, in_axes, callee, mesh, run)
     moved = [jax.numpy.moveaxis(a, d, 0) if d is not None else a for a, d in zip(args, in_axes)]
 
     def lane(xs):
@@ -431,7 +432,51 @@ def _batch(args, dims, callee: _Callee, mesh: tuple, run: int | None):
         return _primitive().bind(*(next(rows) if d is not None else a for a, d in zip(moved, in_axes)),
                                  callee=callee, mesh=mesh, run=run)
     out = jax.lax.map(lane, [a for a, d in zip(moved, in_axes) if d is not None])
-    return list(out), [0] * len(out)
+    return _unbatched(list(out), args, in_axes, callee, mesh, run)
+
+
+def _unbatched(out: list, args, in_axes: tuple, callee: _Callee, mesh: tuple, run: int | None):
+    """`out`, every result with the lanes first, and its batch dimensions: JAX's `not_mapped` (None) for a
+    result that no mapped argument reaches (the same in every lane: lane 0's), as jax.vmap of the same JAX
+    code leaves it, so that `out_axes=None` takes it. Without lanes there is no lane 0: such a result is then
+    `fn` called once on zeros, or left with its lanes (none) where that call would have effects (print,
+    assert, guards) that no lane makes."""
+    import jax
+    fn = callee.fn
+    lanes = [a.shape[d] for a, d in zip(args, in_axes) if d is not None][0]
+    one = [(tuple(s for i, s in enumerate(a.shape) if i != d), a.dtype) for a, d in zip(args, in_axes)]
+    operand = _run_operand(fn, run, callee.origins)
+    batched = _batched_results(fn, tuple(one[operand:]), tuple(d is not None for d in in_axes[operand:]))
+    batched = batched[callee.drop:]
+    if all(batched) or not lanes and has_effects(fn, spmd=False):
+        return out, [0] * len(out)
+    if lanes:
+        alone = [r[0] for r in out]
+    else:
+        alone = _primitive().bind(*(jax.numpy.zeros(*t) if d is not None else a
+                                    for a, d, t in zip(args, in_axes, one)), callee=callee, mesh=mesh, run=run)
+    return [r if b else a for r, a, b in zip(out, alone, batched)], [0 if b else None for b in batched]
+
+
+def _batched_results(fn, key: tuple, mapped: tuple) -> list:
+    """Which results of `fn`, for one lane's operands (shape, dtype) `key`, a mapped argument (`mapped`, a flag
+    per parameter) reaches: compiler/batching.py `batched_results` on its lowering, once per function and
+    types."""
+    return _kept(fn, ("batched", key, mapped), lambda: _lowered_batched_results(fn, key, mapped))
+
+
+def _lowered_batched_results(fn, key: tuple, mapped: tuple) -> list:
+    from arrc.compiler import abi, emit
+    from arrc.compiler.batching import batched_results
+    from arrc.passes.rewrite import entry
+    lowered = fn.lower(*_arr_types(fn, key))
+    with lowered.context:
+        main = entry(lowered.module)
+        hidden = {emit.int_attr(main, a) for a in (abi.RUN_ARG, abi.IO_ARG)}    # (not a parameter: unmapped)
+        block = main.regions[0].blocks[0]
+        flags = iter(mapped)
+        args = [False if i in hidden else next(flags) for i in range(len(block.arguments))]
+        return batched_results(block, args)[:len(fn._sig.results)]
 
 
 # ---- host callbacks in JAX's executables (`as_jax`) -------------------------------------------------------

@@ -512,6 +512,36 @@ def _analyze(bt: _Batcher, block, arg_flags: list) -> list:
     return flow(block)
 
 
+def batched_results(block, arg_flags: list, known: dict | None = None) -> list:
+    """Which results of `block` depend on its arguments flagged in `arg_flags` (those vmap maps over), as
+    jax.vmap batches them, for arrc/interop.py: an op's results where an operand or captured value does, a
+    `while`'s carried values as they become so (`_while`), an `if`'s results branch by branch where its
+    condition does not (`_if`). `known`: the flags of the values around the block. (`_analyze`, which the
+    rules' types follow, batches every result of a loop or branch inside the block that uses a batched value.)"""
+    known = {} if known is None else known
+    known.update(zip(block.arguments, arg_flags))
+    ops = list(block.operations)
+    for op in ops[:-1]:
+        op = op.operation
+        if op.name == "stablehlo.while":
+            cond, body = op.regions[0].blocks[0], op.regions[1].blocks[0]
+            flags = [known.get(v, False) for v in op.operands]
+            while True:         # (the flags only grow)
+                grown = [a or b for a, b in zip(flags, batched_results(body, flags, known))]
+                if grown == flags:
+                    break
+                flags = grown
+            if any(batched_results(cond, flags, known)):
+                flags = [True] * len(flags)
+        elif op.name == "stablehlo.if" and not known.get(op.operands[0], False):
+            flags = [any(b) for b in zip(*(batched_results(r.blocks[0], [], known) for r in op.regions))]
+        else:
+            used = list(op.operands) + (captured_by(op) if op.regions else [])
+            flags = [any(known.get(v, False) for v in used)] * len(op.results)
+        known.update(zip(op.results, flags))
+    return [known.get(v, False) for v in ops[-1].operands]
+
+
 # Linear-algebra placeholders take leading batch dimensions: the lanes are one more.
 UNARY_LINALG = {"inv", "det", "slogdet", "cholesky", "qr", "eigh", "svd", "lu", "pinv"}
 

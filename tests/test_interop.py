@@ -97,6 +97,47 @@ def test_jax_vmap_is_arrs_vmap(mod):
                                jax.vmap(_layer, in_axes=(None, 0))(xs[0], ws), rtol=1e-6)
 
 
+SHARED_SRC = """
+def f(x: f32[3], y: f32[3]) -> f32:
+    return sum(y * y)
+
+def two(x: f32[3], y: f32[3]) -> (f32, f32[3], f32):
+    s = 0.0
+    t = 0.0
+    for i in range(3):
+        s = s + x[i]
+        t = t + y[i] * y[i]
+    return s, y * 2.0, t
+"""
+
+
+def test_jax_vmap_leaves_a_result_no_mapped_argument_reaches_unbatched():
+    """As JAX batches its own code: a result that does not depend on a mapped argument is not batched, so
+    `out_axes=None` takes it (it raised JAX's "got axis spec None but output was batched on axis 0"); also
+    among batched results (a loop whose carried values differ), without lanes, in nested vmaps, and where
+    the primitive runs lane by lane (`lax.map`: a derivative from Python)."""
+    m = arrc.loads(SHARED_SRC, filename="shared.arr")
+    f, two = m.f.as_jax(), m.two.as_jax()
+    f_jax = lambda x, y: jnp.sum(y * y)                                         # noqa: E731
+    two_jax = lambda x, y: (jnp.sum(x), y * 2.0, jnp.sum(y * y))                # noqa: E731
+    xs, y = R.normal(size=(5, 3)).astype(np.float32), R.normal(size=3).astype(np.float32)
+    np.testing.assert_allclose(jax.vmap(f, in_axes=(0, None), out_axes=None)(xs, y),
+                               jax.vmap(f_jax, in_axes=(0, None), out_axes=None)(xs, y), rtol=1e-6)
+    axes = dict(in_axes=(0, None), out_axes=(0, None, None))
+    for lanes in (xs, xs[:0]):
+        got, want = jax.vmap(two, **axes)(lanes, y), jax.vmap(two_jax, **axes)(lanes, y)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-6)
+    nested = lambda g: jax.jit(jax.vmap(jax.vmap(g, **axes), **axes))           # noqa: E731
+    for g, w in zip(nested(two)(xs[None], y), nested(two_jax)(xs[None], y)):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+    dy = lambda g: jax.grad(g, argnums=1)                                       # noqa: E731
+    np.testing.assert_allclose(jax.vmap(dy(f), in_axes=(0, None), out_axes=None)(xs, y),
+                               jax.vmap(dy(f_jax), in_axes=(0, None), out_axes=None)(xs, y), rtol=1e-6)
+
+
 def test_linear_algebra_inside_jax(mod):
     g = mod.whiten.as_jax()
     a = R.normal(size=(4, 4))
