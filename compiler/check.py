@@ -726,7 +726,8 @@ class FunctionWalk(ControlFlow):
             if self._unknown_again(".".join(path), e.func.span):
                 return POISON
             raise ArrError("E0101", f"unknown function `{'.'.join(path)}`", e.func.span, "not an arr function",
-                           help=function_help(path[-1], self._function_names(), _first_arg(e), qualified=True))
+                           help=function_help(path[-1], self._function_names(), _first_arg(e), qualified=True,
+                                             module=".".join(path[:-1])))
         if isinstance(e.func, ast.Attribute):
             base = self.eval(e.func.base)
             rule = BUILTINS.get("." + e.func.name)

@@ -36,20 +36,25 @@ def pack(first: ir.Value, second: ir.Value) -> ir.Value:
 
 
 # ---- argument readers --------------------------------------------------------------------------------
-def _key(cx: CallCx, v, name: str = "key") -> Val:
+# `split` of an array of numbers is NumPy's `np.split`, which arr spells with slices.
+ARRAY_SPLIT_HELP = ("arr's `split` splits random keys (`jax.random.split`); to cut an array into pieces "
+                    "(`np.split`), slice it: `{x}[:k]` and `{x}[k:]`, or unpack the rows of `reshape({x}, (2, -1))`")
+
+
+def _key(cx: CallCx, v, name: str = "key", help: str = "") -> Val:
     v = cx.array(v, name)
     if not v.type.dtype.is_key:
         cx.error("E0210", f"`{name}` must be a key, found {v.type}", f"this is {v.type}", at=name,
-                 help="make one with `key(seed)`, or from its u32 words with `wrap_key(data)`")
+                 help=help or "make one with `key(seed)`, or from its u32 words with `wrap_key(data)`")
     if v.type.rank:
         cx.error("E0204", f"`{name}` must be a single key, found {v.type}", "an array of keys", at=name,
                  help="index one key of them (`ks[i]`), in a loop if each is to be used")
     return v
 
 
-def _drawing_key(cx: CallCx, v) -> Val:
+def _drawing_key(cx: CallCx, v, help: str = "") -> Val:
     """The key a sampler or `split` draws from (a single key), its use checked by `_consume`."""
-    k = _key(cx, v)
+    k = _key(cx, v, help=help)
     _consume(cx, k)
     return k
 
@@ -129,7 +134,7 @@ def _key_from_seed(cx: CallCx, seed) -> Val:
 @register("split", params="key, num=2", keys=True, family="Random numbers",
           doc="num new keys from one, as jax.random.split (a key[num])")
 def _split(cx: CallCx, key, num=2) -> Val:
-    k = _drawing_key(cx, key)
+    k = _drawing_key(cx, key, help=ARRAY_SPLIT_HELP.replace("{x}", source_text(cx, cx.at("key")) or "x"))
     n = cx.count(num, "num")
     return cx.value(ArrayType(KEY, (n,)),
                     lambda: pack(*threefry.split_pairs(_key_words(cx, k), concrete((n,))[0])))

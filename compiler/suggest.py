@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from .builtins import BUILTINS
+from .ops_random import ARRAY_SPLIT_HELP
 
 # Modules a NumPy/JAX program calls functions from (`np.sum`, `jnp.linalg.inv`, `lax.scan`): arr has none.
 MODULES = frozenset({"np", "numpy", "jnp", "jax", "lax", "nn", "math", "scipy", "sp", "torch", "random",
@@ -105,10 +106,13 @@ VALUE_NAMES = {
 }
 
 
-def function_help(name: str, known: Iterable[str], first_arg: str = "x", qualified: bool = False) -> str | None:
-    """The help line for a call of the unknown function `name` (`qualified`: written `np.name(...)`); `known`
-    are the other names that could be meant (builtins, module functions), `first_arg` the source text of the
-    call's first argument."""
+def function_help(name: str, known: Iterable[str], first_arg: str = "x", qualified: bool = False,
+                  module: str = "") -> str | None:
+    """The help line for a call of the unknown function `name` (`qualified`: written `np.name(...)`, `module`
+    then `np`); `known` are the other names that could be meant (builtins, module functions), `first_arg` the
+    source text of the call's first argument."""
+    if qualified and name == "split" and module.rsplit(".", 1)[-1] not in ("random", "jrandom"):
+        return ARRAY_SPLIT_HELP.replace("{x}", first_arg)       # `np.split` of an array, not arr's key split
     if qualified and name in BUILTINS and name[:1].isalpha():
         return f"builtins are called unqualified: write `{name}(...)`"
     entry = EQUIVALENTS.get(name)

@@ -189,3 +189,16 @@ def test_a_keyword_given_none_takes_a_none_default_as_in_numpy():
         with pytest.raises(arrc.CompileError) as info:
             arrc.loads(src)
         assert [(d.code, d.message) for d in info.value.diagnostics] == [("E0101", "undefined name `None`")]
+
+
+# ---- `split`: arr's is jax.random.split, NumPy's cuts an array ------------------------------------------
+@pytest.mark.parametrize("call", ["split(x, 2)", "jnp.split(x, 2)", "np.split(x, 2)"])
+def test_split_of_an_array_shows_the_slices(call):
+    """`np.split(x, 2)` is not `split(x, 2)`: that is the key split, which then refused `x` as a key."""
+    d = one(f"def f(x: f32[4]) -> f32[2]:\n    a, b = {call}\n    return a + b\n")
+    assert "`x[:k]` and `x[k:]`" in d.help and "write `split(...)`" not in d.help
+
+
+def test_split_of_a_random_module_is_still_the_key_split():
+    d = one("def f(k: key) -> key[2]:\n    return jax.random.split(k)\n")
+    assert d.help == "builtins are called unqualified: write `split(...)`"
