@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import ast, emit
-from .ast import DERIVATIVES, PUSH_PULL        # (with vmap, ast.HIGHER_ORDER)
+from .ast import DERIVATIVES, HIGHER_ORDER, PUSH_PULL
 from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, refuse_keys, weak_literal_fits
 from .optable import require_literal_fits
 from .diagnostics import CompileError, Diagnostic, Label, Reporter, plural
@@ -937,7 +937,7 @@ class FunctionWalk(ControlFlow):
             close = closest(node.id, self.program.signatures) if isinstance(node, ast.Name) else None
             raise ArrError("E0210", "`vmap` takes a module function by name, e.g. `vmap(f)(xs)`", node.span,
                            "not a module function", help=f"did you mean `{close}`?" if close is not None else
-                           "functions are not values in arr: give the name of one defined with `def`")
+                           self._not_a_function_help(node))
         fname, sig = node.id, self.program.signatures[node.id]
         n, k = len(sig.params), len(sig.results)
         axes = {"in_axes": [0] * n, "out_axes": [0] * k}
@@ -1127,9 +1127,24 @@ class FunctionWalk(ControlFlow):
             raise ArrError("E0210", f"`{kind}` takes a module function by name, e.g. {example}",
                            at if node is None else node.span, "not a module function",
                            help=f"did you mean `{close}`?" if close is not None else
-                           "functions are not values in arr: give the name of one defined with `def`")
+                           self._not_a_function_help(node))
         self.program.derivative_sites.add((kind, node.id, node.span))
         return node.id, self.program.signatures[node.id]
+
+    def _not_a_function_help(self, node) -> str:
+        """The help where a transform is given something other than a function's name. A transformed function
+        (`vmap(grad(loss))`, JAX's per-example gradients) gets the `def` that names it, with f's parameters."""
+        inner = node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else None
+        f = node.args[0].id if inner in HIGHER_ORDER and node.args and isinstance(node.args[0], ast.Name) else None
+        if f not in self.program.signatures:
+            return "functions are not values in arr: give the name of one defined with `def`"
+        sig = self.program.signatures[f]
+        params = ", ".join(f"{n}: {t}" for n, t, _ in sig.params)
+        result = str(sig.params[0][1]) if inner == "grad" and not node.kwargs else "..."   # grad's default argnums=0
+        text = self.program.sources[node.span.file].line_text(node.span.line)[node.span.col - 1:node.span.end_col - 1] \
+            if node.span.line == node.span.end_line else f"{inner}({f})"
+        return (f"functions are not values in arr: name `{text}` with a `def` and pass that name, e.g. "
+                f"`def {f}_{inner}({params}) -> {result}: return {text}({', '.join(n for n, _, _ in sig.params)})`")
 
     def _left_out(self, sig, given: int) -> tuple[list, list]:
         """The values and spans of the parameters after the first `given`, where all have defaults (filled as

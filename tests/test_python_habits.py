@@ -202,3 +202,21 @@ def test_split_of_an_array_shows_the_slices(call):
 def test_split_of_a_random_module_is_still_the_key_split():
     d = one("def f(k: key) -> key[2]:\n    return jax.random.split(k)\n")
     assert d.help == "builtins are called unqualified: write `split(...)`"
+
+
+# ---- a transformed function where a function's name belongs ------------------------------------------------
+XENT = "def xent(w: f32[d, k], x: f32[d], y: i32) -> f32:\n    return -sum(one_hot(y, k) * log_softmax(x @ w))\n"
+
+
+def test_vmap_of_grad_shows_the_def_that_names_it():
+    """JAX's per-example gradients, `vmap(grad(loss))`: the help writes the wrapper, and it compiles."""
+    d = one(XENT + "def pe(w: f32[d, k], x: f32[b, d], y: i32[b]) -> f32[b, d, k]:\n"
+                   "    return vmap(grad(xent), in_axes=(None, 0, 0))(w, x, y)\n")
+    wrapper = "def xent_grad(w: f32[d, k], x: f32[d], y: i32) -> f32[d, k]: return grad(xent)(w, x, y)"
+    assert d.code == "E0210" and f"`{wrapper}`" in d.help
+    arrc.loads(XENT + wrapper + "\n")
+
+
+def test_grad_of_grad_shows_the_def_that_names_it():
+    d = one("def f(x: f32) -> f32:\n    return x ** 3\ndef g(x: f32) -> f32:\n    return grad(grad(f))(x)\n")
+    assert "`def f_grad(x: f32) -> f32: return grad(f)(x)`" in d.help
