@@ -63,6 +63,16 @@ EQUIVALENTS: dict[str, tuple[tuple[str, ...], str]] = {
     "count_nonzero": ((), "write `sum(where({x} != 0, 1, 0))`"),
     "unique": ((), "its result's shape depends on the values, which arr's static shapes do not allow"),
     "argwhere": ((), "its result's shape depends on the values; use a mask with `where(...)` instead"),
+    "ravel": ((), "write `{x}.ravel()` or `reshape({x}, (-1,))`"),
+    "flatten": ((), "write `{x}.flatten()` or `reshape({x}, (-1,))`"),
+    "copy": ((), "arrays are values in arr: `y = {x}` is a copy, which an update of `y` leaves alone"),
+    "diff": ((), "write `{x}[1:] - {x}[:-1]`"),
+    "nan_to_num": ((), "write `where(isnan({x}), 0.0, {x})`"),
+    **{name: ((), f"`{name}` is not in arr yet; sort, then index: `sort({{x}})[k]`") for name in
+       ("median", "quantile", "percentile", "nanmedian")},
+    **{name: ((), "pooling is a reduction over a reshape: 2 x 2 windows of `{x}: f32[b, c, h, w]` are "
+                  "`max(reshape({x}, (b, c, h // 2, 2, w // 2, 2)), axis=(3, 5))` (`mean` to average)")
+       for name in ("max_pool", "avg_pool", "reduce_window", "max_pool2d", "avg_pool2d")},
     "jit": ((), "arr functions are compiled already: call the function directly"),
     "vmap": ((), "`vmap` maps a module function over a batch and is called twice, as in JAX: "
                  "`vmap(f, in_axes=0)(xs)`"),
@@ -103,6 +113,12 @@ VALUE_NAMES = {
     "int": "arr's dtypes have a width: `i32` or `i64` (`x.astype(i32)`)",
     "float32": "arr calls it `f32`", "float64": "arr calls it `f64`", "int32": "arr calls it `i32`",
     "int64": "arr calls it `i64`", "bool_": "arr calls it `bool`", "newaxis": "write `expand_dims(x, axis)`",
+}
+
+# NumPy array methods arr has no builtin for -> the help (`{x}`: the array's source text).
+METHOD_NAMES = {
+    "copy": EQUIVALENTS["copy"][1],
+    "item": "a scalar is a value already: use `{x}` itself",
 }
 
 

@@ -220,3 +220,22 @@ def test_vmap_of_grad_shows_the_def_that_names_it():
 def test_grad_of_grad_shows_the_def_that_names_it():
     d = one("def f(x: f32) -> f32:\n    return x ** 3\ndef g(x: f32) -> f32:\n    return grad(grad(f))(x)\n")
     assert "`def f_grad(x: f32) -> f32: return grad(f)(x)`" in d.help
+
+
+# ---- everyday NumPy/JAX names with an arr idiom ------------------------------------------------------------
+@pytest.mark.parametrize("call, idiom", [
+    ("ravel(x)", "`x.ravel()`"), ("jnp.diff(x)", "`x[1:] - x[:-1]`"),
+    ("np.nan_to_num(x)", "`where(isnan(x), 0.0, x)`"), ("median(x)", "`sort(x)[k]`"),
+    ("nn.max_pool(x, (2, 2))", "`max(reshape(x, (b, c, h // 2, 2, w // 2, 2)), axis=(3, 5))`"),
+    ("x.copy()", "`y = x` is a copy"), ("sum(x).item()", "use `sum(x)` itself")])
+def test_numpy_names_get_the_arr_idiom(call, idiom):
+    """`median` suggested `mean`, `ravel(x)` and `max_pool` nothing, though arr writes each in a line."""
+    d = one(H + f"    y = {call}\n    return x\n")
+    assert d.code in ("E0101", "E0210") and idiom in d.help and "did you mean" not in d.help
+
+
+def test_the_idioms_given_compile():
+    arrc.loads("def f(x: f32[b, c, h, w]) -> f32[b, c, h // 2, w // 2]:\n"
+               "    return max(reshape(x, (b, c, h // 2, 2, w // 2, 2)), axis=(3, 5))\n"
+               "def g(x: f32[n]) -> (f32[n - 1], f32[n], f32):\n"
+               "    return x[1:] - x[:-1], where(isnan(x), 0.0, x), sort(x)[n // 2]\n")
