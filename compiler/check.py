@@ -1143,6 +1143,9 @@ class FunctionWalk(ControlFlow):
         (`vmap(grad(loss))`, JAX's per-example gradients) gets the `def` that names it, with f's parameters."""
         inner = node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else None
         f = node.args[0].id if inner in HIGHER_ORDER and node.args and isinstance(node.args[0], ast.Name) else None
+        if isinstance(node, ast.Name) and node.id in BUILTINS:
+            return (f"`{node.id}` is a builtin: call it in a `def` and pass that name, e.g. "
+                    f"`def my_{node.id}(...) -> ...: return {node.id}(...)`")
         if f not in self.program.signatures:
             return "functions are not values in arr: give the name of one defined with `def`"
         sig = self.program.signatures[f]

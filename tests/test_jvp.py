@@ -315,7 +315,7 @@ error[E0210]: `jvp` takes a module function by name, e.g. `jvp(f, (x,), ...)`
 13 |     y, t = jvp(sin, (x,), (x,))
    |                ^^^ not a module function
    |
-   = help: functions are not values in arr: give the name of one defined with `def`
+   = help: `sin` is a builtin: call it in a `def` and pass that name, e.g. `def my_sin(...) -> ...: return sin(...)`
 """,
     "y, t = jvp(c, (1, x[0]), (x[0], x[0]))": """\
 error[E0216]: cannot differentiate with respect to `n`: it is i32, not a float

@@ -239,3 +239,9 @@ def test_the_idioms_given_compile():
                "    return max(reshape(x, (b, c, h // 2, 2, w // 2, 2)), axis=(3, 5))\n"
                "def g(x: f32[n]) -> (f32[n - 1], f32[n], f32):\n"
                "    return x[1:] - x[:-1], where(isnan(x), 0.0, x), sort(x)[n // 2]\n")
+
+
+def test_vmap_of_a_builtin_says_to_wrap_it():
+    """`jax.vmap(jax.random.categorical)` is everyday JAX; arr's vmap takes a `def`'s name."""
+    d = one("def f(k: key, logits: f32[c]) -> i32[8]:\n    return vmap(categorical, in_axes=(0, None))(split(k, 8), logits)\n")
+    assert d.code == "E0210" and d.help.startswith("`categorical` is a builtin: call it in a `def`")
