@@ -808,8 +808,8 @@ class FunctionWalk(ControlFlow):
                     f"give `{name}` the function and its arguments in one call, as in JAX: {example}")
         if name in self.program.signatures:
             return (f"`{name}(...)` returns {_results_of(self.program.signatures[name])}, not a function",
-                    "not callable", "functions are not values in arr; only `grad(f)(...)` and "
-                                    "`value_and_grad(f)(...)` call the result of a call")
+                    "not callable", "functions are not values in arr; only `grad(f)(...)`, "
+                                    "`value_and_grad(f)(...)` and `vmap(f)(...)` call the result of a call")
         from .suggest import EQUIVALENTS
         if name in EQUIVALENTS and EQUIVALENTS[name][1] and name not in BUILTINS:       # `vmap(f)(x)`, `jit(f)(x)`
             return "only named functions can be called", f"`{name}` is not in arr", EQUIVALENTS[name][1]
@@ -818,8 +818,8 @@ class FunctionWalk(ControlFlow):
             return ("only named functions can be called", "not callable",
                     f"did you mean `{close[0]}`? `{close[0]}(f)(x)` differentiates the module function `f`")
         return ("only named functions can be called", "not callable",
-                "call a builtin or a module function by its name; only `grad(f)(...)` and `value_and_grad(f)(...)` "
-                "call the result of a call")
+                "call a builtin or a module function by its name; only `grad(f)(...)`, `value_and_grad(f)(...)` "
+                "and `vmap(f)(...)` call the result of a call")
 
     def _unknown_again(self, name: str, span) -> bool:
         """Whether the unknown function `name` was reported already in this compilation: then this use is

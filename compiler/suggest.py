@@ -76,6 +76,13 @@ EQUIVALENTS: dict[str, tuple[tuple[str, ...], str]] = {
     "jit": ((), "arr functions are compiled already: call the function directly"),
     "vmap": ((), "`vmap` maps a module function over a batch and is called twice, as in JAX: "
                  "`vmap(f, in_axes=0)(xs)`"),
+    # Jacobians: columns of `jvp` over the basis (LANGUAGE.md section 15 has grad, value_and_grad, jvp, vjp)
+    **{name: ((), f"`{name}` is not in arr yet: its columns are `jvp`s over the basis, "
+                  "`def col(x: f32[n], e: f32[n]) -> f32[m]: return jvp(f, (x,), (e,))[1]`, and the Jacobian is "
+                  "`vmap(col, in_axes=(None, 0))(x, eye(n)).T`") for name in ("jacfwd", "jacrev", "jacobian")},
+    "hessian": ((), "`hessian` is not in arr yet: it is the Jacobian of the gradient, `def g(x: f32[n]) -> f32[n]: "
+                    "return grad(f)(x)`, `def col(x: f32[n], e: f32[n]) -> f32[n]: return jvp(g, (x,), (e,))[1]`, "
+                    "then `vmap(col, in_axes=(None, 0))(x, eye(n))`"),
     # loops
     "scan": ((), "write a `for` loop (`for i in range(n):`); its carried variables are the scan's carry "
                  "(and `cumsum`/`cumprod`/`cummax`/`cummin` are the common scans)"),

@@ -245,3 +245,19 @@ def test_vmap_of_a_builtin_says_to_wrap_it():
     """`jax.vmap(jax.random.categorical)` is everyday JAX; arr's vmap takes a `def`'s name."""
     d = one("def f(k: key, logits: f32[c]) -> i32[8]:\n    return vmap(categorical, in_axes=(0, None))(split(k, 8), logits)\n")
     assert d.code == "E0210" and d.help.startswith("`categorical` is a builtin: call it in a `def`")
+
+
+@pytest.mark.parametrize("name", ["jacfwd", "jacrev", "jacobian", "hessian"])
+def test_jacobians_show_the_jvp_columns(name):
+    """`jax.hessian(f)(x)` said only 'only named functions can be called' (and named grad and value_and_grad
+    as the only calls of a call, though vmap(f)(x) is one too)."""
+    d = one("def f(x: f32[n]) -> f32:\n    return sum(x ** 3)\n"
+            f"def h(x: f32[n]) -> f32[n, n]:\n    return {name}(f)(x)\n")
+    assert d.code == "E0210" and "`vmap(col, in_axes=(None, 0))(x, eye(n))" in d.help
+
+
+def test_the_jacobian_idiom_compiles():
+    arrc.loads("def f(x: f32[n]) -> f32:\n    return sum(x ** 3)\n"
+               "def g(x: f32[n]) -> f32[n]: return grad(f)(x)\n"
+               "def col(x: f32[n], e: f32[n]) -> f32[n]: return jvp(g, (x,), (e,))[1]\n"
+               "def h(x: f32[n]) -> f32[n, n]:\n    return vmap(col, in_axes=(None, 0))(x, eye(n))\n").h([1.0, 2.0])
