@@ -19,7 +19,7 @@ import numpy as np
 from . import ast, emit
 from .ast import DERIVATIVES, HIGHER_ORDER, PUSH_PULL
 from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, refuse_keys, weak_literal_fits
-from .optable import require_literal_fits
+from .optable import require_literal_fits, text_at
 from .diagnostics import CompileError, Diagnostic, Label, Reporter, plural
 from .span import Span
 from .suggest import METHOD_NAMES, MODULES, closest, function_help, qualified_value_help, value_help
@@ -847,7 +847,7 @@ class FunctionWalk(ControlFlow):
         if rule is None:
             methods = ", ".join(f".{m}" for m in ("astype",) + METHOD_FORMS
                                 if m in ("astype", "flatten", "ravel") or m in BUILTINS)
-            hint = METHOD_NAMES.get(name, "").replace("{x}", self._text(e.func.base.span) or "x")
+            hint = METHOD_NAMES.get(name, "").replace("{x}", text_at(self.program.sources, e.func.base.span) or "x")
             raise ArrError("E0210", f"{describe(base)} has no method `{name}`", e.func.span, "unknown method",
                            help=hint or f"the methods are {methods} (NumPy's, as the builtins of those names)")
         if name in ("flatten", "ravel"):
@@ -1132,12 +1132,6 @@ class FunctionWalk(ControlFlow):
         self.program.derivative_sites.add((kind, node.id, node.span))
         return node.id, self.program.signatures[node.id]
 
-    def _text(self, span: Span) -> str | None:
-        """The source text at `span` (on one line), or None."""
-        source = self.program.sources.get(span.file)
-        return source.line_text(span.line)[span.col - 1:span.end_col - 1] \
-            if source is not None and span.line == span.end_line else None
-
     def _not_a_function_help(self, node) -> str:
         """The help where a transform is given something other than a function's name. A transformed function
         (`vmap(grad(loss))`, JAX's per-example gradients) gets the `def` that names it, with f's parameters."""
@@ -1151,7 +1145,7 @@ class FunctionWalk(ControlFlow):
         sig = self.program.signatures[f]
         params = ", ".join(f"{n}: {t}" for n, t, _ in sig.params)
         result = str(sig.params[0][1]) if inner == "grad" and not node.kwargs else "..."   # grad's default argnums=0
-        text = self._text(node.span) or f"{inner}({f})"
+        text = text_at(self.program.sources, node.span) or f"{inner}({f})"
         return (f"functions are not values in arr: name `{text}` with a `def` and pass that name, e.g. "
                 f"`def {f}_{inner}({params}) -> {result}: return {text}({', '.join(n for n, _, _ in sig.params)})`")
 

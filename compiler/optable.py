@@ -366,10 +366,15 @@ def _rounds_to_inf(value: float, dtype: np.dtype) -> bool:
 
 
 def source_text(cx: CallCx, span) -> str | None:
-    """The source text at `span` (on one line), or None."""
+    """The source text at `span` (on one line) in the program of `cx`, or None."""
+    return text_at(cx.walk.program.sources, span)
+
+
+def text_at(sources: dict, span) -> str | None:
+    """The source text at `span` (on one line) among `sources` (file name -> Source), or None."""
     if span is None or span.line != span.end_line:
         return None
-    source = cx.walk.program.sources.get(span.file)
+    source = sources.get(span.file)
     return source.line_text(span.line)[span.col - 1:span.end_col - 1] if source is not None else None
 
 
