@@ -53,6 +53,11 @@ JAX_KEYWORDS = {
     ("conv", "dimension_numbers"): "arr's `conv` names the dimensions with `layout=`, e.g. "
                                    "`layout=(\"NHWC\", \"HWIO\", \"NHWC\")` (docs/convolution.md)",
 }
+# (rule, parameter) -> the help where a call leaves that parameter out: NumPy's forms with fewer arguments.
+MISSING_HELP = {
+    ("where", "x"): "NumPy's one-argument `where(mask)` gives the indices of the true elements: in arr that is "
+                    "`nonzero(mask, size=n, fill=-1)`, padded to a size known at compile time",
+}
 
 
 def register(*names: str, params: str = "x", method: bool = False, table: dict | None = None,
@@ -121,7 +126,8 @@ def bind_arguments(rule: Builtin, args: list, kwargs: dict, cx: "CallCx") -> lis
         if name not in bound:
             if name not in rule.defaults:
                 raise ArrError("E0103", f"missing argument `{name}` in call to `{rule.name.lstrip('.')}`", cx.span,
-                               "missing argument", notes=[f"parameters: {', '.join(rule.params)}"])
+                               "missing argument", notes=[f"parameters: {', '.join(rule.params)}"],
+                               help=MISSING_HELP.get((rule.name, name)))
             bound[name] = rule.defaults[name]
     cx.args = [bound[name] for name in rule.params]
     return cx.args

@@ -3,6 +3,7 @@ tests/golden/diagnostics/ do not show: hints that must not fire where the text m
 parsers agreeing, the suggestion table read against the builtin registry at run time, cascades."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import arrc
@@ -261,3 +262,13 @@ def test_the_jacobian_idiom_compiles():
                "def g(x: f32[n]) -> f32[n]: return grad(f)(x)\n"
                "def col(x: f32[n], e: f32[n]) -> f32[n]: return jvp(g, (x,), (e,))[1]\n"
                "def h(x: f32[n]) -> f32[n, n]:\n    return vmap(col, in_axes=(None, 0))(x, eye(n))\n").h([1.0, 2.0])
+
+
+def test_one_argument_where_points_at_nonzero():
+    """NumPy's `where(mask)` (the indices of the true elements) got E0103 "missing argument `x`" with no help."""
+    d = one("def f(x: f32[4]) -> i32[4]:\n    return where(x > 0.0)\n")
+    assert (d.code, d.message) == ("E0103", "missing argument `x` in call to `where`")
+    assert d.help == ("NumPy's one-argument `where(mask)` gives the indices of the true elements: in arr that is "
+                      "`nonzero(mask, size=n, fill=-1)`, padded to a size known at compile time")
+    src = "def f(x: f32[4]) -> i32[4]:\n    return nonzero(x > 0.0, size=4, fill=-1)\n"
+    np.testing.assert_array_equal(arrc.loads(src).f(np.array([1, -1, 2, 0], np.float32)), [0, 2, -1, -1])
