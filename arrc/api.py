@@ -738,7 +738,7 @@ def vmap(fn: Function, in_axes=0, out_axes=0) -> Function:
     """
     if type(fn) is not Function:
         raise TypeError(f"vmap takes a function of an arr module (e.g. `mod.f`), not {fn!r}: for a derivative, "
-                        f"write `vmap` and `grad` in arr")
+                        f"write `vmap` and `grad` in arr, or transform in JAX: `jax.vmap(jax.grad(mod.f.as_jax()))`")
     sig = fn._sig
     ins, outs = _axes(in_axes, len(sig.params), "in_axes"), _axes(out_axes, len(sig.results), "out_axes")
     if None in outs:        # (the check's E0204 would point into the wrapper's text, which the user never wrote)

@@ -490,6 +490,11 @@ def test_the_python_api():
     with pytest.raises(TypeError, match="vmap takes a function of an arr module"):
         arrc.vmap(len)
     loss = arrc.loads("def l(w: f64[2], x: f64[2]) -> f64:\n    return dot(w, x) ** 2\n")
+    with pytest.raises(TypeError, match=r"in arr, or transform in JAX: `jax.vmap\(jax.grad\(mod.f.as_jax\(\)\)\)`$"):
+        arrc.vmap(arrc.grad(loss.l))                    # (the route that works, named)
+    xs = R.normal(size=(4, 2))
+    np.testing.assert_allclose(jax.vmap(jax.grad(loss.l.as_jax()), in_axes=(None, 0))(np.ones(2), xs),
+                               jax.vmap(jax.grad(lambda w, x: jnp.dot(w, x) ** 2), in_axes=(None, 0))(np.ones(2), xs))
     per_lane = arrc.vmap(loss.l, in_axes=(None, 0))
     total = arrc.grad(arrc.loads(per_lane.module.sources[next(iter(per_lane.module.sources))].text +
                                  "\ndef total(w: f64[2], xs: f64[4, 2]) -> f64:\n    return sum(__arrc_vmap_of_l(w, xs))\n").total)
