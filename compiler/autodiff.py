@@ -32,7 +32,7 @@ from jaxlib.mlir.dialects import stablehlo as hlo
 from . import abi, effects, emit
 from .diagnostics import Diagnostic
 from .locations import name_of, span_of
-from .ops_linalg import SHARD, STOP_GRADIENT, is_linalg, linalg_call, linalg_op
+from .ops_linalg import LIVE, SHARD, STOP_GRADIENT, is_linalg, linalg_call, linalg_op
 from .types import DTYPES, DType
 from .walk import walk_ops
 
@@ -235,9 +235,15 @@ def _custom_call_vjp(op, cts):
         return [None]
     if name == SHARD:                       # (JAX's transpose of a sharding constraint: the same constraint)
         return [linalg_op(name, [cts[0]], [cts[0].type], params).result] if cts[0] is not None else [None]
-    cotangents = [_zeros(r) if ct is None else ct for r, ct in zip(op.results, cts) if _is_float(r)]
+    cotangents = [ct for r, ct in zip(op.results, cts) if _is_float(r)]
+    live = [i for i, ct in enumerate(cotangents) if ct is not None]
+    if len(live) < len(cotangents):     # JAX's symbolic zeros: a result without a cotangent is dropped from the
+        params = {**params, LIVE: [*params.get(LIVE, [None] * derivative), live]}  # vjp (`eigh`'s vectors'
+    elif LIVE in params:                # 1 / (w_i - w_j) at repeated eigenvalues would make 0 * inf = NaN)
+        params = {**params, LIVE: [*params[LIVE], None]}
     operands = list(op.operands)
-    return list(linalg_op(name, operands + cotangents, [v.type for v in operands], params, derivative + 1).results)
+    return list(linalg_op(name, operands + [cotangents[i] for i in live], [v.type for v in operands], params,
+                          derivative + 1).results)
 
 
 @_rule("stablehlo.select")

@@ -32,6 +32,9 @@ LAPACK_INT = 2 ** 31 - 1        # the kernels' sizes are 32-bit: past them jaxli
 
 # ---- the placeholder ----------------------------------------------------------------------------------
 
+LIVE = "live"      # params: per derivative level, the float results with a cotangent (None: all of them)
+
+
 def linalg_op(name: str, operands: list, result_types: list, params: dict, derivative: int = 0):
     """The `arrc.linalg` custom_call of operation `name` (its `derivative`-th reverse-mode derivative)."""
     op = hlo.CustomCallOp(result_types, operands, call_target_name=abi.LINALG_TARGET,

@@ -29,7 +29,7 @@ from ..compiler import abi, emit
 from ..compiler.cache import cached_text
 from ..compiler.diagnostics import Diagnostic, Label, first_line, internal_error
 from ..compiler.locations import span_of
-from ..compiler.ops_linalg import EXTERN, SHARD, STOP_GRADIENT, extern_callable, extern_function, is_linalg, linalg_call
+from ..compiler.ops_linalg import EXTERN, LIVE, SHARD, STOP_GRADIENT, extern_callable, extern_function, is_linalg, linalg_call
 from .base import ModulePass
 from .lapack_calls import initialize_lapack
 from ..compiler.walk import walk_ops
@@ -217,9 +217,11 @@ def _lower_with_jax(name: str, params: str, derivative: int, operand_types: tupl
     with jax.enable_x64(True), _own_source_info():
         p = json.loads(params)
         fn, n = jax_function(name, p, lane_loops), p["arity"] if name == EXTERN else _arity(name)
-        for _ in range(derivative):         # the next one's operands: these, then the float results' cotangents
+        levels = p.get(LIVE, [None] * derivative)
+        for live in levels:         # the next one's operands: these, then the live float results' cotangents
             floats = sum(jnp.issubdtype(r.dtype, jnp.floating) for r in jax.eval_shape(fn, *avals[:n]))
-            fn, n = _vjp_of(fn, n), n + floats
+            live = list(range(floats)) if live is None else live
+            fn, n = _vjp_of(fn, n, live), n + len(live)
         assert n == len(avals), (name, derivative, operand_types)
         return _module_text(jax.make_jaxpr(fn)(*avals), platform, locations=name == EXTERN)
 
@@ -361,15 +363,22 @@ def _mark_lane_loops(module: ir.Module, callee: str, labels: list) -> None:
         body = loop.operation.regions[1].blocks[0]
 
 
-def _vjp_of(fn, n: int):
-    """(fn's `n` arguments..., cotangents of its float results...) -> the cotangents of its arguments."""
+def _vjp_of(fn, n: int, live: list):
+    """(fn's `n` arguments..., cotangents of its float results numbered `live`...) -> the cotangents of its
+    arguments. The other float results are dropped before the vjp, as JAX drops a symbolic zero's path."""
     import jax
     import jax.numpy as jnp
     import numpy as np
 
+    def kept(*args):
+        results = fn(*args)
+        floats = [i for i, r in enumerate(results) if jnp.issubdtype(r.dtype, jnp.floating)]
+        dead = {floats[i] for i in range(len(floats)) if i not in live}
+        return tuple(r for i, r in enumerate(results) if i not in dead)
+
     def pulled(*args):
         cts = list(args[n:])
-        results, pull = jax.vjp(fn, *args[:n])
+        results, pull = jax.vjp(kept, *args[:n])
         full = tuple(cts.pop(0) if jnp.issubdtype(r.dtype, jnp.floating) else np.zeros(r.shape, jax.dtypes.float0)
                      for r in results)
         return tuple(jnp.zeros(a.shape, a.dtype) if g.dtype == jax.dtypes.float0 else g     # (an integer's: 0)

@@ -235,6 +235,21 @@ def test_derivatives_equal_jax():
         np.testing.assert_allclose((primal, tangent), (want_primal, want_tangent), rtol=1e-12)
 
 
+@pytest.mark.parametrize("call, twin, a", [
+    ("sum(eigh(a)[0] ** 2)", lambda a: jnp.sum(jnp.linalg.eigh(a)[0] ** 2), np.diag([2.0, 2.0, 5.0])),
+    ("sum(svd(a)[1] ** 2)", lambda a: jnp.sum(jnp.linalg.svd(a)[1] ** 2), np.eye(3)),
+    ("slogdet(a)[0]", lambda a: jnp.linalg.slogdet(a)[0], np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]])),
+])
+def test_a_result_that_is_not_used_adds_nothing_to_the_derivative(call, twin, a):
+    """JAX's cotangent of an unused result is a symbolic zero, whose path it skips: the eigenvalues' derivative
+    is finite at repeated eigenvalues, where the eigenvectors' has 1 / (w_i - w_j) (it was NaN: 0 * inf), and the
+    sign's of slogdet is 0 at a singular matrix (its log's is inf)."""
+    mod = arrc.loads(f"def f(a: f64[3, 3]) -> f64:\n    return {call}\n")
+    want = jax.grad(twin)(a)
+    assert np.isfinite(want).all()
+    np.testing.assert_allclose(arrc.grad(mod.f)(a), want, rtol=1e-12, atol=1e-12)
+
+
 def test_a_failed_factorization_is_reported_at_the_call_with_its_batch_index():
     mod = compile_src("def f(a: f32[3, 4, 4]) -> f32:\n    l = cholesky(a)\n    return sum(l)\n", "fit.arr")
     s = _spd(np.random.default_rng(0), (3, 4, 4), np.float32)
