@@ -203,6 +203,8 @@ VJP: dict[str, Callable] = {
                                                                _un("stablehlo.exponential", _neg(_mul(x, x)))))]),
     "chlo.erfc": _elementwise(lambda g, ans, x: [_mul(g, _mul(_c(-2.0 / np.sqrt(np.pi), x),
                                                                 _un("stablehlo.exponential", _neg(_mul(x, x)))))]),
+    "chlo.erf_inv": _elementwise(lambda g, ans, x: [_mul(_c(np.sqrt(np.pi) / 2.0, x),     # (truncated_normal's
+                                                         _mul(g, _un("stablehlo.exponential", _mul(ans, ans))))]),  # bounds)
     "stablehlo.atan2": _binary(lambda g, ans, x, y: _mul(g, _div(y, hlo.add(_mul(x, x), _mul(y, y)))),
                                lambda g, ans, x, y: _mul(g, _div(_neg(x), hlo.add(_mul(x, x), _mul(y, y))))),
     "stablehlo.remainder": _binary(lambda g, ans, x, y: g,
@@ -1089,13 +1091,18 @@ def _sweep(ops: list, cts: dict, varied: set):
 
 
 def _varied(ops: list, sources: set) -> set:
-    """The values a derivative can flow through: `sources` and the results of `ops` that depend on one."""
+    """The values a derivative can flow through: `sources` and the results of `ops` that depend on one, not
+    through a `stop_gradient` (what follows it needs no derivative: truncated_normal's nextafter of its bounds)."""
     varied = set(sources)
     for op in ops:
         inputs = list(op.operands) + (captured(op) if op.regions else [])
-        if any(v in varied for v in inputs):
+        if any(v in varied for v in inputs) and not _stops_gradient(op):
             varied.update(op.results)
     return varied
+
+
+def _stops_gradient(op) -> bool:
+    return op.operation.name == "stablehlo.custom_call" and is_linalg(op) and linalg_call(op)[0] == STOP_GRADIENT
 
 
 # ---- loops: a short `for` loop with a compile-time trip count is unrolled before the sweep ----------

@@ -11,6 +11,7 @@ from jaxlib.mlir import ir
 from . import emit, threefry
 from .emit import hlo
 from .diagnostics import Label
+from .ops_linalg import STOP_GRADIENT, linalg_op
 from .optable import CallCx, check_literal, concrete, register, source_text
 from .types import BOOL, F32, F64, I32, I64, KEY, U32, U64, ArrayType, Dim, DType, int_range, shape_str
 from .values import Val
@@ -286,7 +287,8 @@ def _truncated_normal(cx: CallCx, key, lower, upper, shape=(), dtype=None) -> Va
     dt = _float_dtype(cx, dtype)
     lo, hi = (_static_or_value(cx, v, name, dt) for v, name in ((lower, "lower"), (upper, "upper")))
     return cx.value(ArrayType(dt, dims), lambda: threefry.truncated_normal(
-        _key_words(cx, k), _as_argument(_emit_number(lo)), _as_argument(_emit_number(hi)), concrete(dims), dt))
+        _key_words(cx, k), _as_argument(_emit_number(lo)), _as_argument(_emit_number(hi)), concrete(dims), dt,
+        lambda v: linalg_op(STOP_GRADIENT, [v], [v.type], {}).result))
 
 
 def _as_argument(bound):

@@ -340,7 +340,7 @@ def _argmax(x: ir.Value, axis: int, dt: DType) -> ir.Value:
     return emit.arg_reduce(x, index, [axis], _float_dtype(x), dt, "GT")
 
 
-def truncated_normal(key, lower, upper, shape=None, dt: DType = F64) -> ir.Value:
+def truncated_normal(key, lower, upper, shape=None, dt: DType = F64, stop_gradient=None) -> ir.Value:
     """`jax.random.truncated_normal(key, lower, upper, shape, dt)` (`_truncated_normal`): sqrt(2) *
     erf_inv(uniform(key, shape, dt, erf(lower / sqrt(2)), erf(upper / sqrt(2)))) clipped to
     [nextafter(lower, inf), nextafter(upper, -inf)]. `lower`, `upper`: Python numbers (float64 in JAX,
@@ -351,7 +351,10 @@ def truncated_normal(key, lower, upper, shape=None, dt: DType = F64) -> ir.Value
     `jax.jit(lambda k: jax.random.truncated_normal(k, lower, upper, ...))`; an eager call passes them to
     the jitted `_truncated_normal` as arguments, and XLA then computes bound * (1 / sqrt(2)) with its
     compiled erf, which can differ from the folded value in the last bit (a different sample near a
-    bound far in the tail). Bounds given as values compute as in the eager call."""
+    bound far in the tail). Bounds given as values compute as in the eager call.
+
+    `stop_gradient`: a function of a value giving it without a derivative, which the clip's bounds go
+    through, as JAX's do (`lax.nextafter(lax.stop_gradient(lower), inf)`: nextafter has no derivative)."""
     lower, upper = _to_float(lower, dt), _to_float(upper, dt)
     if shape is None:
         shape = tuple(np.broadcast_shapes(emit.shape_of(lower), emit.shape_of(upper)))
@@ -360,6 +363,8 @@ def truncated_normal(key, lower, upper, shape=None, dt: DType = F64) -> ir.Value
     a, b = (_unary("chlo.erf", _bin("stablehlo.divide", v, _c(sqrt2, dt, emit.shape_of(v)))) for v in (lower, upper))
     u = uniform(key, shape, dt, a, b)
     out = _bin("stablehlo.multiply", _c(sqrt2, dt, shape), _unary("chlo.erf_inv", u))
+    if stop_gradient is not None:
+        lower, upper = stop_gradient(lower), stop_gradient(upper)
     lo = _bin("chlo.next_after", lower, _c(np.inf, dt, emit.shape_of(lower)))
     hi = _bin("chlo.next_after", upper, _c(-np.inf, dt, emit.shape_of(upper)))
     return _bin("stablehlo.minimum", emit.broadcast(hi, shape), _bin("stablehlo.maximum", emit.broadcast(lo, shape), out))

@@ -527,3 +527,17 @@ def test_a_shape_variable_as_a_sampler_bound_draws_as_its_value():
     assert same_bits(ints, jax.random.randint(k, (3,), 0, 5, jnp.int32))
     assert same_bits(bits, jax.random.bernoulli(k, 1.0 / 5, (3,)))
     assert same_bits(normals, jax.random.truncated_normal(k, -5, 5, (3,), jnp.float64))
+
+
+def test_the_gradient_of_truncated_normal_with_respect_to_its_bounds_is_jaxs():
+    """JAX differentiates through erf and erf_inv and stops the gradient at the clip's nextafter bounds
+    (`lax.nextafter(lax.stop_gradient(lower), inf)`); arr's was E0216 "cannot differentiate `next_after`"."""
+    mod = arrc.loads("def f(lo: f64, hi: f64, k: key) -> f64:\n"
+                     "    return sum(truncated_normal(k, lo, hi, (6,), dtype=f64) ** 2)\n")
+
+    def twin(lo, hi, k):
+        return jnp.sum(jax.random.truncated_normal(k, lo, hi, (6,), jnp.float64) ** 2)
+    for lo, hi in ((-0.3, 0.7), (-2.0, 2.0), (1.0, 3.0)):
+        got = arrc.grad(mod.f, argnums=(0, 1))(lo, hi, arrc.key(5))
+        want = jax.grad(twin, argnums=(0, 1))(lo, hi, jax.random.key(5))
+        np.testing.assert_allclose(got, want, rtol=1e-12)
