@@ -980,18 +980,22 @@ def _label(value: ir.Value, user=None) -> str:
 
 def _lane_row_of(op):
     """The batched value whose row `op` reads inside a loop that runs vmap's lanes one by one (a
-    `dynamic_slice` of a value the loop carries, maybe reshaped to drop the lane dimension), or None."""
+    `dynamic_slice` of a value the loop carries, or of one from outside it at the lane counter, maybe
+    reshaped to drop the lane dimension), or None."""
     if op.name == "stablehlo.reshape":
         op = op.operands[0].owner
         if getattr(op, "name", None) != "stablehlo.dynamic_slice":
             return None
-    source = op.operands[0]
-    if not isinstance(source, ir.BlockArgument):
-        return None
-    loop = source.owner.owner
-    if getattr(loop, "name", None) != "stablehlo.while" or abi.LANES not in loop.attributes:
-        return None
-    return loop.operands[source.arg_number]
+    source, start = op.operands[0], op.operands[1]
+    if _lanes_loop_of(source) is not None:
+        return _lanes_loop_of(source).operands[source.arg_number]
+    return source if _lanes_loop_of(start) is not None else None
+
+
+def _lanes_loop_of(value):
+    """The loop running vmap's lanes one by one whose body takes `value` as an argument, or None."""
+    loop = value.owner.owner if isinstance(value, ir.BlockArgument) else None
+    return loop if getattr(loop, "name", None) == "stablehlo.while" and abi.LANES in loop.attributes else None
 
 
 def _value_location(value: ir.Value, default):

@@ -308,6 +308,19 @@ def test_a_nan_in_the_derivative_of_a_factorization_is_the_derivative_s_not_a_fa
     assert not any("factorization" in line or "e.g." in line for line in lines)
 
 
+def test_a_nan_in_a_derivative_run_lane_by_lane_names_the_batched_operand():
+    """vmap runs the derivative of a factorization lane by lane, slicing each lane's matrix from the function's
+    argument at the lane counter; the report named that slice after the vmapped function ("(gh = 1.0)")."""
+    mod = arrc.loads("def h(a: f64[3, 3]) -> f64:\n    w, v = eigh(a)\n    return sum(v ** 4)\n\n"
+                     "def gh(a: f64[3, 3]) -> f64[3, 3]:\n    return grad(h)(a)\n\n"
+                     "def vgh(b: f64[2, 3, 3]) -> f64[2, 3, 3]:\n    return vmap(gh)(b)\n", guards="nan", filename="lanes.arr")
+    with pytest.raises(arrc.NaNError) as info:
+        mod.vgh(np.stack([np.diag([1.0, 2.0, 3.0]), np.eye(3)]))
+    lines = str(info.value).splitlines()
+    assert lines[4].endswith("the derivative of `eigh` produced NaN at index [0, 0] (b = 1.0)"), lines[4]
+    assert "  = note: in lane 1 of vmap(gh)" in lines
+
+
 def test_a_singular_system_is_reported_by_the_inf_guard():
     mod = arrc.loads("def f(a: f64[2, 2], b: f64[2]) -> f64[2]:\n    return solve(a, b)\n", filename="sing.arr",
                      guards="nan,inf")
