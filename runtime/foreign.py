@@ -176,6 +176,12 @@ def recorded_platforms(module) -> list[str] | None:
     return names if names and None not in names else None
 
 
+def _argument_span(fop, arg, name: str) -> Span:
+    """Where a diagnostic about `fop`'s argument `arg` points: its location, else the function's, else the
+    start of the file `name`."""
+    return span_of(arg.location) or span_of(fop.location) or Span(name, 1, 1, 1, 2)
+
+
 def _platform_index_problems(module, fop, name: str) -> list[Diagnostic]:
     """A `main` that takes the index of its platform must say which platform each index means: JAX keeps
     that list in the `jax.export` serialization, outside the module (`Exported.platforms`)."""
@@ -183,7 +189,7 @@ def _platform_index_problems(module, fop, name: str) -> list[Diagnostic]:
     if index is None:
         return []
     arg = fop.regions[0].blocks[0].arguments[index]
-    where = span_of(arg.location) or span_of(fop.location) or Span(name, 1, 1, 1, 2)
+    where = _argument_span(fop, arg, name)
     if str(arg.type) not in ("tensor<i32>", "tensor<i64>"):        # (i64 where JAX exported with x64 on)
         return [Diagnostic("E0503", f"the platform index of @{attr_text(fop.attributes['sym_name'])} (argument "
                                     f"{index}) is a {arg.type}, not an integer scalar", where, "cannot run this")]
@@ -214,7 +220,7 @@ def for_platform(context, module, name: str, device: str) -> None:
         if target not in platforms:
             raise CompileError([_in_file(Diagnostic(
                 "E0503", f"{name} was exported for {', '.join(platforms)}, not for {target} (the device "
-                         f"`{device}`)", span_of(arg.location) or span_of(fop.location) or Span(name, 1, 1, 1, 2),
+                         f"`{device}`)", _argument_span(fop, arg, name),
                 "cannot run this",
                 help=f"export it with {target} among `jax.export.export(..., platforms=...)`"), name)],
                 SafeSources())
@@ -383,7 +389,7 @@ def _parameters(fop, name: str) -> tuple[list, list[str]]:
             arg = fop.regions[0].blocks[0].arguments[i]
             raise CompileError([_in_file(Diagnostic(
                 "E0502", f"parameter `{param}` of {name} has type {ftype.inputs[i]}, which arrc cannot pass",
-                span_of(arg.location) or span_of(fop.location) or Span(name, 1, 1, 1, 2), "this parameter",
+                _argument_span(fop, arg, name), "this parameter",
                 help="arrc passes tensors of bool, integers, f16, bf16, f32, f64 and complex numbers "
                      "(not tokens, tuples or 8- and 4-bit floats)"), name)], SafeSources())
         params.append(found)
