@@ -19,11 +19,11 @@ import numpy as np
 from . import ast, emit
 from .ast import DERIVATIVES, HIGHER_ORDER, PUSH_PULL
 from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, refuse_keys, weak_literal_fits
-from .optable import require_literal_fits, text_at
+from .optable import literal_out_of_range, require_literal_fits, text_at
 from .diagnostics import CompileError, Diagnostic, Label, Reporter, plural
 from .span import Span
 from .suggest import METHOD_NAMES, MODULES, closest, function_help, qualified_value_help, value_help
-from .types import DTYPES, I32, TYPE_NAMES, ArrayType, Dim, KeysAreNotNumbers, int_range, too_large
+from .types import DTYPES, I32, TYPE_NAMES, ArrayType, Dim, KeysAreNotNumbers, too_large
 from .control import ControlFlow
 from .values import POISON, ArrError, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe
 
@@ -1242,7 +1242,7 @@ def _as_printed(v):
     """An integer literal past its dtype (`print(2**40)`, `print(2**40 * 3)`) as the text Python prints for it:
     it is exact until it takes a dtype, and in its i32 it would print wrapped (0)."""
     value = v.static_int if isinstance(v, Val) and v.type.weak and not v.type.rank else None
-    if value is not None and not int_range(v.type.dtype)[0] <= value <= int_range(v.type.dtype)[1]:
+    if value is not None and literal_out_of_range(value, v.type.dtype) is not None:
         return StrVal(str(value))
     return v
 

@@ -328,7 +328,7 @@ def check_literal(cx: CallCx, v: Val, dtype: DType, at, literals_only: bool = Fa
         if isinstance(v.static, np.ndarray) and v.static.size and v.static.dtype.kind in "iuO":
             values = (int(v.static.min()), int(v.static.max()))
             value = values[1] if values[1] > int_range(dtype)[1] else values[0]
-        problem = None if value is None else _out_of_range(value, dtype)
+        problem = None if value is None else literal_out_of_range(value, dtype)
         if problem is not None:
             help = _wide_literal_help(cx, values, at) if literals_only else \
                 "cast the other operand, e.g. `.astype(i64)`"
@@ -347,13 +347,13 @@ def require_literal_fits(v: Val, dtype: DType, span) -> None:
     operation (a loop's or a run-time `if`'s variable, a function's argument): in its i32 it would wrap,
     where JAX raises OverflowError (`s = 3000000000` before `for ...: s = s + 1`, `g(3000000000)`)."""
     value = v.static_int if v.type.weak and dtype.is_int else None
-    problem = None if value is None else _out_of_range(value, dtype)
+    problem = None if value is None else literal_out_of_range(value, dtype)
     if problem is not None:
         message, label = problem
         raise ArrError("E0211", message, span, label, help=f"give it a dtype that holds it, e.g. `i64({value})`")
 
 
-def _out_of_range(value: int, dtype: DType) -> tuple[str, str] | None:
+def literal_out_of_range(value: int, dtype: DType) -> tuple[str, str] | None:
     """E0211's message and label where the integer literal `value` does not fit in `dtype`, else None."""
     lo, hi = int_range(dtype)
     if lo <= value <= hi:
