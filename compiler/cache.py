@@ -70,6 +70,7 @@ _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBL
                | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
 
 _enabled = True
+_rooms: dict = {}                   # (directory, limit) -> bytes its entries may still grow by, as last counted (`_evict`)
 _stats_lock = threading.Lock()
 stats = {"hits": 0, "misses": 0, "writes": 0, "corrupt": 0, "errors": 0, "evicted": 0}
 
@@ -145,7 +146,6 @@ class DiskCache:
         self.dir = Path(directory)
         self.suffix = suffix
         self._usable: bool | None = None
-        self._room: int | None = None       # bytes the entries may still grow by, as last counted (`_evict`)
 
     def key(self, module: bytes, options: bytes, device: str, *extra: str) -> str:
         """The entry name for these inputs (hex SHA-256)."""
@@ -237,12 +237,14 @@ class DiskCache:
         """Past `max_cache_bytes()`, remove the entries used longest ago (by modification time, which `get`
         renews) until they take at most 3/4 of it, never the entry `kept`. The directory is counted again
         only once this process's own writes may have used up the room found at the last count (other
-        processes' writes are seen then: the limit holds up to what they write meanwhile)."""
+        processes' writes are seen then: the limit holds up to what they write meanwhile). The room is the
+        directory's (`_rooms`), whichever instance writes (`cached_text`, `cached_lark` make one a call)."""
         limit = max_cache_bytes()
         if not limit:
             return
-        if self._room is not None and self._room >= written:
-            self._room -= written
+        room = _rooms.get((self.dir, limit))
+        if room is not None and room >= written:
+            _rooms[self.dir, limit] = room - written
             return
         entries, total = [], 0
         try:
@@ -269,7 +271,7 @@ class DiskCache:
                     total -= size
                 except OSError:
                     pass
-        self._room = max(0, limit - total)
+        _rooms[self.dir, limit] = max(0, limit - total)
 
     def discard(self, key: str) -> None:
         """Remove an entry (e.g. one PJRT could not load): the link itself for a symbolic link, an empty
