@@ -987,8 +987,8 @@ def _lane_row_of(op):
         if getattr(op, "name", None) != "stablehlo.dynamic_slice":
             return None
     source, start = op.operands[0], op.operands[1]
-    if _lanes_loop_of(source) is not None:
-        return _lanes_loop_of(source).operands[source.arg_number]
+    if (loop := _lanes_loop_of(source)) is not None:
+        return loop.operands[source.arg_number]
     return source if _lanes_loop_of(start) is not None else None
 
 
