@@ -406,9 +406,9 @@ class Function:
             return unify(self._sig, [Val(t) for t in types], [s for *_, s in self._sig.params], None)
         except ArrError as err:
             message = err.diag.message + "".join(f"; {n}" for n in err.diag.notes)
-            mapped = self.shown_name.replace("vmap(", "").rstrip(")") if self.name.startswith(ast.WRAPPER_PREFIX) \
-                else None                           # arrc.vmap's wrapper: the function whose parameter to declare
-            raise ArgumentError(message + _dtype_hint(self._sig.params, types, values, narrowed, mapped)) from None
+            mapped, wrappers = ast.mapped_function(self.name)   # (of arrc.vmap's wrapper, f's parameter is declared)
+            raise ArgumentError(message + _dtype_hint(self._sig.params, types, values, narrowed,
+                                                      mapped if wrappers else None)) from None
 
     def _check_operands(self, values: list, traced: bool) -> None:
         """`as_jax`'s operands (`_python_argument`'s, a key's words) checked as a call checks its arguments.

@@ -249,9 +249,7 @@ class FunctionDef(Node):
         """Its label, `vmap(f)` for arrc.vmap's wrapper of f (`vmap(vmap(f))` for a wrapper's), else its name."""
         if self.label:
             return self.label
-        name, depth = self.name, 0
-        while name.startswith(WRAPPER_PREFIX):
-            name, depth = name[len(WRAPPER_PREFIX):], depth + 1
+        name, depth = mapped_function(self.name)
         return "vmap(" * depth + name + ")" * depth
 
 
@@ -307,6 +305,15 @@ PUSH_PULL = ("jvp", "vjp")
 VMAP_OF_API = "__arrc_vmap__"      # `vmap` as arrc.vmap's wrapper writes it: no function or variable shadows it
 WRAPPER_PREFIX = "__arrc_vmap_of_"  # the name of arrc.vmap's wrapper: its call of `vmap` has no call site of its own
 HIGHER_ORDER = frozenset(DERIVATIVES + PUSH_PULL + ("vmap", VMAP_OF_API))
+
+
+def mapped_function(name: str) -> tuple[str, int]:
+    """The function that the function `name` maps, and how many arrc.vmap wrappers (WRAPPER_PREFIX) lie
+    between them: (`f`, 2) for the wrapper of f's wrapper, (`f`, 0) for f itself."""
+    depth = 0
+    while name.startswith(WRAPPER_PREFIX):
+        name, depth = name[len(WRAPPER_PREFIX):], depth + 1
+    return name, depth
 
 
 def called_names(node, functions=()) -> set:
