@@ -429,9 +429,18 @@ def _lower_gather(cx: CallCx, value, idx: Val, axis: int, sizes, dt, out_shape):
 
 
 def _index_tuple(cx: CallCx, x: TupleVal, subscripts):
+    def constant(v) -> bool:
+        return isinstance(v, Val) and isinstance(v.static, Dim) and v.static.is_const
+    if len(subscripts) == 1 and subscripts[0][0] == "slice" and \
+            all(p is None or constant(p) for p in subscripts[0][1]):   # `x.shape[1:]`, `x.shape[::-1]`
+        start, stop, step = (None if p is None else p.static.value for p in subscripts[0][1])
+        if step == 0:
+            cx.error("E0204", "slice step cannot be zero", "zero step")
+        return TupleVal(x.items[start:stop:step])
     if len(subscripts) != 1 or subscripts[0][0] != "index" or not isinstance(subscripts[0][1], Val) or \
             not isinstance(subscripts[0][1].static, Dim):
-        cx.error("E0204", "a tuple takes one compile-time integer index")
+        cx.error("E0204", "a tuple takes one compile-time integer index, or a slice of compile-time integers",
+                 f"this is {describe(x)}")
     i = subscripts[0][1].static
     n = len(x.items)
     if not i.is_const or not -n <= i.value < n:

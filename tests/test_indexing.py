@@ -826,3 +826,18 @@ def test_a_slice_bound_that_is_always_negative_counts_from_the_end():
     x = np.arange(6, dtype=np.float32)
     for k in (0, 2):
         np.testing.assert_array_equal(mod.f(x, np.zeros(k, np.float32)), x[:-k - 1])
+
+
+def test_a_shape_tuple_takes_static_slices_as_python():
+    """`x.shape[1:]`, `x.shape[::-1]`, `x.shape[-2:]`: a tuple of compile-time ints slices like a Python tuple
+    (it was E0204 "a tuple takes one compile-time integer index"); a run-time bound stays E0204."""
+    mod = arrc.loads("def f(x: f32[a, b, c]) -> (f32[b, c], f32[c, b, a], i32, f32[a, b]):\n"
+                     "    p, q = x.shape[-2:]\n"
+                     "    return zeros(x.shape[1:]), reshape(x, x.shape[::-1]), p * 10 + q, ones(x.shape[:-1])\n")
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    got = mod.f(x)
+    for g, want in zip(got, (np.zeros((3, 4)), x.reshape(4, 3, 2), 34, np.ones((2, 3)))):
+        np.testing.assert_array_equal(np.asarray(g), want)
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads("def g(x: f32[2, 3], i: i32) -> f32[3]:\n    return zeros(x.shape[i:])\n").g(x[0, :2, :3], 1)
+    assert info.value.diagnostics[0].code == "E0204"
