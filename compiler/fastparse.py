@@ -42,7 +42,7 @@ class BadLiteral(Exception):
 KEYWORDS = frozenset("def const return pass print assert if elif else for in range while and or not "
                      "true false extern".split())
 COMPARISONS = frozenset(("==", "!=", "<=", ">=", "<", ">"))
-AUG_OPS = frozenset(("+=", "-=", "*=", "/=", "<<=", ">>="))
+AUG_OPS = frozenset(("+=", "-=", "*=", "/=", "//=", "%=", "**=", "@=", "&=", "|=", "^=", "<<=", ">>="))
 UNARY = frozenset(("-", "+", "~"))
 TRAILERS = frozenset(("(", "[", ".", "**"))     # what may follow an atom in a factor
 NOT_LEVEL = 3
@@ -50,7 +50,7 @@ COMPARISON_LEVEL = 4
 BINARY = {"or": 1, "and": 2, **dict.fromkeys(COMPARISONS, COMPARISON_LEVEL), "|": 5, "^": 6, "&": 7,
           "<<": 8, ">>": 8, "+": 9, "-": 9, "*": 10, "/": 10, "//": 10, "%": 10, "@": 10}
 OPEN, CLOSE = frozenset("(["), frozenset(")]")
-OPERATORS = ("** <<= >>= << >> == != <= >= += -= *= /= // -> ... - + * / % @ < > = ( ) [ ] , : ; . ~ & | ^").split()
+OPERATORS = ("** <<= >>= << >> == != <= >= += -= *= /= //= %= **= @= &= |= ^= // -> ... - + * / % @ < > = ( ) [ ] , : ; . ~ & | ^").split()
 # A token's kind by its text: a keyword or an operator is its own kind; a character that starts a longer token
 # (a newline, a line continuation, a string) is an error alone. Else by its first character (CLASS).
 FIXED = {**{word: word for word in (*KEYWORDS, *OPERATORS)}, **dict.fromkeys(("\r", "\\", '"', "'"), "ERROR")}
@@ -69,7 +69,7 @@ _TOKEN = re.compile(r"""
     ( [A-Za-z_][A-Za-z0-9_]*                                              # NAME and keywords
     | 0[xX](?:_?[0-9a-fA-F])+|0[oO](?:_?[0-7])+|0[bB](?:_?[01])+               # INT with a base prefix
     | {D}(?:\.(?:{D})?)?(?:[eE][+-]?{D})?|\.{D}(?:[eE][+-]?{D})?                  # FLOAT and INT
-    | \*\*|<<=?|>>=?|[=!<>]=|[-+*/]=|//|->|\.\.\.|[-+*/%@<>=()\[\],:;.~&|^]     # operators
+    | \*\*=?|<<=?|>>=?|[=!<>]=|[-+*/%@&|^]=|//=?|->|\.\.\.|[-+*/%@<>=()\[\],:;.~&|^]  # operators
     | (?:\r?\n[ \t]*(?:\#[^\n]*)?)+                                         # _NL
     | "[^"\\\n]*(?:\\.[^"\\\n]*)*"|'[^'\\\n]*(?:\\.[^'\\\n]*)*'                  # STRING
     | \#[^\n]*                                                             # COMMENT

@@ -207,6 +207,8 @@ STATEMENTS = [
     "[1, 2]", "(a, b)", "x.T", "x  # trailing comment", "x = \\\n  1", "x = (1 +\n  2)",
     "x <<= 1", "x >>= y + 1", "x[0] <<= 2", "x = 1; y = 2", "x = 1;", "pass; pass;", "return;", "x = 1, 2;",
     "x = 1,; y = 2", "x += 1; return x", "print(x); assert x", "x;y", "x = 0x10 >> 2",
+    "x //= 2", "x %= n", "x **= 2", "x @= w", "x &= m", "x |= m", "x ^= m", "x[1:3] //= -2", "x[i] **=-1",
+    "x[0] %= y ** 2", "m[::2] |= x == y",
 ]
 
 BAD_STATEMENTS = [
@@ -214,6 +216,7 @@ BAD_STATEMENTS = [
     "return x,", "assert x,", "print(x) + 1", "x = ", "= 1", "x = 1 2", "x +=", "pass 1", "x[0] = y = 1",
     "if = 3", "const a: i32 = 1", "def g() -> f32:",
     "x = 1;; y = 2", "; x = 1", ";", "x = 1; if x: pass", "x <<= y = 1", "x, y <<= 1", "(x) >>= 1",
+    "x //= y //= 1", "x, y %= 1", "(x) **= 2", "x ** = 2", "x / /= 2", "x % = 2",
 ]
 
 

@@ -118,6 +118,23 @@ def test_shift_promotion_precedence_and_augmented_assignment():
     np.testing.assert_array_equal(np.asarray(m2.g(x)), jnp.right_shift(jnp.left_shift(x, 2), 1))
 
 
+
+AUGMENTED = ("x //= 3\n    x[2:5] %= -2\n    x[::3] **= 2\n    x[-1] ^= 6\n    x &= 13\n    x[1] |= 64\n"
+             "    m[::2] |= x[::2] > 0\n    m ^= m[::-1]\n    m[-3:] &= false\n    w @= w")
+
+
+def test_every_python_augmented_operator_updates_names_and_indexed_targets_as_numpy():
+    """`//= %= **= &= |= ^= @=` (Python's, which NumPy code uses: `x[1:3] //= 2`, `mask |= c`) were a syntax
+    error "unexpected '='" in both parsers, while `+= -= *= /= <<= >>=` worked; each is `x = x op v`."""
+    m = arrc.loads("def f(x: i32[10], m: bool[10], w: i32[2, 2]) -> (i32[10], bool[10], i32[2, 2]):\n"
+                   f"    {AUGMENTED}\n    return x, m, w\n")
+    x, w = np.arange(-5, 5, dtype=np.int32), np.array([[1, 2], [3, 4]], np.int32)
+    env = {"x": x.copy(), "m": x < 0, "w": w.copy(), "false": False}
+    exec(AUGMENTED.replace("\n    ", "\n"), {}, env)
+    for got, want in zip(m.f(x, x < 0, w), (env["x"], env["m"], env["w"])):
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
 @pytest.mark.parametrize("operands", ["x << 1", "1 << x", "x >> y", "b >> b"])
 def test_shift_of_a_float_or_bool_is_E0201(operands):
     # (a bool with an integer is that integer, as in jnp: `b << 1` is i32)
