@@ -60,7 +60,7 @@ class ArrLexer(RegexLexer):
             (_FLOAT, Number.Float),
             (_DIGITS, Number.Integer),
             (r"->", Punctuation),
-            (r"\*\*|//|<<=?|>>=?|[-+*/%@&|^~]=?|==|!=|<=|>=|[<>=]", Operator),
+            (r"\*\*=?|//=?|<<=?|>>=?|[-+*/%@&|^~]=?|==|!=|<=|>=|[<>=]", Operator),
             (r"\.\.\.|[()\[\]{},:;.]", Punctuation),
             (_IDENT, Name),
             (r".", Text),

@@ -74,6 +74,8 @@ def test_highlighting_knows_the_new_tokens():
     assert ("Token.Operator", "<<=") in tokens and ("Token.Operator", ">>") in tokens
     assert ("Token.Literal.Number.Hex", "0x_ff") in tokens and ("Token.Literal.Number.Integer", "1_000") in tokens
     assert ("Token.Literal.Number.Bin", "0b1") in tokens and ("Token.Literal.Number.Float", "1_0.5") in tokens
+    augmented = [v for t, v in lex("x //= 2; y **= 3", ArrLexer()) if str(t) == "Token.Operator"]
+    assert augmented == ["//=", "**="]
 
 
 # ---- shifts ---------------------------------------------------------------------------------------------
