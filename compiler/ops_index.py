@@ -99,9 +99,12 @@ def _slice_axis(cx: CallCx, parts, size: Dim, site: "_Site | None" = None) -> _A
 
 def _dynamic_slice_axis(cx: CallCx, start, stop, step: int, size: Dim, site) -> _Axis:
     def fail():
-        cx.error("E0304", "the length of this slice is not known at compile time", "run-time length",
-                 notes=["a static length: the stop is the start plus a literal, `const` or shape variable "
-                        "(`x[i:i + 4]`, `x[i:i + m]`, `x[k * b:(k + 1) * b]`), or `dynamic_slice(x, (i,), (4,))`"],
+        notes = ["a static length: the stop is the start plus a literal, `const` or shape variable "
+                 "(`x[i:i + 4]`, `x[i:i + m]`, `x[k * b:(k + 1) * b]`), or `dynamic_slice(x, (i,), (4,))`"]
+        reversed_window = _reversed_window_text(cx, step, site)
+        if reversed_window:                   # (the mask of the help keeps the order: it reverses nothing)
+            notes.append(f"a run-time window is taken forward, then reversed: {reversed_window}")
+        cx.error("E0304", "the length of this slice is not known at compile time", "run-time length", notes=notes,
                  help=_mask_help(cx, size, step, site) if site is not None else None)
     if start is None or stop is None or step < 0:
         fail()
@@ -116,6 +119,21 @@ def _dynamic_slice_axis(cx: CallCx, start, stop, step: int, size: Dim, site) -> 
     if length.is_const and length.value < 0:      # (a symbolic one is decided at specialization, concretely)
         cx.error("E0204", f"slice length {length} is negative", "stop is before start")
     return _Axis(start, _ceil_div(length, step), step)
+
+
+def _reversed_window_text(cx: CallCx, step: int, site) -> str | None:
+    """For `x[:, a:b:-k]` with run-time bounds, "`x[:, b + 1:a + 1][:, ::-k]` is `x[:, a:b:-k]`" (equal where
+    the window is in range); None in an assignment, or where the other subscripts are not all `:` (their axes
+    would move)."""
+    first, last = (source_text(cx, getattr(getattr(cx.node, part, None), "span", None)) for part in ("start", "stop"))
+    subscripts = getattr(site and site.outer, "subscripts", None)
+    if step > 0 or not first or not last or subscripts is None or site.update or \
+            any(s is not cx.node and not (isinstance(s, ast.Slice) and s.start is s.stop is s.step is None)
+                for s in subscripts):
+        return None
+    base = source_text(cx, getattr(site.outer.base, "span", None)) or "x"
+    lead = ":, " * subscripts.index(cx.node)
+    return f"`{base}[{lead}{last} + 1:{first} + 1][{lead}::{step}]` is `{base}[{lead}{first}:{last}:{step}]`"
 
 
 @dataclass

@@ -841,3 +841,20 @@ def test_a_shape_tuple_takes_static_slices_as_python():
     with pytest.raises(arrc.CompileError) as info:
         arrc.loads("def g(x: f32[2, 3], i: i32) -> f32[3]:\n    return zeros(x.shape[i:])\n").g(x[0, :2, :3], 1)
     assert info.value.diagnostics[0].code == "E0204"
+
+
+def test_e0304_of_a_reversed_run_time_window_notes_the_forward_window_reversed():
+    """`x[:, i + 3:i:-1]`: E0304's mask help keeps the elements in their order, so the note writes the window
+    that is taken forward and then reversed; the text it writes compiles and equals NumPy's reversed window."""
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads("def f(y: f32[4, 10], i: i32) -> f32[4, 2]:\n    return y[:, i + 3:i:-2]\n").f
+    (diag,) = info.value.diagnostics
+    note = "`y[:, i + 1:i + 3 + 1][:, ::-2]` is `y[:, i + 3:i:-2]`"
+    assert diag.code == "E0304" and any(note in n for n in diag.notes)
+    fixed = arrc.loads("def f(y: f32[4, 10], i: i32) -> f32[4, 2]:\n    return y[:, i + 1:i + 3 + 1][:, ::-2]\n")
+    y = np.arange(40, dtype=np.float32).reshape(4, 10)
+    for i in (0, 2, 6):
+        np.testing.assert_array_equal(np.asarray(fixed.f(y, np.int32(i))), y[:, i + 3:i:-2])
+    with pytest.raises(arrc.CompileError) as info:      # an assignment cannot write into a reversed copy
+        arrc.loads("def g(y: f32[10], i: i32) -> f32[10]:\n    y[i + 3:i:-1] = 0.0\n    return y\n").g
+    assert not any("reversed" in n for n in info.value.diagnostics[0].notes)
