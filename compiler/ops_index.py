@@ -488,7 +488,8 @@ def update(cx: CallCx, x: Val, subscripts, new, value_span=None) -> Val:
         raise ArrError("E0201", f"cannot store {new.type} into {x.type} without losing information", at_value,
                        f"this is {new.type}", labels=target, help=f"convert it first: `.astype({dt})`")
     from .optable import broadcast_shapes, check_literal
-    check_literal(CallCx(cx.walk, cx.node, [at_value], {}), new, dt, 0)
+    check_literal(CallCx(cx.walk, cx.node, [at_value], {}), new, dt, 0,
+                  stored_into=source_text(cx, cx.at(0)) or "x")
     value_cx = CallCx(cx.walk, cx.node, [target_span, at_value], cx.kw_spans)
     shape = broadcast_shapes(value_cx, ArrayType(dt, shown), new.type, "an indexed assignment")
     if shape != shown:
@@ -736,7 +737,7 @@ def _add_at(cx: CallCx, x, indices, values):
     if not _stores_into(values, x):
         cx.error("E0201", f"cannot add {values.type} into {x.type} without losing information",
                  f"this is {values.type}", at="values", help=f"convert it first: `.astype({dt})`")
-    check_literal(cx, values, dt, "values")
+    check_literal(cx, values, dt, "values", stored_into=source_text(cx, cx.at("x")) or "x")
     _require_broadcast(cx, values, "values", region, "x[indices]")
 
     def build():

@@ -315,9 +315,11 @@ def broadcast_shapes(cx: CallCx, a: ArrayType, b: ArrayType, what: str) -> tuple
     return tuple(out[::-1])
 
 
-def check_literal(cx: CallCx, v: Val, dtype: DType, at, literals_only: bool = False) -> None:
+def check_literal(cx: CallCx, v: Val, dtype: DType, at, literals_only: bool = False,
+                  stored_into: str | None = None) -> None:
     """A weak literal must be representable in the dtype it takes (JAX raises OverflowError too).
-    `literals_only`: no operand gave that dtype (`return 2 ** 40` as i32), so none can be cast."""
+    `literals_only`: no operand gave that dtype (`return 2 ** 40` as i32), so none can be cast.
+    `stored_into`: the literal is stored into that array (`x[0] = 300`), which the help widens."""
     if not (v.type.weak and v.static is not None):
         return
     if dtype.is_int or dtype.is_bool:
@@ -331,12 +333,14 @@ def check_literal(cx: CallCx, v: Val, dtype: DType, at, literals_only: bool = Fa
         problem = None if value is None else literal_out_of_range(value, dtype)
         if problem is not None:
             help = _wide_literal_help(cx, values, at) if literals_only else \
-                "cast the other operand, e.g. `.astype(i64)`"
+                f"store it into a wider array: `{stored_into} = {stored_into}.astype(i64)` first" if stored_into \
+                else "cast the other operand, e.g. `.astype(i64)`"
             cx.error("E0211", *problem, at=at, help=help)
     elif dtype.is_float and isinstance(v.static, (float, int)) and _rounds_to_inf(float(v.static), dtype.np):
         import ml_dtypes
         biggest = float(ml_dtypes.finfo(dtype.np).max)
         wider = f"write `f64({v.static!r})` where f64 is declared," if literals_only else \
+            f"store it into a wider array (`{stored_into} = {stored_into}.astype(f64)` first)" if stored_into else \
             "compute in a wider dtype (`.astype(f64)` on the other operand)"
         cx.warn("W0005", f"literal {v.static!r} is too large for {dtype} and becomes {'-' if v.static < 0 else ''}inf",
                 f"inf in {dtype}", at=at, help=f"the largest {dtype} is {biggest:.6g}; {wider} or write `inf` if meant")
