@@ -44,12 +44,13 @@ def arithmetic(op_name: str, build_float, build_int=None, allow_bool=False):
         folded = _fold(op_name, x, y) if x.static is not None and y.static is not None else None
         if isinstance(folded, Dim) and folded.is_const:
             _refuse_past_max_bits(cx, abs(folded.value).bit_length())        # (`t = t * t` grew without end)
-        dtype, weak, shape = elementwise_type(cx, operands, what,
-                                              exact=isinstance(folded, Dim) and folded.is_const)
+        folded_float = _fold_float(op_name, x, y)
+        dtype, weak, shape = elementwise_type(cx, operands, what, exact=isinstance(folded, Dim) and folded.is_const
+                                              or folded_float is not None)
         if dtype.is_bool and not allow_bool:
             cx.error("E0201", f"`{op_name}` is not defined on bool", "both operands are bool",
                      help="convert with `.astype(i32)` first")
-        static = folded if dtype.is_int else _fold_float(op_name, x, y) if weak else None
+        static = folded if dtype.is_int else folded_float if weak else None
         if isinstance(static, Dim) and not weak and static.is_const:
             static = Dim.const(wrap_int(static.value, dtype))     # a typed integer wraps, as at run time
 
@@ -109,8 +110,13 @@ _FLOAT_FOLDS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": op
 
 
 def _fold_float(op: str, x: Val, y: Val) -> float | None:
-    """Float arithmetic of literals is Python's, in f64, as JAX with x64 sees `1.0 / 3.0` (`_fold_math`)."""
-    return _fold_math(_FLOAT_FOLDS[op], x, y) if op in _FLOAT_FOLDS else None
+    """Float arithmetic of literals is Python's, in f64, as JAX with x64 sees `1.0 / 3.0` (`_fold_math`); None
+    unless a float literal makes the result a float (integer literals fold exactly, `_fold`, `_fold_power`).
+    Its operands are then not checked each in the dtype the result takes: `f64(1e308 * 1)` is 1e308, and
+    warned (W0005) that 1e308 becomes inf in f32."""
+    if op not in _FLOAT_FOLDS or not (isinstance(x.static, float) or isinstance(y.static, float)):
+        return None
+    return _fold_math(_FLOAT_FOLDS[op], x, y)
 
 
 def _fold_math(fn, *operands: Val) -> float | None:
@@ -229,10 +235,11 @@ def _atan2(cx: CallCx, x, y):
 @register("/", params="x, y", table=OPERATORS, display="divide", words="division")
 def _true_divide(cx: CallCx, x, y):
     _require_arrays(cx, [x, y], "`/`")
-    dtype, weak, shape = elementwise_type(cx, [x, y], "`/`")
+    folded = _fold_float("/", x, y)
+    dtype, weak, shape = elementwise_type(cx, [x, y], "`/`", exact=folded is not None)
     if not dtype.is_float:
         dtype, weak = true_divide_dtype(dtype), False
-    static = _fold_float("/", x, y) if weak else None
+    static = folded if weak else None
     if static is not None:
         return Val(ArrayType(dtype, shape, weak), None, static)
     return cx.value(ArrayType(dtype, shape, weak),
@@ -241,10 +248,11 @@ def _true_divide(cx: CallCx, x, y):
 
 def _power(cx: CallCx, x, y):
     _require_arrays(cx, [x, y], "`**`")
-    dtype, weak, shape = elementwise_type(cx, [x, y], "`**`")
+    folded_float = _fold_float("**", x, y)
+    dtype, weak, shape = elementwise_type(cx, [x, y], "`**`", exact=folded_float is not None)
     if dtype.is_bool:
         cx.error("E0201", "`**` is not defined on bool", help="convert with `.astype(i32)` first")
-    static = (_fold_power(cx, x, y) if dtype.is_int else _fold_float("**", x, y)) if weak else None
+    static = (_fold_power(cx, x, y) if dtype.is_int else folded_float) if weak else None
     if static is not None:
         return Val(ArrayType(dtype, shape, weak), None, static)
     if not dtype.is_int:

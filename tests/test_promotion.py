@@ -242,6 +242,20 @@ def test_float_literals_taking_f64_are_not_rounded_through_f32():
     np.testing.assert_array_equal(got, [0.1 + 1e-300, 1e-300])
 
 
+def test_float_arithmetic_of_literals_is_checked_as_its_result_not_each_literal_in_f32():
+    """`f64(1e308 * 1)` is 1e308, computed in f64 as JAX with x64 does, but each literal was checked in the f32
+    that a lone literal takes: W0005 'literal 1e+308 ... becomes inf' for a finite result (an error under
+    `--werror`). The value is checked where it takes its dtype: `1e30 * 1e30` as f32 still warns."""
+    mod = arrc.loads("def f(x: f64, y: f16) -> (f64, f64, f64, f16):\n"
+                     "    return f64(1e308 * 1), x + 1e200 * 1e-190, 1e300 / 1e290 + 2.0 ** 1000 / 1e300, y + 1e-5 * 1e5\n",
+                     warnings="error")
+    assert [float(v) for v in mod.f(np.float64(1.0), np.float16(1.0))] == [1e308, 1.0 + 1e10, 1e10 + 2.0 ** 1000 / 1e300,
+                                                                             2.0]
+    [w] = arrc.loads("def f() -> f32:\n    return 1e30 * 1e30\n").warnings
+    assert (w.code, w.message, w.span.col, w.span.end_col) == (
+        "W0005", "literal 1.0000000000000001e+60 is too large for f32 and becomes inf", 12, 23)
+
+
 def test_arithmetic_of_integer_literals_is_exact_until_it_takes_a_dtype():
     """`2**64 - 1`, `2**40 * 3`: Python computes them before jnp sees them, and arr folds `+ - * // %` of integer
     literals exactly too; the value is checked where it takes a dtype (its parts were each checked in i32:
