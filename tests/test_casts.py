@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import math
 
+import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
@@ -323,3 +324,14 @@ def test_i64_and_u64_arguments_keep_their_bits(wide):
 def test_i64_to_f64_rounds_to_nearest_even(wide):
     x = np.array([2 ** 53 + 1, 2 ** 53 + 3, 2 ** 63 - 1, -2 ** 63], np.int64)
     np.testing.assert_array_equal(np.asarray(wide.i64_to_f64(x)), x.astype(np.float64))
+
+
+def test_int_to_bf16_rounds_through_f32_as_jax_numpy():
+    """docs/language.md (choice): int -> bf16 is XLA's convert, through f32 as jax.numpy and ml_dtypes, the same on
+    CPU and TPU; so 16842753 (2**24 + 2**16 + 1) rounds twice, to 2**24, where f64 -> bf16 rounds once."""
+    x = np.array([16842753, 2 ** 30 + 2 ** 22 + 1, 257, -16842753], np.int32)
+    mod = cached_module("def f(x: i32[n]) -> (bf16[n], bf16[n]):\n    return bf16(x), bf16(f64(x))\n")
+    via_f32, once = (np.asarray(v).astype(np.float64) for v in mod.f(x))
+    np.testing.assert_array_equal(via_f32, np.asarray(jnp.asarray(x).astype(jnp.bfloat16)).astype(np.float64))
+    np.testing.assert_array_equal(via_f32, [2 ** 24, 2 ** 30, 256, -2 ** 24])
+    np.testing.assert_array_equal(once, [2 ** 24 + 2 ** 17, 2 ** 30 + 2 ** 23, 256, -2 ** 24 - 2 ** 17])
