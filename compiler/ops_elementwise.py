@@ -111,10 +111,11 @@ _FLOAT_FOLDS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": op
 
 def _fold_float(op: str, x: Val, y: Val) -> float | None:
     """Float arithmetic of literals is Python's, in f64, as JAX with x64 sees `1.0 / 3.0` (`_fold_math`); None
-    unless a float literal makes the result a float (integer literals fold exactly, `_fold`, `_fold_power`).
+    unless the result is a float: a float literal's, or a true division's (`1 / 3`; other integer arithmetic of
+    literals folds exactly, `_fold`, `_fold_power`).
     Its operands are then not checked each in the dtype the result takes: `f64(1e308 * 1)` is 1e308, and
     warned (W0005) that 1e308 becomes inf in f32."""
-    if op not in _FLOAT_FOLDS or not (isinstance(x.static, float) or isinstance(y.static, float)):
+    if op not in _FLOAT_FOLDS or not (op == "/" or isinstance(x.static, float) or isinstance(y.static, float)):
         return None
     return _fold_math(_FLOAT_FOLDS[op], x, y)
 
@@ -237,8 +238,8 @@ def _true_divide(cx: CallCx, x, y):
     _require_arrays(cx, [x, y], "`/`")
     folded = _fold_float("/", x, y)
     dtype, weak, shape = elementwise_type(cx, [x, y], "`/`", exact=folded is not None)
-    if not dtype.is_float:
-        dtype, weak = true_divide_dtype(dtype), False
+    if not dtype.is_float:      # (weak stays weak: `1 / 3` is a Python float to JAX, `x_f16 * (1 / 3)` is f16)
+        dtype = true_divide_dtype(dtype)
     static = folded if weak else None
     if static is not None:
         return Val(ArrayType(dtype, shape, weak), None, static)

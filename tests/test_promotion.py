@@ -256,6 +256,21 @@ def test_float_arithmetic_of_literals_is_checked_as_its_result_not_each_literal_
         "W0005", "literal 1.0000000000000001e+60 is too large for f32 and becomes inf", 12, 23)
 
 
+def test_true_division_of_integer_literals_is_a_weak_float_as_a_python_float_is_to_jax():
+    """`1 / 3` is a Python float to JAX (weak): `x_f16 * (1 / 3)` stays f16 and `const H: f64 = 1 / 2` holds it.
+    It was a strong f32 (E0203: the f16 function returned f32, the f64 constant had f32). A typed integer's
+    quotient is still a strong float (`i / 2` of an i32 is f32, as `jnp.int32(1) / 2` is)."""
+    mod = arrc.loads("const H: f64 = 1 / 2\n"
+                     "def f(x: f16[3], i: i32) -> (f16[3], f64, f32, f64):\n"
+                     "    return x * (1 / 3), H + 1 / 3, i / 2, 1 / 3\n")
+    x = np.array([1, 2, 3], np.float16)
+    half, third, quotient, exact = mod.f(x, np.int32(3))
+    expected = np.asarray(jnp.asarray(x) * (1 / 3))         # (conftest turns x64 on)
+    assert half.dtype == np.float16 and np.array_equal(np.asarray(half), expected)
+    assert float(third) == 0.5 + 1 / 3 and float(exact) == 1 / 3
+    assert np.asarray(quotient).dtype == np.float32 and float(quotient) == 1.5
+
+
 def test_arithmetic_of_integer_literals_is_exact_until_it_takes_a_dtype():
     """`2**64 - 1`, `2**40 * 3`: Python computes them before jnp sees them, and arr folds `+ - * // %` of integer
     literals exactly too; the value is checked where it takes a dtype (its parts were each checked in i32:
