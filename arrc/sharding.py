@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import math
+import numbers
 import threading
 
 from arrc.interop import has_effects
@@ -37,8 +38,9 @@ def mesh(device: str = "cpu", devices=None, **axes):
     if not axes:
         raise ValueError("a mesh needs at least one named axis, e.g. arrc.mesh(data=8)")
     for name, size in axes.items():
-        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        if not isinstance(size, numbers.Integral) or isinstance(size, (bool, np.bool_)) or size < 1:
             raise ValueError(f"mesh axis `{name}` must have a positive integer size, not {size!r}")
+    axes = {name: int(size) for name, size in axes.items()}     # (a NumPy integer, e.g. from a shape, too)
     needed = math.prod(axes.values())
     pool = list(devices) if devices is not None else jax.devices(device)
     shape = " x ".join(f"{n}={s}" for n, s in axes.items())

@@ -496,6 +496,18 @@ def test_a_mesh_that_names_a_device_twice_is_refused():
         arrc.mesh(devices=[device, device], data=2)
 
 
+
+def test_a_mesh_takes_numpy_integer_sizes():
+    """`arrc.mesh(data=np.int64(4))` (a size read from a shape or an array, as jax.make_mesh takes it) was
+    refused: "mesh axis `data` must have a positive integer size, not np.int64(4)"."""
+    import jax
+    import numpy as np
+    mesh = arrc.mesh(devices=jax.devices()[:1], data=np.int64(1))
+    assert dict(mesh.shape) == {"data": 1} and type(mesh.shape["data"]) is int, mesh
+    for size in (np.int32(0), np.bool_(True), np.float64(1.0)):
+        with pytest.raises(ValueError, match="must have a positive integer size"):
+            arrc.mesh(data=size)
+
 PRELUDE = textwrap.dedent('''
     import jax
     jax.config.update("jax_num_cpu_devices", 8)
