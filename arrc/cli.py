@@ -855,8 +855,12 @@ def sharded_function(fn, params: list, mesh_text: str, mesh_axes: dict, shards: 
         if given > types[name].rank:
             raise UsageError(f"--shard {name}={spec} names {plural(given, 'dimension')}, and `{name}: {types[name]}` "
                              f"has {types[name].rank or 'none'}: a mesh axis or _ per dimension, at most")
+    from arrc.runtime.pjrt import DeviceUnavailable
     try:
         mesh = arrc.mesh(device=device, **mesh_axes)
+    except DeviceUnavailable as err:        # (`compile --target gpu` on a machine without one)
+        raise UsageError(f"--mesh {mesh_text}: {err}; a sharded program is lowered over the devices it runs "
+                         f"on") from None
     except ValueError as err:
         hint = "; --devices N makes N virtual CPU devices" if device == "cpu" else ""
         raise UsageError(f"--mesh {mesh_text}: {str(err).split(' (for virtual')[0]}{hint}") from None

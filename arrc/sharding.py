@@ -42,7 +42,7 @@ def mesh(device: str = "cpu", devices=None, **axes):
             raise ValueError(f"mesh axis `{name}` must have a positive integer size, not {size!r}")
     axes = {name: int(size) for name, size in axes.items()}     # (a NumPy integer, e.g. from a shape, too)
     needed = math.prod(axes.values())
-    pool = list(devices) if devices is not None else jax.devices(device)
+    pool = _device_pool(device, devices)
     shape = " x ".join(f"{n}={s}" for n, s in axes.items())
     if len(pool) < needed:
         hint = " (for virtual CPU devices: jax.config.update(\"jax_num_cpu_devices\", N) before JAX starts, or " \
@@ -51,6 +51,20 @@ def mesh(device: str = "cpu", devices=None, **axes):
     if len(set(pool[:needed])) < needed:
         raise ValueError(f"the mesh {shape} names a device twice: each of its {needed} devices must be another")
     return jax.sharding.Mesh(np.array(pool[:needed]).reshape(tuple(axes.values())), tuple(axes))
+
+
+def _device_pool(device: str, devices) -> list:
+    """The devices a mesh takes its first ones from: `devices` in their order, else the PJRT platform
+    `device`'s; a platform this machine lacks is arrc's DeviceUnavailable (a RuntimeError, as a call on a
+    missing device raises), not JAX's "Unknown backend"."""
+    import jax
+    if devices is None:
+        try:
+            return jax.devices(device)
+        except RuntimeError as err:
+            from arrc.runtime.pjrt import DeviceUnavailable
+            raise DeviceUnavailable(device, str(err)) from None
+    return list(devices)
 
 
 def partition_spec(value):

@@ -110,3 +110,18 @@ def test_gpu_runs_prints_asserts_and_guards(capfd):
         mod.f(np.array([-20.0, 2.0, 3.0, 4.0], np.float32), 0)
     with pytest.raises(arrc.BoundsError):
         mod.f(x, 7)
+
+
+@pytest.mark.skipif(_has("gpu"), reason="this machine has a GPU")
+def test_a_mesh_over_a_missing_platform_says_so(tmp_path):
+    """`arrc.mesh(device="gpu")` raised JAX's RuntimeError ("Unknown backend: 'gpu' requested ..."), and
+    `arrc compile --target gpu --mesh ...` reported it as an internal compiler error (E0601, exit 4)."""
+    with pytest.raises(DeviceUnavailable, match="no gpu device is available"):
+        arrc.mesh(device="gpu", data=1)
+    (tmp_path / "m.arr").write_text("def f(x: f32[8]) -> f32[8]:\n    return x * 2.0\n")
+    done = subprocess.run([sys.executable, "-m", "arrc", "compile", "m.arr", "--entry", "f", "--target", "gpu",
+                           "--mesh", "data=1", "--shard", "x=data"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr.startswith("arrc: error: --mesh data=1: no gpu device is available ("), done.stderr
+    assert done.stderr.endswith("; a sharded program is lowered over the devices it runs on\n"), done.stderr
