@@ -54,17 +54,26 @@ def mesh(device: str = "cpu", devices=None, **axes):
 
 
 def _device_pool(device: str, devices) -> list:
-    """The devices a mesh takes its first ones from: `devices` in their order, else the PJRT platform
-    `device`'s; a platform this machine lacks is arrc's DeviceUnavailable (a RuntimeError, as a call on a
-    missing device raises), not JAX's "Unknown backend"."""
+    """The devices a mesh takes its first ones from: `devices` in their order (a list, or an array such as
+    another mesh's `.devices`, flattened), else the PJRT platform `device`'s; a platform this machine lacks is
+    arrc's DeviceUnavailable (a RuntimeError, as a call on a missing device raises), not JAX's "Unknown
+    backend"."""
     import jax
+    import numpy as np
     if devices is None:
         try:
             return jax.devices(device)
         except RuntimeError as err:
             from arrc.runtime.pjrt import DeviceUnavailable
             raise DeviceUnavailable(device, str(err)) from None
-    return list(devices)
+    try:
+        pool = list(np.asarray(devices if isinstance(devices, np.ndarray) else list(devices), dtype=object).ravel())
+    except TypeError:
+        pool = [devices]
+    for d in pool:
+        if not isinstance(d, jax.Device):
+            raise TypeError(f"devices holds {d!r}, which is not a JAX device (e.g. devices=jax.devices()[:4])")
+    return pool
 
 
 def partition_spec(value):

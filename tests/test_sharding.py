@@ -508,6 +508,19 @@ def test_a_mesh_takes_numpy_integer_sizes():
         with pytest.raises(ValueError, match="must have a positive integer size"):
             arrc.mesh(data=size)
 
+
+def test_a_mesh_takes_its_devices_as_an_array_and_refuses_other_things():
+    """`devices=other_mesh.devices` (a 2-D array) was taken by its rows (2 x 4 devices for data=2, model=4: "needs 8
+    devices; 2 are available"; 1 x 1: "unhashable type: 'numpy.ndarray'"); `devices=3` was "'int' object is not iterable"; a list of strings
+    made a mesh whose call failed inside JAX ("'numpy.str_' object has no attribute 'platform'")."""
+    import jax
+    import numpy as np
+    grid = np.array(jax.devices()[:1]).reshape(1, 1)
+    assert arrc.mesh(devices=grid, data=1).devices.tolist() == [jax.devices()[0]]
+    for devices, shown in ((3, "3"), (["cpu:0"], "'cpu:0'")):
+        with pytest.raises(TypeError, match=f"devices holds {shown}, which is not a JAX device"):
+            arrc.mesh(devices=devices, data=1)
+
 PRELUDE = textwrap.dedent('''
     import jax
     jax.config.update("jax_num_cpu_devices", 8)
