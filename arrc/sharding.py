@@ -105,6 +105,10 @@ def _spec(value, what: str, t, mesh, error: type):
         spec = partition_spec(value)
     except TypeError as err:
         raise error(f"{what}: {err}") from None
+    for part in spec:
+        if not (part is None or isinstance(part, str) or
+                isinstance(part, (tuple, list)) and all(isinstance(a, str) for a in part)):
+            raise error(f"{what}, {spec}: {part!r} is not a mesh axis name, None (not split) or a tuple of names")
     axes = _axes_of(spec)
     for axis in axes:
         if axis not in mesh.shape:

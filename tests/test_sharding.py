@@ -4,6 +4,7 @@ the single-device results, the collectives XLA inserted are in the compiled prog
 are the ones XLA chose, and bad meshes and specs are errors with a message."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -520,6 +521,24 @@ def test_a_mesh_takes_its_devices_as_an_array_and_refuses_other_things():
     for devices, shown in ((3, "3"), (["cpu:0"], "'cpu:0'")):
         with pytest.raises(TypeError, match=f"devices holds {shown}, which is not a JAX device"):
             arrc.mesh(devices=devices, data=1)
+
+
+def test_a_spec_entry_that_is_not_an_axis_name_is_an_argument_error():
+    """An int, a float or P.UNCONSTRAINED in a spec was Python's "'int' object is not iterable"; bytes were read
+    as axes named by their codes ("names `100`"), a None in a tuple as an axis named `None`."""
+    import jax
+    import numpy as np
+    from jax.sharding import PartitionSpec as P
+    mod = arrc.loads("def f(x: f32[n, m]) -> f32[n, m]:\n    return x * 2.0\n")
+    mesh = arrc.mesh(devices=jax.devices()[:1], data=1)
+    for spec, shown in (((1, None), "1"), (("data", 2.5), "2.5"), (P(P.UNCONSTRAINED, None), "UNCONSTRAINED"),
+                        ((b"data",), "b'data'"), ((("data", None),), "('data', None)")):
+        for specs in ({"in_specs": (spec,)}, {"out_specs": (spec,)}):
+            with pytest.raises(arrc.ArgumentError, match=f": {re.escape(shown)} is not a mesh axis name, None "
+                                                         "\\(not split\\) or a tuple of names"):
+                mod.f.sharded(mesh, **specs)
+    split = mod.f.sharded(mesh, in_specs=((["data"], None),), out_specs=(None, ("data",)))
+    np.testing.assert_array_equal(np.asarray(split(np.ones((2, 2), np.float32))), np.full((2, 2), 2.0))
 
 PRELUDE = textwrap.dedent('''
     import jax
