@@ -23,12 +23,31 @@ def initialize(coordinator: str, num_processes: int, process_id: int, local_devi
                                       not 1 <= local_devices <= MAX_VIRTUAL_DEVICES):
         raise ValueError(f"local_devices must be an integer in 1..{MAX_VIRTUAL_DEVICES} (virtual CPU devices of "
                          f"this process), not {local_devices!r}")
+    if process_id != 0:
+        _wait_for_coordinator(host, int(port), timeout_s)
     import jax
     if local_devices is not None:
         jax.config.update("jax_num_cpu_devices", local_devices)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes, process_id=process_id,
                                initialization_timeout=timeout_s)
+
+
+def _wait_for_coordinator(host: str, port: int, timeout_s: float) -> None:
+    """Return once something listens at the coordinator's address, else raise a TimeoutError after `timeout_s`
+    seconds: JAX's client, whose registration timed out, ended the process (a fatal log and SIGABRT, exit 134)."""
+    import socket
+    import time
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((host.strip("[]"), port), timeout=1):
+                return
+        except OSError:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"no coordinator answered at {host}:{port} within {timeout_s} s: process 0 "
+                                   f"serves it, started with the same coordinator address") from None
+            time.sleep(0.2)
 
 
 def shutdown() -> None:

@@ -164,3 +164,14 @@ def test_a_process_whose_peer_failed_says_so(tmp_path):
         "arrc: error: another process of this run did not take part in its computation in time: it failed or left "
         "before it (see its own output), or was started with other arguments (every process runs the same command "
         "with its own --process-id)")
+
+
+def test_a_coordinator_that_never_answers_is_an_error(tmp_path):
+    """A process other than 0 whose coordinator never came up was ended by JAX's client when its registration
+    timed out: a fatal log with a C++ stack trace, SIGABRT (exit 134), from the command line too."""
+    address = f"127.0.0.1:{_port()}"          # (nothing listens there)
+    done = subprocess.run([sys.executable, "-c", "import arrc\ntry:\n    arrc.distributed.initialize("
+                           f"{address!r}, num_processes=2, process_id=1, timeout_s=2)\nexcept TimeoutError as err:\n"
+                           "    print(err)\n"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (0, f"no coordinator answered at {address} within 2 s: process 0 "
+                                                 "serves it, started with the same coordinator address\n"), done.stderr
