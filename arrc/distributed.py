@@ -14,6 +14,10 @@ def initialize(coordinator: str, num_processes: int, process_id: int, local_devi
     host, _, port = str(coordinator).rpartition(":")
     if not host or not port.isdigit():
         raise ValueError(f"coordinator {coordinator!r}: write it as HOST:PORT, e.g. 127.0.0.1:9876")
+    if not 1 <= int(port) <= 65535:
+        raise ValueError(f"coordinator {coordinator!r}: the port is a number in 1..65535, not {port}")
+    if not isinstance(timeout_s, int) or isinstance(timeout_s, bool) or timeout_s < 1:
+        raise ValueError(f"timeout_s must be a positive whole number of seconds, not {timeout_s!r}")
     if not isinstance(num_processes, int) or num_processes < 1:
         raise ValueError(f"num_processes must be a positive integer, not {num_processes!r}")
     if not isinstance(process_id, int) or not 0 <= process_id < num_processes:

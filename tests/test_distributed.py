@@ -175,3 +175,17 @@ def test_a_coordinator_that_never_answers_is_an_error(tmp_path):
                            "    print(err)\n"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout) == (0, f"no coordinator answered at {address} within 2 s: process 0 "
                                                  "serves it, started with the same coordinator address\n"), done.stderr
+
+
+
+def test_a_port_out_of_range_and_a_bad_timeout_are_value_errors():
+    """Ports 0 (a cluster of one process hung past its 60 s) and 99999 (accepted), and a timeout that is not a
+    whole number of seconds (JAX's "incompatible function arguments" from its C++ binding) were not checked."""
+    import pytest
+    import arrc
+    for coordinator, timeout_s, why in (("127.0.0.1:0", 60, "the port is a number in 1..65535, not 0"),
+                                        ("127.0.0.1:99999", 60, "the port is a number in 1..65535, not 99999"),
+                                        ("127.0.0.1:9876", "x", "timeout_s must be a positive whole number"),
+                                        ("127.0.0.1:9876", 0, "timeout_s must be a positive whole number")):
+        with pytest.raises(ValueError, match=why):
+            arrc.distributed.initialize(coordinator, num_processes=2, process_id=1, timeout_s=timeout_s)
