@@ -421,9 +421,12 @@ def _with_effects(fn, jitted, args):
         effects.end(run_id)
     out, suspect = out if flags_results(fn) else (out, None)
     reported = state.failure is not None or bool(state.events)
-    _raise_everywhere(_reported(fn, state, out) if reported else None, reported, out)
-    if suspect is not None and _read(suspect):
-        _fault_at_results(fn, args, out)
+    err, failed = _everywhere((_reported(fn, state, out) if reported else None, state.failure is not None),
+                              reported, out)
+    if suspect is not None and not failed and _read(suspect):
+        _fault_at_results(fn, args, out)    # (as on one device, `raise_faults`: where a result is not finite,
+    if err is not None:                     # the origin build's first fault, a bounds one in an earlier lane too)
+        raise err
     return out
 
 
@@ -449,12 +452,19 @@ def _devices(leaves) -> int:
 
 
 def _raise_everywhere(err, here: bool, out) -> None:
-    """Raise `err` (an arrc.GuardError, or None: nothing) in every process that ran the call of results `out`:
-    where it ran over other processes' devices too (jax.distributed), the one of the process where `here`
-    (whose device ran the program's host callbacks, which saw the fault), sent to the others through JAX's
-    collectives (pickled; `multihost_utils`), so that each raises the same report and none is left waiting
-    in a collective. Where no process saw one, each raises its own `err` (made from replicated values, the
-    same everywhere)."""
+    """Raise `err` (an arrc.GuardError, or None: nothing) in every process that ran the call of results `out`,
+    the same one (`_everywhere`)."""
+    err = _everywhere(err, here, out)
+    if err is not None:
+        raise err
+
+
+def _everywhere(value, here: bool, out):
+    """`value` (picklable: a fault's report, ...) of the process where `here` (whose device ran the program's
+    host callbacks, which saw the fault), in every process that ran the call of results `out`: where it ran
+    over other processes' devices too (jax.distributed), sent to the others through JAX's collectives
+    (pickled; `multihost_utils`), so that each does the same and none is left waiting in a collective. Where
+    no process saw one, each has its own `value` (made from replicated values, the same everywhere)."""
     import jax
     leaves = jax.tree_util.tree_leaves(out)
     if any(not getattr(r, "is_fully_addressable", True) for r in leaves):
@@ -464,12 +474,11 @@ def _raise_everywhere(err, here: bool, out) -> None:
         seen = np.asarray(multihost_utils.process_allgather(np.int32(here)))
         if seen.any():
             source = jax.process_index() == int(np.argmax(seen))
-            data = np.frombuffer(pickle.dumps(err), np.uint8) if source else np.zeros(0, np.uint8)
+            data = np.frombuffer(pickle.dumps(value), np.uint8) if source else np.zeros(0, np.uint8)
             size = int(multihost_utils.broadcast_one_to_all(np.int32(data.size), is_source=source))
             data = data if source else np.zeros(size, np.uint8)
-            err = pickle.loads(np.asarray(multihost_utils.broadcast_one_to_all(data, is_source=source)).tobytes())
-    if err is not None:
-        raise err
+            value = pickle.loads(np.asarray(multihost_utils.broadcast_one_to_all(data, is_source=source)).tobytes())
+    return value
 
 
 def _fault_at_results(fn, args, out) -> None:

@@ -756,3 +756,31 @@ def test_arguments_on_other_devices_are_an_argument_error():
            "the same order (e.g. jax.device_put(y, x.sharding))\n"
     backwards = "[7, 6, 5, 4, 3, 2, 1, 0] (the same devices in another order)"
     assert out == "".join(head + ids + tail for ids in (backwards, backwards, "[0, 1, 2, 3]", "[0]", backwards)), out
+
+
+def test_a_call_with_two_faults_reports_the_one_a_call_on_one_device_reports():
+    """With guards="all", a -inf in lane 0 and an index out of range in lane 4 were an InfError on one device
+    (the origin build's first fault, lane by lane) and a BoundsError sharded: the bounds check's callback
+    inside the program was raised before the results' flag was read."""
+    out = in_child('''
+        mod = arrc.loads("""
+        def lrow(r: f32[4], i: i32) -> f32:
+            return log(r[i])
+
+        def lrows(x: f32[8, 4], i: i32[8]) -> f32[8]:
+            return vmap(lrow)(x, i)
+        """, filename="v.arr", guards="all")
+        x = np.arange(32, dtype=np.float32).reshape(8, 4)
+        for i in ([0, 1, 2, 3, 4, 0, 1, 2], [4, 1, 2, 3, 0, 1, 1, 2]):
+            i = np.array(i, np.int32)
+            reports = []
+            for call in (lambda: mod.lrows(x, i), lambda: mod.lrows.sharded(mesh, in_specs=(("data", None), "data"))(x, i)):
+                try:
+                    call()
+                    raise AssertionError("no report")
+                except arrc.GuardError as err:
+                    reports.append([line for line in str(err).splitlines() if "the call ran" not in line])
+            assert reports[0] == reports[1], reports
+            print(reports[0][0])
+    ''')
+    assert out == "error[R0002]: infinity produced at run time\nerror[R0003]: index out of range at run time\n", out
