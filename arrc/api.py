@@ -685,6 +685,15 @@ def _index(i) -> int | None:
         return None
 
 
+def _refuse_sharded(fn, kind: str) -> None:
+    """A TypeError saying how to transform a sharded function (`f.sharded(mesh)`, arrc/sharding.py), if `fn` is
+    one: the transformation first, then `.sharded`."""
+    sharding = sys.modules.get("arrc.sharding")         # (imported wherever one was made)
+    if sharding is not None and isinstance(fn, sharding.Sharded):
+        raise TypeError(f"{kind} takes an arr function, not a sharded one ({fn!r}): transform the function first, "
+                        f"then shard the result: `arrc.{kind}(mod.{fn.fn.name}).sharded(mesh, ...)`")
+
+
 def value_and_grad(fn: Function, argnums=0) -> "Derivative":
     """`jax.value_and_grad(f, argnums)` for an arr function: a Function returning (value, derivatives), the
     derivatives one array for an int `argnums`, a tuple for a tuple."""
@@ -737,6 +746,7 @@ def vmap(fn: Function, in_axes=0, out_axes=0) -> Function:
     [12.0, 30.0]
     """
     if type(fn) is not Function:
+        _refuse_sharded(fn, "vmap")
         raise TypeError(f"vmap takes a function of an arr module (e.g. `mod.f`), not {fn!r}: for a derivative, "
                         f"write `vmap` and `grad` in arr, or transform in JAX: `jax.vmap(jax.grad(mod.f.as_jax()))`")
     sig = fn._sig
@@ -813,6 +823,7 @@ class Derivative(Function):
         ignored (JAX's float0)."""
         from arrc.compiler.check import Signature
         if not isinstance(base, Function):
+            _refuse_sharded(base, kind)
             raise TypeError(f"{kind} takes an arr function (e.g. `mod.loss`), not {base!r}")
         super().__init__(base.module, base.name, base.sources)
         sig = base._sig

@@ -163,6 +163,9 @@ class Sharded:
         run = (NamedSharding(mesh, partition_spec(None)),) if has_effects(fn, spmd=True) else ()
         self.jitted = jax.jit(spmd_function(fn), in_shardings=run + self.in_shardings, out_shardings=outs)
 
+    def __repr__(self) -> str:
+        return f"{self.fn.name}.sharded({', '.join(f'{n}={s}' for n, s in self.mesh.shape.items())})"
+
     def __call__(self, /, *args, **kwargs):
         self.fn._refuse_tracers(args, kwargs)       # (JAX's AttributeError from `_placed` otherwise)
         with _tracing(self.mesh):

@@ -540,6 +540,24 @@ def test_a_spec_entry_that_is_not_an_axis_name_is_an_argument_error():
     split = mod.f.sharded(mesh, in_specs=((["data"], None),), out_specs=(None, ("data",)))
     np.testing.assert_array_equal(np.asarray(split(np.ones((2, 2), np.float32))), np.full((2, 2), 2.0))
 
+
+def test_a_transform_of_a_sharded_function_says_to_transform_first():
+    """`arrc.grad(mod.loss.sharded(mesh))` was "grad takes an arr function (e.g. `mod.loss`), not
+    <arrc.sharding.Sharded object at 0x...>", and vmap's pointed at JAX; the transform of the function, sharded
+    afterwards, runs."""
+    import jax
+    import numpy as np
+    mod = arrc.loads("def loss(x: f32[n]) -> f32:\n    return sum(x * x)\n")
+    mesh = arrc.mesh(devices=jax.devices()[:1], data=1)
+    for transform in (arrc.grad, arrc.value_and_grad, arrc.vjp, arrc.jvp, arrc.vmap):
+        name = transform.__name__
+        with pytest.raises(TypeError, match=re.escape(
+                f"{name} takes an arr function, not a sharded one (loss.sharded(data=1)): transform the function "
+                f"first, then shard the result: `arrc.{name}(mod.loss).sharded(mesh, ...)`")):
+            transform(mod.loss.sharded(mesh, in_specs=("data",)))
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(arrc.grad(mod.loss).sharded(mesh, in_specs=("data",))(x)), 2 * x)
+
 PRELUDE = textwrap.dedent('''
     import jax
     jax.config.update("jax_num_cpu_devices", 8)
