@@ -390,16 +390,20 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
                      + (" (outermost first)" if len(loops) > 1 else ""))
     notes += [f"in lane {c} of {lane}" for c, lane in zip(event.counters, lanes) if lane]
     notes += [f"in lane {lane} of {mapped}" for lane, mapped in zip(lanes_at, batch_of)]
-    if site.chain or entry:
-        notes.append(("in the backward pass, " if site.derivative_of else "") + _calls_note(site.chain, entry))
+    calls = _calls_note(site.chain, entry, () if site.derivative_of else notes) if site.chain or entry else None
+    if calls:
+        notes.append(("in the backward pass, " if site.derivative_of else "") + calls)
     return cls(message, site.span, label, index=index, iteration=iteration, operands=operands, notes=notes,
                sources=sources, help=help,
                lanes=tuple(c for c, lane in zip(event.counters, lanes) if lane) + tuple(lanes_at))
 
 
-def _calls_note(chain: list, entry: str) -> str:
+def _calls_note(chain: list, entry: str, notes=()) -> str | None:
     """`in g, called from f at q.arr:6:12, called from main at q.arr:9:5`: the function of a site and the
-    calls that inlined it (`chain`, innermost first: (callee, call span)) up to the entry point."""
+    calls that inlined it (`chain`, innermost first: (callee, call span)) up to the entry point. None where it
+    would only name the entry that one of the report's `notes` names (`in lane 2 of vmap(f)`)."""
+    if not chain and any(note.endswith(f" of {entry}") for note in notes):
+        return None
     functions = [name for name, _ in chain] + [entry]
     return ", ".join([f"in {functions[0]}"] + [f"called from {caller} at {span}"
                                                for (_, span), caller in zip(chain, functions[1:])])
@@ -414,8 +418,8 @@ def raise_faults(state, scope: str, origin_run, entry: str, sources: dict) -> No
             else None
         if first is not None and first.key < execution_key(failure.order, failure.counters):
             raise report(first, entry, sources)         # a fault that the checks found before the assert failed
-        raise failure.noted(_calls_note(failure.chain, entry))     # (no chain: in the entry, named as a guard
-                                                                  # report names it: `vmap(f)`, `grad(f)`)
+        calls = _calls_note(failure.chain, entry, failure.diagnostic.notes)   # (no chain: in the entry, named
+        raise failure.noted(calls) if calls else failure                     # as a guard report names it)
     if state.failure is not None:
         raise state.failure
     if not state.fault and not state.events:
