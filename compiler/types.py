@@ -483,12 +483,23 @@ def true_divide_dtype(dt: DType) -> DType:
 
 def _default_max_bytes() -> int:
     import os
-    if "ARRC_MAX_ARRAY_BYTES" in os.environ:
-        return int(os.environ["ARRC_MAX_ARRAY_BYTES"])
     try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")      # the host's memory
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")      # the host's memory
     except (ValueError, OSError, AttributeError):
-        return 2 ** 40
+        memory = 2 ** 40
+    text = os.environ.get("ARRC_MAX_ARRAY_BYTES", "").strip()
+    if not text:
+        return memory
+    try:
+        limit = int(text)
+    except ValueError:      # (read at import: a traceback here broke every command, `arrc --version` too)
+        limit = 0
+    if limit <= 0:
+        import sys
+        sys.stderr.write(f"arrc: warning: ARRC_MAX_ARRAY_BYTES={text!r} is not a positive number of bytes; "
+                         f"using {memory:,} (this machine's memory)\n")
+        return memory
+    return limit
 
 
 MAX_ARRAY_BYTES = _default_max_bytes()

@@ -63,6 +63,15 @@ def test_limit_is_at_least_a_gigabyte_and_far_below_a_terabyte():
     assert 2 ** 30 <= MAX_ARRAY_BYTES < 4 * TERA
 
 
+@pytest.mark.parametrize("value", ["abc", "0", "-1", "1e9"])
+def test_a_limit_that_is_no_positive_integer_is_a_warning_not_a_traceback(value):
+    """`ARRC_MAX_ARRAY_BYTES=abc arrc --version` was a ValueError traceback (the limit is read at import)."""
+    done = subprocess.run([sys.executable, "-m", "arrc", "--version"], capture_output=True, text=True,
+                          env={**os.environ, "ARRC_MAX_ARRAY_BYTES": value}, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith(f"arrc: warning: ARRC_MAX_ARRAY_BYTES={value!r} is not a positive number of bytes")
+
+
 @pytest.mark.parametrize("expr", [
     "sum(zeros(1000000000000))",
     "sum(zeros((100000, 100000, 100000)))",
