@@ -1031,8 +1031,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         disable()
     kwargs = parse_run_args(args.arg)
     if args.out is not None and not args.out.endswith(".npz"):
+        out = Path(args.out)            # (`--out ''`, `.` or `/` has no name to give a suffix: a file in it)
+        example = out.with_suffix(".npz") if out.name not in ("", "..") else out / "results.npz"
         raise UsageError(f"--out {args.out}: the results are saved as a NumPy .npz archive; give a name ending "
-                         f"in .npz (e.g. --out {Path(args.out).with_suffix('.npz')})")
+                         f"in .npz (e.g. --out {example})")
     if args.out is not None:
         require_writable(args.out, "--out")
     mesh_axes, shards = parse_mesh(args.mesh, args.shard, args.devices)

@@ -155,6 +155,14 @@ def test_out_must_be_npz(prog, tmp_path, capsys):
     assert (tmp_path / "r.npz").is_file()
 
 
+@pytest.mark.parametrize("out, example", [("", "results.npz"), (".", "results.npz"), ("/", "/results.npz"),
+                                          ("..", "../results.npz")])
+def test_an_out_without_a_file_name_is_a_usage_error(prog, capsys, out, example):
+    """`--out ''` and `--out .` were E0601 (a ValueError making the example name: `Path('.').with_suffix`)."""
+    assert usage(capsys, "run", prog, "--entry", "g", "--arg", "x=[1, 2, 3]", "--out", out).endswith(
+        f"give a name ending in .npz (e.g. --out {example})")
+
+
 # ---- help and did-you-mean -------------------------------------------------------------------------
 
 def test_no_command_prints_the_help(capsys):
