@@ -233,7 +233,8 @@ def write_whole(path: str, flag: str, write) -> None:
     partial = os.path.join(os.path.dirname(target), f".arrc-{os.getpid()}.partial")   # (any name may be NAME_MAX long)
     try:
         file = None
-        if not os.path.exists(target) or os.path.isfile(target) and os.access(target, os.W_OK):
+        # (`path`, not `target`: /dev/stdout into a pipe resolves to a name that is no file, /proc/ID/fd/pipe:[N])
+        if not os.path.exists(path) or os.path.isfile(path) and os.access(path, os.W_OK):
             with contextlib.suppress(PermissionError):
                 file = open(partial, "wb")
         if file is None:

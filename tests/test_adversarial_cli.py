@@ -625,6 +625,17 @@ def test_a_write_that_fails_leaves_the_old_output_and_no_partial_file(tmp_path, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.arr", out.name]
 
 
+def test_o_dev_stdout_into_a_pipe_writes_the_pipe(tmp_path):
+    """`arrc compile f.arr -o /dev/stdout | ...` was "cannot write it (No such file or directory)": the
+    partial file was made beside /dev/stdout's real path, /proc/ID/fd/pipe:[N], which is no file."""
+    prog = tmp_path / "p.arr"
+    prog.write_text("def main() -> f32[3]:\n    return zeros((3,))\n")
+    proc = _arrc(["compile", str(prog), "-o", "/dev/stdout"], stdout=subprocess.PIPE)
+    out, err = proc.communicate(timeout=300)
+    assert (proc.returncode, err) == (0, "") and out.startswith("module")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.arr"]
+
+
 @pytest.mark.parametrize("command", [["compile", "--entry", "main", "-o"], ["run", "--out"]])
 def test_an_output_name_as_long_as_the_file_system_allows_is_written(tmp_path, command, capsys):
     """A 255-byte name (NAME_MAX): the partial file written beside it was named after it, 255 bytes plus a
