@@ -1486,7 +1486,11 @@ def unknown_flags(parser: argparse.ArgumentParser, extra: list[str]) -> str:
     words = []
     for arg in extra:
         flag = arg.partition("=")[0]
-        words.append(arg + (did_you_mean(flag, flags) if flag.startswith("-") else ""))
+        if re.fullmatch(r"-[A-Za-z]", flag):     # `-o` for run's `--out`: by spelling, every letter was `-h`
+            longs = [f for f in flags if f.startswith(f"-{flag}")]
+            words.append(arg + (f" (did you mean `{longs[0]}`?)" if len(longs) == 1 else ""))
+        else:
+            words.append(arg + (did_you_mean(flag, flags) if flag.startswith("-") else ""))
     return f"unrecognized arguments: {' '.join(words)}"
 
 

@@ -188,6 +188,20 @@ def test_misspelt_flag(prog, capsys):
     assert "(did you mean `stablehlo`?)" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["-v"], "-v (did you mean `--version`?)"),
+    (["run", "PROG", "-o", "r.npz"], "-o (did you mean `--out`?) r.npz"),
+    (["run", "PROG", "-a", "x=1"], "-a (did you mean `--arg`?) x=1"),
+    (["check", "PROG", "-w"], "-w (did you mean `--werror`?)"),
+    (["run", "PROG", "-d", "cpu"], "-d cpu"),               # --device or --devices: no guess
+    (["run", "PROG", "-x"], "-x"),
+])
+def test_a_one_letter_flag_is_taken_for_the_long_flag_of_its_letter(prog, capsys, argv, said):
+    """Every unknown one-letter flag was "did you mean `-h`?" (one edit away from any of them)."""
+    assert main([prog if a == "PROG" else a for a in argv]) == 2
+    assert capsys.readouterr().err.endswith(f"error: unrecognized arguments: {said}\n")
+
+
 # ---- check's summary, explain ---------------------------------------------------------------------
 
 def test_check_summary_when_clean(prog, capsys):
