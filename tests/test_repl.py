@@ -308,7 +308,7 @@ def test_mlir_of_expressions_and_functions(session):
     assert "<session>" not in out and "<expr>" not in out
     out = run_cells(session, ":mlir g", ":mlir f")
     assert "func.func public @main() -> tensor<f32>" in out
-    assert "`f(v: f32[n]) -> f32[n]` is generic over n" in out and "`:mlir f(...)`" in out
+    assert "\nerror: `f(v: f32[n]) -> f32[n]` is generic over n" in out and "`:mlir f(...)`" in out   # (had no `error: `)
 
 
 def test_hlo_and_time(session):

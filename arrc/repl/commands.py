@@ -14,7 +14,6 @@ from arrc.compiler.abi import GUARD_KINDS as KINDS
 from arrc.compiler.diagnostics import CompileError
 from arrc.compiler.parse import decode
 from arrc.compiler.span import Source
-from arrc.exits import EXIT_USAGE
 
 from .display import format_seconds
 from .help import help_text, suggestion, type_text
@@ -136,9 +135,9 @@ def _function_and_types(session: Session, arg, arg_source, command: str):
     if arg.isidentifier() and arg in session.items and session.items[arg].kind == "def":
         fn = session.module({arg})[arg]
         if fn.shape_vars:
-            raise CellError(f"`{arg}{fn.signature}` is generic over {', '.join(fn.shape_vars)}: it needs "
-                            f"concrete shapes; give a call instead, e.g. `{command} {arg}(...)` with "
-                            f"arguments of the sizes you want", EXIT_USAGE, diagnostic=False)
+            raise usage_error(f"`{arg}{fn.signature}` is generic over {', '.join(fn.shape_vars)}: it needs "
+                              f"concrete shapes; give a call instead, e.g. `{command} {arg}(...)` with "
+                              f"arguments of the sizes you want")
         return fn, fn.arg_types_for({})
     return argument_expression(session, arg_source), []
 
