@@ -393,6 +393,25 @@ def test_load_and_reload(tmp_path, session):
     assert out == "error: `:load` needs a file name: :load FILE\n" * 2
 
 
+def test_reload_goes_on_past_a_file_that_fails(tmp_path, session):
+    """`:reload` stopped at the first file that failed (gone or broken): the files after it were not read
+    again, and their edits were silently not in effect."""
+    one, two, three = (tmp_path / f"{n}.arr" for n in ("one", "two", "three"))
+    for i, path in enumerate((one, two, three), 1):
+        path.write_text(f"def {path.stem}() -> i32:\n    return {i}\n")
+    run_cells(session, *(f":load {p}" for p in (one, two, three)))
+    one.unlink()
+    two.write_text("def two() -> i32:\n    return zz\n")
+    three.write_text("def three() -> i32:\n    return 30\n")
+    code = session.exit_code
+    out = run_cells(session, ":reload")
+    assert f"error: no such file: {one}\n" in out and "undefined name `zz`" in out
+    assert f"reloaded {three}: 1 function (three)\n" in out
+    assert out.endswith(f"error: not reloaded: {one}, {two} (the other files were)\n")
+    assert session.exit_code == (code or 2)
+    assert run_cells(session, "one() + two() + three()") == "i32 = 33\n"
+
+
 def test_files_on_the_command_line_and_reload(tmp_path):
     path = tmp_path / "one.arr"
     path.write_text("def one() -> i32:\n    return 1\n")

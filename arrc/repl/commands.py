@@ -266,8 +266,17 @@ def load_file(session: Session, path: str, reload: bool = False) -> None:
 def cmd_reload(session: Session, arg, arg_source) -> None:
     if not session.loaded:
         raise usage_error("nothing to reload: no file was loaded with :load")
-    for path in list(session.loaded):
-        load_file(session, path, reload=True)
+    *others, last = session.loaded
+    failed = []
+    for path in others:     # each file, also after one that fails (gone, broken): the others' edits are not lost
+        try:
+            load_file(session, path, reload=True)
+        except (CellError, CompileError) as err:
+            session.failed(session.show_failure(err))
+            failed.append(path)
+    load_file(session, last, reload=True)
+    if failed:
+        raise usage_error(f"not reloaded: {', '.join(failed)} (the other files were)")
 
 
 def cmd_quit(session: Session, arg, arg_source) -> None:

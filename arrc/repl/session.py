@@ -215,12 +215,8 @@ class Session:
             fn(*args)
             raise_lost_interrupt()
             return True
-        except CellError as err:
-            (self.write_diagnostics if err.diagnostic else self.write_err)(err.text)
-            return self.failed(err.code)
-        except CompileError as err:
-            self.write_diagnostics(self.compile_error(err).text)
-            return self.failed(EXIT_COMPILE)
+        except (CellError, CompileError) as err:
+            return self.failed(self.show_failure(err))
         except KeyboardInterrupt:
             # A program interrupted while it runs keeps running on its helper thread (runtime/call.py
             # `interruptible`), and its function's dispatcher waits for it before another call of the
@@ -243,6 +239,13 @@ class Session:
                 return self.failed(EXIT_RUNTIME)
             self.write_diagnostics(render_all([internal_error(err)], {}))    # E0601, as `arrc` reports it
             return self.failed(EXIT_INTERNAL)
+
+    def show_failure(self, err: CellError | CompileError) -> int:
+        """Show the error of a failed cell (or part of one); its exit status."""
+        if isinstance(err, CompileError):
+            err = self.compile_error(err)
+        (self.write_diagnostics if err.diagnostic else self.write_err)(err.text)
+        return err.code
 
     def failed(self, code: int) -> bool:
         self.exit_code = self.exit_code or code
