@@ -1480,13 +1480,23 @@ class Parser(argparse.ArgumentParser):
 INVALID_CHOICE = re.compile(r"invalid choice: '(?P<word>[^']*)' \(choose from (?P<choices>.*)\)")
 
 
-def unknown_flags(parser: argparse.ArgumentParser, extra: list[str]) -> str:
-    """The message for arguments no option of `parser` takes, with the closest flag for a misspelt one."""
-    flags = [s for action in parser._actions for s in action.option_strings]
+def flags_of(parser: argparse.ArgumentParser) -> list[str]:
+    return [s for action in parser._actions for s in action.option_strings]
+
+
+def unknown_flags(parser: argparse.ArgumentParser, extra: list[str], commands: dict) -> str:
+    """The message for arguments no option of `parser` takes, with the closest flag for a misspelt one, or
+    the other commands (of `commands`, name -> parser) that take it."""
+    flags = flags_of(parser)
     words = []
     for arg in extra:
         flag = arg.partition("=")[0]
-        if re.fullmatch(r"-[A-Za-z]", flag):     # `-o` for run's `--out`: by spelling, every letter was `-h`
+        elsewhere = [f"`arrc {name}`" for name, other in commands.items()
+                     if other is not parser and flag.startswith("--") and flag in flags_of(other)]
+        if elsewhere:                   # `run --shape n=3` was "did you mean `--shard`?"
+            named = " and ".join(filter(None, [", ".join(elsewhere[:-1]), elsewhere[-1]]))
+            words.append(f"{arg} (a flag of {named}, not of `{parser.prog}`)")
+        elif re.fullmatch(r"-[A-Za-z]", flag):     # `-o` for run's `--out`: by spelling, every letter was `-h`
             longs = [f for f in flags if f.startswith(f"-{flag}")]
             words.append(arg + (f" (did you mean `{longs[0]}`?)" if len(longs) == 1 else ""))
         else:
@@ -1638,9 +1648,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args, extra = parser.parse_known_args(argv)
         if extra:
-            command = parser._subparsers._group_actions[0].choices.get(args.command, parser) \
-                if args.command else parser
-            command.error(unknown_flags(command, extra))
+            commands = parser._subparsers._group_actions[0].choices
+            command = commands.get(args.command, parser) if args.command else parser
+            command.error(unknown_flags(command, extra, commands))
     except SystemExit as exit_:          # --help (0) or a bad flag (2, message already printed)
         return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
     except OSError as err:              # writing the help

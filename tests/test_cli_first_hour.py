@@ -202,6 +202,18 @@ def test_a_one_letter_flag_is_taken_for_the_long_flag_of_its_letter(prog, capsys
     assert capsys.readouterr().err.endswith(f"error: unrecognized arguments: {said}\n")
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["run", "PROG", "--shape", "n=2"], "--shape (a flag of `arrc compile`, not of `arrc run`) n=2"),
+    (["compile", "PROG", "--arg=x=1"], "--arg=x=1 (a flag of `arrc run`, not of `arrc compile`)"),
+    (["check", "PROG", "--guards", "nan"],
+     "--guards (a flag of `arrc compile`, `arrc run` and `arrc guard`, not of `arrc check`) nan"),
+])
+def test_a_flag_of_another_command_is_said_to_be_one(prog, capsys, argv, said):
+    """`arrc run f.arr --shape n=2` was "did you mean `--shard`?", a flag of another purpose."""
+    assert main([prog if a == "PROG" else a for a in argv]) == 2
+    assert capsys.readouterr().err.endswith(f"error: unrecognized arguments: {said}\n")
+
+
 # ---- check's summary, explain ---------------------------------------------------------------------
 
 def test_check_summary_when_clean(prog, capsys):
