@@ -327,6 +327,12 @@ def test_guards_setting(session):
     assert out.splitlines()[-1] == "f32 = inf"
 
 
+def test_off_in_a_list_of_guards_is_said_to_go_alone_and_a_kind_given_twice_is_one(session):
+    """`:guards all,off` was "unknown guard `off` (choose from ..., or off)"; `:guards nan,nan` kept both."""
+    out = run_cells(session, ":guards all,off", ":guards nan,nan")
+    assert out == "error: `off` turns every guard off: give it alone, not in a list\nguards: nan\n"
+
+
 def test_guard_reports_point_into_the_cells(session):
     out = run_cells(session, "def ratio(x: f32[n], y: f32[n]) -> f32[n]:\n    b = (x + y) / (x - y)\n    return b\n",
                     ":guards nan,inf", "x = [0.0, 0.0]", "r = ratio(x, x)", "ratio([1.0, 2.0], [3.0, 1.0])")

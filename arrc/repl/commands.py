@@ -203,7 +203,9 @@ def cmd_guards(session: Session, arg, arg_source) -> None:
     if arg in ("off", "none"):
         session.guards = None
     elif arg:
-        kinds = [k.strip() for k in arg.split(",") if k.strip()]
+        kinds = list(dict.fromkeys(k.strip() for k in arg.split(",") if k.strip()))     # (`nan,nan` is `nan`)
+        if {"off", "none"} & set(kinds):        # (was "unknown guard `off` (choose from ..., or off)")
+            raise usage_error("`off` turns every guard off: give it alone, not in a list")
         bad = [k for k in kinds if k not in GUARD_KINDS]
         if bad or not kinds:
             raise usage_error(f"unknown guard `{bad[0] if bad else arg}` (choose from {', '.join(GUARD_KINDS)}, "
