@@ -1515,7 +1515,11 @@ def add_mesh_arguments(p: argparse.ArgumentParser, verb: str) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="arrc", description="The arr compiler: StableHLO from arr, run with PJRT.",
-                    epilog="`arrc COMMAND --help` shows the options of a command.")
+                    epilog="`arrc COMMAND --help` shows the options of a command.\n\nexit status: "
+                           f"{EXIT_OK} ok, {EXIT_COMPILE} compile error, {EXIT_USAGE} usage error, {EXIT_RUNTIME} "
+                           f"run-time guard or assert failure,\n{EXIT_INTERNAL} internal error (a bug in arrc), "
+                           f"{EXIT_INTERRUPTED} interrupted (Ctrl-C)",
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 

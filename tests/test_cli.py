@@ -111,6 +111,14 @@ def test_help_exits_zero(capsys):
     assert "--arg" in capsys.readouterr().out
 
 
+def test_help_lists_every_exit_status(capsys):
+    """LANGUAGE.md section 9 lists 0 to 3; arrc/exits.py has 4 (internal error) and 130 (Ctrl-C) too, said nowhere."""
+    assert main(["--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "exit status: 0 ok, 1 compile error, 2 usage error, 3 run-time guard or assert failure, 4 internal " \
+           "error (a bug in arrc), 130 interrupted (Ctrl-C)" in out
+
+
 def test_repl_subcommand_reads_piped_cells(prog):
     done = subprocess.run([sys.executable, "-m", "arrc", "repl"], input="x = [1.0, 2.0]\nsum(x) * 2\n",
                           capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
