@@ -688,8 +688,8 @@ def _index(i) -> int | None:
 def _refuse_sharded(fn, kind: str) -> None:
     """A TypeError saying how to transform a sharded function (`f.sharded(mesh)`, arrc/sharding.py), if `fn` is
     one: the transformation first, then `.sharded`."""
-    sharding = sys.modules.get("arrc.sharding")         # (imported wherever one was made)
-    if sharding is not None and isinstance(fn, sharding.Sharded):
+    from arrc.sharding import Sharded               # (only on the way to a TypeError)
+    if isinstance(fn, Sharded):
         raise TypeError(f"{kind} takes an arr function, not a sharded one ({fn!r}): transform the function first, "
                         f"then shard the result: `arrc.{kind}(mod.{fn.fn.name}).sharded(mesh, ...)`")
 

@@ -92,16 +92,22 @@ def enabled() -> bool:
 
 def max_cache_bytes() -> int:
     """How many bytes the directory's entries may take in all (`ARRC_CACHE_MAX_BYTES`; 0: no limit)."""
-    text = os.environ.get("ARRC_CACHE_MAX_BYTES", "").strip()
+    return bytes_from_env("ARRC_CACHE_MAX_BYTES", MAX_CACHE_BYTES, least=0)
+
+
+def bytes_from_env(name: str, default: int, least: int) -> int:
+    """A number of bytes from the environment variable `name`: `default` where it is unset, and where it is not
+    a whole number of at least `least` (with a warning: read at import, a traceback broke every command)."""
+    text = os.environ.get(name, "").strip()
     if not text:
-        return MAX_CACHE_BYTES
+        return default
     try:
         limit = int(text)
     except ValueError:
-        limit = -1
-    if limit < 0:
-        _warn(f"ARRC_CACHE_MAX_BYTES={text!r} is not a number of bytes; using {MAX_CACHE_BYTES}")
-        return MAX_CACHE_BYTES
+        limit = least - 1
+    if limit < least:
+        _warn(f"{name}={text!r} is not a {'positive ' if least else ''}number of bytes; using {default:,}")
+        return default
     return limit
 
 

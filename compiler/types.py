@@ -482,24 +482,14 @@ def true_divide_dtype(dt: DType) -> DType:
 
 
 def _default_max_bytes() -> int:
+    """`ARRC_MAX_ARRAY_BYTES`, else the host's memory."""
     import os
+    from .cache import bytes_from_env
     try:
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")      # the host's memory
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         memory = 2 ** 40
-    text = os.environ.get("ARRC_MAX_ARRAY_BYTES", "").strip()
-    if not text:
-        return memory
-    try:
-        limit = int(text)
-    except ValueError:      # (read at import: a traceback here broke every command, `arrc --version` too)
-        limit = 0
-    if limit <= 0:
-        import sys
-        sys.stderr.write(f"arrc: warning: ARRC_MAX_ARRAY_BYTES={text!r} is not a positive number of bytes; "
-                         f"using {memory:,} (this machine's memory)\n")
-        return memory
-    return limit
+    return bytes_from_env("ARRC_MAX_ARRAY_BYTES", memory, least=1)
 
 
 MAX_ARRAY_BYTES = _default_max_bytes()

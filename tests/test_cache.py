@@ -425,7 +425,7 @@ def test_cache_size_setting(monkeypatch, capsys, value, limit):
     warned = capsys.readouterr().err
     assert warned == ("" if value in ("0", "123", "") else
                       f"arrc: warning: ARRC_CACHE_MAX_BYTES={value!r} is not a number of bytes; using "
-                      f"{C.MAX_CACHE_BYTES}\n")
+                      f"{C.MAX_CACHE_BYTES:,}\n")
 
 
 def test_no_limit_removes_nothing(tmp_path, monkeypatch):
