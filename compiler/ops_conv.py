@@ -185,7 +185,8 @@ def _convolve(cx: CallCx, x: Val, w: Val, specs, strides: list, padding, lhs_dil
         cx.error("E0202", f"{what}: the input has {features} features, the kernel takes {in_features}{grouped}",
                  f"{features} vs {in_features}{grouped}", labels=labels(),
                  notes=["the kernel's I dimension is the input's features divided by `groups`"])
-    if groups > 1 and out_features.floordiv(Dim.const(groups)) is None:
+    # a symbolic count is checked once the function is specialized (this rule runs again on constants)
+    if out_features.is_const and out_features.value % groups:
         cx.error("E0202", f"{what}: the kernel's {out_features} output features do not split into {groups} groups",
                  f"{out_features} output features", at="w")
     sizes = [tx.shape[d] for d in xs]

@@ -133,6 +133,22 @@ def test_conv_diagnostics(call, code, message):
     assert diag.code == code and diag.message.startswith(message), diag.message
 
 
+
+def test_output_features_that_do_not_split_into_the_groups_are_e0202_at_the_call():
+    # the check ran floor division, so 3 // 2 passed and the MLIR verifier raised a traceback; a symbolic
+    # count was refused at definition though it can split: it is checked once the function is specialized
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads("def f(x: f64[1, 4, 5], w: f64[3, 2, 3]) -> f64[1, 3, 3]:\n    return conv(x, w, groups=2)\n")
+    diag = info.value.diagnostics[0]
+    assert diag.code == "E0202" and "3 output features do not split into 2 groups" in diag.message
+    assert (diag.span.line, diag.span.col) == (2, 20)
+    mod = arrc.loads("def f(x: f64[b, 4, 5], w: f64[o, 2, 3]) -> f64[b, o, 3]:\n    return conv(x, w, groups=2)\n")
+    x, w = np.arange(20.).reshape(1, 4, 5), np.arange(24.).reshape(4, 2, 3)
+    np.testing.assert_array_equal(mod.f(x, w), lax.conv_general_dilated(x, w, (1,), "VALID", feature_group_count=2))
+    with pytest.raises(arrc.CompileError) as info:
+        mod.f(x, np.ones((3, 2, 3)))
+    assert info.value.diagnostics[0].code == "E0202"
+
 GRAD_CASES = [   # (n, layout, strides, padding, lhs_dilation, rhs_dilation, groups)
     (2, None, (1, 1), "VALID", (1, 1), (1, 1), 1),
     (2, None, (2, 1), "SAME", (1, 1), (1, 2), 1),
