@@ -12,8 +12,9 @@ from . import emit, threefry
 from .emit import hlo
 from .diagnostics import Label
 from .ops_linalg import STOP_GRADIENT, linalg_op
-from .optable import CallCx, check_literal, concrete, register, source_text
-from .types import BOOL, F32, F64, I32, I64, KEY, U32, U64, ArrayType, Dim, DType, int_range, shape_str
+from .optable import CallCx, concrete, literal_out_of_range, register, source_text
+from .types import (BOOL, F32, F64, I32, I64, KEY, U32, U64, ArrayType, Dim, DType, int_range, shape_str,
+                    wide_int_dtype)
 from .values import Val
 
 FLOATS = tuple(threefry.FLOAT_LAYOUT)
@@ -84,14 +85,20 @@ def _consume(cx: CallCx, k: Val) -> None:
                 help="split it first (`k1, k2 = split(k)`) and use each key once")
 
 
-def _integer(cx: CallCx, v, name: str, weak_as: DType) -> tuple[Val, DType]:
+def _integer(cx: CallCx, v, name: str, weak_as: DType, wide_help: str) -> tuple[Val, DType]:
     """An integer scalar (run-time allowed) and the dtype it is used in: its own, or `weak_as` for a literal
-    (JAX with x64 on takes a Python int as int64)."""
+    (JAX with x64 on takes a Python int as int64). `wide_help`: E0211's help for a literal past `weak_as`,
+    with `{typed}` for the literal written in a 64-bit dtype that holds it (there is no other operand to cast)."""
     v = cx.array(v, name)
     if v.type.rank or not v.type.dtype.is_int:
         cx.error("E0210", f"`{name}` must be an integer scalar, found {v.type}", f"this is {v.type}", at=name)
     dt = weak_as if v.type.weak else v.type.dtype
-    check_literal(cx, v, dt, name)
+    problem = literal_out_of_range(v.static_int, dt) if v.type.weak and v.static_int is not None else None
+    if problem is not None:
+        wide = wide_int_dtype(v.static_int, v.static_int)
+        help = "no integer dtype holds it" if wide is None else \
+            wide_help.format(typed=f"{wide}({source_text(cx, cx.at(name)) or v.static_int})")
+        cx.error("E0211", *problem, at=name, help=help)
     return v, dt
 
 
@@ -128,7 +135,8 @@ def _bound_ir(cx: CallCx, v, dt: DType):
 @register("key", params="seed", keys=True, family="Random numbers",
           doc="a PRNG key (Threefry-2x32) from an integer seed, as jax.random.key")
 def _key_from_seed(cx: CallCx, seed) -> Val:
-    seed, dt = _integer(cx, seed, "seed", I64)
+    seed, dt = _integer(cx, seed, "seed", I64, "a literal seed is an i64, as JAX (x64 on) reads a Python int; give it "
+                                                "as a typed value: `key({typed})`")
     return cx.value(ArrayType(KEY), lambda: pack(*threefry.key_from_seed(cx.ir(seed, dt), dt)))
 
 
@@ -145,7 +153,9 @@ def _split(cx: CallCx, key, num=2) -> Val:
           doc="a new key from a key and an integer (run-time allowed), as jax.random.fold_in")
 def _fold_in(cx: CallCx, key, data) -> Val:
     k = _key(cx, key)
-    data, dt = _integer(cx, data, "data", U32)        # JAX: jnp.asarray(data, dtype='uint32')
+    data, dt = _integer(cx, data, "data", U32,        # JAX: jnp.asarray(data, dtype='uint32')
+                        "`fold_in` reads a literal as u32, as JAX does; a typed value wraps modulo 2**32: "
+                        "`fold_in(k, {typed})`")
 
     def build():
         as_u32 = emit.op("stablehlo.convert", emit.tensor_type((), U32), [cx.ir(data, dt)])

@@ -305,6 +305,26 @@ def test_key_errors_are_diagnostics():
         assert message in str(err.value), (src, str(err.value))
 
 
+
+@pytest.mark.parametrize("src, help", [
+    ("def f(k: key) -> key:\n    return fold_in(k, -1)\n", "a typed value wraps modulo 2**32: `fold_in(k, i64(-1))`"),
+    ("def f(k: key) -> key:\n    return fold_in(k, 2 ** 63)\n", "`fold_in(k, u64(2 ** 63))`"),
+    ("def f() -> key:\n    return key(18446744073709551615)\n", "`key(u64(18446744073709551615))`"),
+    ("def f() -> key:\n    return key(2 ** 70)\n", "no integer dtype holds it"),
+])
+def test_a_literal_seed_or_fold_in_data_out_of_range_says_how_to_type_it(src, help):
+    """The help was "cast the other operand", and there is none: the literal written in a 64-bit dtype."""
+    with pytest.raises(arrc.CompileError) as err:
+        arrc.loads(src)
+    diag = err.value.diagnostics[0]
+    assert diag.code == "E0211" and help in diag.help, diag.help
+    k = jax.random.key(5)
+    mod = arrc.loads("def f(k: key) -> (u32[2], u32[2]):\n"
+                     "    return key_data(fold_in(k, i64(-1))), key_data(key(u64(18446744073709551615)))\n")
+    got = mod.f(k)
+    assert same_bits(got[0], jax.random.key_data(jax.random.fold_in(k, np.int64(-1))))
+    assert same_bits(got[1], jax.random.key_data(jax.random.key(np.uint64(2 ** 64 - 1))))
+
 def test_keys_at_the_repl():
     out = io.StringIO()
     session = Session(out)
