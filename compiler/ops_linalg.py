@@ -328,7 +328,9 @@ def _norm(cx: CallCx, x, ord, axis, keepdims):
                                                     "two for a matrix norm)")
     if len(over) == 2 and ord not in MATRIX_ORDS or len(over) == 1 and isinstance(ord, str):
         cx.error("E0204", f"`norm`: ord={ord!r} is not a {'matrix' if len(over) == 2 else 'vector'} norm",
-                 "unknown norm", at="ord", help="matrix norms: None, \"fro\", \"nuc\", 1, -1, 2, -2, inf, -inf")
+                 "unknown norm", at="ord",
+                 help="matrix norms: None, \"fro\", \"nuc\", 1, -1, 2, -2, inf, -inf" if len(over) == 2 else
+                 "vector norms: any number, inf or -inf (\"fro\" and \"nuc\" take two axes, a matrix)")
     # These ords take the smallest |element| (vector -inf), column sum (-1), row sum (-inf) or singular value
     # (-2), of none where an axis here is empty: like `min` of no elements, an error (NumPy and JAX raise).
     smallest_over = {(1, -math.inf): over, (2, -1.0): over[1:], (2, -math.inf): over[:1], (2, -2.0): over}

@@ -161,6 +161,14 @@ def test_diagnostics(call, code, message):
     assert (diag.code, diag.message) == (code, message)
 
 
+
+def test_an_unknown_vector_norm_lists_the_vector_norms():
+    """`norm(v, "fro")` of a vector listed the matrix norms ("fro" among them) as the ones to use."""
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads('def f(v: f64[4]) -> f64:\n    return norm(v, "fro")\n')
+    diag = info.value.diagnostics[0]
+    assert diag.message == "`norm`: ord='fro' is not a vector norm" and diag.help.startswith("vector norms:")
+
 def test_a_system_of_the_wrong_size_is_a_diagnostic_with_both_operands():
     with pytest.raises(arrc.CompileError) as info:
         arrc.loads("def f(a: f64[2, 3, 3], b: f64[2, 3]) -> f64[2, 3]:\n    return solve(a, b)\n", filename="s.arr")
