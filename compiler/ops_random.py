@@ -137,7 +137,7 @@ def _bound_ir(cx: CallCx, v, dt: DType):
 def _key_from_seed(cx: CallCx, seed) -> Val:
     seed, dt = _integer(cx, seed, "seed", I64, "a literal seed is an i64, as JAX (x64 on) reads a Python int; give it "
                                                 "as a typed value: `key({typed})`")
-    return cx.value(ArrayType(KEY), lambda: pack(*threefry.key_from_seed(cx.ir(seed, dt), dt)))
+    return cx.value(ArrayType(KEY), lambda: pack(*threefry.run_time(*threefry.key_from_seed(cx.ir(seed, dt), dt))))
 
 
 @register("split", params="key, num=2", keys=True, family="Random numbers",
@@ -202,7 +202,7 @@ def _wrap_key(cx: CallCx, data) -> Val:
         cx.error("E0210", f"`data` must be a u32[..., 2] of key words, found {d.type}", f"this is {d.type}",
                  at="data", help="`key_data(k)` gives them; from integers, `.astype(u32)` first")
     shape = d.type.shape[:-1]
-    return cx.value(ArrayType(KEY, shape), lambda: keys_of_words(cx.ir(d), concrete(shape)))
+    return cx.value(ArrayType(KEY, shape), lambda: threefry.run_time(keys_of_words(cx.ir(d), concrete(shape)))[0])
 
 
 # ---- samplers ------------------------------------------------------------------------------------

@@ -200,6 +200,28 @@ def _opaque(*values: ir.Value) -> list[ir.Value]:
     return list(hlo.OptimizationBarrierOp(list(values)).results)
 
 
+def run_time(*values: ir.Value) -> list[ir.Value]:
+    """Integer `values` unchanged, as values XLA only knows at run time. A key made from a literal (`key(3)`)
+    would make every sample drawn from it a constant, and XLA:CPU then folds the code it runs (the last
+    iterations of a vectorized loop, which LLVM unrolls, or all of a small one) without the fused
+    multiply-adds of the run-time code's log and erf_inv: `gumbel(key(0), (1003,))` differed from jax.random's
+    at elements 1000 and 1002. An optimization barrier does not survive XLA:CPU's pipeline; a `while` does:
+    two iterations XOR a constant into the values, and back. Its trip count is marked unknown (-1), so arrc's
+    unroll pass leaves it and the call keeps the runtime's fast path."""
+    i32 = DTYPES["i32"]
+    start = [_c(0, i32, ())] + list(values)
+    loop = hlo.WhileOp([v.type for v in start], start)
+    emit.set_int_attr(loop.operation, abi.TRIP_COUNT, -1)
+    cond = loop.cond.blocks.append(*[v.type for v in start])
+    with ir.InsertionPoint(cond):
+        hlo.return_([emit.compare(cond.arguments[0], _c(2, i32, ()), "LT", i32)])
+    body = loop.body.blocks.append(*[v.type for v in start])
+    with ir.InsertionPoint(body):
+        flipped = [_bin("stablehlo.xor", v, _c(0x5A5A5A5A, _int_dtype(v), emit.shape_of(v))) for v in body.arguments[1:]]
+        hlo.return_([_bin("stablehlo.add", body.arguments[0], _c(1, i32, ()))] + flipped)
+    return list(loop.results[1:])
+
+
 def _key_at(pairs, i: int) -> tuple[ir.Value, ir.Value]:
     """Key `i` of `split_pairs(key, num)`: the two `u32[]` words at index `i`."""
     scalar, one = emit.tensor_type((), U32), emit.tensor_type((1,), U32)

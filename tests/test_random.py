@@ -73,6 +73,26 @@ def test_the_seeds_f64_example_is_really_f64():
     assert same_bits(got, jax.random.uniform(jax.random.key(0), (1000,), dtype=jnp.float64))
 
 
+
+def test_samples_from_a_literal_key_are_jax_randoms_bits():
+    """A key from a literal made the samples constants, which XLA:CPU folded without the run-time code's
+    fused multiply-adds: gumbel(key(0), (1003,)) differed at elements 1000 and 1002, and 40% of the seeds
+    differed for sizes 1 and 2 (normal f64 by up to 17 ulps). JAX computes them at run time; so does arr."""
+    lines = []
+    for s in range(4):
+        lines += [f"def g{s}() -> (f32[1003], f32[2], f64[1], f32[17], f16[1]):",
+                  f"    k1, k2, k3, k4 = split(key({s}), 4)",
+                  f"    return gumbel(key({s}), (1003,)), gumbel(k1, (2,)), normal(k2, (1,), f64), "
+                  f"normal(wrap_key(key_data(k3)), (17,)), gumbel(k4, (1,), f16)", ""]
+    mod = arrc.loads("\n".join(lines))
+    for s in range(4):
+        k1, k2, k3, k4 = jax.random.split(jax.random.key(s), 4)
+        want = (jax.random.gumbel(jax.random.key(s), (1003,), jnp.float32), jax.random.gumbel(k1, (2,), jnp.float32),
+                jax.random.normal(k2, (1,), jnp.float64), jax.random.normal(k3, (17,), jnp.float32),
+                jax.random.gumbel(k4, (1,), jnp.float16))
+        for i, (got, w) in enumerate(zip(mod[f"g{s}"](), want, strict=True)):
+            assert same_bits(got, w), (s, i)
+
 KEYS = """
 def keys(s: i64, d: i32) -> (u32[2], u32[5, 2], u32[2], u32[2], u32[1, 2]):
     k = key(s)
