@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import ast, emit
+from . import ast, emit, threefry
 from .ast import DERIVATIVES, HIGHER_ORDER, PUSH_PULL
 from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, refuse_keys, weak_literal_fits
 from .optable import literal_out_of_range, require_literal_fits, text_at
@@ -1229,6 +1229,8 @@ class FunctionWalk(ControlFlow):
             if shape is not None and not v.type.shape:     # a scalar literal: one splat constant
                 return emit.const(static, dtype, shape)
             value = emit.const(static, dtype, v.type.concrete_shape)
+            if dtype.is_key:        # (a key from Python's `constants=`: drawn from at run time, as key(3) is)
+                value = threefry.run_time(value)[0]
         elif dtype is v.type.dtype:
             value = v.ir
         else:

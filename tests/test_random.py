@@ -92,6 +92,8 @@ def test_samples_from_a_literal_key_are_jax_randoms_bits():
                 jax.random.gumbel(k4, (1,), jnp.float16))
         for i, (got, w) in enumerate(zip(mod[f"g{s}"](), want, strict=True)):
             assert same_bits(got, w), (s, i)
+    given = arrc.loads("def f() -> f32[1003]:\n    return gumbel(K, (1003,))\n", constants={"K": jax.random.key(0)})
+    assert same_bits(given.f(), jax.random.gumbel(jax.random.key(0), (1003,), jnp.float32))
 
 KEYS = """
 def keys(s: i64, d: i32) -> (u32[2], u32[5, 2], u32[2], u32[2], u32[1, 2]):
