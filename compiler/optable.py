@@ -249,6 +249,14 @@ class CallCx:
         """An int or a tuple of ints, known at compile time (shapes, axes, repetitions)."""
         if isinstance(v, TupleVal):
             return [self.static_int(i, name) for i in v.items]
+        if isinstance(v, Val) and v.type.rank == 1 and v.type.weak and isinstance(v.static, np.ndarray) \
+                and v.static.dtype.kind in "iu":
+            return [Dim.const(int(i)) for i in v.static]        # `zeros([2, 3])`: a list, as NumPy takes one
+        if isinstance(v, Val) and v.type.rank == 1 and v.type.dtype.is_int:    # (`[n, 3]`: a run-time array)
+            text = source_text(self, self.at(name)) or ""
+            self.error("E0204", f"`{name}` must be compile-time integers, found {describe(v)}",
+                       "an array, not a tuple", at=name, help="write it as a tuple: " + (
+                           f"`({text[1:-1]})`" if text.startswith("[") and text.endswith("]") else "`(n, 3)`"))
         return [self.static_int(v, name)]
 
     def const_int(self, v, name) -> int:

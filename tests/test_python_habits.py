@@ -272,3 +272,19 @@ def test_one_argument_where_points_at_nonzero():
                       "`nonzero(mask, size=n, fill=-1)`, padded to a size known at compile time")
     src = "def f(x: f32[4]) -> i32[4]:\n    return nonzero(x > 0.0, size=4, fill=-1)\n"
     np.testing.assert_array_equal(arrc.loads(src).f(np.array([1, -1, 2, 0], np.float32)), [0, 2, -1, -1])
+
+
+def test_a_shape_written_as_a_list_of_literals_is_numpys_and_one_with_a_size_says_write_a_tuple():
+    """`np.zeros([2, 3])`, `x.reshape([3, 2])`: NumPy and JAX take a list for a shape; arr said "`shape` must be
+    an integer, found i32[2]". A list of literals is taken; `[n, 3]` (a run-time array in arr) is E0204 with
+    the tuple to write."""
+    mod = arrc.loads("def f(x: f32[6]) -> (f32[2, 3], f32[3, 2], f32):\n"
+                     "    return zeros([2, 3]), reshape(x, [3, 2]), sum(ones([2, 2]), axis=[0, 1])\n")
+    x = np.arange(6, dtype=np.float32)
+    zeros, reshaped, total = mod.f(x)
+    np.testing.assert_array_equal(zeros, np.zeros([2, 3], np.float32))
+    np.testing.assert_array_equal(reshaped, x.reshape([3, 2]))
+    assert float(total) == 4.0
+    d = one(H + "    return zeros([n, 3])[:, 0]\n")
+    assert (d.code, d.message, d.help) == ("E0204", "`shape` must be compile-time integers, found i32[2]",
+                                           "write it as a tuple: `(n, 3)`")
