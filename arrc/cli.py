@@ -649,7 +649,7 @@ def parse_run_args(items: list[str]) -> dict[str, object]:
         if value.startswith("@"):
             if not value[1:].strip():
                 raise UsageError(f"--arg {name}=@: the file name is missing after @ (e.g. --arg {name}=@{name}.npy)")
-            values[name] = ArgFile(value[1:])
+            values[name] = ArgFile(os.path.expanduser(value[1:]))      # (no shell expands the ~ of `x=@~/a.npy`)
             continue
         try:
             values[name] = parse_literal(value)

@@ -581,3 +581,13 @@ def test_entry_of_a_stablehlo_file_must_name_its_function(tmp_path, capsys):
     assert main(["run", str(mlir), "--arg", "x=[1,2,3]", "--entry", "foo"]) == 2
     assert capsys.readouterr().err == (f"arrc: error: {mlir} has one function to run, `vec`: --entry foo names none "
                                        "(it chooses among an .arr file's functions)\n")
+
+
+def test_an_argument_file_under_the_home_folder_is_found_by_its_tilde(tmp_path, monkeypatch, capsys):
+    """`--arg x=@~/x.npy`: no shell expands a ~ after `x=@`, and arrc said "no such file: ~/x.npy"."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    np.save(tmp_path / "x.npy", np.array([1.0, 2.0], np.float32))
+    src = tmp_path / "d.arr"
+    src.write_text("def main(x: f32[n]) -> f32[n]:\n    return x * 2.0\n")
+    assert main(["run", str(src), "--arg", "x=@~/x.npy"]) == 0
+    assert capsys.readouterr().out.split() == ["[2.", "4.]"]
