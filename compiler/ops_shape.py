@@ -550,10 +550,12 @@ def _pad(cx: CallCx, x, pad_width, constant_values=0) -> Val:
     x = cx.array(x, "x")
     pairs = _pad_widths(cx, pad_width, x.type.rank)
     dt = x.type.dtype
-    if isinstance(constant_values, Val):
-        if constant_values.type.rank:
-            cx.error("E0204", f"`constant_values` must be a scalar, found {constant_values.type}",
-                     f"this is {constant_values.type}", at="constant_values")
+    if not isinstance(constant_values, int):    # given in the source (the default is the Python int 0)
+        if not isinstance(constant_values, Val) or constant_values.type.rank:
+            cx.error("E0204", f"`constant_values` must be a scalar, found {describe(constant_values)}",
+                     f"this is {describe(constant_values)}", at="constant_values",
+                     help="np.pad's (before, after) values per axis are not supported: pad once per value"
+                     if isinstance(constant_values, TupleVal) else None)
         _check_fill(cx, constant_values, dt, "constant_values")
     shape = tuple(d + lo + hi for d, (lo, hi) in zip(x.type.shape, pairs))
 

@@ -558,6 +558,9 @@ ERRORS = [
     ("def f(x: f32[3, 3]) -> f32[5, 5]:\n    return pad(x, ((1, 1, 1),))", "E0204", 2, 19),
     ("def f(x: f32[3]) -> f32[5]:\n    return pad(x, 1, x)", "E0204", 2, 22),
     ("def f(x: u8[3]) -> u8[5]:\n    return pad(x, 1, 300)", "E0211", 2, 22),
+    # np.pad's per-side values (and any other non-scalar) are refused; they reached MLIR as a TypeError
+    ("def f(x: f32[3]) -> f32[5]:\n    return pad(x, 1, constant_values=(3, 4))", "E0204", 2, 22),
+    ("def f(x: f32[3]) -> f32[5]:\n    return pad(x, 1, \"a\")", "E0204", 2, 22),
     ("def f(x: f32[3]) -> f32[6]:\n    return tile(x, -2)", "E0204", 2, 20),
     # linear algebra
     ("def f(x: f32[n, k], y: f32[m, j]) -> f32[n, j]:\n    return x @ y", "E0202", 2, 12),
