@@ -914,31 +914,36 @@ def _outer(cx: CallCx, x, y) -> Val:
 
 def _contracted(cx: CallCx, axes, rx: int, ry: int) -> tuple[list[int], list[int]]:
     """jnp.tensordot's `axes`: N (the last N axes of x with the first N of y) or a pair (x's axes, y's axes)."""
-    if isinstance(axes, TupleVal):
-        if len(axes.items) != 2:
-            cx.error("E0204", f"`axes` must be an integer or a pair (axes of x, axes of y), found {describe(axes)}",
-                     "not a pair", at="axes", help="e.g. `tensordot(x, y, axes=((1, 2), (0, 1)))`")
+    listed = axes.static if isinstance(axes, Val) and axes.type.weak and axes.type.dtype.is_int else None
+    if isinstance(listed, np.ndarray) and listed.ndim:
+        # a list literal, as NumPy and jnp read one: [[1, 2], [0, 1]], or [2, 1] for one axis of each
+        pair = [[Dim.const(int(a)) for a in np.atleast_1d(row)] for row in listed]
+    elif isinstance(axes, TupleVal):
         pair = [cx.static_ints(a, "axes") for a in axes.items]
-        if len(pair[0]) != len(pair[1]):
-            cx.error("E0204", f"`axes` names {len(pair[0])} axis(es) of x but {len(pair[1])} of y: they are "
-                              f"contracted in pairs", "unequal counts", at="axes")
-        out = []
-        for dims, rank in zip(pair, (rx, ry)):
-            normalized = []
-            for d in dims:
-                if not d.is_const or not -rank <= d.value < rank:
-                    cx.error("E0204", f"axis {d} is out of range for an array of rank {rank}", f"rank is {rank}",
-                             at="axes")
-                if d.value % rank in normalized:
-                    cx.error("E0204", f"axis {d.value % rank} appears twice in `axes`", "repeated", at="axes")
-                normalized.append(d.value % rank)
-            out.append(normalized)
-        return out[0], out[1]
-    n = cx.const_int(axes, "axes")
-    if not 0 <= n <= min(rx, ry):
-        cx.error("E0204", f"`axes={n}` contracts {n} axes, but the arrays have rank {rx} and {ry}",
-                 f"0..{min(rx, ry)} here", at="axes")
-    return list(range(rx - n, rx)), list(range(n))
+    else:
+        n = cx.const_int(axes, "axes")
+        if not 0 <= n <= min(rx, ry):
+            cx.error("E0204", f"`axes={n}` contracts {n} axes, but the arrays have rank {rx} and {ry}",
+                     f"0..{min(rx, ry)} here", at="axes")
+        return list(range(rx - n, rx)), list(range(n))
+    if len(pair) != 2:
+        cx.error("E0204", f"`axes` must be an integer or a pair (axes of x, axes of y), found {describe(axes)}",
+                 "not a pair", at="axes", help="e.g. `tensordot(x, y, axes=((1, 2), (0, 1)))`")
+    if len(pair[0]) != len(pair[1]):
+        cx.error("E0204", f"`axes` names {len(pair[0])} axis(es) of x but {len(pair[1])} of y: they are "
+                          f"contracted in pairs", "unequal counts", at="axes")
+    out = []
+    for dims, rank in zip(pair, (rx, ry)):
+        normalized = []
+        for d in dims:
+            if not d.is_const or not -rank <= d.value < rank:
+                cx.error("E0204", f"axis {d} is out of range for an array of rank {rank}", f"rank is {rank}",
+                         at="axes")
+            if d.value % rank in normalized:
+                cx.error("E0204", f"axis {d.value % rank} appears twice in `axes`", "repeated", at="axes")
+            normalized.append(d.value % rank)
+        out.append(normalized)
+    return out[0], out[1]
 
 
 @register("tensordot", params="x, y, axes=2", family="Linear algebra",

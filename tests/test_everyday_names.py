@@ -232,6 +232,9 @@ TENSORDOT = [       # (x shape, y shape, arr axes, jnp axes)
     ((3, 4), (5, 6), "0", 0), ((3, 4), (4, 3), "(0, 1)", (0, 1)), ((2, 3, 4), (4, 2, 5), "((0, 2), (1, 0))",
                                                                     ((0, 2), (1, 0))),
     ((2, 3, 4), (4, 3), "((-1, 1), (0, -1))", ((-1, 1), (0, -1))), ((4,), (4,), "1", 1), ((0, 3), (3, 2), "1", 1),
+    # list literals, as NumPy's docs write them (they were E0204 '`axes` must be an integer, found i32[2, 2]')
+    ((2, 3, 4), (4, 2, 5), "[[0, 2], [1, 0]]", [[0, 2], [1, 0]]), ((2, 3, 4), (3, 5), "[1, 0]", [1, 0]),
+    ((2, 3, 4), (4, 5), "([2], [0])", ([2], [0])),
 ]
 
 
@@ -450,6 +453,7 @@ DIAGNOSTICS = [       # (the call, code, the text its span covers, a word of the
     ("tensordot(m, t)", "E0202", "tensordot(m, t)", "contract"),
     ("tensordot(m, t, axes=((1,), (0, 1)))", "E0204", "axes=((1,), (0, 1))", "1 axis(es) of x"),
     ("tensordot(m, t, axes=((1,), (5,)))", "E0204", "axes=((1,), (5,))", "out of range"),
+    ("tensordot(m, t, axes=[1, 0, 1])", "E0204", "axes=[1, 0, 1]", "a pair"),
     ("tensordot(b, b, 1)", "E0201", "tensordot(b, b, 1)", "bool"),
     ("roll(m, 1, axis=2)", "E0204", "axis=2", "out of range"),
     ("roll(x, 1.5)", "E0204", "1.5", "must be an integer"),
