@@ -15,7 +15,7 @@ import numpy as np
 
 from . import ast, emit
 from .optable import (OPERATORS, CallCx, accumulation_dtype, check_literal, concrete, elementwise_type, float_dtype_for,
-                      register)
+                      register, source_text)
 from .diagnostics import Label
 from .emit import hlo
 from .types import BOOL, F32, I32, I64, ArrayType, DType, Dim, int_range, promote, shape_str
@@ -136,15 +136,18 @@ def _reduce_keep(value, axes, init, body, dt: DType):
 
 def _tuple_items(cx: CallCx, xs, name: str) -> tuple[list[Val], list]:
     """The arrays of a tuple argument `(a, b, ...)` and their spans (the items' own spans when written inline)."""
-    if not isinstance(xs, TupleVal) or not xs.items:
-        cx.error("E0210", f"`{name}` must be a tuple of arrays such as `(a, b)`, found {describe(xs)}",
-                 f"this is {describe(xs)}", at=name)
-    spans = [cx.at(name)] * len(xs.items)
     node = cx.node
     expr = node.args[0] if isinstance(node, ast.Call) and node.args else None
     for kw in getattr(node, "kwargs", ()):
         if kw.name == name:
             expr = kw.value
+    if not isinstance(xs, TupleVal) or not xs.items:
+        items = [source_text(cx, e.span) for e in expr.elems] if isinstance(expr, ast.ArrayLit) else []
+        cx.error("E0210", f"`{name}` must be a tuple of arrays such as `(a, b)`, found {describe(xs)}",
+                 f"this is {describe(xs)}", at=name,
+                 help=f"NumPy's list `[...]` is an array literal in arr (its items stacked); write a tuple: "
+                      f"`({', '.join(items)}{',' if len(items) == 1 else ''})`" if items and all(items) else None)
+    spans = [cx.at(name)] * len(xs.items)
     if isinstance(expr, ast.TupleLit) and len(expr.elems) == len(xs.items):
         spans = [e.span for e in expr.elems]
     for item, span in zip(xs.items, spans):

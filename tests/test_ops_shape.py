@@ -595,6 +595,15 @@ def test_compile_errors(src, code, line, col):
     assert (diag.code, diag.span.line, diag.span.col) == (code, line, col), str(diag.message)
 
 
+@pytest.mark.parametrize("call, tuple_text", [("concatenate([x, x])", "(x, x)"), ("stack([x], axis=1)", "(x,)"),
+                                              ("concat(arrays=[x[0], x[1]])", "(x[0], x[1])")])
+def test_numpy_list_of_arrays_says_which_tuple_to_write(call, tuple_text):
+    """np.concatenate([a, b]) is the everyday spelling; in arr `[a, b]` is an array literal (the items stacked),
+    so the E0210 says so and writes the tuple."""
+    diag = error_of(f"def f(x: f32[2, 3]) -> f32:\n    y = {call}\n    return 0.0")
+    assert diag.code == "E0210" and f"write a tuple: `{tuple_text}`" in diag.help, diag.help
+
+
 def test_matmul_error_names_both_operands():
     diag = error_of("def f(x: f32[2, 3], y: f32[4, 5]) -> f32[2, 5]:\n    return x @ y")
     assert "f32[2, 3]" in diag.message and "f32[4, 5]" in diag.message
