@@ -412,10 +412,12 @@ def _broadcast_to(cx: CallCx, x, shape) -> Val:
     return cx.value(x.type.with_shape(dims), lambda: emit.broadcast(cx.ir(x), concrete(dims)))
 
 
-@register("concat", "concatenate", params="arrays, axis=0",
-          family="Shape", doc="a tuple of arrays joined along an existing axis")
+@register("concat", "concatenate", params="arrays, axis=0", nullable=("axis",),
+          family="Shape", doc="a tuple of arrays joined along an existing axis (flattened first for axis=None)")
 def _concat(cx: CallCx, arrays, axis=0) -> Val:
     items, spans = _tuple_items(cx, arrays, "arrays")
+    if axis is None:    # NumPy's and jnp's axis=None: the arrays flattened, then joined
+        items, axis = [_reshaped(cx, v, (_prod(v.type.shape),)) for v in items], 0
     first = items[0].type
     if first.rank == 0:
         _fail("E0204", "cannot concatenate scalars", spans[0], "a scalar", help="use `stack` to join scalars")

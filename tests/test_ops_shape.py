@@ -261,6 +261,15 @@ def test_concat(dtype):
         same(c, np.concatenate([x, z, x], axis=-1))
 
 
+def test_concat_axis_none_flattens_as_numpy():
+    """np.concatenate(arrays, axis=None) joins the flattened arrays (scalars too); it was E0101 'undefined name
+    `None`' although `sort(x, axis=None)` is accepted."""
+    f = fn("(x: f64[n, m], y: i32[k], s: f64) -> f64[n * m + k + 1]", "return concatenate((x, y, s), axis=None)")
+    for n, m in [(2, 3), (0, 3)]:
+        x, y, s = rand((n, m), np.float64), rand((4,), np.int32), np.float64(2.5)
+        same(f(x, y, s), np.asarray(jnp.concatenate([x, y, s], axis=None)))
+
+
 def test_concat_promotes():
     f = fn("(x: i32[n], y: f32[m]) -> (f32[n + m], f32[n + 1])", "return concat((x, y)), concat((x, full(1, 1.5)))")
     x, y = np.array([1, 2], np.int32), np.array([0.5], np.float32)
