@@ -47,6 +47,8 @@ INDEXING = {"stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice", "stable
 MOVES = {"stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.transpose", "stablehlo.slice",
          "stablehlo.reverse", "stablehlo.dynamic_slice", "stablehlo.gather", "stablehlo.concatenate",
          "stablehlo.pad", "stablehlo.dynamic_update_slice"}
+# Operations that keep only some elements of a float operand (`_drops_nonfinite`).
+DROPS = {"stablehlo.select", "stablehlo.slice", "stablehlo.dynamic_slice", "stablehlo.gather"}
 # Operations whose operands and result may have one shape although an element does not depend on the element
 # of its operands at the same index.
 SPATIAL = MOVES | {"stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution", "stablehlo.fft",
@@ -287,10 +289,9 @@ class _Guarder:
         already = guarded_kinds(self.fop)
         if _instruments_operations(self.options):
             self._add_loop_counters()
-            # Flow is traced where a `where` can mask a non-finite value (elsewhere the def-use chains say as
+            # Flow is traced where an operation can drop a non-finite value (elsewhere the def-use chains say as
             # much); the arguments' sites come first, as their reports do.
-            self.flow = self.flow and _contains(self.fop.operation, lambda op: op.name == "stablehlo.select"
-                                                and _is_inexact(op.results[0].type))
+            self.flow = self.flow and _contains(self.fop.operation, _drops_nonfinite)
             if self.flow:
                 hidden = self._hidden_args()
                 for i, arg in enumerate(body.arguments):
@@ -795,6 +796,16 @@ def _contains(root, test) -> bool:
         return ir.WalkResult.ADVANCE
     walk_ops(root, visit)
     return bool(found)
+
+
+def _drops_nonfinite(op) -> bool:
+    """Whether `op` can drop a non-finite element of a float operand where the def-use chains cannot see it:
+    a `where`, a slice or a gather keeps some elements only; a comparison or a cast to an integer makes a
+    value that is finite anyway (`sum(isnan(y))`, `y > 0`). (Arithmetic such as `1.0 / inf` is not counted.)"""
+    if op.name in ("func.return", "stablehlo.return"):
+        return False
+    return any(_is_inexact(o.type) for o in op.operands) and (
+        op.name in DROPS or not any(_is_inexact(r.type) for r in op.results))
 
 
 def _enclosing(op):

@@ -313,3 +313,13 @@ def test_the_first_fault_in_execution_order_is_reported_before_a_failing_assert(
     mod = arrc.loads(nan, filename="r.arr", guards="all", guard_scope="all-ops")    # reaches no result)
     with pytest.raises(arrc.NaNError, match="this `log` produced NaN"):
         mod.f(F32(-1.0))
+
+
+@pytest.mark.parametrize("dropped", ["sum(sqrt(y[0:1] - 5.0))", "sum(sqrt(x - 5.0)) + f32(sum(isnan(y)))",
+                                     "sum(sqrt(x - 5.0) + f32(y > 0.0))"])
+def test_a_nan_that_a_slice_or_comparison_drops_is_not_blamed(dropped):
+    """y's NaN at [1] never reaches the result (a slice, a count, a comparison drops it); the def-use chains
+    said it did and blamed it, because only a function with a `where` was traced element by element."""
+    src = f"def f(x: f32[2]) -> f32:\n    y = log(x)\n    return {dropped}\n"
+    err = fault(src, "f", a32(1, -1), cls=arrc.NaNError)
+    assert err.span.line == 3 and "`sqrt`" in str(err) and err.index == (0,), str(err)
