@@ -179,7 +179,9 @@ def _reaching(events: list, bad_results: set) -> list:
     """The origin reports whose non-finite values reached a result that was not finite: the sites the
     origin build traced element by element into those results (its `flow` report), or, where it lost the
     trace (a value out of a loop or branch), those whose operation flows into such a result by the static
-    def-use chains. A NaN the program masked on its way is not the one to blame."""
+    def-use chains. A NaN the program masked on its way is not the one to blame. A division by zero or an index
+    out of range is kept: its check reported it only where it reaches a result, so it competes on
+    execution order (`a // b` before the `log(x)` that makes the NaN is the first fault)."""
     flows = [e for e in events if e.site.kind == "flow"]
     events = [e for e in events if e.site.kind != "flow"]
     keys = {v for e in flows for result, v in zip(e.site.labels, e.values) if int(result) in bad_results}
@@ -187,7 +189,7 @@ def _reaching(events: list, bad_results: set) -> list:
         traced = {key >> SITE_SHIFT for key in keys}
         found = [e for e in events if e.site.index in traced]
         if found:
-            return found
+            return found + [e for e in events if e.site.kind in ("div0", "bounds")]
     flowing = [e for e in events if abi.REACHES not in e.site.attrs
                or bad_results & set(e.site.attrs[abi.REACHES])]
     return flowing or events

@@ -323,3 +323,13 @@ def test_a_nan_that_a_slice_or_comparison_drops_is_not_blamed(dropped):
     src = f"def f(x: f32[2]) -> f32:\n    y = log(x)\n    return {dropped}\n"
     err = fault(src, "f", a32(1, -1), cls=arrc.NaNError)
     assert err.span.line == 3 and "`sqrt`" in str(err) and err.index == (0,), str(err)
+
+
+@pytest.mark.parametrize("first, kind", [("q = a // b", arrc.DivisionByZero), ("q = i32(x[k])", arrc.BoundsError)])
+def test_a_check_before_the_nan_in_execution_order_is_reported_first(first, kind):
+    """The division by zero (index out of range) comes before the NaN and reaches the result, but the origin
+    build's element trace kept only the NaN's sites and dropped the checks' reports."""
+    src = (f"def f(x: f32[n], a: i32[n], b: i32[n], k: i32) -> f32[n]:\n    {first}\n"
+           "    y = where(x > 0.0, log(x), -1.0)\n    return sqrt(y) + f32(q)\n")
+    err = fault(src, "f", a32(1, 0.5), i32s(1, 2), i32s(1, 0), I32(5), cls=kind)
+    assert err.span.line == 2, str(err)
