@@ -233,6 +233,7 @@ class _Guarder:
         self.origins = {}
         self.arg_sites = {}
         self.deferred = []         # the entry block's origin reports, made at its return
+        self.program = None        # the function's own operations, before any check was added (`_live`)
 
     def _batch_of(self, op):
         """The vmaps whose lanes are the first dimensions of `op`'s result (abi.BATCH_OF), or None: an adjoint's
@@ -289,6 +290,8 @@ class _Guarder:
         already = guarded_kinds(self.fop)
         if _instruments_operations(self.options):
             self._add_loop_counters()
+            self.program = set()
+            walk_ops(self.fop.operation, lambda op: self.program.add(op.operation) or ir.WalkResult.ADVANCE)
             # Flow is traced where an operation can drop a non-finite value (elsewhere the def-use chains say as
             # much); the arguments' sites come first, as their reports do.
             self.flow = self.flow and _contains(self.fop.operation, _drops_nonfinite)
@@ -428,15 +431,14 @@ class _Guarder:
                 ip, bad = self._reaching(ip, op, bad, op.results[0])
                 self._report(ip, op, bad, loops, position, "div0", [("dividend", op.operands[0])])
 
-    @staticmethod
-    def _live_at_end(op, value, masked: bool = False):
+    def _live_at_end(self, op, value, masked: bool = False):
         """(the block's end, where `value`'s elements reach a result of the block: `_live`), or None where
         every element may. For an op vmap computes for lanes that drop it (`masked`), a derivative's tape
         is no result: the backward pass reads a dropped lane's value only for adjoints masked as the op is."""
         block = op.block
         end = ir.InsertionPoint.at_block_terminator(block)     # (indexing the list walks it: quadratic)
         with end, op.location:
-            live = _live(value, block, tapes=not masked)
+            live = _live(value, block, self.program, tapes=not masked)
         return None if live is None else (end, live)
 
     def _reaching(self, ip, op, bad, quotient):
@@ -719,18 +721,20 @@ def _batch_rank(op) -> int:
 LIVE_DEPTH = 64         # elementwise operations `_live` follows from a division before it says "may reach"
 
 
-def _live(value: ir.Value, block, depth: int = LIVE_DEPTH, seen: dict | None = None,
+def _live(value: ir.Value, block, program: set, depth: int = LIVE_DEPTH, seen: dict | None = None,
           tapes: bool = True) -> ir.Value | None:
     """Where the elements of `value` can reach a result of `block` (an i1 mask built at the insertion point):
     through elementwise operations and the chosen branch of selects in `block` (a value nothing uses reaches
-    nothing; without `tapes`, a derivative's tape is not a use); None where every element may (a use of
-    another kind, or deeper than `depth`). `seen` holds the values already followed (one mask each: a value
-    used twice is not followed twice)."""
+    nothing; without `tapes`, a derivative's tape is not a use; nor is an operation not in `program`: a check
+    made for another operation, whose mask may read a select's condition that `value` flows into); None
+    where every element may (a use of another kind, or deeper than `depth`). `seen` holds the values already
+    followed (one mask each: a value used twice is not followed twice)."""
     seen = {} if seen is None else seen
     if value in seen:
         return seen[value]
     shape = emit.shape_of(value)
-    uses = [use for use in value.uses if tapes or not _records(use.owner.operation)]
+    uses = [use for use in value.uses if use.owner.operation in program
+            and (tapes or not _records(use.owner.operation))]
     live = None if uses else emit.const(False, BOOL, shape)
     for use in uses:
         user = use.owner.operation
@@ -741,7 +745,7 @@ def _live(value: ir.Value, block, depth: int = LIVE_DEPTH, seen: dict | None = N
                 or len(user.results) != 1 or emit.shape_of(user.results[0]) != shape and not reshape:
             live = None
             break
-        after = _live(user.results[0], block, depth - 1, seen, tapes)
+        after = _live(user.results[0], block, program, depth - 1, seen, tapes)
         if reshape and after is not None:
             term = emit.op("stablehlo.reshape", emit.tensor_type(shape, BOOL), [after])
         elif user.name == "stablehlo.select" and use.operand_number > 0:

@@ -5,6 +5,7 @@ the origin build: a NaN that a `where` masks is not blamed), integer divisions b
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -284,6 +285,19 @@ def test_masked_division_by_a_zero_scalar():
     np.testing.assert_array_equal(run(src, "f", X, I32(0)), [0, 0, 0])
     err = fault(src.replace("where(y != 0, x % y, 0)", "x % y"), "f", X, I32(0), cls=arrc.DivisionByZero)
     assert err.index == (0,)
+
+
+def test_a_division_whose_remainder_picks_a_masked_branch_is_not_reported(tmp_path, capsys):
+    """The check made for `a // b` read the inner select's condition `a % b > 0`; the remainder then counted
+    that read as a use reaching a result and was reported, although the outer `where` drops it. JAX's own
+    `jnp.where(b != 0, a // b, 0)` has that form (its floor_divide selects on `a % b != 0`)."""
+    src = "def f(a: i32[n], b: i32[n]) -> i32[n]:\n    q = a // b\n    return where(b != 0, where(a % b > 0, q, 0), 0)\n"
+    np.testing.assert_array_equal(run(src, "f", X, Y), [0, 0, 4])
+    path = tmp_path / "w.mlir"
+    path.write_text(jax.jit(lambda a, b: jnp.where(b != 0, a // b, 0)).lower(X, Y).as_text())
+    from arrc.cli import main as cli
+    assert cli(["run", str(path), "--guards", "div0", "--arg", "arg0=[7, 8, 9]", "--arg", "arg1=[1, 0, 2]"]) == 0
+    assert capsys.readouterr().out == "[7 0 4]\n"
 
 
 @pytest.mark.parametrize("body, x, iteration", [
