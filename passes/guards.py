@@ -425,11 +425,13 @@ class _Guarder:
         if op.name in ("stablehlo.divide", "stablehlo.remainder") and abi.SAFE_DIVISOR not in op.attributes:
             dt = _element_dtype(op.results[0].type)
             if dt is not None and dt.is_int and not _never_zero(op.operands[1]):
+                replaced = _zero_replaced(op.operands[1])
+                divisor = replaced or op.operands[1]
                 with ip, op.location:
-                    divisor = op.operands[1]
                     bad = emit.compare(divisor, emit.const(0, dt, emit.shape_of(divisor)), "EQ", dt)
                 ip, bad = self._reaching(ip, op, bad, op.results[0])
-                self._report(ip, op, bad, loops, position, "div0", [("dividend", op.operands[0])])
+                self._report(ip, op, bad, loops, position, "div0", [("dividend", op.operands[0])]
+                             + ([("divisor", replaced)] if replaced else []))
 
     def _live_at_end(self, op, value, masked: bool = False):
         """(the block's end, where `value`'s elements reach a result of the block: `_live`), or None where
@@ -838,6 +840,21 @@ def _never_zero(value: ir.Value) -> bool:
     """Whether `value` is a constant (or a broadcast of one) with no zero element."""
     elements = emit.constant_array(value)
     return elements is not None and bool(np.all(elements != 0))
+
+
+def _zero_replaced(divisor: ir.Value) -> ir.Value | None:
+    """`d` where `divisor` is `select(d == 0, c, d)` with a nonzero constant `c`, the program's own divisor
+    that JAX's `jnp.remainder` replaces where it is 0 (which makes `a % 0` 0, as NumPy); else None."""
+    select = divisor.owner
+    if getattr(select, "name", "") != "stablehlo.select":
+        return None
+    test, on_zero, d = select.operands
+    compare = test.owner
+    if getattr(compare, "name", "") != "stablehlo.compare" or compare.operands[0] != d \
+            or "EQ" not in str(compare.attributes["comparison_direction"]) or not _never_zero(on_zero):
+        return None
+    zero = emit.constant_array(compare.operands[1])
+    return d if zero is not None and not np.any(zero) else None
 
 
 def _division_using(divisor: ir.Value, depth: int = 3):

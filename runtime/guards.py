@@ -379,6 +379,8 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
         message = "integer division by zero at run time"
         label = f"this division has a zero divisor{at}"
         notes.append("arr gives 0 here (as NumPy); the div0 guard reports it instead" if site.own else
+                     "the module replaces a zero divisor (`jnp.remainder` gives 0 there, as NumPy); the div0 "
+                     "guard reports it instead" if "divisor" in site.labels else
                      "StableHLO leaves the result of an integer division by zero to the backend; "
                      "the div0 guard reports it instead")
     if site.kind == "origin" and cls is InfError and help is None \

@@ -300,6 +300,20 @@ def test_a_division_whose_remainder_picks_a_masked_branch_is_not_reported(tmp_pa
     assert capsys.readouterr().out == "[7 0 4]\n"
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.uint64])
+def test_a_jax_remainder_by_zero_is_reported(tmp_path, capsys, dtype):
+    """`jnp.remainder` divides by `where(b == 0, 1, b)` (so `a % 0` is 0, as NumPy): no StableHLO division
+    had a zero divisor and nothing was reported, while JAX's `a // 0` was."""
+    path = tmp_path / "r.mlir"
+    path.write_text(jax.jit(lambda a, b: a % b).lower(X.astype(dtype), Y.astype(dtype)).as_text())
+    from arrc.cli import main as cli
+    argv = ["run", str(path), "--guards", "div0", "--arg", "arg0=[7, 8, 9]"]
+    assert cli(argv + ["--arg", "arg1=[1, 2, 2]"]) == 0
+    assert cli(argv + ["--arg", "arg1=[1, 0, 2]"]) == 3
+    err = capsys.readouterr().err
+    assert "this division has a zero divisor at index [1]" in err and "`jnp.remainder` gives 0 there" in err
+
+
 @pytest.mark.parametrize("body, x, iteration", [
     ("x[i] ** 0.5", [0.25, 0.0, 0.25, 0.25], 1), ("asin(x[i])", [0.25, 0.5, 1.0, 0.25], 2),
     ("acos(x[i])", [1.0, 0.5, 0.25, 0.25], 0), ("pow(x[i], 0.5)", [0.25, 0.25, 0.25, 0.0], 3)])
