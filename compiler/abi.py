@@ -43,6 +43,7 @@ REACHES = "arrc.reaches"              # results a guarded value flows into (repo
 SAFE_DIVISOR = "arrc.safe_divisor"    # a divide/remainder whose divisor is never 0 (no div0 guard)
 DIV0 = "arrc.div0"                    # the select that replaces a zero divisor: the div0 guard's site
 WRAPPED_INDEX = "arrc.wrapped_index"  # a negative index wrapped by the size: bounds checks the original
+#                                       (on a bounds report: its module counts a negative index from the end)
 SATURATED_INDEX = "arrc.saturated_index"  # a u64 index converted to i64 through a minimum: bounds reports the u64 one
 CLAMPED_INDEX = "arrc.clamped_index"  # an index clamped into range: bounds checks it before the clamp
 IN_BOUNDS = "arrc.in_bounds"          # a dynamic slice/update whose starts are in range by construction

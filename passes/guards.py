@@ -482,6 +482,7 @@ class _Guarder:
                     raws.append(_raw_index(start))
                 extra = {abi.DIMS: _i64_array(dims), abi.SIZES: _i64_array(sizes)}
                 values = [(f"index {d}", r) for d, r in enumerate(raws)]
+                asked = starts
             else:
                 axis, indices, size, dims = _single_axis_indexing(op)
                 if axis is None:
@@ -493,6 +494,9 @@ class _Guarder:
                 extra = {abi.DIMS: _i64_array([dims[axis]]), abi.SIZES: _i64_array([size]),
                          abi.AXIS: _i64_array([axis])}
                 values = [("index", _raw_index(indices))]
+                asked = [indices]
+        if any(raw != index for (_, raw), index in zip(values, asked)):
+            extra[abi.WRAPPED_INDEX] = ir.BoolAttr.get(True)    # the report counts negatives from the end
         if name in ("stablehlo.gather", "stablehlo.dynamic_slice"):
             # a read out of range is reported where what it read reaches a result: `where(i < n, x[i], 0.0)`
             # drops it (and JAX's fill mode, `take`'s default, gathers, then selects its fill there)
@@ -943,7 +947,28 @@ def _raw_index(value: ir.Value) -> ir.Value:
                 return owner.operands[0].owner.operands[0]
         except (AttributeError, TypeError):
             pass
-    return value
+    return _jax_wrapped(value) or value
+
+
+def _jax_wrapped(index: ir.Value) -> ir.Value | None:
+    """`i` where `index` is JAX's `select(i < 0, i + n, i)`, a negative index counted from the end (`x[-1]`),
+    or that select reshaped or broadcast (a gather's indices; the same operation is made of `i`)."""
+    move = index.owner
+    if getattr(move, "name", "") in ("stablehlo.reshape", "stablehlo.broadcast_in_dim"):
+        inner = _jax_wrapped(move.operands[0])
+        return None if inner is None else ir.Operation.create(
+            move.name, results=[index.type], operands=[inner], attributes=dict(move.attributes.items())).results[0]
+    select = index.owner
+    if getattr(select, "name", "") != "stablehlo.select":
+        return None
+    test, wrapped, i = select.operands
+    compare = test.owner
+    if getattr(compare, "name", "") != "stablehlo.compare" or compare.operands[0] != i \
+            or "LT" not in str(compare.attributes["comparison_direction"]) \
+            or getattr(wrapped.owner, "name", "") != "stablehlo.add":
+        return None
+    zero = emit.constant_array(compare.operands[1])
+    return i if zero is not None and not np.any(zero) else None
 
 
 def _single_axis_indexing(op):

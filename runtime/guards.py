@@ -110,6 +110,8 @@ def sites(module: ir.Module) -> dict:
                      if k in op.attributes}
             if abi.LINALG in op.attributes:
                 extra[abi.LINALG] = attr_text(op.attributes[abi.LINALG])
+            if abi.WRAPPED_INDEX in op.attributes:
+                extra[abi.WRAPPED_INDEX] = True
             for name in (abi.LANES, abi.BATCH_OF):
                 if name in op.attributes:
                     extra[name] = [attr_text(a) for a in ir.ArrayAttr(op.attributes[name])]
@@ -348,6 +350,7 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
     elif site.kind == "bounds":
         cls = BoundsError
         dims, sizes = site.attrs.get(abi.DIMS, []), site.attrs.get(abi.SIZES, [])
+        from_end = site.own or abi.WRAPPED_INDEX in site.attrs     # a negative index counts from the end
         if abi.AXIS in site.attrs:
             raw = event.values[0]
             dim, size = dims[0], sizes[0]
@@ -355,16 +358,16 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
         else:
             # arr counts a negative start from the end (`-n..-s` for a slice of s); StableHLO takes none
             axis = next((d for d, (v, n, s) in enumerate(zip(event.values, dims, sizes))
-                         if not (0 <= v <= n - s or site.own and -n <= v <= -s)), 0)
+                         if not (0 <= v <= n - s or from_end and -n <= v <= -s)), 0)
             raw, dim, size = event.values[axis], dims[axis], sizes[axis]
             if batch_of:        # vmap's rules slice every lane at one index: the leading dimensions are theirs
                 axis -= len(batch_of)
                 notes.append(f"in every lane of {' and '.join(batch_of)} (the index is the same in each)")
         operands = {"index": raw, "size": dim}
         message = "index out of range at run time"
-        valid = f"{-dim}..{dim - size}" if size == 1 and site.own else \
+        valid = f"{-dim}..{dim - size}" if size == 1 and from_end else \
             f"0..{dim - size}" + (f" for a slice of {size}" if size != 1 else "") \
-            + (f" (or {-dim}..{-size} from the end)" if size != 1 and site.own and dim >= size else "")
+            + (f" (or {-dim}..{-size} from the end)" if size != 1 and from_end and dim >= size else "")
         label = f"index {raw} is out of range for dimension {axis} of size {dim}{at}"
         if site.own:
             fate = "the index was clamped into range"

@@ -1091,6 +1091,15 @@ def test_run_foreign_module_gather_bounds(exported, capsys):
     assert cli(argv) == 3
 
 
+@pytest.mark.parametrize("name, arg", [("pick", "arg1=-9"), ("take", "arg1=[0, -1, -9]")])
+def test_run_foreign_module_negative_index_is_reported_as_written(exported, capsys, name, arg):
+    """JAX counts a negative index from the end (`select(i < 0, i + n, i)`): `x[-9]` of 8 was reported as
+    "index -1 ... valid indices are 0..7", the wrapped value, which JAX's `x[-1]` would accept."""
+    assert cli(["run", exported[name], "--arg", f"arg0={list(range(8))}", "--arg", arg, "--guards", "bounds"]) == 3
+    err = capsys.readouterr().err
+    assert "index -9 is out of range for dimension 0 of size 8" in err and "valid indices are -8..7" in err, err
+
+
 def test_run_foreign_module_with_calls(exported, capsys):
     argv = ["run", exported["relu"], "--arg", "arg0=[2, 0.5, 3]", "--guards", "nan"]
     assert cli(argv) == 3
