@@ -215,6 +215,14 @@ AT_HELP = ("arr updates an array by index where JAX writes `.at[]`: `x[i] = v` f
            "repeated indices")
 
 
+
+def _always_returns(stmt) -> bool:
+    """Whether `stmt` returns on every path whatever its conditions' values (a `return`, or an `if` whose
+    every branch does)."""
+    if isinstance(stmt, ast.Return):
+        return True
+    return isinstance(stmt, ast.If) and any(map(_always_returns, stmt.body)) and any(map(_always_returns, stmt.orelse))
+
 @dataclass
 class FunctionWalk(ControlFlow):
     """Walks one function body (see the module docstring for the two modes)."""
@@ -301,8 +309,11 @@ class FunctionWalk(ControlFlow):
     def block(self, stmts) -> None:
         for i, stmt in enumerate(stmts):
             if self.returned is not None:
-                self.report(ArrError("E0106", "statement after `return` is never executed", stmt.span,
-                                     "unreachable", help="remove it or move the `return` to the end").diag)
+                # (after an `if` on a compile-time condition that chose a returning branch, the rest is the
+                # other branch's code: another const value or specialization runs it)
+                if _always_returns(stmts[i - 1]):
+                    self.report(ArrError("E0106", "statement after `return` is never executed", stmt.span,
+                                         "unreachable", help="remove it or move the `return` to the end").diag)
                 return
             try:
                 if type(stmt) in _EMIT_IN_OWN_LOCATIONS:

@@ -609,6 +609,49 @@ def f(x: f32, c: bool) -> f32:
     assert d.span.line == 3
 
 
+
+def test_return_in_a_branch_chosen_at_compile_time_ends_the_function():
+    """An early `return` under a condition on a shape variable or a const: the statements after the `if`
+    are the other specializations' (they were reported unreachable where the branch that returns was chosen)."""
+    mod = arrc.loads("""\
+const K: i32 = 3
+
+def head(x: f32[n]) -> f32:
+    if n > 2:
+        return x[2]
+    return x[0]
+
+def by_const(x: i32) -> i32:
+    if K > 2:
+        return x
+    return 0
+
+def in_else(x: f32[n]) -> f32:
+    if n < 2:
+        y = 1.0
+    else:
+        return x[1]
+    return y
+""", filename="early.arr")
+    assert float(mod.head(np.arange(4, dtype=np.float32))) == 2.0
+    assert float(mod.head(np.arange(2, dtype=np.float32))) == 0.0
+    assert int(mod.by_const(5)) == 5
+    assert float(mod.in_else(np.arange(3, dtype=np.float32))) == 1.0
+    assert float(mod.in_else(np.arange(1, dtype=np.float32))) == 1.0
+
+
+@pytest.mark.parametrize("cond", ["c", "n > 2"])
+def test_statement_after_an_if_that_returns_on_every_path_is_unreachable(cond):
+    d = _only(compile_error(f"""\
+def f(x: f32[n], c: bool) -> f32:
+    if {cond}:
+        return 1.0
+    else:
+        return 2.0
+    return 3.0
+"""), "E0106")
+    assert _span(d)[:2] == (6, 5)
+
 @pytest.mark.parametrize("cond,found", [("x", "f32[n]"), ("x > 0.0", "bool[n]"), ("1.5", "f32")])
 def test_if_condition_must_be_scalar_bool(cond, found):
     d = _only(compile_error(f"""\
