@@ -24,7 +24,7 @@ from .diagnostics import CompileError, Diagnostic, Label, Reporter, plural
 from .span import Span
 from .suggest import METHOD_NAMES, MODULES, closest, function_help, qualified_value_help, value_help
 from .types import DTYPES, I32, TYPE_NAMES, ArrayType, Dim, KeysAreNotNumbers, too_large
-from .control import ControlFlow
+from .control import ControlFlow, static_bool
 from .values import POISON, ArrError, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe
 
 NAMED_CONSTANTS = {"nan": float("nan"), "inf": float("inf"), "pi": float(np.pi)}
@@ -615,18 +615,36 @@ class FunctionWalk(ControlFlow):
         if isinstance(cond, Val) and cond.type.rank == 0 and cond.type.dtype.is_bool and \
                 (self.program.calls_print_or_assert(e.then) or self.program.calls_print_or_assert(e.orelse)):
             return self._cond_as_if(e, cond)
+        chosen = static_bool(cond)
         uses_before, uses_after = self.key_uses, {}     # one side is chosen: a key may be used on each (as `if`)
-        self.key_uses = dict(uses_before)
-        then = self.eval(e.then)
-        uses_after.update(self.key_uses)
-        self.key_uses = dict(uses_before)
-        orelse = self.eval(e.orelse)
-        uses_after.update(self.key_uses)
+        sides = []
+        for side, taken in ((e.then, chosen is not False), (e.orelse, chosen is not True)):
+            self.key_uses = dict(uses_before)
+            sides.append(self.eval(side) if taken else self._dropped_side(side))
+            uses_after.update(self.key_uses)
         self.key_uses = uses_after
+        then, orelse = sides
+        if then is None or orelse is None:      # `x[3] if n > 3 else 0.0` with n = 2: Python's value, the taken side
+            return then if orelse is None else orelse
         if any(isinstance(o, Poisoned) for o in (cond, then, orelse)):
             return POISON
         return self.call_builtin(BUILTINS["__cond__"], [cond, then, orelse], {}, e,
                                  [e.cond.span, e.then.span, e.orelse.span])
+
+    def _dropped_side(self, side):
+        """The side of `a if c else b` that a compile-time `c` drops, for its type only: None where it has none
+        for these shapes (`x[3] if n > 3 else 0.0` with n = 2), as Python does not evaluate it; its
+        diagnostics are dropped with it."""
+        reported = len(self.reporter.diagnostics)
+        try:
+            with self._types_only():
+                value = self.eval(side)
+        except ArrError:
+            value = None
+        if len(self.reporter.diagnostics) > reported or isinstance(value, Poisoned):
+            del self.reporter.diagnostics[reported:]
+            return None
+        return value
 
     def _cond_as_if(self, e, cond):
         """`a if c else b` where a side prints or asserts: as `if c: v = a else: v = b`, so that only the side

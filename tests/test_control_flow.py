@@ -429,6 +429,29 @@ def test_shape_variable_condition_values(mod):
     assert float(mod.shape_cond(np.arange(3, dtype=np.float32) + 1)) == 3.0
 
 
+def test_conditional_expression_on_a_compile_time_condition_evaluates_only_its_side():
+    """As Python: `x[3] if n > 3 else 0.0` with n = 2 never reads x[3] (it was E0208, and a call on the
+    dropped side E0212); the dropped side still gives the result its type where it has one (broadcast)."""
+    mod = arrc.loads("""\
+def g(x: f32[3]) -> f32:
+    return sum(x)
+
+def fourth(x: f32[n]) -> f32:
+    return x[3] if n > 3 else 0.0
+
+def head_sum(x: f32[n]) -> f32:
+    return g(x[:3]) + 1.0 if n >= 3 else -1.0
+
+def filled(x: f32[n]) -> f32[n]:
+    return x if n > 2 else 0.0
+""", filename="dropped.arr")
+    assert float(mod.fourth(np.arange(2, dtype=np.float32))) == 0.0
+    assert float(mod.fourth(np.arange(5, dtype=np.float32))) == 3.0
+    assert float(mod.head_sum(np.ones(2, np.float32))) == -1.0
+    assert float(mod.head_sum(np.ones(4, np.float32))) == 4.0
+    assert_close(mod.filled(np.ones(2, np.float32)), [0.0, 0.0])
+    assert_close(mod.filled(np.ones(3, np.float32)), [1.0, 1.0, 1.0])
+
 def test_const_condition_branch_types_may_differ():
     src = """\
 const K: i32 = 3
