@@ -216,6 +216,14 @@ AT_HELP = ("arr updates an array by index where JAX writes `.at[]`: `x[i] = v` f
 
 
 
+# Python's loop exits, which arr's loops (a `stablehlo.while` each) do not have -> the help
+LOOP_EXITS = {
+    "break": "end the loop with its condition: a `while` whose condition reads a flag the body sets "
+             "(`while i < n and not done:`)",
+    "continue": "put the rest of the body under an `if` (`if not skip:`)",
+}
+
+
 def _always_returns(stmt) -> bool:
     """Whether `stmt` returns on every path whatever its conditions' values (a `return`, or an `if` whose
     every branch does)."""
@@ -396,6 +404,9 @@ class FunctionWalk(ControlFlow):
             self.lowering.assert_(self, stmt, cond, message.text)
 
     def stmt_ExprStmt(self, stmt) -> None:
+        word = stmt.expr.id if isinstance(stmt.expr, ast.Name) and stmt.expr.id not in self.env else None
+        if word in LOOP_EXITS:
+            raise ArrError("E0106", f"arr has no `{word}`", stmt.span, "not arr syntax", help=LOOP_EXITS[word])
         self.eval(stmt.expr)
 
     def stmt_Assign(self, stmt) -> None:

@@ -916,6 +916,21 @@ def f(x: f32[n]) -> f32:
     assert d.span.line == 3
 
 
+@pytest.mark.parametrize("word", ["break", "continue"])
+def test_break_and_continue_are_e0106_with_the_loop_that_replaces_them(word):
+    """They parse as names: the error was E0101 "undefined name `break`", as if a variable were missing."""
+    d = _only(compile_error(f"""\
+def f(n: i32) -> i32:
+    s = 0
+    for i in range(n):
+        if i > 3:
+            {word}
+        s += i
+    return s
+"""), "E0106")
+    assert (d.message, _span(d)) == (f"arr has no `{word}`", (5, 13, 5, 13 + len(word)))
+    assert ("while i < n and not done:" if word == "break" else "if not skip:") in d.help
+
 def test_loop_local_used_after_loop_is_e0101():
     d = _only(compile_error("""\
 def f(k: i32) -> i32:
