@@ -308,7 +308,7 @@ class FunctionWalk(ControlFlow):
         return f"({res})" if sig.tuple_result else res
 
     def report(self, diag: Diagnostic) -> None:
-        if self.is_lowering and diag.severity == "error" and self.bindings:
+        if diag.severity == "error" and self.bindings:      # (a loop's types-only walk too: the same diagnostic)
             diag.notes.append("in " + self.fn.shown_name + " with " +
                               ", ".join(f"{k} = {v}" for k, v in self.bindings.items()))
         self.reporter.add(diag)
@@ -600,10 +600,13 @@ class FunctionWalk(ControlFlow):
         return self.call_builtin(BUILTINS["__array__"], [elems], {}, e, [x.span for x in e.elems])
 
     def eval_or_poison(self, expr):
-        """Evaluate `expr`, reporting an error and continuing with a poisoned value (more errors per run)."""
+        """Evaluate `expr`, reporting an error and continuing with a poisoned value (more errors per run); while
+        lowering, the error ends the walk (`block`), as nothing can emit a poisoned value."""
         try:
             return self.eval(expr)
         except ArrError as err:
+            if self.is_lowering:
+                raise
             self.report(err.diag)
             return POISON
 

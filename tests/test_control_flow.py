@@ -931,6 +931,23 @@ def f(n: i32) -> i32:
     assert (d.message, _span(d)) == (f"arr has no `{word}`", (5, 13, 5, 13 + len(word)))
     assert ("while i < n and not done:" if word == "break" else "if not skip:") in d.help
 
+@pytest.mark.parametrize("loop", ["for i in range(k):", "while s < 3.0:"])
+def test_error_of_a_specialization_in_a_loop_body_is_reported_once(loop):
+    """`s = s + x[3]` with n = 2: an operand's error made a poisoned value, which the loop's lowering could not
+    emit (AttributeError: 'Poisoned' object has no attribute 'ir'); and the loop's types-only walk reported it
+    a second time, without the specialization's note."""
+    mod = arrc.loads(f"""\
+def f(x: f32[n], k: i32) -> f32:
+    s = 0.0
+    {loop}
+        s = s + x[3]
+    return s
+""", filename="body.arr")
+    with pytest.raises(arrc.CompileError) as info:
+        mod.f(np.arange(2, dtype=np.float32), 1)
+    d = _only(info.value, "E0208")
+    assert _span(d)[:2] == (4, 19) and d.notes == ["in f with n = 2"]
+
 def test_loop_local_used_after_loop_is_e0101():
     d = _only(compile_error("""\
 def f(k: i32) -> i32:
