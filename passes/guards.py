@@ -759,6 +759,12 @@ def _live(value: ir.Value, block, program: set, depth: int = LIVE_DEPTH, seen: d
             chosen = emit.const(True, BOOL, shape) if user.operands[1] == user.operands[2] \
                 else pred if use.operand_number == 1 else hlo.not_(pred)
             term = chosen if after is None else hlo.and_(chosen, after)
+        elif user.name in ("stablehlo.and", "stablehlo.or") and use.operand_number == 1 \
+                and _element_dtype(value.type) is BOOL:
+            # `a and b`, `a or b`: Python reads b only where a does not decide (`i < n and x[i] > 0`)
+            first = user.operands[0]
+            chosen = first if user.name == "stablehlo.and" else hlo.not_(first)
+            term = chosen if after is None else hlo.and_(chosen, after)
         elif after is None:
             live = None
             break

@@ -368,6 +368,22 @@ def test_bounds_a_read_that_a_where_drops_is_not_reported():
     assert err.operands == {"index": 9, "size": 8}
 
 
+
+def test_bounds_the_right_side_of_and_or_is_read_only_where_the_left_does_not_decide():
+    """Python's `i < n and x[i] > 0` never reads x[i] when i >= n: the idiomatic `while i < 8 and x[i] < t:`
+    was reported out of range (index 8) at its last test; the left side is read always, as in Python."""
+    m = arrc.loads("def both(x: f32[8], i: i32) -> bool:\n    return i < 8 and x[i] > 0.0\n\n"
+                   "def either(x: f32[8], i: i32) -> bool:\n    return i >= 8 or x[i] > 0.0\n\n"
+                   "def scan(x: f32[8], t: f32) -> i32:\n    i = 0\n    while i < 8 and x[i] < t:\n"
+                   "        i += 1\n    return i\n\n"
+                   "def left(x: f32[8], i: i32) -> bool:\n    return x[i] > 0.0 and i < 8\n", guards="bounds")
+    assert not bool(m.both(X8, I32(9))) and bool(m.either(X8, I32(9)))
+    assert int(m.scan(X8, F32(100))) == 8 and int(m.scan(X8, F32(3))) == 3
+    err = fault(m.both, X8, I32(-9), cls=arrc.BoundsError)      # i < 8 holds: x[-9] is read
+    assert err.operands == {"index": -9, "size": 8}
+    err = fault(m.left, X8, I32(9), cls=arrc.BoundsError)
+    assert err.operands == {"index": 9, "size": 8}
+
 def test_bounds_indexed_update():
     fn = mod("bounds").put
     np.testing.assert_array_equal(np.asarray(fn(X8, I32(-1), F32(9))), np.r_[X8[:7], 9].astype(F32))
