@@ -25,7 +25,7 @@ from .span import Span
 from .suggest import METHOD_NAMES, MODULES, closest, function_help, qualified_value_help, value_help
 from .types import DTYPES, I32, TYPE_NAMES, ArrayType, Dim, KeysAreNotNumbers, too_large
 from .control import ControlFlow, static_bool
-from .values import POISON, ArrError, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe
+from .values import POISON, ArrError, DeferredBool, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe
 
 NAMED_CONSTANTS = {"nan": float("nan"), "inf": float("inf"), "pi": float(np.pi)}
 NEWAXIS_NAMES = ("None", "newaxis")      # as an index, a new axis of size 1 (NumPy's `None`, `np.newaxis`)
@@ -640,6 +640,11 @@ class FunctionWalk(ControlFlow):
         then, orelse = sides
         if then is None or orelse is None:      # `x[3] if n > 3 else 0.0` with n = 2: Python's value, the taken side
             return then if orelse is None else orelse
+        if not (isinstance(then, Val) and isinstance(orelse, Val)):     # a dtype, tuple or string: no select
+            if chosen is not None:                                      # (`f64 if n > 2 else f32`)
+                return then if chosen else orelse
+            if isinstance(cond, Val) and isinstance(cond.static, DeferredBool):
+                return then if then == orelse else POISON      # chosen at specialization (as `if`: _merge_deferred)
         if any(isinstance(o, Poisoned) for o in (cond, then, orelse)):
             return POISON
         return self.call_builtin(BUILTINS["__cond__"], [cond, then, orelse], {}, e,

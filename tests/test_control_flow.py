@@ -452,6 +452,23 @@ def filled(x: f32[n]) -> f32[n]:
     assert_close(mod.filled(np.ones(2, np.float32)), [0.0, 0.0])
     assert_close(mod.filled(np.ones(3, np.float32)), [1.0, 1.0, 1.0])
 
+def test_conditional_expression_of_dtypes_or_tuples_on_a_compile_time_condition():
+    """Only a select needs array sides: with a compile-time condition the value is the side taken (it was
+    E0210 "operand of `if ... else` must be an array or scalar, found dtype f64")."""
+    mod = arrc.loads("""\
+def total(x: f32[n]) -> f64:
+    return sum(x.astype(f64 if n > 2 else f16)).astype(f64)
+
+def ordered(a: f32[n], b: f32) -> (f32, f32):
+    lo, hi = (a[0], b) if n > 1 else (b, a[0])
+    return lo, hi
+""", filename="kinds.arr")
+    x2, x3 = np.full(2, 0.1, np.float32), np.full(3, 0.1, np.float32)
+    assert float(mod.total(x2)) == float(np.sum(x2.astype(np.float16)))
+    assert float(mod.total(x3)) == float(np.sum(x3.astype(np.float64)))
+    assert [float(v) for v in mod.ordered(x2, 5.0)] == [np.float32(0.1), 5.0]
+    assert [float(v) for v in mod.ordered(x2[:1], 5.0)] == [5.0, np.float32(0.1)]
+
 def test_const_condition_branch_types_may_differ():
     src = """\
 const K: i32 = 3
