@@ -312,6 +312,9 @@ class ControlFlow:
         exists before: after the loop it holds its last value, as in Python). A weak literal initializer
         adopts the type the body gives it; any other change of type is E0302.
         """
+        if self._never_runs(stmt, counter):     # as an `if` on a compile-time condition: the body is not there
+            self._unbind_loop_locals(stmt, dict(self.env), {})
+            return
         runtime = counter is None or any(v.static is None for v in counter[:3])
         word, s = "while" if counter is None else "for", stmt.span
         header = Span(s.file, s.line, s.col, s.line, s.col + len(word))
@@ -365,6 +368,19 @@ class ControlFlow:
             self._unbind_loop_locals(stmt, before, spans_after)
             return
         self._lower_loop(stmt, counter, names, types, before, bound)
+
+    def _never_runs(self, stmt, counter) -> bool:
+        """Whether the loop runs no iteration, known at compile time: a `for` over an empty range of constants
+        (`range(n, 0)`), a `while` whose condition is false before the loop (`while n > 100:` with n = 4)."""
+        if counter is not None:
+            return _static_trip_count(*counter) == 0
+        if self._has_effects(stmt.cond):
+            return False
+        try:
+            with self._types_only():
+                return static_bool(self.eval(stmt.cond)) is False
+        except ArrError:
+            return False        # (reported where the loop is walked)
 
     def _compile_time_unchanged(self, stmt, assigned, before: dict, after: dict, spans_after: dict) -> None:
         """E0302 where the body gives a string or dtype variable of before the loop another value: such a
@@ -520,9 +536,9 @@ class ControlFlow:
         """
         dt = ctype.dtype
         bounds = [v.static_int for v in (start, stop, step)]
-        if None not in bounds:
-            s, e, t = (wrap_int(b, dt if v.type.weak else v.type.dtype) for b, v in zip(bounds, (start, stop, step)))
-            known = len(range(s, e, t))
+        known = _static_trip_count(start, stop, step, ctype)
+        if known is not None:
+            s, t = (wrap_int(v.static_int, dt if v.type.weak else v.type.dtype) for v in (start, step))
             return emit.const(known, U64), emit.const(s % 2 ** 64, U64), emit.const(t % 2 ** 64, U64), known
         wide = I64 if dt.kind == "int" else U64
         s, e, t = (emit.convert(self.materialize(v, dt), dt, wide) for v in (start, stop, step))
@@ -584,6 +600,16 @@ def _shown(v) -> str:
 def _outer_keys(before: dict, carried) -> set:
     """The keys a loop body sees from before the loop and does not carry: the same key every iteration."""
     return {id(v) for n, v in before.items() if isinstance(v, Val) and v.type.dtype.is_key and n not in carried}
+
+
+def _static_trip_count(start: Val, stop: Val, step: Val, ctype: ArrayType) -> int | None:
+    """len(range(start, stop, step)) where all three are known at compile time (each wrapped into its dtype,
+    a weak literal into the loop's), else None."""
+    bounds = [v.static_int for v in (start, stop, step)]
+    if None in bounds:
+        return None
+    s, e, t = (wrap_int(b, ctype.dtype if v.type.weak else v.type.dtype) for b, v in zip(bounds, (start, stop, step)))
+    return len(range(s, e, t))
 
 
 def _as_u64(x: ir.Value, dt) -> ir.Value:

@@ -965,6 +965,29 @@ def f(x: f32[n], k: i32) -> f32:
     d = _only(info.value, "E0208")
     assert _span(d)[:2] == (4, 19) and d.notes == ["in f with n = 2"]
 
+def test_a_loop_that_runs_no_iteration_at_compile_time_has_no_body():
+    """As an `if` on a compile-time condition: `while n > 100:` with n = 4 and `for i in range(n, 0):` never
+    run their bodies, so x[200] there is not E0208 (it was); a loop-local stays undefined after it."""
+    mod = arrc.loads("""\
+def never(x: f32[n]) -> f32:
+    s = 0.0
+    while n > 100:
+        s = x[200]
+    for i in range(n, 0):
+        s = x[n]
+    return s
+
+def counted(x: f32[n]) -> i32:
+    k = 0
+    while k > 0:
+        k -= 1
+    return k
+""", filename="never.arr")
+    assert float(mod.never(np.arange(4, dtype=np.float32))) == 0.0
+    assert int(mod.counted(np.zeros(1, np.float32))) == 0
+    d = _only(compile_error("def f(x: f32) -> f32:\n    for i in range(0):\n        y = x\n    return y\n"), "E0101")
+    assert _span(d)[:2] == (4, 12)
+
 def test_loop_local_used_after_loop_is_e0101():
     d = _only(compile_error("""\
 def f(k: i32) -> i32:
