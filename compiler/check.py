@@ -612,6 +612,11 @@ class FunctionWalk(ControlFlow):
 
     def expr_Binary(self, e):
         lhs = self.eval_or_poison(e.lhs)
+        if e.op in ("and", "or") and static_bool(lhs) is (e.op == "or"):
+            # a compile-time left side that decides: Python does not evaluate the right (`n > 2 and x[2] > 0`)
+            rhs = self._dropped_side(e.rhs)
+            if rhs is None or isinstance(rhs, Val) and rhs.type.rank == 0 and rhs.type.dtype.is_bool:
+                return lhs
         rhs = self.eval_or_poison(e.rhs)
         return self.apply_operator(e.op, [lhs, rhs], e, [e.lhs.span, e.rhs.span])
 
@@ -651,9 +656,9 @@ class FunctionWalk(ControlFlow):
                                  [e.cond.span, e.then.span, e.orelse.span])
 
     def _dropped_side(self, side):
-        """The side of `a if c else b` that a compile-time `c` drops, for its type only: None where it has none
-        for these shapes (`x[3] if n > 3 else 0.0` with n = 2), as Python does not evaluate it; its
-        diagnostics are dropped with it."""
+        """The side of `a if c else b` that a compile-time `c` drops (or the right side of an `and`/`or` whose
+        left side decides), for its type only: None where it has none for these shapes (`x[3] if n > 3 else 0.0`
+        with n = 2), as Python does not evaluate it; its diagnostics are dropped with it."""
         reported = len(self.reporter.diagnostics)
         try:
             with self._types_only():

@@ -469,6 +469,24 @@ def ordered(a: f32[n], b: f32) -> (f32, f32):
     assert [float(v) for v in mod.ordered(x2, 5.0)] == [np.float32(0.1), 5.0]
     assert [float(v) for v in mod.ordered(x2[:1], 5.0)] == [5.0, np.float32(0.1)]
 
+def test_and_or_whose_compile_time_left_side_decides_do_not_evaluate_the_right():
+    """`if n > 2 and x[2] > 0.0:` with n = 2 was E0208 on x[2], which Python never reads."""
+    mod = arrc.loads("""\
+def guarded(x: f32[n]) -> f32:
+    r = 0.0
+    if n > 2 and x[2] > 0.0:
+        r = x[2]
+    return r
+
+def either(x: f32[n]) -> bool:
+    return n <= 2 or x[2] > 0.0
+""", filename="shortcircuit.arr")
+    assert float(mod.guarded(np.ones(2, np.float32))) == 0.0
+    assert float(mod.guarded(np.full(3, 2.0, np.float32))) == 2.0
+    assert float(mod.guarded(np.full(3, -2.0, np.float32))) == 0.0
+    assert bool(mod.either(np.ones(2, np.float32)))
+    assert not bool(mod.either(-np.ones(3, np.float32)))
+
 def test_const_condition_branch_types_may_differ():
     src = """\
 const K: i32 = 3
