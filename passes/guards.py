@@ -855,16 +855,23 @@ def _never_zero(value: ir.Value) -> bool:
 def _zero_replaced(divisor: ir.Value) -> ir.Value | None:
     """`d` where `divisor` is `select(d == 0, c, d)` with a nonzero constant `c`, the program's own divisor
     that JAX's `jnp.remainder` replaces where it is 0 (which makes `a % 0` 0, as NumPy); else None."""
-    select = divisor.owner
+    found = _selected_unless(divisor, "EQ")
+    return found[0] if found is not None and _never_zero(found[1]) else None
+
+
+def _selected_unless(value: ir.Value, direction: str) -> tuple[ir.Value, ir.Value] | None:
+    """(v, c) where `value` is `select(compare(v, 0, direction), c, v)` (v, except where it compares so with
+    zero), else None."""
+    select = value.owner
     if getattr(select, "name", "") != "stablehlo.select":
         return None
-    test, on_zero, d = select.operands
+    test, chosen, v = select.operands
     compare = test.owner
-    if getattr(compare, "name", "") != "stablehlo.compare" or compare.operands[0] != d \
-            or "EQ" not in str(compare.attributes["comparison_direction"]) or not _never_zero(on_zero):
+    if getattr(compare, "name", "") != "stablehlo.compare" or compare.operands[0] != v \
+            or direction not in str(compare.attributes["comparison_direction"]):
         return None
     zero = emit.constant_array(compare.operands[1])
-    return d if zero is not None and not np.any(zero) else None
+    return (v, chosen) if zero is not None and not np.any(zero) else None
 
 
 def _division_using(divisor: ir.Value, depth: int = 3):
@@ -964,17 +971,8 @@ def _jax_wrapped(index: ir.Value) -> ir.Value | None:
         inner = _jax_wrapped(move.operands[0])
         return None if inner is None else ir.Operation.create(
             move.name, results=[index.type], operands=[inner], attributes=dict(move.attributes.items())).results[0]
-    select = index.owner
-    if getattr(select, "name", "") != "stablehlo.select":
-        return None
-    test, wrapped, i = select.operands
-    compare = test.owner
-    if getattr(compare, "name", "") != "stablehlo.compare" or compare.operands[0] != i \
-            or "LT" not in str(compare.attributes["comparison_direction"]) \
-            or getattr(wrapped.owner, "name", "") != "stablehlo.add":
-        return None
-    zero = emit.constant_array(compare.operands[1])
-    return i if zero is not None and not np.any(zero) else None
+    found = _selected_unless(index, "LT")
+    return found[0] if found is not None and getattr(found[1].owner, "name", "") == "stablehlo.add" else None
 
 
 def _single_axis_indexing(op):
