@@ -104,6 +104,9 @@ def loads(source: str, filename: str = "<string>", guards=None, warnings: str = 
     _check_warnings_mode(warnings)
     _require_text(source, "loads takes the program's text", "arrc.loads(data.decode())")
     _require_text(filename, "filename is a name", None)
+    if constants is not None and not (isinstance(constants, dict) and all(isinstance(k, str) for k in constants)):
+        what = "a dict with a name that is not a str" if isinstance(constants, dict) else type(constants).__name__
+        raise TypeError(f"constants is a dict of values by their names in the program (str), not {what}")
     with _gc_paused():
         program = check_program(Source(filename, source), werror=(warnings == "error"), constants=constants)
     _bind_externs(program, externs, filename)

@@ -337,3 +337,13 @@ def test_wrong_kinds_of_api_arguments_are_type_errors_in_the_api_s_words():
         with pytest.raises(TypeError, match=message):
             call()
     assert arrc.loads(src, guards=["nan", "inf"]).f() == 1
+
+
+def test_constants_of_another_kind_are_a_type_error():
+    """A str or a dict keyed by non-names for `constants` (it was an AttributeError from the checker, or a name
+    1 bound and never used)."""
+    src = "def f() -> i32:\n    return 1\n"
+    for constants, what in [("K", "str"), ([("K", 1)], "list"), ({1: 2}, "a dict with a name that is not a str")]:
+        with pytest.raises(TypeError, match=rf"constants is a dict of values by their names .*, not {what}$"):
+            arrc.loads(src, constants=constants)
+    assert arrc.loads("def f() -> i32:\n    return K\n", constants={"K": np.int32(5)}).f() == 5
