@@ -359,10 +359,11 @@ class Function:
         from arrc.sharding import Sharded
         return Sharded(self, mesh, in_specs, out_specs, ArgumentError)
 
-    def lower(self, *args, guarded: bool = False) -> Lowered:
+    def lower(self, *args, guarded: bool = False, **kwargs) -> Lowered:
         """Specialize to the arguments' types and lower to StableHLO, as `jax.jit(f).lower(*args)`: each
         argument an `arrc.spec(...)` type, a NumPy or JAX array or a `jax.ShapeDtypeStruct` (its shape and
-        dtype), or a Python scalar (the parameter's dtype, as a call takes it).
+        dtype), or a Python scalar (the parameter's dtype, as a call takes it), bound as a call binds them
+        (by position or name, defaults filled).
 
         The text is the front end's StableHLO (`arrc compile --emit stablehlo`), without guards; with
         `guarded=True`, the module the runtime compiles: after the passes, with the module's guards (all
@@ -372,7 +373,7 @@ class Function:
         >>> "tensor<3xf32>" in mod.f.lower(np.ones(3, np.float32)).as_text()
         True
         """
-        types = self._types_of(args)
+        types = self._types_of(args, kwargs)
         lowered = self._lower(types)
         if guarded:
             from arrc.passes.guards import KINDS, GuardOptions
@@ -393,10 +394,10 @@ class Function:
         except CompileError as err:
             raise CompileError(err.diagnostics, {**self.sources, **err.sources}) from None
 
-    def _types_of(self, args: tuple) -> list[ArrayType]:
-        """The concrete types of `lower`/`compile`'s arguments (`_arg_type`; defaults filled as in a call)."""
+    def _types_of(self, args: tuple, kwargs: dict) -> list[ArrayType]:
+        """The concrete types of `lower`/`compile`'s arguments (`_arg_type`; bound as in a call)."""
         return [_arg_type(a, ptype, pname)
-                for a, (pname, ptype, _) in zip(self._positional(args, {}), self._sig.params)]
+                for a, (pname, ptype, _) in zip(self._positional(args, kwargs), self._sig.params)]
 
     def _check_types(self, types: list[ArrayType], values: list | None = None, narrowed: bool = False) -> dict:
         """`types` against the signature; a mismatch is an ArgumentError that says what to do about a dtype
@@ -587,10 +588,10 @@ class Function:
             results = [_as_jax_keys(r) if t.dtype.is_key else r for r, t in zip(results, self._sig.results)]
         return (tuple(results) if tuple_result else results[0]), compiled, tuple_result
 
-    def compile(self, *args) -> None:
+    def compile(self, *args, **kwargs) -> None:
         """Specialize and compile for the arguments' types now (calls with those types then only run);
         the arguments as for `lower`."""
-        types = self._types_of(args)
+        types = self._types_of(args, kwargs)
         self._check_types(types)
         self._build(tuple(types), origins=False)
 

@@ -199,7 +199,7 @@ class Sharded:
         split dimensions against the mesh (`_check_divisible`), once per kind of arguments."""
         kinds = _kinds(args)
         if kinds not in self._checked:
-            sizes = self.fn._check_types(self.fn._types_of(tuple(args)), list(args))
+            sizes = self.fn._check_types(self.fn._types_of(tuple(args), {}), list(args))
             self._check_divisible(args, sizes)
             self._checked.add(kinds)
 

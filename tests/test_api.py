@@ -347,3 +347,17 @@ def test_constants_of_another_kind_are_a_type_error():
         with pytest.raises(TypeError, match=rf"constants is a dict of values by their names .*, not {what}$"):
             arrc.loads(src, constants=constants)
     assert arrc.loads("def f() -> i32:\n    return K\n", constants={"K": np.int32(5)}).f() == 5
+
+
+def test_lower_and_compile_take_keywords_as_a_call_does(mod):
+    """`f.lower(x=..., y=...)` was "lower() got an unexpected keyword argument 'x'" (jax.jit(f).lower takes
+    them), though a call binds keywords."""
+    f32_3 = arrc.spec("f32[3]")
+    by_name = mod.add.lower(y=f32_3, x=np.ones(3, np.float32))
+    assert by_name.as_text() == mod.add.lower(f32_3, f32_3).as_text()
+    assert mod.add.lower(np.ones(3, np.float32), y=f32_3, guarded=True).as_text()
+    mod.add.compile(f32_3, y=f32_3)
+    with pytest.raises(arrc.ArgumentError, match=r"add\(\) has no parameter `z`"):
+        mod.add.lower(f32_3, z=f32_3)
+    with pytest.raises(arrc.ArgumentError, match=r"add\(\) got `x` twice"):
+        mod.add.compile(f32_3, x=f32_3)
