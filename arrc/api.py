@@ -256,8 +256,11 @@ class Module:
     def __contains__(self, name: str) -> bool:
         return name in self._functions
 
+    def __iter__(self):
+        raise TypeError("an arr module is not iterable: `mod.functions` lists the names of its functions")
+
     def __dir__(self):
-        return list(self._functions) + list(super().__dir__())
+        return sorted(set(self.functions) | set(super().__dir__()))
 
     @property
     def source(self) -> Source:

@@ -361,3 +361,13 @@ def test_lower_and_compile_take_keywords_as_a_call_does(mod):
         mod.add.lower(f32_3, z=f32_3)
     with pytest.raises(arrc.ArgumentError, match=r"add\(\) got `x` twice"):
         mod.add.compile(f32_3, x=f32_3)
+
+
+# ---- modules and functions as Python objects ------------------------------------------------------------
+def test_a_module_is_not_iterable_and_lists_each_function_once_in_dir(mod):
+    """`for name in mod` was a KeyError "module has no function `0`" (Python iterated by index through
+    `__getitem__`); `dir(mod)` listed each function twice."""
+    with pytest.raises(TypeError, match=r"an arr module is not iterable: `mod.functions` lists"):
+        list(mod)
+    names = dir(mod)
+    assert len(names) == len(set(names)) and set(mod.functions) <= set(names)
