@@ -203,6 +203,10 @@ def spec(text: str) -> ArrayType:
     return t
 
 
+_NOT_PICKLED = ("an arr {} cannot be pickled: it holds compiled programs bound to this process's devices; "
+                "pickle its source (`mod.source.text`) and compile it again with `arrc.loads` there")
+
+
 class Module:
     def __init__(self, program: Program, guards=None, guard_scope: str = "results", device: str = "cpu"):
         from arrc.passes.guards import SCOPES, parse_kinds
@@ -261,6 +265,15 @@ class Module:
 
     def __dir__(self):
         return sorted(set(self.functions) | set(super().__dir__()))
+
+    def __reduce__(self):
+        raise TypeError(_NOT_PICKLED.format("module"))
+
+    def __copy__(self):             # (its functions are pure and its caches only grow: copies may share them)
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
 
     @property
     def source(self) -> Source:
@@ -325,6 +338,15 @@ class Function:
 
     def __repr__(self) -> str:
         return f"<arr function {self.shown_name}{self._sig}>"
+
+    def __reduce__(self):
+        raise TypeError(_NOT_PICKLED.format("function"))
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
 
     @property
     def shape_vars(self) -> list[str]:

@@ -371,3 +371,15 @@ def test_a_module_is_not_iterable_and_lists_each_function_once_in_dir(mod):
         list(mod)
     names = dir(mod)
     assert len(names) == len(set(names)) and set(mod.functions) <= set(names)
+
+
+def test_pickling_is_refused_in_words_and_copies_are_the_same_object(mod):
+    """pickle said "cannot pickle '_thread.lock' object" (or 'Device', 'Module', by what the module held);
+    copy.copy gave a second module whose functions belonged to the first."""
+    import copy
+    import pickle
+    for obj, what in [(mod, "module"), (mod.add, "function")]:
+        with pytest.raises(TypeError, match=rf"an arr {what} cannot be pickled: .* `arrc.loads`"):
+            pickle.dumps(obj)
+        assert copy.copy(obj) is obj and copy.deepcopy(obj) is obj
+    assert copy.deepcopy({"f": mod.add})["f"] is mod.add
