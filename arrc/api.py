@@ -339,6 +339,16 @@ class Function:
     def __repr__(self) -> str:
         return f"<arr function {self.shown_name}{self._sig}>"
 
+    @property
+    def __signature__(self):
+        """Its parameters for `inspect.signature` (which cannot read them from `__call__`, a property), each
+        positional or keyword, with its default."""
+        import inspect
+        defaults = {name: value.tolist() for name, (_, value, _) in self._sig.defaults.items()}
+        return inspect.Signature([inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                    default=defaults.get(name, inspect.Parameter.empty))
+                                  for name, _, _ in self._sig.params])
+
     def __reduce__(self):
         raise TypeError(_NOT_PICKLED.format("function"))
 

@@ -383,3 +383,13 @@ def test_pickling_is_refused_in_words_and_copies_are_the_same_object(mod):
             pickle.dumps(obj)
         assert copy.copy(obj) is obj and copy.deepcopy(obj) is obj
     assert copy.deepcopy({"f": mod.add})["f"] is mod.add
+
+
+def test_inspect_signature_shows_the_parameters_and_defaults():
+    """`inspect.signature(mod.f)` raised "<property object ...> is not a callable object" (`__call__` is a
+    property), so tools that read a callable's parameters could not."""
+    import inspect
+    m = arrc.loads("def f(x: f32[n], b: f32 = 1.5, c: i32 = 2) -> f32:\n    return sum(x) * b\n")
+    assert str(inspect.signature(m.f)) == "(x, b=1.5, c=2)"
+    assert inspect.signature(m.f).bind([1.0], c=3).arguments == {"x": [1.0], "c": 3}
+    assert str(inspect.signature(arrc.grad(m.f))) == "(x, b=1.5, c=2)"
