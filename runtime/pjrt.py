@@ -148,7 +148,7 @@ class Executable:
     # ---- calling -------------------------------------------------------------------------------------
 
     def _put_numpy(self, v):
-        """One host array -> device (zero-copy where possible); 64-bit dtypes stay 64-bit, and an array in
+        """One host array -> device, copied (`_transfer`); 64-bit dtypes stay 64-bit, and an array in
         the other byte order (e.g. `'>f4'` read from a file) is transferred as the same numbers in this
         machine's order, not as its raw bytes."""
         if not v.dtype.isnative:
@@ -272,7 +272,8 @@ def _numpy_node(value: np.ndarray):
     dt = value.dtype
     if dt in _WIDE and _cpu_put is not None and not _x64.value:
         return (_cpu_put(value),), dt        # 64 bits kept: see `_put_on_cpu`
-    return (value.view(_NumpyArgument),), dt    # (with jax_enable_x64 on, jaxlib's transfer keeps them)
+    # a copy: jaxlib's transfer shares the memory of an array on the CPU device (`_transfer`)
+    return (value.copy().view(_NumpyArgument),), dt    # (with jax_enable_x64 on, jaxlib's transfer keeps them)
 
 
 _WIDE = {np.dtype(c) for c in "dqQlL"}      # native f64, i64, u64 (a set: the cheapest test, ~0.1 us)
@@ -286,13 +287,16 @@ def _put_on_cpu(value: np.ndarray):
 
 
 def _transfer(value: np.ndarray, sharding, devices: list):
-    """A native-order NumPy array to a device, zero-copy where possible, 64-bit dtypes kept 64-bit."""
+    """A native-order NumPy array to a device, copied, 64-bit dtypes kept 64-bit. Copied during the call even on
+    the CPU device, where jaxlib would share the array's memory (its ZERO_COPY, jax-ml/jax#37830): the program
+    runs after the call returns, and the caller may change the array meanwhile (`x[:] = 0` after `f(x)` changed
+    the result of `f(x)`)."""
     key = (value.shape, value.dtype)
     aval = _avals.get(key)
     if aval is None:
         from jax._src.core import ShapedArray
         aval = _avals[key] = ShapedArray(value.shape, value.dtype)
-    return _batched_device_put(aval, sharding, [value], devices, True, False, enable_x64=True)
+    return _batched_device_put(aval, sharding, [value], devices, True, False, _COPY_DURING_CALL, enable_x64=True)
 
 
 def _numpy_array(dtype, children):      # the node's inverse; jaxlib does not call it for arguments
@@ -413,12 +417,15 @@ def _bind_jax_once() -> None:
         _cpu_put = _put_on_cpu
     except Exception:                       # no CPU backend: 64-bit NumPy arguments take the Python path
         _cpu_put = None
+    global _COPY_DURING_CALL
+    _COPY_DURING_CALL = xc.HostBufferSemantics.IMMUTABLE_ONLY_DURING_CALL
     _batched_device_put = xc.batched_device_put
 
 
 _ArrayImpl: type = type(None)           # set by _bind_jax when the first Executable is made
 _KeyArray: type = type(None)            # jax's typed key arrays, set with it
 _batched_device_put = None
+_COPY_DURING_CALL = None                # jaxlib's HostBufferSemantics that copies an array during the transfer
 _fastpath_type = None
 _registry = None                        # the dispatchers' pytree registry (`_numpy_node`)
 _x64 = None                             # jax's jax_enable_x64 flag

@@ -393,3 +393,20 @@ def test_inspect_signature_shows_the_parameters_and_defaults():
     assert str(inspect.signature(m.f)) == "(x, b=1.5, c=2)"
     assert inspect.signature(m.f).bind([1.0], c=3).arguments == {"x": [1.0], "c": 3}
     assert str(inspect.signature(arrc.grad(m.f))) == "(x, b=1.5, c=2)"
+
+
+@pytest.mark.parametrize("guards", [None, "all"])
+def test_changing_a_numpy_argument_after_the_call_leaves_its_result_alone(guards):
+    """A NumPy argument is copied to the device: jaxlib shared the memory of a large one on the CPU device
+    (jax-ml/jax#37830), the program ran after the call returned, and `x[:] = 0` right after `r = f(x)` gave
+    results of 0, 6 or anything between instead of 100 (first calls, dispatched calls and 64-bit arrays alike)."""
+    m = arrc.loads("def total(x: f32[n], steps: i32) -> f32[n]:\n    acc = zeros_like(x)\n"
+                   "    for i in range(steps):\n        acc = acc + x\n    return acc\n\n"
+                   "def total64(x: f64[n], steps: i32) -> f64[n]:\n    acc = zeros_like(x)\n"
+                   "    for i in range(steps):\n        acc = acc + x\n    return acc\n", guards=guards)
+    for fn, dtype in [(m.total, np.float32), (m.total64, np.float64)]:
+        for _ in range(4):
+            x = np.ones(1 << 20, dtype)     # (large: its memory is page-aligned, which jaxlib shared)
+            r = fn(x, 50)
+            x[:] = 0
+            assert np.all(np.asarray(r) == 50)
