@@ -299,6 +299,8 @@ class Module:
         if isinstance(expr, str):
             source = Source("<expr>", expr)
             expr = parse(source, start="expr")
+        elif not isinstance(expr, ast.Node):
+            _require_text(expr, "expression takes an arr expression's text", "mod.expression(data.decode())")
         elif source is None:
             raise TypeError("an expression given as its AST needs the source it was parsed from")
         name = expression_function(self._program, expr, source, f"__expr_{len(self._functions)}__", label)

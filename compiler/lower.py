@@ -44,7 +44,7 @@ class Lowered:
         """StableHLO text; `debug_info=True` keeps the source locations (off by default, as JAX's
         `Lowered.as_text()`: printing them costs as much as a third of the front end on long programs)."""
         with self.context:
-            return self.module.operation.get_asm(enable_debug_info=debug_info)
+            return self.module.operation.get_asm(enable_debug_info=bool(debug_info))
 
     def as_bytecode(self) -> bytes:
         import io

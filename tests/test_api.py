@@ -410,3 +410,15 @@ def test_changing_a_numpy_argument_after_the_call_leaves_its_result_alone(guards
             r = fn(x, 50)
             x[:] = 0
             assert np.all(np.asarray(r) == 50)
+
+
+def test_an_expression_or_as_text_option_of_another_kind():
+    """`mod.expression(b"K")` (or None, 3) said "an expression given as its AST needs the source it was parsed
+    from"; `as_text(debug_info="yes")` was nanobind's "get_asm(): incompatible function arguments"."""
+    m = arrc.loads("const K: i32 = 3\n\ndef f(x: f32) -> f32:\n    return exp(x)\n")
+    for expr, what in [(b"K", r"bytes; for bytes, mod\.expression\(data\.decode\(\)\)"), (None, "NoneType"), (3, "int")]:
+        with pytest.raises(TypeError, match=rf"expression takes an arr expression's text \(a str\), not {what}"):
+            m.expression(expr)
+    assert m.expression("K * 2")() == 6
+    lowered = m.f.lower(1.0)
+    assert lowered.as_text(debug_info="yes") == lowered.as_text(debug_info=True) != lowered.as_text()
