@@ -868,7 +868,7 @@ class Derivative(Function):
             raise TypeError(f"{kind} takes an arr function (e.g. `mod.loss`), not {base!r}")
         super().__init__(base.module, base.name, base.sources)
         sig = base._sig
-        argnums = tuple(range(len(sig.params))) if argnums is None else argnums
+        argnums = tuple(range(len(sig.params))) if argnums is None and kind in ("vjp", "jvp") else argnums
         self._base, self._kind = base, kind
         self._keep_value = kind != "grad"
         self._single = _index(argnums) is not None

@@ -237,6 +237,16 @@ def test_argnums_takes_numpy_integers_as_jax_grad_does():
         np.testing.assert_allclose(got, want)
 
 
+def test_argnums_none_is_refused_for_grad_and_value_and_grad():
+    """`arrc.grad(f, argnums=None)` differentiated with respect to every argument without a word (JAX refuses
+    None); vjp and jvp, which take no argnums, still cover every argument."""
+    mod = arrc.loads("def f(x: f64[2], y: f64) -> f64:\n    return sum(x) * y\n")
+    for transform in (arrc.grad, arrc.value_and_grad):
+        with pytest.raises(TypeError, match="argnums must be an int or a tuple of ints, not None"):
+            transform(mod.f, argnums=None)
+    assert len(arrc.vjp(mod.f)([1.0, 2.0], 3.0, 1.0)[1]) == 2
+
+
 def test_run_time_indexing():
     mod = arrc.loads("def f(x: f64[5], i: i32) -> f64:\n    return x[i] * x[1] + sum(x[i:i + 2] ** 2)\n")
     x = np.arange(5.0) + 0.5
