@@ -1034,8 +1034,9 @@ def _check_kind(dtype: np.dtype, ptype: ArrayType, pname: str, rank: int = 0) ->
     if not ((kind == "b" and pk == "bool") or (kind in "iu" and pk in ("int", "uint", "float")) or
             (kind == "f" and pk == "float")):
         noun = {"b": "bool", "i": "int", "u": "int", "f": "float", "c": "complex", "U": "str", "S": "bytes"}.get(kind)
+        plural = "complex numbers" if noun == "complex" else f"{noun}s"
         what = (f"is a Python {noun}" if noun else "is not a number") if rank == 0 else \
-            f"holds Python {noun}s" if noun else "holds values that are not all numbers of one kind"
+            f"holds Python {plural}" if noun else "holds values that are not all numbers of one kind"
         raise ArgumentError(f"argument `{pname}` {what}, expected {ptype}")
 
 

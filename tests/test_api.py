@@ -205,6 +205,12 @@ def test_bad_python_arguments(mod, args):
     _arg_error(mod.add, *args)
 
 
+def test_a_list_of_complex_numbers_is_named_in_english(mod):
+    """It said "holds Python complexs"."""
+    assert "argument `x` holds Python complex numbers, expected f32[n]" in _arg_error(mod.add, [1j, 2.0], [1.0, 2.0])
+
+
+
 def test_python_values_out_of_range(mod):
     assert "`y`" in _arg_error(mod.fixed, [1, 2, 3, 4], 300)
     assert "`y`" in _arg_error(mod.fixed, [1, 2, 3, 4], -1)
