@@ -5,6 +5,7 @@ that changes type), whole rendered text for one case each plus code/span checks 
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 from conftest import assert_close, cached_module, np_dtype
@@ -1245,3 +1246,13 @@ def test_an_integer_literal_carried_in_the_dtype_it_takes_is_exact():
     mod = arrc.loads("def f(n: i32, x: i64, c: bool) -> (i64, i64):\n    s = 3000000000\n    t = 2**40 * 3\n"
                      "    for i in range(n):\n        s = s + x\n    if c:\n        t = x\n    return s, t\n")
     assert [int(v) for v in mod.f(np.int32(2), np.int64(1), np.bool_(False))] == [3000000002, 2**40 * 3]
+
+
+def test_a_dropped_side_that_only_warns_still_broadcasts_the_conditional_expression():
+    """`(2 if n != 3 else k >= t)` with `t: bf16[1]`: the dropped side warns (W0001, i32 with bf16) and was then
+    taken for one with no type, so the result was the scalar 2 where it is bf16[1] (found by the differential
+    fuzz, seed 246: E0301 against the other branch's bf16[1])."""
+    mod = arrc.loads("def f(x: f32[n], k: i32, t: bf16[1]) -> bf16[1]:\n"
+                     "    return (2 if n != 3 else k >= t).astype(bf16)\n")
+    got = mod.f(np.zeros(5, np.float32), np.int32(4), np.ones(1, ml_dtypes.bfloat16))
+    assert got.shape == (1,) and float(got[0]) == 2.0
