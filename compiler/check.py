@@ -215,7 +215,6 @@ AT_HELP = ("arr updates an array by index where JAX writes `.at[]`: `x[i] = v` f
            "repeated indices")
 
 
-
 # Python's loop exits, which arr's loops (a `stablehlo.while` each) do not have -> the help
 LOOP_EXITS = {
     "break": "end the loop with its condition: a `while` whose condition reads a flag the body sets "
@@ -230,6 +229,7 @@ def _always_returns(stmt) -> bool:
     if isinstance(stmt, ast.Return):
         return True
     return isinstance(stmt, ast.If) and any(map(_always_returns, stmt.body)) and any(map(_always_returns, stmt.orelse))
+
 
 @dataclass
 class FunctionWalk(ControlFlow):

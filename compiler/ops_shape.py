@@ -15,7 +15,7 @@ import numpy as np
 
 from . import ast, emit
 from .optable import (OPERATORS, CallCx, accumulation_dtype, check_literal, concrete, elementwise_type, float_dtype_for,
-                      register, source_text)
+                      listed_ints, register, source_text)
 from .diagnostics import Label
 from .emit import hlo
 from .types import BOOL, F32, I32, I64, ArrayType, DType, Dim, int_range, promote, shape_str
@@ -919,8 +919,8 @@ def _outer(cx: CallCx, x, y) -> Val:
 
 def _contracted(cx: CallCx, axes, rx: int, ry: int) -> tuple[list[int], list[int]]:
     """jnp.tensordot's `axes`: N (the last N axes of x with the first N of y) or a pair (x's axes, y's axes)."""
-    listed = axes.static if isinstance(axes, Val) and axes.type.weak and axes.type.dtype.is_int else None
-    if isinstance(listed, np.ndarray) and listed.ndim:
+    listed = listed_ints(axes)
+    if listed is not None:
         # a list literal, as NumPy and jnp read one: [[1, 2], [0, 1]], or [2, 1] for one axis of each
         pair = [[Dim.const(int(a)) for a in np.atleast_1d(row)] for row in listed]
     elif isinstance(axes, TupleVal):

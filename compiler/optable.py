@@ -249,9 +249,9 @@ class CallCx:
         """An int or a tuple of ints, known at compile time (shapes, axes, repetitions)."""
         if isinstance(v, TupleVal):
             return [self.static_int(i, name) for i in v.items]
-        if isinstance(v, Val) and v.type.rank == 1 and v.type.weak and isinstance(v.static, np.ndarray) \
-                and v.static.dtype.kind in "iu":
-            return [Dim.const(int(i)) for i in v.static]        # `zeros([2, 3])`: a list, as NumPy takes one
+        listed = listed_ints(v)
+        if listed is not None and listed.ndim == 1:
+            return [Dim.const(int(i)) for i in listed]          # `zeros([2, 3])`: a list, as NumPy takes one
         if isinstance(v, Val) and v.type.rank == 1 and v.type.dtype.is_int:    # (`[n, 3]`: a run-time array)
             text = source_text(self, self.at(name)) or ""
             self.error("E0204", f"`{name}` must be compile-time integers, found {describe(v)}",
@@ -296,6 +296,15 @@ class CallCx:
             if d.is_const and d.value < 0:
                 self.error("E0204", f"negative dimension {d.value} in `{name}`", at=name)
         return dims
+
+
+def listed_ints(v) -> np.ndarray | None:
+    """The values of a list literal of integers (`[2, 3]`, `[[0, 2], [1, 0]]`), where NumPy takes a list
+    of axes or sizes; else None."""
+    if isinstance(v, Val) and v.type.weak and v.type.dtype.is_int and isinstance(v.static, np.ndarray) \
+            and v.static.ndim:
+        return v.static
+    return None
 
 
 def concrete(shape) -> tuple[int, ...]:
