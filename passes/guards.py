@@ -294,7 +294,7 @@ class _Guarder:
             walk_ops(self.fop.operation, lambda op: self.program.add(op.operation) or ir.WalkResult.ADVANCE)
             # Flow is traced where an operation can drop a non-finite value (elsewhere the def-use chains say as
             # much); the arguments' sites come first, as their reports do.
-            self.flow = self.flow and _contains(self.fop.operation, _drops_nonfinite)
+            self.flow = self.flow and any(map(_drops_nonfinite, self.program))
             if self.flow:
                 hidden = self._hidden_args()
                 for i, arg in enumerate(body.arguments):
