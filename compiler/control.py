@@ -123,6 +123,11 @@ class ControlFlow:
         chosen = static_bool(cond)
         if chosen is not None:
             self.block(stmt.body if chosen else stmt.orelse)
+            branch = f"`else` branch of the `if` on line {stmt.span.line}, whose condition is true" if chosen \
+                else f"`if` on line {stmt.span.line}, whose condition is false"
+            for name in assigned_names(stmt.orelse if chosen else stmt.body):
+                if name not in self.env and name not in (IO, PAST):     # as Python's UnboundLocalError
+                    self.env[name] = Unbound(f"`{name}` is assigned only in the {branch} here")
             return
         before, before_spans = dict(self.env), dict(self.spans)
         branches = []

@@ -18,11 +18,11 @@ from .values import DeferredBool, DTypeVal, TupleVal, Val, affine_parts, describ
 
 
 # ---- binary operators --------------------------------------------------------------------
-def _require_arrays(cx: CallCx, args: list, what: str) -> None:
+def _require_arrays(cx: CallCx, args: list, what: str, tuple_help: str | None = None) -> None:
     for i, a in enumerate(args):
         if not isinstance(a, Val):
             cx.error("E0210", f"operand of {what} must be an array or scalar, found {describe(a)}",
-                     f"this is {describe(a)}", at=i)
+                     f"this is {describe(a)}", at=i, help=tuple_help if isinstance(a, TupleVal) else None)
 
 
 def result_type(operand: Val, dtype: DType, shape: tuple, weak: bool) -> ArrayType:
@@ -854,7 +854,9 @@ register("isclose", params="x, y, rtol=1e-05, atol=1e-08, equal_nan=False", fami
 
 @register("__cond__", params="cond, x, y", keys=True)
 def _cond_expr(cx: CallCx, cond, x, y):
-    _require_arrays(cx, [cond, x, y], "`if ... else`")
+    _require_arrays(cx, [cond, x, y], "`if ... else`",  # (a compile-time condition chooses tuples: `_dropped_side`)
+                    tuple_help="with a run-time condition, choose each item (`u = a if c else b`), or assign "
+                               "them in the branches of an `if` statement")
     if cond.type.rank != 0 or not cond.type.dtype.is_bool:
         cx.error("E0213", f"the condition of `a if c else b` must be a scalar bool, found {cond.type}",
                  f"this is {cond.type}", at=0, help="for elementwise choice use `where(c, a, b)`")
