@@ -10,8 +10,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")   # before jaxlib loads: sile
 __version__ = "0.1.0"
 
 _EXPORTS = {        # name: the module that defines it, under arrc
-    **dict.fromkeys(("ArgumentError", "ArrWarning", "Function", "Module", "grad", "jvp", "key", "load", "loads",
-                     "spec", "value_and_grad", "vjp", "vmap"), "api"),
+    **dict.fromkeys(("ArgumentError", "ArrWarning", "Compiled", "Function", "Module", "grad", "jvp", "key", "load",
+                     "loads", "spec", "value_and_grad", "vjp", "vmap"), "api"),
     "CompileError": "compiler.diagnostics", "Diagnostic": "compiler.diagnostics",
     "Span": "compiler.span", "mesh": "sharding",
     **dict.fromkeys(("AssertionFailed", "BoundsError", "DivisionByZero", "GuardError", "InfError",

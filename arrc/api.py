@@ -418,6 +418,7 @@ class Function:
             kinds = self.module.guard_kinds or frozenset(KINDS)
             apply_passes(lowered.module, lowered.context,
                          passes_for(GuardOptions(kinds, self.module.guard_scope, False)), self.sources)
+        lowered.compiler = lambda: self.compile(*types)
         return lowered
 
     def _lower(self, types: list[ArrayType]) -> Lowered:
@@ -625,12 +626,13 @@ class Function:
             results = [_as_jax_keys(r) if t.dtype.is_key else r for r, t in zip(results, self._sig.results)]
         return (tuple(results) if tuple_result else results[0]), compiled, tuple_result
 
-    def compile(self, *args, **kwargs) -> None:
+    def compile(self, *args, **kwargs) -> "Compiled":
         """Specialize and compile for the arguments' types now (calls with those types then only run);
-        the arguments as for `lower`."""
+        the arguments as for `lower`. Returns the function for those types only, as JAX's `Compiled`."""
         types = self._types_of(args, kwargs)
         self._check_types(types)
         self._build(tuple(types), origins=False)
+        return Compiled(self, types)
 
     def _build(self, types: tuple, origins: bool):
         """The compiled program for `types`: the fast build, or the origin build used after a fault."""
@@ -850,6 +852,27 @@ def _with_lanes(t: ArrayType, axis, lanes: str) -> str:
         raise ValueError(f"axis {axis} is out of range for {t} with its lanes")
     dims.insert(axis % (len(dims) + 1), lanes)
     return f"{t.dtype}[{', '.join(dims)}]"
+
+
+class Compiled:
+    """`fn.compile(*args)`, `fn.lower(*args).compile()`: `fn` compiled for those arguments' types, as JAX's
+    `jax.jit(f).lower(x).compile()`; a call with arguments of other types is a TypeError (`fn` itself
+    compiles for each), with the same types it is a call of `fn`."""
+
+    def __init__(self, function: Function, types: list[ArrayType]):
+        self.function, self.types = function, types
+
+    def __call__(self, *args, **kwargs):
+        types = self.function._types_of(args, kwargs)
+        if types != self.types:
+            shown = lambda ts: ", ".join(map(str, ts))
+            raise TypeError(f"{self.function.shown_name} was compiled for ({shown(self.types)}), called with "
+                            f"({shown(types)}): compile it for these, or call {self.function.shown_name}, which "
+                            f"compiles for each")
+        return self.function(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<arrc compiled {self.function.shown_name}({', '.join(map(str, self.types))})>"
 
 
 class Derivative(Function):

@@ -369,6 +369,19 @@ def test_lower_and_compile_take_keywords_as_a_call_does(mod):
         mod.add.compile(f32_3, x=f32_3)
 
 
+def test_lowered_compiles_for_its_types_as_jax_compiled(mod):
+    """`f.lower(x).compile()` (JAX's ahead-of-time form) was "'Lowered' object has no attribute 'compile'",
+    and `f.compile(...)` returned None: both give the function for those types, which refuses others."""
+    x = np.arange(3, dtype=np.float32)
+    compiled = mod.add.lower(x, arrc.spec("f32[3]")).compile()
+    assert isinstance(compiled, arrc.Compiled)
+    np.testing.assert_array_equal(compiled(x, y=x), x + x)
+    with pytest.raises(TypeError, match=r"add was compiled for \(f32\[3\], f32\[3\]\), called with "
+                                        r"\(f32\[4\], f32\[4\]\)"):
+        compiled(np.ones(4, np.float32), np.ones(4, np.float32))
+    np.testing.assert_array_equal(mod.add.compile(x, x)(x, x), x + x)
+
+
 # ---- modules and functions as Python objects ------------------------------------------------------------
 def test_a_module_is_not_iterable_and_lists_each_function_once_in_dir(mod):
     """`for name in mod` was a KeyError "module has no function `0`" (Python iterated by index through
