@@ -65,10 +65,20 @@ class UsageError(Exception):
 
 # ---- loading ---------------------------------------------------------------------------------------
 
+STDIN = "-"     # FILE `-`: the arr source read from standard input (`cat f.arr | arrc check -`), as `python -`
+
+
+def shown_file(path: str) -> str:
+    """The name diagnostics and summaries give the input FILE: `<stdin>` for `-`, as Python names it."""
+    return "<stdin>" if path == STDIN else path
+
+
 def load_module(path: str, werror: bool = False, guards=None, scope: str = "results",
                 device: str = "cpu") -> tuple[arrc.Module, dict[str, Source]]:
-    """Compile the arr file at `path`; returns the module and the sources for rendering diagnostics."""
-    data = require_file(path, "an arr source file").read_bytes()
+    """Compile the arr file at `path` (`-`: standard input); returns the module and the sources for
+    rendering diagnostics."""
+    data = sys.stdin.buffer.read() if path == STDIN else require_file(path, "an arr source file").read_bytes()
+    path = shown_file(path)
     if looks_binary(data):
         raise not_text(data, path)
     source = decode(data, path)
@@ -161,16 +171,16 @@ def entry_function(module: arrc.Module, name: str, path: str, command: str = "ru
         return module[name]
     names = list(module.functions)
     if not names:
-        raise UsageError(f"{path} has no function `{name}` (it defines none)")
+        raise UsageError(f"{shown_file(path)} has no function `{name}` (it defines none)")
     listing = f"(functions: {', '.join(names)})"
     if name != "main":
-        raise UsageError(f"{path} has no function `{name}`{did_you_mean(name, names)} {listing}")
+        raise UsageError(f"{shown_file(path)} has no function `{name}`{did_you_mean(name, names)} {listing}")
     first = module[names[0]]
     if command == "compile":
         example = "".join(f" --shape {v}={EXAMPLE_SIZE}" for v in first.shape_vars)
     else:
         example = "".join(f" {example_arg(n, t)}" for n, t, _ in first._sig.params)
-    raise UsageError(f"{path} has no function `main`: choose one with --entry NAME {listing}, e.g. "
+    raise UsageError(f"{shown_file(path)} has no function `main`: choose one with --entry NAME {listing}, e.g. "
                      f"arrc {command} {path} --entry {first.name}{example}")
 
 
@@ -1100,14 +1110,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     except CompileError as err:
         report_compile_error(err, as_json)
         if not as_json:
-            sys.stderr.write(check_summary(args.file, err.diagnostics))
+            sys.stderr.write(check_summary(shown_file(args.file), err.diagnostics))
         return EXIT_COMPILE
     diags = list(module.warnings) + errors
     if as_json:
         sys.stdout.write(render_json(diags) + "\n")
         return EXIT_COMPILE if errors else EXIT_OK
     print_diagnostics(diags, sources)
-    sys.stderr.write(check_summary(args.file, diags))
+    sys.stderr.write(check_summary(shown_file(args.file), diags))
     return EXIT_COMPILE if errors else EXIT_OK
 
 
@@ -1524,7 +1534,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     p = sub.add_parser("compile", help="compile a function to StableHLO")
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help="the arr source file (- reads standard input)")
     p.add_argument("-o", "--output", metavar="OUT", help="output file (default: stdout)")
     p.add_argument("--emit", choices=EMITS, default="stablehlo",
                    help="StableHLO text with locations (default), MLIR bytecode, a portable artifact; or stop "
@@ -1544,7 +1554,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_compile)
 
     p = sub.add_parser("run", help="compile and run a function")
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help="the arr source file (- reads standard input)")
     p.add_argument("--entry", default="main", metavar="NAME", help="function to run (default: main)")
     p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
                    help="argument: NAME=@file.npy, NAME='[1, 2, 3]' or NAME=3 (repeatable)")
@@ -1566,7 +1576,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_run)
 
     p = sub.add_parser("check", help="type-check a file and print its diagnostics")
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help="the arr source file (- reads standard input)")
     p.add_argument("--diagnostics", choices=("text", "json"), default="text", help="diagnostics format")
     p.add_argument("--werror", action="store_true", help="treat warnings as errors")
     p.set_defaults(handler=cmd_check)

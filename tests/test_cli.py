@@ -1,6 +1,7 @@
 """The `arrc` command line: every subcommand, its flags, output formats and exit codes (0/1/2)."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -591,3 +592,17 @@ def test_an_argument_file_under_the_home_folder_is_found_by_its_tilde(tmp_path, 
     src.write_text("def main(x: f32[n]) -> f32[n]:\n    return x * 2.0\n")
     assert main(["run", str(src), "--arg", "x=@~/x.npy"]) == 0
     assert capsys.readouterr().out.split() == ["[2.", "4.]"]
+
+
+def test_a_dash_reads_the_source_from_standard_input(monkeypatch, capsys):
+    """`cat f.arr | arrc check -` was "no such file: -"; `-` is standard input, named `<stdin>` in
+    diagnostics, as Python's `python -`."""
+    def stdin(text):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    stdin("def main(x: f32[n]) -> f32:\n    return sum(x)\n")
+    assert main(["run", "-", "--arg", "x=[1, 2]"]) == 0
+    assert capsys.readouterr().out == "3.0\n"
+    stdin("def main() -> f32:\n    return 1.0 +\n")
+    assert main(["check", "-"]) == 1
+    err = capsys.readouterr().err
+    assert " --> <stdin>:2:17" in err and err.endswith("<stdin>: 1 error; `arrc explain E0001` explains the first\n")
