@@ -381,11 +381,12 @@ class FunctionWalk(ControlFlow):
             raise ArrError("E0103", f"`print` takes no keyword arguments, found `{keyword.name}=`", keyword.span,
                            "a keyword", help="print writes its values separated by one space and ends the line, "
                                              "as Python's print does by default; build other text with several prints")
-        values = [self.eval(a) for a in stmt.args]
+        values = [_shape_text(v) or v for v in map(self.eval, stmt.args)]
         for a, v in zip(stmt.args, values):
             if not isinstance(v, (Val, StrVal, Poisoned)):
                 raise ArrError("E0210", f"cannot print {describe(v)}", a.span, f"this is {describe(v)}",
-                               help="print arrays, scalars and strings")
+                               help="print arrays, scalars, strings and shapes (`x.shape`); print the items of "
+                                    "a tuple one by one")
         if self.is_lowering:
             self.lowering.print(self, stmt, [_as_printed(v) for v in values])
 
@@ -1292,6 +1293,13 @@ class FunctionWalk(ControlFlow):
         if shape is not None:
             value = emit.broadcast(value, shape)
         return value
+
+
+def _shape_text(v) -> StrVal | None:
+    """A tuple of compile-time integers (`print(x.shape)`) as the text Python prints: `(2, 3)`, `(5,)`."""
+    if not isinstance(v, TupleVal) or not all(isinstance(i, Val) and isinstance(i.static, Dim) for i in v.items):
+        return None
+    return StrVal("(" + ", ".join(str(i.static) for i in v.items) + ("," if len(v.items) == 1 else "") + ")")
 
 
 def _as_printed(v):
