@@ -381,12 +381,12 @@ class FunctionWalk(ControlFlow):
             raise ArrError("E0103", f"`print` takes no keyword arguments, found `{keyword.name}=`", keyword.span,
                            "a keyword", help="print writes its values separated by one space and ends the line, "
                                              "as Python's print does by default; build other text with several prints")
-        values = [_shape_text(v) or v for v in map(self.eval, stmt.args)]
+        values = [_compile_time_text(v) or v for v in map(self.eval, stmt.args)]
         for a, v in zip(stmt.args, values):
             if not isinstance(v, (Val, StrVal, Poisoned)):
                 raise ArrError("E0210", f"cannot print {describe(v)}", a.span, f"this is {describe(v)}",
-                               help="print arrays, scalars, strings and shapes (`x.shape`); print the items of "
-                                    "a tuple one by one")
+                               help="print arrays, scalars, strings, shapes (`x.shape`) and dtypes; print the "
+                                    "items of a tuple one by one")
         if self.is_lowering:
             self.lowering.print(self, stmt, [_as_printed(v) for v in values])
 
@@ -1295,8 +1295,11 @@ class FunctionWalk(ControlFlow):
         return value
 
 
-def _shape_text(v) -> StrVal | None:
-    """A tuple of compile-time integers (`print(x.shape)`) as the text Python prints: `(2, 3)`, `(5,)`."""
+def _compile_time_text(v) -> StrVal | None:
+    """What `print` shows of a dtype (`x.dtype`: its name, `f32`) and of a tuple of compile-time integers
+    (`x.shape`: as Python prints a tuple, `(2, 3)`, `(5,)`); None for other values."""
+    if isinstance(v, DTypeVal):
+        return StrVal(str(v.dtype))
     if not isinstance(v, TupleVal) or not all(isinstance(i, Val) and isinstance(i.static, Dim) for i in v.items):
         return None
     return StrVal("(" + ", ".join(str(i.static) for i in v.items) + ("," if len(v.items) == 1 else "") + ")")
