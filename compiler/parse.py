@@ -627,6 +627,13 @@ def _python_habit(diag: Diagnostic, at: _ErrorSite) -> Diagnostic | None:
         name = re.search(r"(\w+)\s*$", before)
         return dataclasses.replace(diag, label=f"expected ':' and the type of `{name.group(1) if name else ''}`",
                                    help=f"arr needs the type of every parameter and of the result: `{example}`")
+    if first == "def" and kind == "LPAR" and len(at.open) == 1 and (m := re.search(r"(\w+)\s*:\s*$", before)):
+        rest = line[at.offset - at.line_start + 1:]
+        items = [t.strip() for t in _top_level_items(rest[:rest.find(")")] if ")" in rest else rest) if t.strip()]
+        example = ", ".join(f"{m.group(1)}_{i}: {t}" for i, t in enumerate(items[:3])) or "w: f32[4, 8], b: f32[8]"
+        return dataclasses.replace(diag, label="a parameter's type is one array type",
+                                   help=f"arr has no tuple (pytree) parameters: give each array its own parameter "
+                                        f"(`{example}`); a result may be a tuple (`-> (f32[n], i32)`)")
     if kind == "NAME" and not before and re.match(r"[A-Za-z_]\w*\s*:[^=]*=", line):
         return dataclasses.replace(diag, label="a module-level value is a `const`", help=f"write `const {line.strip()}`")
     if kind == "COLON" and re.fullmatch(r"\s*[A-Za-z_]\w*\s*", before) and not at.open:
@@ -639,6 +646,19 @@ def _python_habit(diag: Diagnostic, at: _ErrorSite) -> Diagnostic | None:
     return None
 
 
+def _top_level_items(text: str) -> list[str]:
+    """`text` split at the commas outside brackets: `x: f32[n, 3], k` -> [`x: f32[n, 3]`, ` k`]."""
+    items, depth, part = [], 0, ""
+    for ch in text:
+        depth += ch in "([" and 1 or ch in ")]" and -1 or 0
+        if ch == "," and depth == 0:
+            items.append(part)
+            part = ""
+        else:
+            part += ch
+    return items + [part]
+
+
 def _typed_def(line: str, result: str | None = None) -> str:
     """`line`, a `def` header, with a type for each parameter and the result: `def f(x):` ->
     `def f(x: f32[n]) -> f32[n]:` (the types written keep theirs; the result's example is `result`, else the
@@ -646,16 +666,8 @@ def _typed_def(line: str, result: str | None = None) -> str:
     m = re.match(r"\s*def\s+(\w+)\s*\((.*)\)\s*(?:->\s*(.*?))?\s*:?\s*$", line)
     if not m:
         return "def f(x: f32[n]) -> f32[n]:"
-    params, depth, part = [], 0, ""
-    for ch in m.group(2):
-        depth += ch in "([" and 1 or ch in ")]" and -1 or 0
-        if ch == "," and depth == 0:
-            params.append(part)
-            part = ""
-        else:
-            part += ch
     params = [p.strip() if ":" in p else "{}: f32 = {}".format(*map(str.strip, p.split("=", 1))) if "=" in p
-              else f"{p.strip()}: f32[n]" for p in params + [part] if p.strip()]
+              else f"{p.strip()}: f32[n]" for p in _top_level_items(m.group(2)) if p.strip()]
     result = result or m.group(3) or (params[0].split(":", 1)[1].strip() if params else "f32")
     return f"def {m.group(1)}({', '.join(params)}) -> {result}:"
 
