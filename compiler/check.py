@@ -177,7 +177,7 @@ def unify(sig: Signature, args: list, arg_spans: list, call_span) -> dict:
 
 METHOD_FORMS = ("sum", "mean", "max", "min", "prod", "std", "var", "argmax", "argmin", "any", "all", "cumsum",
                 "cumprod", "reshape", "transpose", "squeeze", "clip", "round", "dot", "sort", "argsort", "trace",
-                "flatten", "ravel")               # `x.sum()` is `sum(x)` (FunctionWalk._method_form)
+                "flatten", "ravel", "swapaxes", "repeat")               # `x.sum()` is `sum(x)` (FunctionWalk._method_form)
 
 
 def _results_of(sig: Signature) -> str:

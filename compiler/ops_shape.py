@@ -99,11 +99,10 @@ def _axis_list(cx: CallCx, axis, rank: int, name: str = "axis") -> list[int]:
     return cx.axes(axis, rank, name)
 
 
-def _single_axis(cx: CallCx, axis, rank: int) -> int:
+def _single_axis(cx: CallCx, axis, rank: int, name: str = "axis") -> int:
     if isinstance(axis, TupleVal):
-        cx.error("E0204", "`axis` must be a single integer here", "a tuple", at="axis")
-    return _axis_list(cx, axis, rank)[0]
-
+        cx.error("E0204", f"`{name}` must be a single integer here", "a tuple", at=name)
+    return _axis_list(cx, axis, rank, name)[0]
 
 
 def _dtype_or(cx: CallCx, v, default: DType) -> DType:
@@ -389,7 +388,36 @@ def _transpose(cx: CallCx, x, axes=None) -> Val:
     if len(perm) != rank:
         cx.error("E0204", f"`axes` must name every axis of {x.type} once: found {len(perm)} of {rank}",
                  f"{len(perm)} axes", at="axes", help=f"give a permutation of 0..{rank - 1}")
+    return _permuted(cx, x, perm)
+
+
+def _permuted(cx: CallCx, x: Val, perm: list[int]) -> Val:
+    """x with its axes in the order `perm` (a permutation of its axes)."""
     return cx.value(x.type.with_shape([x.type.shape[p] for p in perm]), lambda: hlo.transpose(cx.ir(x), perm))
+
+
+@register("swapaxes", params="x, axis1, axis2", keys=True, family="Shape", doc="x with two axes interchanged")
+def _swapaxes(cx: CallCx, x, axis1, axis2) -> Val:
+    x = cx.array(x, "x")
+    perm = list(range(x.type.rank))
+    a, b = (_single_axis(cx, axis, x.type.rank, name) for axis, name in ((axis1, "axis1"), (axis2, "axis2")))
+    perm[a], perm[b] = b, a
+    return _permuted(cx, x, perm)
+
+
+@register("moveaxis", params="x, source, destination", keys=True, family="Shape",
+          doc="x with the axes source moved to the places destination, the others in their order")
+def _moveaxis(cx: CallCx, x, source, destination) -> Val:
+    x = cx.array(x, "x")
+    rank = x.type.rank
+    moved, places = cx.axes(source, rank, "source"), cx.axes(destination, rank, "destination")
+    if len(moved) != len(places):
+        cx.error("E0204", f"`source` names {len(moved)} axes and `destination` {len(places)}: they are moved in "
+                          f"pairs", "unequal counts", at="destination")
+    perm = [a for a in range(rank) if a not in moved]
+    for place, axis in sorted(zip(places, moved)):
+        perm.insert(place, axis)
+    return _permuted(cx, x, perm)
 
 
 def _broadcast_check(cx: CallCx, t: ArrayType, target: tuple, name: str) -> None:
@@ -588,6 +616,30 @@ def _tile(cx: CallCx, x, reps) -> Val:
         interleaved = [v for r, d in zip(counts, dims) for v in (r.value, d.value)]
         value = hlo.reshape(emit.tensor_type(concrete(dims), x.type.dtype), cx.ir(x))
         value = hlo.broadcast_in_dim(emit.tensor_type(interleaved, x.type.dtype), value, list(range(1, 2 * n, 2)))
+        return hlo.reshape(emit.tensor_type(concrete(shape), x.type.dtype), value)
+    return cx.value(x.type.with_shape(shape), build)
+
+
+@register("repeat", params="x, repeats, axis=None", keys=True, family="Shape",
+          doc="each element of x repeated `repeats` times along axis (of the flattened x by default)")
+def _repeat(cx: CallCx, x, repeats, axis=None) -> Val:
+    x = cx.array(x, "x")
+    if isinstance(repeats, Val) and repeats.type.rank:
+        cx.error("E0204", f"`repeats` must be one compile-time integer, found {describe(repeats)}",
+                 "counts per element", at="repeats",
+                 help="a count per element makes the result's size depend on the counts; repeat each part by "
+                      "its own count and `concat` them")
+    count = cx.count(repeats, "repeats")
+    if axis is None:
+        x = _reshaped(cx, x, (_prod(x.type.shape),))
+    a = _single_axis(cx, 0 if axis is None else axis, x.type.rank)
+    dims = x.type.shape
+    shape = dims[:a] + (dims[a] * count,) + dims[a + 1:]
+
+    def build():
+        spread = concrete(dims[:a + 1]) + (count.value,) + concrete(dims[a + 1:])
+        kept = [i if i <= a else i + 1 for i in range(len(dims))]
+        value = hlo.broadcast_in_dim(emit.tensor_type(spread, x.type.dtype), cx.ir(x), kept)
         return hlo.reshape(emit.tensor_type(concrete(shape), x.type.dtype), value)
     return cx.value(x.type.with_shape(shape), build)
 

@@ -34,7 +34,6 @@ EQUIVALENTS: dict[str, tuple[tuple[str, ...], str]] = {
     "arctan2": (("atan2",), ""), "concatenate": (("concat", "concatenate"), ""), "hstack": (("concat",), ""),
     "vstack": (("stack", "concat"), ""), "cumulative_sum": (("cumsum",), ""), "round_": (("round",), ""),
     "around": (("round",), ""), "fix": (("trunc",), ""), "permute_dims": (("transpose",), ""),
-    "swapaxes": (("transpose",), ""), "moveaxis": (("transpose",), ""),
     "take": (("take",), "index with an integer array: `{x}[idx]`"),
     "take_along_axis": (("take_along_axis",), "index with integer arrays: `{x}[i, idx]`"),
     "square": (("square",), "write `{x} * {x}`"), "reciprocal": (("reciprocal",), "write `1.0 / {x}`"),

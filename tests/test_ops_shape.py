@@ -382,6 +382,31 @@ def test_tile(dtype):
     same(g(v, rand(4, dtype)), np.tile(v, (4, 2)))
 
 
+def test_swapaxes_moveaxis_and_repeat_as_numpy():
+    """NumPy's `swapaxes`, `moveaxis` and `repeat` (and the methods `x.swapaxes`, `x.repeat`) were E0101
+    "unknown function"; derivatives and vmap come from the StableHLO they lower to, as jax.grad's."""
+    f = fn("(x: f32[2, 3, 4]) -> (f32[4, 3, 2], f32[3, 4, 2], f32[4, 2, 3], f32[3, 2, 4])",
+           "return swapaxes(x, 0, -1), moveaxis(x, 0, -1), moveaxis(x, (1, 2), (2, 0)), x.swapaxes(0, 1)")
+    x = rand((2, 3, 4), np.float32)
+    for got, want in zip(f(x), [np.swapaxes(x, 0, -1), np.moveaxis(x, 0, -1), np.moveaxis(x, (1, 2), (2, 0)),
+                                x.swapaxes(0, 1)]):
+        same(got, want, exact=True)
+    r = fn("(x: i32[n, m]) -> (i32[2 * n * m], i32[n, 3 * m], i32[0, m], i32[n, m])",
+           "return repeat(x, 2), x.repeat(3, axis=1), repeat(x, 0, axis=0), repeat(x, 1, axis=-1)")
+    y = rand((2, 3), np.int32)
+    for got, want in zip(r(y), [np.repeat(y, 2), y.repeat(3, axis=1), np.repeat(y, 0, axis=0), y]):
+        same(got, want)
+    loss = load("def loss(v: f64[n]) -> f64:\n    return sum(repeat(v, 3) ** 3)\n").loss
+    v = rand(4, np.float64)
+    same(arrc.grad(loss)(v), jax.grad(lambda v: jnp.sum(jnp.repeat(v, 3) ** 3))(v))
+    assert "repeats` must be one compile-time integer" in error_of(
+        "def f(x: f32[3]) -> f32[6]:\n    return repeat(x, [1, 2, 3])\n").message
+    assert "`source` names 2 axes and `destination` 1" in error_of(
+        "def f(x: f32[2, 3, 4]) -> f32[2, 3, 4]:\n    return moveaxis(x, (0, 1), 2)\n").message
+    assert "`repeats` must not be negative" in error_of(
+        "def f(x: f32[3]) -> f32[3]:\n    return repeat(x, -1)\n").message
+
+
 # ---- linear algebra ------------------------------------------------------------------------------
 MATMUL_SHAPES = [
     ((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4, 5)), ((4,), (2, 4, 5)),
