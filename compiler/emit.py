@@ -19,7 +19,7 @@ from jaxlib.mlir.dialects import builtin, chlo, func, stablehlo as hlo  # noqa: 
 
 from . import abi
 from .locations import printed_string
-from .types import I32, U64, DType, int_range, wrap_int
+from .types import F32, I32, U64, DType, int_range, wrap_int
 
 
 @functools.lru_cache(maxsize=1)
@@ -280,6 +280,8 @@ def cast(x: ir.Value, src: DType, dst: DType) -> ir.Value:
             return hlo.convert(tensor_type(shape, dst), _f64_to_f32_round_to_odd(x, shape))
         return hlo.convert(tensor_type(shape, dst), x)     # IEEE: round to nearest even, overflow -> inf
     if src.is_int and dst.is_float:
+        if dst.name == "bf16":      # through f32 as jax.numpy and ml_dtypes do, also where XLA folds a constant
+            x = hlo.convert(tensor_type(shape, F32), x)
         return hlo.convert(tensor_type(shape, dst), x)
     if src.is_float:
         return _float_to_int(x, src, dst, shape)

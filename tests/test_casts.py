@@ -335,3 +335,11 @@ def test_int_to_bf16_rounds_through_f32_as_jax_numpy():
     np.testing.assert_array_equal(via_f32, np.asarray(jnp.asarray(x).astype(jnp.bfloat16)).astype(np.float64))
     np.testing.assert_array_equal(via_f32, [2 ** 24, 2 ** 30, 256, -2 ** 24])
     np.testing.assert_array_equal(once, [2 ** 24 + 2 ** 17, 2 ** 30 + 2 ** 23, 256, -2 ** 24 - 2 ** 17])
+
+
+def test_int_constant_to_bf16_rounds_through_f32_as_at_run_time():
+    """docs/language.md's `bf16(i32(16842753))` is 16777216: a constant operand is folded by XLA, which converted
+    s32 -> bf16 in one rounding (16908288), unlike the same cast of an argument."""
+    mod = cached_module("def f() -> (bf16, bf16, bf16[1]):\n"
+                        "    return bf16(i32(16842753)), bf16(16842753), i32([16842753]).astype(bf16)\n")
+    assert [float(np.asarray(v).ravel()[0]) for v in mod.f()] == [2 ** 24] * 3
