@@ -554,7 +554,7 @@ class FunctionWalk(ControlFlow):
             return handler(self, expr)
 
     def expr_IntLit(self, e):
-        if e.value > 2 ** 64:
+        if e.value >= 2 ** 64:
             raise ArrError("E0211", "integer literal too large", e.span, "does not fit in 64 bits")
         return Val(_WEAK_INT, None, Dim.const(e.value))
 

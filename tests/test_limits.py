@@ -681,7 +681,8 @@ def test_one_megabyte_lines(src):
 def test_huge_integer_literals_are_E0211():
     for src in ["def f() -> i64:\n    return 1" + "0" * 400 + "\n",
                 "def f(x: u64) -> u64:\n    return x + 18446744073709551616\n",
-                "const K: u64 = 18446744073709551616\n"]:
+                "const K: u64 = 18446744073709551616\n",
+                "def f() -> f64:\n    return f64(18446744073709551616)\n"]:    # 2**64: past 64 bits too
         assert codes(src) == ["E0211"], src
 
 
