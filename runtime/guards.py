@@ -5,6 +5,7 @@ works the same for arrc's modules and for StableHLO from elsewhere.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -231,6 +232,15 @@ def _operand_text(label: str, sources: dict, at: Span | None = None, written: st
     return text if text else f"value at {file}:{line}:{col}"
 
 
+def grouped_operand(text: str) -> str:
+    """An operand's text as the operands note lists it: in parentheses where an operator stands at its top
+    level, `(x + y) = 0.0` (LANGUAGE.md section 7's report), so that `=` reads as the value's."""
+    flat = text
+    while (inner := re.sub(r"\([^()]*\)|\[[^\[\]]*\]", "", flat)) != flat:
+        flat = inner
+    return f"({text})" if re.search(r"\s[-+*/%@<>=!&|^]+\s|\b(and|or|if|else)\b", flat) else text
+
+
 def _names_written(span: Span | None, labels: list, sources: dict) -> list:
     """For an operation written `a / count` (or `-v`, `log(x)`, `where(c, x, -inf)`) whose operands have
     `labels`: the text of each operand that is written as a name or a literal (None for the others); all
@@ -341,7 +351,8 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
             for (label_text, v), written in zip(own, _names_written(site.span, [t for t, _ in own], sources)):
                 operands[_operand_text(label_text, sources, site.span, written)] = v
             if operands:
-                notes.append(f"operands{at}: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in operands.items()))
+                notes.append(f"operands{at.replace(' index', '')}: " +
+                             ", ".join(f"{grouped_operand(k)} = {_fmt(v)}" for k, v in operands.items()))
             tiny = [f"{k} = {_fmt(v)}" for k, v in operands.items()
                     if v in {event.values[i] for i in event.subnormal}]
             if tiny:

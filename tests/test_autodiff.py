@@ -1014,7 +1014,7 @@ error[R0002]: infinity produced in the backward pass
 2 |     y = where(x > 0.0, sqrt(x), 0.0)
   |                        ^^^^^^^ the derivative of `sqrt` produced inf at index [1] (x = 0.0)
   |
-  = note: operands at index [1]: literal = 0.5, sqrt(x) = 0.0
+  = note: operands at [1]: literal = 0.5, sqrt(x) = 0.0
   = note: in the backward pass, in grad(masked)
   = help: if this `sqrt` is under a `where` that drops these elements, its derivative is still computed for \
 them (and 0 * inf is NaN, as in jax.grad): give `sqrt` safe inputs with a second `where`, e.g. \
@@ -1078,7 +1078,7 @@ error[R0002]: infinity produced in the backward pass
 2 |     return sum(sqrt(x) * 1e308)
   |                ^^^^^^^ the derivative of `sqrt` produced inf at index [1] (x = 1e-300)
   |
-  = note: operands at index [1]: sqrt(x) * 1e308 = 1e+308, sqrt(x) = 5e+149
+  = note: operands at [1]: (sqrt(x) * 1e308) = 1e+308, sqrt(x) = 5e+149
   = note: in the backward pass, in grad(h)
 """
 
@@ -1090,7 +1090,7 @@ error[R0002]: infinity produced in the backward pass
 2 |     y = where(x > 0.0, sqrt(x), 0.0)
   |                        ^^^^^^^ the derivative of `sqrt` produced inf at index [1] (x = 0.0)
   |
-  = note: operands at index [1]: literal = 0.5, sqrt(x) = 0.0
+  = note: operands at [1]: literal = 0.5, sqrt(x) = 0.0
   = note: in loop iteration 0
   = note: in the backward pass, in grad(masked), called from step at chain.arr:6:22, called from descend at \
 chain.arr:10:13
@@ -1117,7 +1117,7 @@ error[R0002]: infinity produced in the backward pass
 4 |         s = s + sum(sqrt(abs(x - f64(i))))
   |                     ^^^^^^^^^^^^^^^^^^^^^ the derivative of `sqrt` produced inf at index [1]{forward}
   |
-  = note: operands at index [1]: literal = 0.5, sqrt(abs(x - f64(i))) = 0.0
+  = note: operands at [1]: literal = 0.5, sqrt(abs(x - f64(i))) = 0.0
   = note: in loop iteration 10
   = note: in the backward pass, in grad(loss)
   = help: if this `sqrt` is under a `where` that drops these elements, its derivative is still computed for \

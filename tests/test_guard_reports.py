@@ -39,7 +39,7 @@ def i32s(*v):
 def test_broadcast_scalar_divisor_is_named_by_its_own_text():
     err = fault("def f(x: f32[n], s: f32) -> f32[n]:\n    return x / s\n", "f", a32(1, 2), F32(0), cls=arrc.InfError)
     assert err.operands == {"x": 1.0, "s": 0.0}
-    assert "operands at index [0]: x = 1.0, s = 0.0" in str(err)
+    assert "operands at [0]: x = 1.0, s = 0.0" in str(err)
 
 
 @pytest.mark.parametrize("dtype, tiny, note", [("f32", 1e-40, True), ("f64", 1e-310, True), ("f16", 1e-7, False)])
@@ -165,7 +165,7 @@ error[R0002]: infinity produced at run time
 2 |     return where(x > 0.0, x, -inf)
   |            ^^^^^^^^^^^^^^^^^^^^^^^ this `where` produced -inf at index [1]
   |
-  = note: operands at index [1]: x = 0.0, -inf = -inf
+  = note: operands at [1]: x = 0.0, -inf = -inf
   = note: in f
   = help: if this infinity is intended (`log(0.0)` is `-inf`), leave `inf` out of the guards: \
 `--guards nan,bounds,div0` (`guards="nan,bounds,div0"`; in the REPL `:guards nan,bounds,div0`)

@@ -246,7 +246,7 @@ error[R0001]: NaN produced at run time
 2 |     b = (x + y) / (x - y)
   |         ^^^^^^^^^^^^^^^^^ this division produced NaN at index [1]
   |
-  = note: operands at index [1]: x + y = 0.0, x - y = 0.0
+  = note: operands at [1]: (x + y) = 0.0, (x - y) = 0.0
   = note: in ratio, called from main at g.arr:7:12
 """
     span = err.span
@@ -288,7 +288,7 @@ error[R0002]: infinity produced at run time
 10 |     y = exp(x)
    |         ^^^^^^ this `exp` produced inf at index [1]
    |
-   = note: operands at index [1]: x = 100.0
+   = note: operands at [1]: x = 100.0
    = note: in grow
 """
     assert (err.span.line, err.span.col, err.span.end_col) == (10, 9, 15)
@@ -510,7 +510,7 @@ error[R0001]: NaN produced at run time
 49 |     z = log(y)
    |         ^^^^^^ this `log` produced NaN at index [1]
    |
-   = note: operands at index [1]: y = -2.0
+   = note: operands at [1]: y = -2.0
    = note: in masked
 """
     err = fault(mod("nan", "all-ops").nansum, a32(1, np.nan), cls=arrc.NaNError)
@@ -949,7 +949,7 @@ error[R0001]: NaN produced at run time
 2 |     b = (x + y) / (x - y)
   |         ^^^^^^^^^^^^^^^^^ this division produced NaN at index [1]
   |
-  = note: operands at index [1]: x + y = 0.0, x - y = 0.0
+  = note: operands at [1]: (x + y) = 0.0, (x - y) = 0.0
   = note: in ratio, called from main at {arr_file}:7:12
 """
 
@@ -1067,7 +1067,7 @@ def test_run_foreign_module_with_nan_guard(exported, capsys):
     assert f"{line} |     b = (x + y) / (x - y)\n" in err
     assert "^" * len("(x + y) / (x - y)") + " this" in err
     assert "NaN at index [1]" in err
-    assert "operands at index [1]: x + y = 0.0, x - y = 0.0" in err
+    assert "operands at [1]: (x + y) = 0.0, (x - y) = 0.0" in err
 
 
 def test_run_foreign_module_all_ops(exported, capsys):

@@ -683,7 +683,7 @@ error[R0001]: NaN produced at run time
 {line} |     return jnp.log(x) * 2.0
 {pad} |            ^^^^^^^^^^ this `log` produced NaN at index [1]
 {pad} |
-{pad} = note: operands at index [1]: x - 1.0 = -0.5
+{pad} = note: operands at [1]: (x - 1.0) = -0.5
 {pad} = note: in enc, called from f at model.arr:5:16
 """
 
@@ -752,7 +752,7 @@ def test_a_fault_inside_an_extern_under_vmap_names_the_lane():
         mod.g(np.array([[2.0, 3.0], [2.0, 0.5]], np.float32))
     assert str(info.value).splitlines()[-4:] == [
         f"{' ' * len(str(_shifted_log.__code__.co_firstlineno + 1))} |",
-        f"{' ' * len(str(_shifted_log.__code__.co_firstlineno + 1))} = note: operands at index [1]: x - 1.0 = -0.5",
+        f"{' ' * len(str(_shifted_log.__code__.co_firstlineno + 1))} = note: operands at [1]: (x - 1.0) = -0.5",
         f"{' ' * len(str(_shifted_log.__code__.co_firstlineno + 1))} = note: in lane 1 of vmap(f)",
         f"{' ' * len(str(_shifted_log.__code__.co_firstlineno + 1))} = note: in enc, called from vmap(f) at "
         "model.arr:5:16, called from g at model.arr:8:12"]

@@ -912,7 +912,7 @@ def test_guard_reports_name_the_cell_once(session):
     in a call chain, and an operand whose text spans lines is shown as its text, not `value at <cell 3>:...`."""
     out = run_cells(session, ":guards all", "x = [1.0, 0.0]", "sum(x) / (x[1]\n  - 0.0)",
                     "def f(a: f32[n]) -> f32[n]:\n    return log(a)\n", "q = f(x - x)")
-    assert "operands: sum(x) = 1.0, x[1] - 0.0 = 0.0" in out, out
+    assert "operands: sum(x) = 1.0, (x[1] - 0.0) = 0.0" in out, out
     assert "note: in f, called from <cell 5>:1:5" in out
     assert "in the cell" not in out and "value at" not in out and "the cell at" not in out
 

@@ -416,7 +416,7 @@ error[R0001]: NaN produced at run time
 2 |     return log(x - 1.0)
   |            ^^^^^^^^^^^^ this `log` produced NaN at index [1]
   |
-  = note: operands at index [1]: x - 1.0 = -0.5
+  = note: operands at [1]: (x - 1.0) = -0.5
   = note: in lane 2 of vmap(f)
   = note: in vmap(f), called from b at v.arr:4:12
 """
@@ -524,7 +524,7 @@ def test_a_report_from_the_python_api_names_vmap_f_and_no_wrapper():
     with pytest.raises(arrc.NaNError) as info:
         arrc.vmap(mod.f)(x)
     # the lane note names vmap(f) (the call note `in vmap(f)` after it said it again)
-    assert str(info.value).splitlines()[-2:] == ["  = note: operands at index [1]: x = -1.0",
+    assert str(info.value).splitlines()[-2:] == ["  = note: operands at [1]: x = -1.0",
                                                  "  = note: in lane 1 of vmap(f)"]
     with pytest.raises(ValueError, match="needs an argument with an axis to map over"):
         arrc.vmap(mod.f, in_axes=None)
@@ -675,7 +675,7 @@ error[R0001]: NaN produced at run time
 4 |         y = log(x)
   |             ^^^^^^ this `log` produced NaN at index [1]
   |
-  = note: operands at index [1]: x = -0.5
+  = note: operands at [1]: x = -0.5
   = note: in lane 2 of vmap(lg)
   = note: in vmap(lg), called from lg_b at masked.arr:10:12
 """
@@ -925,7 +925,7 @@ error[R0001]: NaN produced at run time
 12 |         x = log(x - 0.6)
    |             ^^^^^^^^^^^^ this `log` produced NaN
    |
-   = note: operands: x - 0.6 = -0.050000012
+   = note: operands: (x - 0.6) = -0.050000012
    = note: in loop iteration 0
    = note: in lane 2 of vmap(fall)
    = note: in vmap(fall), called from fall_b at loops.arr:16:12
