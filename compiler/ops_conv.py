@@ -189,6 +189,10 @@ def _convolve(cx: CallCx, x: Val, w: Val, specs, strides: list, padding, lhs_dil
     if out_features.is_const and out_features.value % groups:
         cx.error("E0202", f"{what}: the kernel's {out_features} output features do not split into {groups} groups",
                  f"{out_features} output features", at="w")
+    for i, d in enumerate(ws):
+        if tw.shape[d].is_const and tw.shape[d].value == 0:     # (XLA's verifier refuses an empty window)
+            cx.error("E0202", f"{what}: the kernel's spatial dimension {i} is empty", "an empty window",
+                     labels=labels(), help="a kernel needs at least one element along every spatial dimension")
     sizes = [tx.shape[d] for d in xs]
     windows = [(tw.shape[d] - ONE) * Dim.const(r) + ONE for d, r in zip(ws, rhs_dilation)]
     dilated = [(s - ONE) * Dim.const(r) + ONE for s, r in zip(sizes, lhs_dilation)]

@@ -134,6 +134,20 @@ def test_conv_diagnostics(call, code, message):
 
 
 
+@pytest.mark.parametrize("src, x, w", [
+    ("def f(x: f32[1, 1, 4], w: f32[1, 1, 0]) -> f32[1, 1, 5]:\n    return conv(x, w)\n", (1, 1, 4), (1, 1, 0)),
+    ("def f(x: f32[1, 4, 1], w: f32[0, 1, 1]) -> f32[1, 8, 1]:\n    return conv_transpose(x, w, strides=2)\n",
+     (1, 4, 1), (0, 1, 1)),
+    ("def f(x: f32[1, 1, 4], w: f32[1, 1, k]) -> f32[1, 1, 4]:\n    return conv(x, w, padding=\"SAME\")\n",
+     (1, 1, 4), (1, 1, 0))])
+def test_a_kernel_with_an_empty_spatial_dimension_is_e0202_at_the_call(src, x, w):
+    # XLA's verifier refuses a window of size 0: it was E0601, an internal compiler error
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads(src).f(np.ones(x, np.float32), np.ones(w, np.float32))
+    diag = info.value.diagnostics[0]
+    assert diag.code == "E0202" and diag.message.endswith("the kernel's spatial dimension 0 is empty"), diag.message
+
+
 def test_output_features_that_do_not_split_into_the_groups_are_e0202_at_the_call():
     # the check ran floor division, so 3 // 2 passed and the MLIR verifier raised a traceback; a symbolic
     # count was refused at definition though it can split: it is checked once the function is specialized
