@@ -211,10 +211,12 @@ def _convolve(cx: CallCx, x: Val, w: Val, specs, strides: list, padding, lhs_dil
         pads = [(Dim.const(lo), Dim.const(hi)) for lo, hi in padding]
         out = [Dim.quotient(d + lo + hi - k, Dim.const(s)) + ONE for d, (lo, hi), k, s in
                zip(dilated, pads, windows, strides)]
-    for i, (o, d) in enumerate(zip(out, xs)):
+    for i, o in enumerate(out):
         if o.is_const and o.value < 1:
+            steps = [f"{sizes[i]}"] + ([f"dilated to {dilated[i]}"] if lhs_dilation[i] != 1 else []) + \
+                ([f"padded to {dilated[i] + pads[i][0] + pads[i][1]}"] if pads and any(p.value for p in pads[i]) else [])
             cx.error("E0202", f"{what} leaves spatial dimension {i} empty: the window ({windows[i]} after dilation) "
-                              f"is larger than the padded input ({tx.shape[d]} before padding)",
+                              f"is larger than the input ({', '.join(steps)})",
                      "an empty output", labels=labels(), help="pad more, or use a smaller kernel or dilation")
     shape = [None] * tx.rank
     shape[ob], shape[of] = tx.shape[xb], out_features

@@ -105,7 +105,10 @@ def test_strides_and_dilations_take_a_list_as_padding_does():
     ("conv(x, k)", "E0202", "`conv`: the input has 3 features, the kernel takes 2"),
     ("conv(x, q, groups=2)", "E0202", "`conv`: the input has 3 features, the kernel takes 1 times 2 groups"),
     ("conv(x, v)", "E0202", "`conv` needs an input and a kernel of the same rank"),
-    ("conv(x, e, padding=[(0, 0), (-3, 0)])", "E0202", "`conv` leaves spatial dimension 1 empty"),
+    ("conv(x, e, padding=[(0, 0), (-3, 0)])", "E0202", "`conv` leaves spatial dimension 1 empty: the window (3 after "
+     "dilation) is larger than the input (5, padded to 2)"),     # (it said "the padded input (5 before padding)")
+    ("conv(x, e, padding=[(0, 0), (0, -7)], lhs_dilation=2)", "E0202", "`conv` leaves spatial dimension 1 empty: the "
+     "window (3 after dilation) is larger than the input (5, dilated to 9, padded to 2)"),
     ("conv(x, g, padding=\"FULL\")", "E0204", "`padding` must be \"VALID\" or \"SAME\", found \"FULL\""),
     ("conv(x, g, padding=[(1, 1)])", "E0204", "`padding` must be \"VALID\", \"SAME\" or one (low, high) pair per spatial dimension (2 here), "
      "found i32[1, 2]"),
