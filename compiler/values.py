@@ -77,8 +77,8 @@ POISON = Poisoned()
 def describe(v) -> str:
     if isinstance(v, Val):
         return str(v.type)
-    if isinstance(v, TupleVal):
-        return "(" + ", ".join(describe(i) for i in v.items) + ")"
+    if isinstance(v, TupleVal):      # a tuple of one as Python writes it: `(i32,)`, not a parenthesized `i32`
+        return "(" + ", ".join(describe(i) for i in v.items) + ("," if len(v.items) == 1 else "") + ")"
     if isinstance(v, DTypeVal):
         return f"dtype {v.dtype}"
     if isinstance(v, StrVal):

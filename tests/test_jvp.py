@@ -273,7 +273,7 @@ error[E0210]: the tangents of `jvp` must be a tuple (f64[3], f64[3, 2])
   --> t.arr:13:27
    |
 13 |     y, t = jvp(f, (x, w), (x,))
-   |                           ^^^^ this is (f64[3])
+   |                           ^^^^ this is (f64[3],)
    |
    = note: signature: f(x: f64[3], w: f64[3, 2]) -> f64[2]
    = help: one tangent per primal, each of its primal's type
