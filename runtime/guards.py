@@ -270,7 +270,9 @@ def _names_written(span: Span | None, labels: list, sources: dict) -> list:
         parts = []
     if len(parts) != count:
         return [None] * count
-    return [text[p.span.col - 1:p.span.end_col - 1] if _plain(p) else None for p in parts]
+    # a constant's text is what it is (`zeros(3)`), whatever its form; another operand's only if plain
+    return [text[p.span.col - 1:p.span.end_col - 1] if _plain(p) or label == "literal" else None
+            for p, label in zip(parts, labels)]
 
 
 def _plain(node) -> bool:
