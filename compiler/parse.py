@@ -429,6 +429,9 @@ def _syntax_error(err: UnexpectedInput, source: Source) -> Diagnostic:
         if ch == "\r":                  # (classic Mac OS's line end: Python takes it, arr's grammar does not)
             return Diagnostic("E0001", "a carriage return alone does not end a line", span, "\\r",
                               help="save the file with \\n (Unix) or \\r\\n (Windows) line endings")
+        if ch.isidentifier() and not ch.isascii():     # Python takes `é = 3`; LANGUAGE.md section 2 does not
+            return Diagnostic("E0001", what, span, "not an ASCII letter",
+                              help="names in arr are ASCII letters, digits and `_`")
         return Diagnostic("E0001", what, span, "not valid here", help=_describe_expected(set(err.allowed or ())) or None)
     if isinstance(err, UnexpectedToken):
         tok = err.token

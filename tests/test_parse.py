@@ -415,6 +415,15 @@ def test_expected_tokens_are_described():
     assert d.label.startswith("expected ") and "an expression" in d.label
 
 
+@pytest.mark.parametrize("src, char, line, col", [("def f(é: f32) -> f32:\n    return é\n", "é", 1, 7),
+                                                  ("def f(x: f32) -> f32:\n    ä = x\n    return ä\n", "ä", 2, 5)])
+def test_a_name_that_is_not_ascii_says_names_are_ascii(src, char, line, col):
+    # Python takes `é = 3`; the help listed what the grammar expected there ("an expression, 'assert', ...")
+    [d] = syntax_error(src)
+    assert (d.code, d.message, d.span.line, d.span.col) == ("E0001", f"unexpected character {char!r}", line, col)
+    assert d.help == "names in arr are ASCII letters, digits and `_`"
+
+
 def test_tabs_in_indentation():
     diags = syntax_error("def f(x: f32) -> f32:\n    y = x\n  \treturn y\n")
     assert [(d.code, d.span.line, d.span.col) for d in diags] == [("E0002", 3, 3)]
