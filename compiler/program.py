@@ -309,6 +309,15 @@ def _names_in(node) -> list:
     return names
 
 
+def _const_as_dimension(program: Program, name: str, span) -> Diagnostic:
+    """E0205: a const that is no integer scalar (`const N: f32 = 2.5`) used as a dimension."""
+    kind = f" of type {program.const_types[name]}" if name in program.const_types else ""
+    return Diagnostic("E0205", f"`{name}` is a const{kind}: a dimension is an integer scalar const or a shape "
+                               "variable", span, "not an integer scalar const",
+                      help=f"give `{name}` an integer type (`const {name}: i32 = ...`), or name the shape variable "
+                           "otherwise")
+
+
 def _signature(program: Program, fn: ast.FunctionDef, reporter: Reporter) -> None:
     errors: list = []
     shape_vars: list = []
@@ -327,12 +336,7 @@ def _signature(program: Program, fn: ast.FunctionDef, reporter: Reporter) -> Non
         if (diag := named_constant_binding(var, _dim_name_span(fn, var), "use {} as a shape variable")) is not None:
             errors.append(diag)
         if var in program.consts:        # (an integer scalar const is a dimension: `const_dims`, not a variable)
-            kind = f" of type {program.const_types[var]}" if var in program.const_types else ""
-            errors.append(Diagnostic("E0205", f"`{var}` is a const{kind}: a dimension is an integer scalar "
-                                              "const or a shape variable", _dim_name_span(fn, var),
-                                     "not an integer scalar const",
-                                     help=f"give `{var}` an integer type (`const {var}: i32 = ...`), or name the "
-                                          f"shape variable otherwise"))
+            errors.append(_const_as_dimension(program, var, _dim_name_span(fn, var)))
         if var in program.functions:     # (it was a shape variable, silently: a `const N` redefined at the REPL)
             errors.append(Diagnostic("E0102", f"`{var}` is both a function and a shape variable",
                                      _dim_name_span(fn, var), "a shape variable here",
@@ -347,7 +351,9 @@ def _signature(program: Program, fn: ast.FunctionDef, reporter: Reporter) -> Non
         if r is None:
             continue
         unbound = set().union(set(), *[d.variables for d in r.shape]) - set(shape_vars)
-        if unbound:
+        if unbound & set(program.consts):
+            errors.append(_const_as_dimension(program, sorted(unbound & set(program.consts))[0], texpr.span))
+        elif unbound:
             errors.append(Diagnostic("E0206", f"result type uses `{sorted(unbound)[0]}`, which no parameter binds",
                                      texpr.span, "unbound shape variable",
                                      help="a result's dimensions may use only shape variables of the parameters; "

@@ -287,6 +287,15 @@ def test_a_const_that_is_not_an_integer_scalar_is_no_dimension(const):
         "(x: f32[3]) -> f32[3]"
 
 
+@pytest.mark.parametrize("const", ["const m: f32 = 2.5", "const m: bool = true"])
+def test_a_const_that_is_not_an_integer_scalar_in_a_result_type_is_e0205_as_in_a_parameter(const):
+    # it was E0206 "result type uses `m`, which no parameter binds", whose help said to use a `const`
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads(f"{const}\n\ndef main() -> f32[m]:\n    return zeros(3)\n")
+    [d] = info.value.diagnostics
+    assert d.code == "E0205" and d.message.startswith("`m` is a const of type ") and (d.span.line, d.span.col) == (3, 15)
+
+
 @pytest.mark.parametrize("before", [True, False])
 def test_a_function_named_as_a_dimension_is_no_shape_variable(before):
     """`def N(...)` and `f32[N]`: N was silently a new shape variable (f took any length); it is E0102 at the
