@@ -275,11 +275,14 @@ def _lowered_program(fn, key: tuple, platform: str, mesh: tuple, spmd: bool, ori
     from arrc.compiler import abi
     from arrc.passes.rewrite import ops_named
     from arrc.passes.spmd import ClampUpdateStarts, ReportPast, SplittableReductions
-    from arrc.runtime.pipeline import apply_passes, around, passes_for
+    from arrc.passes.lapack_calls import initialize_lapack
+    from arrc.runtime.pipeline import apply_passes, around, passes_for, uses_lapack
     lowered = fn.lower(*_arr_types(fn, key))
     apply_passes(lowered.module, lowered.context, [ReportPast()] + around(passes_for(in_program(fn, spmd, origins)),
                                                                           platform, mesh)
                  + [ClampUpdateStarts(), SplittableReductions()], fn.sources)
+    if platform == "cpu" and uses_lapack(lowered.module):   # (its lowering from the compile cache did not:
+        initialize_lapack()                                 # JAX's executable would call null pointers)
     with lowered.context:
         calls = any(abi.KIND in op.attributes for op in ops_named(lowered.module, "stablehlo.custom_call"))
     return lowered.as_text(debug_info=True), calls

@@ -927,3 +927,18 @@ def test_functions_given_to_jax_are_freed_with_their_modules(capfd):
     refs = [use(i, lanes_of_a_derivative=True) for i in range(3)]
     jax.clear_caches()
     assert modules() == count
+
+
+def test_linear_algebra_under_jax_in_a_process_whose_lowering_came_from_the_compile_cache(tmp_path):
+    """jaxlib's LAPACK kernels have no function pointers until someone initializes them: a `solve` whose lowering
+    came from the compile cache (a second process) made JAX's executable segfault when nothing else had."""
+    import subprocess
+    import sys
+    child = ("import jax, numpy as np, arrc\n"
+             "m = arrc.loads('def f(a: f64[3, 3], b: f64[3]) -> f64[3]:\\n    return solve(a, b)\\n')\n"
+             "a = np.eye(3) * 2.0\n"
+             "print(jax.jit(m.f.as_jax())(a, np.ones(3)).tolist())\n")
+    env = {**__import__("os").environ, "ARRC_CACHE_DIR": str(tmp_path), "JAX_ENABLE_X64": "1"}
+    runs = [subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300, env=env)
+            for _ in range(2)]         # (the first fills the cache)
+    assert [(r.returncode, r.stdout) for r in runs] == [(0, "[0.5, 0.5, 0.5]\n")] * 2, runs[1].stderr[-2000:]
