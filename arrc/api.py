@@ -792,6 +792,9 @@ def vmap(fn: Function, in_axes=0, out_axes=0) -> Function:
         _refuse_sharded(fn, "vmap")
         raise TypeError(f"vmap takes a function of an arr module (e.g. `mod.f`), not {fn!r}: for a derivative, "
                         f"write `vmap` and `grad` in arr, or transform in JAX: `jax.vmap(jax.grad(mod.f.as_jax()))`")
+    if fn._returns_past:    # (the check's E0216 would point into the wrapper's text, which the user never wrote)
+        raise TypeError(f"vmap of `{fn.name}`, whose derivative checks a loop's bound, is not supported yet (E0216): "
+                        f"`jax.vmap(mod.{fn.name}.as_jax())` runs it lane by lane")
     sig = fn._sig
     ins, outs = _axes(in_axes, len(sig.params), "in_axes"), _axes(out_axes, len(sig.results), "out_axes")
     if None in outs:        # (the check's E0204 would point into the wrapper's text, which the user never wrote)

@@ -320,6 +320,18 @@ def test_grad_of_a_vmap_checks_the_mapped_loops_bound():
         mod.main(xs, np.int32(12))
 
 
+def test_arrc_vmap_of_a_function_whose_derivative_checks_a_bound_says_so_from_python():
+    """`arrc.vmap(mod.main)`: a TypeError naming the route that works, where it was E0216 at a line of the wrapper
+    that the user's file does not have."""
+    mod = arrc.loads(BOUNDED_LANES.replace("sum(vmap(h, in_axes=(0, None))(xs, n))", "h(xs[0], n)"), filename="b.arr")
+    with pytest.raises(TypeError, match=r"^vmap of `main`, whose derivative checks a loop's bound, is not supported "
+                                        r"yet \(E0216\): `jax.vmap\(mod.main.as_jax\(\)\)` runs it lane by lane$"):
+        arrc.vmap(mod.main)
+    xs = np.arange(8, dtype=np.float32).reshape(2, 4)
+    np.testing.assert_allclose(jax.vmap(mod.main.as_jax(), in_axes=(0, None))(xs, np.int32(3)),
+                               np.array([[1, 0, 0, 0]] * 2) * (2 - 0.5 ** 3), rtol=1e-6)
+
+
 def test_a_module_function_named_vmap_is_no_higher_order_call():
     """A module function named `vmap` is called as any function: `vmap(h)` with `h` a parameter calls the
     module's `vmap`, not the function `h`, whose loop no derivative reaches (no W0004)."""
