@@ -120,6 +120,17 @@ def count_iterations(while_op) -> tuple:
     return new, counter, cond_counter
 
 
+def drop_own_attributes(root) -> None:
+    """Remove arrc's own attributes (`arrc.*`, which the passes and the runtime have read) from every operation
+    in `root`, for XLA: jaxlib 0.10's compile fails on an operation with ten or more discardable attributes
+    ("Failed to sanitize discardable attributes"), which a bounds check of a gather in a lane loop had."""
+    def visit(op):
+        for name in [name for name in op.attributes if name.startswith("arrc.")]:
+            del op.attributes[name]
+        return ir.WalkResult.ADVANCE
+    walk_ops(root.operation, visit)
+
+
 def retarget_callbacks(module: ir.Module, platform: str) -> int:
     """Point every host callback (print, assert, guard reports; emitted for the CPU) at `platform`'s
     handler, as `jax.debug.print` does per platform; returns how many were retargeted. TPUs receive

@@ -60,16 +60,18 @@ def module_bytes(module) -> bytes:
 
 def _for_xla(module, data: bytes | None = None):
     """What XLA compiles: a copy of an `ir.Module` (parsed from `data`, its `module_bytes` when the caller
-    has them) with file positions for locations (compiler/locations.py `file_positions_only`); text and
-    bytes as given."""
+    has them) with file positions for locations (compiler/locations.py `file_positions_only`) and without
+    arrc's attributes (passes/rewrite.py `drop_own_attributes`); text and bytes as given."""
     if isinstance(module, (bytes, str)):
         return module
     from jaxlib.mlir import ir
 
     from ..compiler.locations import file_positions_only
+    from ..passes.rewrite import drop_own_attributes
     with module.context:
         copy = ir.Module.parse(data if data is not None else module_bytes(module))
         file_positions_only(copy.operation)
+        drop_own_attributes(copy)
         return copy
 
 

@@ -583,6 +583,22 @@ def test_the_example_equals_jax():
     np.testing.assert_allclose(clipped, jnp.mean(jnp.where(norms > 1.0, grads / norms, grads), axis=0), rtol=1e-12)
 
 
+def test_the_bounds_guard_of_a_gather_with_per_lane_indices():
+    """The check of `x[i]`, `i` an index array that differs between lanes, runs in the lane loop: its report site
+    had ten attributes, and XLA (jaxlib 0.10) failed to compile an op with ten ("Failed to sanitize discardable
+    attributes"), from arr and under jax.vmap."""
+    mod = arrc.loads("def g(x: f64[4], i: i64[2]) -> f64[2]:\n    return x[i]\n\n"
+                     "def vg(x: f64[b, 4], i: i64[b, 2]) -> f64[b, 2]:\n    return vmap(g)(x, i)\n",
+                     filename="g.arr", guards="bounds")
+    x = np.arange(8.0).reshape(2, 4)
+    np.testing.assert_array_equal(mod.vg(x, np.array([[0, 3], [1, 2]])), [[0.0, 3.0], [5.0, 6.0]])
+    with jax.enable_x64(True):
+        np.testing.assert_array_equal(jax.jit(jax.vmap(mod.g.as_jax()))(x, np.array([[0, 3], [-1, 2]])),
+                                      [[0.0, 3.0], [7.0, 6.0]])
+    with pytest.raises(arrc.BoundsError, match=r"(?s)index 9 is out of range.*in lane 1 of vmap\(g\)"):
+        mod.vg(x, np.array([[0, 3], [1, 9]]))
+
+
 def test_bounds_and_division_guards_in_the_rules():
     mod = arrc.loads("def f(x: f32[3], i: i32) -> f32:\n    return x[i] * 2.0\n"
                      "def g(x: f32[4, 3], i: i32) -> f32[4]:\n    return vmap(f, in_axes=(0, None))(x, i)\n"
