@@ -271,9 +271,11 @@ def jax_function(name: str, p: dict, lane_loops: bool = False):
     """The jax.numpy function arr's operation `name` with parameters `p` is, returning a tuple of arrays."""
     import jax
     if name == EXTERN:                  # (under arr's vmap, every operand has the lanes: one level each)
-        fn = extern_callable(extern_function(p["key"]), p["keys"])
+        function = extern_function(p["key"])
+        fn = extern_callable(function, p["keys"])
+        exported = type(function).__name__ == "Exported"        # (JAX's call of one has no batching rule)
         for _ in p.get("lanes", []):
-            fn = _lane_by_lane(fn) if lane_loops else jax.vmap(fn)
+            fn = _lane_by_lane(fn) if lane_loops or exported else jax.vmap(fn)
         return fn
     import jax.numpy as jnp
     import jax.scipy.linalg as jsl

@@ -529,6 +529,10 @@ def test_an_extern_can_be_a_jax_export():
     np.testing.assert_allclose(mod.loss(x, t), _jax_loss(x, t), rtol=1e-6)
     with pytest.raises(arrc.CompileError, match="fails on"):          # exported for 3 rows only
         mod.loss(np.zeros((4, 4), np.float32), np.zeros((4, 2), np.float32))
+    xs, ts = R.normal(size=(5, 3, 4)).astype(np.float32), R.normal(size=(5, 3, 2)).astype(np.float32)
+    want = jax.vmap(_jax_loss)(xs, ts)          # (JAX's call of an Exported has no batching rule: lane by lane)
+    np.testing.assert_allclose(mod.per_example(xs, ts), want, rtol=1e-6)
+    np.testing.assert_allclose(jax.vmap(mod.loss.as_jax())(xs, ts), want, rtol=1e-6)
 
 
 def test_an_extern_can_be_a_jax_export_with_symbolic_dimensions():
