@@ -45,7 +45,7 @@ def test_broadcast_scalar_divisor_is_named_by_its_own_text():
 def test_a_constant_operand_is_named_by_its_text():
     # `zeros(3)` is a constant in the program: the report called it "literal"
     err = fault("def f(x: f32[3]) -> f32[3]:\n    return zeros(3) / x\n", "f", a32(0, 0, 0), cls=arrc.NaNError)
-    assert "operands at index [0]: zeros(3) = 0.0, x = 0.0" in str(err)
+    assert "operands at [0]: zeros(3) = 0.0, x = 0.0" in str(err)
 
 
 @pytest.mark.parametrize("dtype, tiny, note", [("f32", 1e-40, True), ("f64", 1e-310, True), ("f16", 1e-7, False)])
