@@ -244,7 +244,13 @@ def constant_array(value: ir.Value) -> np.ndarray | None:
         return constant_array(owner.operands[0])
     if name != "stablehlo.constant":
         return None
-    return np.asarray(ir.DenseElementsAttr(owner.attributes["value"]))
+    attr = ir.DenseElementsAttr(owner.attributes["value"])
+    elements = np.asarray(attr)
+    if elements.dtype == object:        # NumPy cannot read a bf16 buffer: it wraps the attribute
+        if not attr.is_splat:
+            return None
+        return np.full(ir.ShapedType(attr.type).shape, ir.FloatAttr(attr.get_splat_value()).value)
+    return elements
 
 
 def mark(value: ir.Value, name: str) -> ir.Value:

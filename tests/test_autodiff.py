@@ -157,6 +157,19 @@ def test_float32_gradients():
     np.testing.assert_allclose(got, jax.grad(lambda x: jnp.sum(jnp.exp(x) * x))(x), rtol=1e-6)
 
 
+def test_bfloat16_integer_powers_differentiate_as_jax():
+    # the constant exponent of `x ** 2` is read back to keep jax's integer_pow rule; NumPy cannot read a
+    # bf16 constant's buffer (it was a TypeError traceback from grad, jvp and grad in the language)
+    mod = arrc.loads("def f(x: bf16[3]) -> bf16:\n    return sum(x ** 2 + x ** 3)\n"
+                     "def g(x: bf16[3]) -> bf16[3]:\n    return grad(f)(x)\n")
+    x = jnp.asarray([1.0, -2.0, 3.0], jnp.bfloat16)
+    want = jax.grad(lambda x: jnp.sum(x ** 2 + x ** 3))(x)
+    for got in (arrc.grad(mod.f)(x), mod.g(x), arrc.jvp(mod.f)(x, jnp.ones(3, jnp.bfloat16))[1]):
+        assert got.dtype == jnp.bfloat16
+    np.testing.assert_array_equal(np.asarray(arrc.grad(mod.f)(x), np.float64), np.asarray(want, np.float64))
+    np.testing.assert_array_equal(np.asarray(mod.g(x), np.float64), np.asarray(want, np.float64))
+
+
 def test_guards_cover_the_backward_pass_and_blame_the_forward_operation():
     mod = arrc.loads("def f(x: f64[2]) -> f64:\n    y = sqrt(x)\n    return sum(y)\n", guards="nan,inf")
     g = arrc.grad(mod.f)
