@@ -289,11 +289,11 @@ def _convert_vjp(op, cts):
 
 @_rule("stablehlo.bitcast_convert")
 def _bitcast_vjp(op, cts):
-    """Only the end of a rounding done on a float's bits (abi.ROUNDED, emit.py's f64 -> f16 rounding to odd):
+    """The end of a rounding done on a float's bits (abi.ROUNDED, emit.py's f64 -> f16 rounding to odd):
     its value is that float's, rounded, so its derivative is a cast's, to the float whose bits it read.
-    Any other bitcast has none (None: a diagnostic)."""
+    Any other bitcast has a zero derivative, as jax's (`ad.defjvp_zero(bitcast_convert_type_p)`)."""
     if abi.ROUNDED not in op.attributes:
-        return None
+        return [None]
     pending, seen = [op.operands[0]], set()
     while pending:                      # back through the integer ops on the bits, to the float read
         value = pending.pop()

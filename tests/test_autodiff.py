@@ -170,6 +170,20 @@ def test_bfloat16_integer_powers_differentiate_as_jax():
     np.testing.assert_array_equal(np.asarray(mod.g(x), np.float64), np.asarray(want, np.float64))
 
 
+def test_a_bitcast_has_a_zero_derivative_as_jaxs():
+    # jax: ad.defjvp_zero(bitcast_convert_type_p); arrc refused it (E0216) though a float read as bits
+    # carries no derivative
+    mod = arrc.loads("def f(x: f64[3]) -> f64:\n    return sum(bitcast(bitcast(x, i64) + 1, f64) * x * x)\n"
+                     "def g(x: f64[3]) -> f64:\n    return sum(grad(f)(x))\n")
+    x = np.array([0.5, -1.0, 2.0])
+
+    def f(x):
+        return jnp.sum(jax.lax.bitcast_convert_type(jax.lax.bitcast_convert_type(x, jnp.int64) + 1, jnp.float64) * x * x)
+    np.testing.assert_allclose(arrc.grad(mod.f)(x), jax.grad(f)(x), rtol=1e-12)
+    np.testing.assert_allclose(mod.g(x), jnp.sum(jax.grad(f)(x)), rtol=1e-12)
+    np.testing.assert_allclose(arrc.jvp(mod.f)(x, np.ones(3))[1], jax.jvp(f, (x,), (np.ones(3),))[1], rtol=1e-12)
+
+
 def test_guards_cover_the_backward_pass_and_blame_the_forward_operation():
     mod = arrc.loads("def f(x: f64[2]) -> f64:\n    y = sqrt(x)\n    return sum(y)\n", guards="nan,inf")
     g = arrc.grad(mod.f)
