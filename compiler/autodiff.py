@@ -1208,7 +1208,7 @@ def _while_vjp(op, cts):
         return _run_body(op, j, inits)
 
     def taped(j):
-        return _read_tapes(_tapes(recording, len(inits))[0], j)
+        return _read_tapes(_tapes(recording, len(inits))[0], j, _carried_locations(op))
     if recording is None:
         results = _backward(op, floats, captured, seeds, _count_iterations(op, inits), recomputed)
     elif known >= 0:
@@ -1367,10 +1367,11 @@ def _record(loop, count: int, residuals: list = ()):
             [emit.const(0, dtype_of(v), (count,) + _shape(v)) for v in carried + residual_values]
         recording = hlo.WhileOp([v.type for v in start], start)
         _copy_loop_facts(loop, recording)
-        cond = recording.cond.blocks.append(*[v.type for v in start])
+        locs = _carried_locations(loop, after=len(start) - n)
+        cond = recording.cond.blocks.append(*[v.type for v in start], arg_locs=locs)
         with ir.InsertionPoint(cond):
             hlo.return_(_recompute(loop, 0, list(cond.arguments[:n]), effects=True)[1])
-        body = recording.body.blocks.append(*[v.type for v in start])
+        body = recording.body.blocks.append(*[v.type for v in start], arg_locs=locs)
         with ir.InsertionPoint(body):
             state, k, tapes = list(body.arguments[:n]), body.arguments[n], body.arguments[n + 1:]
             ops, returned = _recompute(loop, 1, state, effects=True)          # the forward loop itself
@@ -1424,9 +1425,16 @@ def _counter_loop(start: list, limit: ir.Value, like=None):
     cond = loop.cond.blocks.append(*[v.type for v in start])
     with ir.InsertionPoint(cond):
         hlo.return_([emit.compare(cond.arguments[0], limit, "LT", DTYPES["u64"])])
-    here = ir.Location.current
-    locs = [here] + [a.location for a in like.regions[1].blocks[0].arguments] if like is not None else None
+    locs = _carried_locations(like, before=1) if like is not None else None
     return loop, loop.body.blocks.append(*[v.type for v in start], arg_locs=locs)
+
+
+def _carried_locations(loop, before: int = 0, after: int = 0) -> list:
+    """Locations for the arguments of a block that carries `loop`'s state between `before` and `after` values
+    of its own (at the current location): those of `loop`'s, so a guard report names them as the variables
+    they carry (not `for`, or `vjp(while)#2`)."""
+    here = ir.Location.current
+    return [here] * before + [a.location for a in loop.regions[1].blocks[0].arguments] + [here] * after
 
 
 def _run_body(loop, n: ir.Value, state: list) -> list:
@@ -1446,10 +1454,11 @@ def _count_iterations(loop, state: list) -> ir.Value:
     start = [emit.const(0, u64, ())] + list(state)
     counting = hlo.WhileOp([v.type for v in start], start)
     _copy_loop_facts(loop, counting)
-    cond = counting.cond.blocks.append(*[v.type for v in start])
+    locs = _carried_locations(loop, before=1)
+    cond = counting.cond.blocks.append(*[v.type for v in start], arg_locs=locs)
     with ir.InsertionPoint(cond):
         hlo.return_(_recompute(loop, 0, list(cond.arguments[1:]))[1])
-    body = counting.body.blocks.append(*[v.type for v in start])
+    body = counting.body.blocks.append(*[v.type for v in start], arg_locs=locs)
     with ir.InsertionPoint(body):
         returned = _recompute(loop, 1, list(body.arguments[1:]))[1]
         hlo.return_([hlo.add(body.arguments[0], emit.const(1, u64, ()))] + returned)

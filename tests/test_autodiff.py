@@ -1089,6 +1089,22 @@ def test_a_report_in_a_recomputed_loop_names_the_variable_it_carries():
         arrc.grad(mod.f)(0.0, 3)
     assert "^^^^^^^ the derivative of `sqrt` produced inf (s = 0.0)\n" in str(err.value)
 
+
+@pytest.mark.parametrize("header", ["for i in range(20):", "for i in range(n, bound=30):", "for i in range(n):"])
+def test_a_forward_fault_in_a_derivative_names_the_variable_the_loop_carries(header):
+    """The loops a derivative runs in place of the forward one (the recording loop of a tape, `_record`; the
+    loop counting the iterations of one recomputed, `_count_iterations`) carry the forward loop's variables
+    and are located as them: the report named `y` `for` and `vjp(while)#2`, the locations of the loops."""
+    mod = arrc.loads(f"def f(x: f64[2], n: i32) -> f64:\n    y = x\n    {header}\n        y = log(y) + 1.0\n"
+                     "    return sum(y)\n", filename="carried.arr", guards="nan,inf", warnings="ignore")
+    with pytest.raises(arrc.InfError) as err:
+        mod.f(np.array([1.0, 0.0]), 20)
+    assert "= note: operands at index [1]: y = 0.0\n" in str(err.value)
+    with pytest.raises(arrc.InfError) as err:
+        arrc.grad(mod.f)(np.array([1.0, 0.0]), 20)
+    assert "= note: operands at index [1]: y = 0.0\n" in str(err.value)
+
+
 def test_the_where_help_is_given_only_where_the_derivative_may_be_singular():
     """An overflow in the backward pass at a regular point (sqrt at 1e-300, times 1e308) is not the masked
     `where` case: the report says what happened, without that help."""
