@@ -1024,6 +1024,10 @@ def _label(value: ir.Value, user=None) -> str:
         if carried and carried != "for":
             return carried
     loc = _value_location(value, None)
+    if loc is not None and adjoint_id(loc) is not None:
+        # made by a derivative's rule (`1 - x * x` of asin's, `y - 1` of a power's), at the forward operation's
+        # location: that operation's text would name a value it did not compute
+        return f"`{name.split('.')[-1]}` in the derivative" if name else "a value of the derivative"
     if loc is not None and user is not None:
         # made inside a call the user's function inlined: the call is the operand in the user's text
         frames, depth = call_frames(loc), len(call_frames(user.location))

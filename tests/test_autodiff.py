@@ -1049,6 +1049,20 @@ them (and 0 * inf is NaN, as in jax.grad): give `sqrt` safe inputs with a second
 """
 
 
+
+def test_a_value_a_derivative_rule_computes_is_not_named_as_the_forward_operation():
+    """The operands of the adjoint that failed include values its rule computed (`y - 1` of a power's, `1 - x * x`
+    of asin's), located at the forward operation: they were named by its text (`x ** 0.5 = -0.5`,
+    `asin(x) = 0.0`), a value that operation did not compute."""
+    mod = arrc.loads("def p(x: f64) -> f64:\n    return x ** 0.5\ndef a(x: f64) -> f64:\n    return asin(x)\n",
+                     filename="rule.arr", guards="nan,inf")
+    with pytest.raises(arrc.InfError) as err:
+        arrc.grad(mod.p)(0.0)
+    assert "= note: operands: x = 0.0, `subtract` in the derivative = -0.5\n" in str(err.value)
+    with pytest.raises(arrc.InfError) as err:
+        arrc.grad(mod.a)(1.0)
+    assert "= note: operands: `subtract` in the derivative = 0.0\n" in str(err.value)
+
 def test_the_backward_pass_report_names_the_derivative_and_teaches_the_fix():
     mod = arrc.loads("def masked(x: f64[3]) -> f64:\n    y = where(x > 0.0, sqrt(x), 0.0)\n    return sum(y)\n"
                      "def fixed(x: f64[3]) -> f64:\n    y = where(x > 0.0, sqrt(where(x > 0.0, x, 1.0)), 0.0)\n"
@@ -1121,7 +1135,7 @@ error[R0002]: infinity produced in the backward pass
 2 |     return sum(sqrt(x) * 1e308)
   |                ^^^^^^^ the derivative of `sqrt` produced inf at index [1] (x = 1e-300)
   |
-  = note: operands at [1]: (sqrt(x) * 1e308) = 1e+308, sqrt(x) = 5e+149
+  = note: operands at [1]: `multiply` in the derivative = 1e+308, `divide` in the derivative = 5e+149
   = note: in the backward pass, in grad(h)
 """
 
