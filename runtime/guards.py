@@ -350,7 +350,10 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
                 # the operands of the forward operation, at the same index
                 label += " (" + ", ".join(f"{k} = {_fmt(v)}" for k, v in forward) + ")"
             own = [(t, v) for t, v in pairs if not t.startswith(FORWARD)]
-            for (label_text, v), written in zip(own, _names_written(site.span, [t for t, _ in own], sources)):
+            # an adjoint's operands are not the forward operation's, whose text its span holds
+            written = [None] * len(own) if site.derivative_of is not None else \
+                _names_written(site.span, [t for t, _ in own], sources)
+            for (label_text, v), written in zip(own, written):
                 operands[_operand_text(label_text, sources, site.span, written)] = v
             if operands:
                 notes.append(f"operands{at.replace(' index', '')}: " +

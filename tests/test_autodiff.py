@@ -1063,6 +1063,15 @@ def test_a_value_a_derivative_rule_computes_is_not_named_as_the_forward_operatio
         arrc.grad(mod.a)(1.0)
     assert "= note: operands: `subtract` in the derivative = 0.0\n" in str(err.value)
 
+
+def test_an_adjoints_operands_are_not_named_by_the_forward_operations_text():
+    """`x / y`'s adjoint is `g / y`: its operands were named by position from the text `x / y`, so the
+    cotangent 1.0 was reported as `x = 1.0` where x is 2.0."""
+    mod = arrc.loads("def f(x: f64, y: f64) -> f64:\n    return x / y\n", filename="div.arr", guards="nan,inf")
+    with pytest.raises(arrc.InfError) as err:
+        arrc.grad(mod.f)(2.0, 0.0)
+    assert "= note: operands: literal = 1.0, y = 0.0\n" in str(err.value)
+
 def test_the_backward_pass_report_names_the_derivative_and_teaches_the_fix():
     mod = arrc.loads("def masked(x: f64[3]) -> f64:\n    y = where(x > 0.0, sqrt(x), 0.0)\n    return sum(y)\n"
                      "def fixed(x: f64[3]) -> f64:\n    y = where(x > 0.0, sqrt(where(x > 0.0, x, 1.0)), 0.0)\n"
