@@ -1122,10 +1122,10 @@ def test_a_forward_fault_in_a_derivative_names_the_variable_the_loop_carries(hea
                      "    return sum(y)\n", filename="carried.arr", guards="nan,inf", warnings="ignore")
     with pytest.raises(arrc.InfError) as err:
         mod.f(np.array([1.0, 0.0]), 20)
-    assert "= note: operands at index [1]: y = 0.0\n" in str(err.value)
+    assert "= note: operands at [1]: y = 0.0\n" in str(err.value)
     with pytest.raises(arrc.InfError) as err:
         arrc.grad(mod.f)(np.array([1.0, 0.0]), 20)
-    assert "= note: operands at index [1]: y = 0.0\n" in str(err.value)
+    assert "= note: operands at [1]: y = 0.0\n" in str(err.value)
 
 
 def test_the_where_help_is_given_only_where_the_derivative_may_be_singular():
