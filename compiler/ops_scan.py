@@ -1,4 +1,5 @@
-"""Scans and sorting: cumsum cumprod cummax sort argsort top_k, and nonzero(mask, size=N, fill=v)."""
+"""Scans and sorting: cumsum cumprod cummax sort argsort top_k, quantiles (by sorting), and nonzero(mask,
+size=N, fill=v)."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,9 +8,9 @@ from jaxlib.mlir import ir
 from . import emit
 from .emit import hlo
 from .ops_reduce import _accumulator_dtype
-from .optable import CallCx, concrete, register
+from .optable import CallCx, concrete, float_dtype_for, register
 from .types import BOOL, I32, ArrayType, Dim
-from .values import TupleVal, Val
+from .values import StrVal, TupleVal, Val, describe
 
 
 def _flat_or_axis(cx: CallCx, x: Val, axis, what: str):
@@ -123,6 +124,112 @@ def _argsort(cx: CallCx, x, axis=-1):
         iota = hlo.iota(emit.tensor_type(concrete(shape), I32), ax)
         return _sort([_operand(cx, x, shape), iota], [x.type.dtype, I32], ax)[1]
     return cx.value(ArrayType(I32, shape), build)
+
+
+QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+@register("quantile", params='x, q, axis=None, keepdims=False, method="linear"', family="Reductions",
+          doc="the q-th quantiles of x over axis (q in [0, 1], known at compile time), as jnp.quantile")
+def _quantile(cx: CallCx, x, q, axis=None, keepdims=False, method="linear"):
+    return _quantiles(cx, x, _levels(cx, q, 1), axis, keepdims, method)
+
+
+@register("percentile", params='x, q, axis=None, keepdims=False, method="linear"', family="Reductions",
+          doc="the q-th percentiles of x over axis (q in [0, 100], known at compile time), as jnp.percentile")
+def _percentile(cx: CallCx, x, q, axis=None, keepdims=False, method="linear"):
+    return _quantiles(cx, x, _levels(cx, q, 100), axis, keepdims, method)
+
+
+@register("median", params="x, axis=None, keepdims=False", family="Reductions",
+          doc="the median of x over axis (the mean of the middle two for an even count), as jnp.median")
+def _median(cx: CallCx, x, axis=None, keepdims=False):
+    return _quantiles(cx, x, np.float64(0.5), axis, keepdims, "linear")
+
+
+def _levels(cx: CallCx, q, scale: int) -> np.ndarray:
+    """`q` as quantile levels in [0, 1]: a number or a 1-D list known at compile time, divided by `scale`."""
+    items = q.items if isinstance(q, TupleVal) else [q]
+    statics = [i.static.value if isinstance(i, Val) and isinstance(i.static, Dim) and i.static.is_const else
+               i.static if isinstance(i, Val) and i.type.dtype.kind in ("int", "uint", "float") else None
+               for i in items]
+    if any(v is None or isinstance(v, Dim) for v in statics):
+        cx.error("E0204", f"`q` must be known at compile time, found {describe(q)}", "a run-time value", at="q",
+                 help="give the levels as literals or consts (`[0.25, 0.5, 0.75]`); a run-time level would make "
+                      "the elements to interpolate depend on the values")
+    levels = np.asarray(statics if isinstance(q, TupleVal) else statics[0], np.float64) / scale
+    if levels.ndim > 1:
+        cx.error("E0204", f"`q` must be a number or a 1-D list of them, found {describe(q)}", "rank > 1", at="q")
+    if not ((levels >= 0) & (levels <= 1)).all():
+        cx.error("E0204", f"`q` must lie in [0, {scale}], found {np.asarray(levels * scale).tolist()}",
+                 "out of range", at="q")
+    return levels
+
+
+def _quantiles(cx: CallCx, x, levels: np.ndarray, axis, keepdims, method) -> Val:
+    """jnp.quantile for levels known at compile time: each row over `axis` sorted (NaN last, and a row that
+    holds a NaN all NaN, as jnp's), then the two elements around level * (count - 1) combined by `method`."""
+    x = cx.array(x, "x")
+    rank = x.type.rank
+    axes = cx.axes(axis, rank)
+    axes = list(range(rank)) if axes is None else sorted(axes)
+    keep = cx.bool_flag(keepdims, "keepdims")
+    method = method.text if isinstance(method, StrVal) else method
+    if method not in QUANTILE_METHODS:
+        cx.error("E0204", f"`method` must be one of {', '.join(map(repr, QUANTILE_METHODS))}, found "
+                          f"{method if isinstance(method, str) else describe(method)!r}", "unknown method", at="method")
+    count = Dim.const(1)
+    for a in axes:
+        count = count * x.type.shape[a]
+    if count.is_const and count.value == 0:
+        cx.error("E0204", f"quantiles of an empty array: {x.type} has no elements over axis {axes}", "empty",
+                 at=0, help="NumPy raises here; give the array at least one element")
+    kept = [a for a in range(rank) if a not in axes]
+    reduced = tuple(Dim.const(1) if a in axes else d for a, d in enumerate(x.type.shape)) if keep else \
+        tuple(x.type.shape[a] for a in kept)
+    dt = float_dtype_for(x.type.dtype)
+    out_shape = tuple(Dim.const(len(levels)) for _ in range(levels.ndim)) + reduced
+
+    def build():
+        shape = concrete(x.type.shape)
+        rows = [shape[a] for a in kept]
+        n = int(np.prod([shape[a] for a in axes], dtype=np.int64))
+        value = cx.ir(x, dt)
+        if kept + axes != list(range(rank)):
+            value = hlo.transpose(value, kept + axes)
+        value = hlo.reshape(emit.tensor_type(rows + [n], dt), value)
+        if dt.is_float:     # a row holding a NaN has NaN quantiles (jnp.quantile; nanquantile would skip them)
+            nan_in_row = emit.reduce(emit.compare(value, value, "NE", dt), emit.const(False, BOOL), [len(rows)],
+                                     hlo.or_, BOOL)
+            value = hlo.select(hlo.broadcast_in_dim(emit.tensor_type(rows + [n], BOOL), nan_in_row,
+                                                    list(range(len(rows)))),
+                               emit.const(np.nan, dt, rows + [n]), value)
+        ordered = _sort([value], [dt], len(rows))[0]
+
+        def element(i: int) -> ir.Value:
+            picked = hlo.slice(ordered, [0] * len(rows) + [i], rows + [i + 1], [1] * (len(rows) + 1))
+            return hlo.reshape(emit.tensor_type(rows, dt), picked)
+
+        def at_level(level: float) -> ir.Value:
+            position = level * (n - 1)          # (jnp: q * (count - 1), each weight then rounded to x's dtype)
+            low, high = int(np.floor(position)), int(np.ceil(position))
+            high_weight = position - low
+            below, above = element(low), element(high)
+            if method == "lower" or method == "nearest" and high_weight <= 0.5:
+                return below
+            if method in ("higher", "nearest"):
+                return above
+            if method == "midpoint":
+                return hlo.multiply(hlo.add(below, above), emit.const(0.5, dt, rows))
+            return hlo.add(hlo.multiply(below, emit.const(1 - high_weight, dt, rows)),
+                           hlo.multiply(above, emit.const(high_weight, dt, rows)))
+        if levels.ndim == 0:
+            result = at_level(float(levels))
+        else:
+            stacked = [hlo.reshape(emit.tensor_type([1] + rows, dt), at_level(float(v))) for v in levels]
+            result = hlo.concatenate(stacked, 0) if len(stacked) > 1 else stacked[0]
+        return hlo.reshape(emit.tensor_type(concrete(out_shape), dt), result)
+    return cx.value(ArrayType(dt, out_shape), build)
 
 
 @register("top_k", params="x, k",

@@ -67,8 +67,9 @@ EQUIVALENTS: dict[str, tuple[tuple[str, ...], str]] = {
     "copy": ((), "arrays are values in arr: `y = {x}` is a copy, which an update of `y` leaves alone"),
     "diff": ((), "write `{x}[1:] - {x}[:-1]`"),
     "nan_to_num": ((), "write `where(isnan({x}), 0.0, {x})`"),
-    **{name: ((), f"`{name}` is not in arr yet; sort, then index: `sort({{x}})[k]`") for name in
-       ("median", "quantile", "percentile", "nanmedian")},
+    **{name: ((), f"`{name}` is not in arr yet (how many elements it skips depends on the values); "
+                  f"`{name[3:]}` is the same where `{{x}}` holds no NaN")
+       for name in ("nanmedian", "nanquantile", "nanpercentile")},
     **{name: ((), "pooling is a reduction over a reshape: 2 x 2 windows of `{x}: f32[b, c, h, w]` are "
                   "`max(reshape({x}, (b, c, h // 2, 2, w // 2, 2)), axis=(3, 5))` (`mean` to average)")
        for name in ("max_pool", "avg_pool", "reduce_window", "max_pool2d", "avg_pool2d")},

@@ -226,7 +226,7 @@ def test_grad_of_grad_shows_the_def_that_names_it():
 # ---- everyday NumPy/JAX names with an arr idiom ------------------------------------------------------------
 @pytest.mark.parametrize("call, idiom", [
     ("ravel(x)", "`x.ravel()`"), ("jnp.diff(x)", "`x[1:] - x[:-1]`"),
-    ("np.nan_to_num(x)", "`where(isnan(x), 0.0, x)`"), ("median(x)", "`sort(x)[k]`"),
+    ("np.nan_to_num(x)", "`where(isnan(x), 0.0, x)`"), ("nanmedian(x)", "`median` is the same where `x` holds no NaN"),
     ("nn.max_pool(x, (2, 2))", "`max(reshape(x, (b, c, h // 2, 2, w // 2, 2)), axis=(3, 5))`"),
     ("x.copy()", "`y = x` is a copy"), ("sum(x).item()", "use `sum(x)` itself")])
 def test_numpy_names_get_the_arr_idiom(call, idiom):

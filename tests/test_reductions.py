@@ -442,3 +442,58 @@ def test_argmin_reducer_is_jaxs():
         CHECK-NEXT: stablehlo.select [[TAKE]]
     """)
     assert body.count("stablehlo.") == 9
+
+
+# ---- quantiles -----------------------------------------------------------------------------------
+QUANTILES = """
+def q(x: f64[a, b, c]) -> (f64, f64[3, b], f64[a, 1, 1], f64[b], f64[c], f64[2, a, 1, c], f64[a])
+    return (median(x), quantile(x, [0.1, 0.5, 0.9], axis=(0, 2)), percentile(x, 25, axis=(2, 1), keepdims=true),
+            median(x, axis=(0, 2)), quantile(x, 0.5, axis=(0, 1), method="lower"),
+            quantile(x, (0.3, 1.0), axis=1, keepdims=true, method="nearest"),
+            quantile(x, 0.4, axis=(1, 2), method="midpoint"))
+def small(x: f32[n]) -> (f32, f32)
+    return median(x), percentile(x, 90.0, method="higher")
+def ints(x: i32[n]) -> f32:
+    return median(x)
+""".replace(")\n    return", "):\n    return")
+
+
+def test_quantiles_are_jnps():
+    """median, quantile and percentile were E0101 "not in arr yet"; with levels known at compile time
+    they are jnp's (methods linear, lower, higher, midpoint, nearest; a row with a NaN is NaN)."""
+    mod = cached_module(QUANTILES, "quantiles.arr")
+    x = np.random.default_rng(3).standard_normal((3, 4, 5))
+    x[2, 1, 3] = np.nan
+    want = (jnp.median(x), jnp.quantile(x, jnp.array([0.1, 0.5, 0.9]), axis=(0, 2)),
+            jnp.percentile(x, 25, axis=(2, 1), keepdims=True), jnp.median(x, axis=(0, 2)),
+            jnp.quantile(x, 0.5, axis=(0, 1), method="lower"),
+            jnp.quantile(x, jnp.array([0.3, 1.0]), axis=1, keepdims=True, method="nearest"),
+            jnp.quantile(x, 0.4, axis=(1, 2), method="midpoint"))
+    for got, expected in zip(mod.q(x), want):
+        np.testing.assert_allclose(got, expected, rtol=1e-14, equal_nan=True)
+        assert got.shape == expected.shape
+    v = np.random.default_rng(4).standard_normal(8).astype(np.float32)
+    for got, expected in zip(mod.small(v), (jnp.median(v), jnp.percentile(v, 90.0, method="higher"))):
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+        assert got.dtype == expected.dtype
+    assert mod.ints(np.array([4, 1, 3, 2], np.int32)) == jnp.median(np.array([4, 1, 3, 2], np.int32)) == 2.5
+    median_of = arrc.loads("def m(x: f64[n]) -> f64:\n    return median(x)\n").m
+    w = np.random.default_rng(5).standard_normal(6)
+    np.testing.assert_allclose(arrc.grad(median_of)(w), jax.grad(jnp.median)(w))
+    np.testing.assert_allclose(arrc.vmap(median_of)(x.reshape(12, 5)), jax.vmap(jnp.median)(x.reshape(12, 5)),
+                               equal_nan=True)
+
+
+@pytest.mark.parametrize("call, message", [
+    ("quantile(x, y)", "`q` must be known at compile time, found f32"),
+    ("quantile(x, 1.5)", "`q` must lie in [0, 1], found 1.5"),
+    ("percentile(x, [10, 101])", "`q` must lie in [0, 100], found [10.0, 101.0]"),
+    ('quantile(x, 0.5, method="cubic")', "`method` must be one of 'linear', 'lower', 'higher', 'midpoint', "
+                                          "'nearest', found 'cubic'"),
+    ("median(zeros((0,)))", "quantiles of an empty array"),
+])
+def test_quantile_mistakes(call, message):
+    with pytest.raises(arrc.CompileError) as info:
+        arrc.loads(f"def f(x: f32[3], y: f32) -> f32:\n    return {call}\n")
+    assert message in info.value.diagnostics[0].message
+    assert info.value.diagnostics[0].code == "E0204"
