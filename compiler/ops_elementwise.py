@@ -967,7 +967,8 @@ def _transpose_attr(cx: CallCx, x):
 @register("__array__", params="elems")
 def array_literal(cx: CallCx, elems: list) -> Val:
     if not elems:
-        cx.error("E0204", "empty array literal has no dtype", help="use `zeros(0, dtype=f32)`")
+        cx.error("E0204", "empty array literal has no dtype",
+                 help="an empty array is `zeros(0, dtype=f32)`; the shape of a scalar (no dimensions) is `()`")
     # a tuple of numbers is a row, as in NumPy: `[(1, 2), (3, 4)]` is an i32[2, 2]
     elems = [array_literal(cx, list(e.items)) if isinstance(e, TupleVal) and e.items
              and all(isinstance(i, Val) for i in e.items) else e for e in elems]

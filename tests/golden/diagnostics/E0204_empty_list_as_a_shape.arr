@@ -1,0 +1,2 @@
+def f(k: key) -> f32:
+    return uniform(k, [])
