@@ -23,7 +23,7 @@ from .optable import literal_out_of_range, require_literal_fits, text_at
 from .diagnostics import CompileError, Diagnostic, Label, Reporter, plural
 from .span import Span
 from .suggest import METHOD_NAMES, MODULES, closest, function_help, qualified_value_help, value_help
-from .types import DTYPES, I32, TYPE_NAMES, ArrayType, Dim, KeysAreNotNumbers, too_large
+from .types import DTYPES, I32, TYPE_NAMES, ArrayType, Dim, KeysAreNotNumbers, numpy_dtype_name, too_large
 from .control import ControlFlow, static_bool
 from .values import POISON, ArrError, DeferredBool, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe
 
@@ -1296,10 +1296,10 @@ class FunctionWalk(ControlFlow):
 
 
 def _compile_time_text(v) -> StrVal | None:
-    """What `print` shows of a dtype (`x.dtype`: its name, `f32`) and of a tuple of compile-time integers
-    (`x.shape`: as Python prints a tuple, `(2, 3)`, `(5,)`); None for other values."""
+    """What `print` shows of a dtype (`x.dtype`: as NumPy prints it, `float32`, as the REPL shows it) and of a
+    tuple of compile-time integers (`x.shape`: as Python prints a tuple, `(2, 3)`, `(5,)`); None for others."""
     if isinstance(v, DTypeVal):
-        return StrVal(str(v.dtype))
+        return StrVal(numpy_dtype_name(v.dtype))
     if not isinstance(v, TupleVal) or not all(isinstance(i, Val) and isinstance(i.static, Dim) for i in v.items):
         return None
     return StrVal("(" + ", ".join(str(i.static) for i in v.items) + ("," if len(v.items) == 1 else "") + ")")

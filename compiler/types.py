@@ -101,6 +101,12 @@ def dtype_of_numpy(np_dtype) -> DType | None:
     return _BY_NUMPY.get(np.dtype(np_dtype))
 
 
+def numpy_dtype_name(dt: DType) -> str:
+    """How NumPy prints `dt` (`x.dtype` shown by `print` and the REPL): `float32`, `bfloat16`; a key
+    `key<fry>`, as JAX prints a typed key's dtype."""
+    return "key<fry>" if dt.is_key else dt.np.name
+
+
 def int_range(dt: DType) -> tuple[int, int]:
     if dt.kind == "bool":
         return 0, 1

@@ -152,12 +152,12 @@ def test_print_runs_on_every_call(mod, capsys):
 
 def test_print_shows_a_shape_as_python_prints_a_tuple_and_a_dtype_by_name(capsys):
     """`print(x.shape)` was E0210 "cannot print (i32, i32)", `print(x.dtype)` "cannot print dtype f32": a
-    NumPy user's first debugging lines."""
+    NumPy user's first debugging lines (a dtype as NumPy prints it, and the REPL shows it)."""
     mod = arrc.loads("def f(x: f32[n, 2]) -> f32:\n    print(x.shape, x[0].shape, x[0, 0].shape, (n, 3), x.dtype)\n"
                      "    return x[0, 0]\n")
     capsys.readouterr()
     mod.f(np.ones((3, 2), np.float32))
-    assert out_lines(capsys) == ["(3, 2) (2,) () (3, 3) f32"]
+    assert out_lines(capsys) == ["(3, 2) (2,) () (3, 3) float32"]
 
 
 def test_nothing_prints_at_compile_time(capfd):

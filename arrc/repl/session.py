@@ -52,6 +52,7 @@ def static_value(mod, tree, source: Source, failure: CellError) -> None:
     """Raise StaticValue for an expression that is no array but is shown all the same: a dtype, as NumPy
     prints one (`x.dtype` is `float32`). Returns for anything else (`failure`, E0210, stands)."""
     from arrc.compiler.program import expression_value
+    from arrc.compiler.types import numpy_dtype_name
     from arrc.compiler.values import DTypeVal, TupleVal
     try:
         value = expression_value(mod._program, tree, {source.name: source})
@@ -60,8 +61,7 @@ def static_value(mod, tree, source: Source, failure: CellError) -> None:
     if isinstance(value, TupleVal) and not value.items:
         raise StaticValue("()", "()", failure)
     if isinstance(value, DTypeVal):
-        name = "key<fry>" if value.dtype.is_key else np.dtype(value.dtype.np).name
-        raise StaticValue("dtype", name, failure)
+        raise StaticValue("dtype", numpy_dtype_name(value.dtype), failure)
 
 
 def expression_warnings(fn) -> list[Diagnostic]:
