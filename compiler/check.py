@@ -25,7 +25,8 @@ from .span import Span
 from .suggest import METHOD_NAMES, MODULES, closest, function_help, qualified_value_help, value_help
 from .types import DTYPES, I32, TYPE_NAMES, ArrayType, Dim, KeysAreNotNumbers, numpy_dtype_name, too_large
 from .control import ControlFlow, static_bool
-from .values import POISON, ArrError, DeferredBool, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe
+from .values import (POISON, ArrError, DeferredBool, DTypeVal, Poisoned, StrVal, TupleVal, Unbound, Val, describe,
+                     tuple_text)
 
 NAMED_CONSTANTS = {"nan": float("nan"), "inf": float("inf"), "pi": float(np.pi)}
 NEWAXIS_NAMES = ("None", "newaxis")      # as an index, a new axis of size 1 (NumPy's `None`, `np.newaxis`)
@@ -1300,9 +1301,8 @@ def _compile_time_text(v) -> StrVal | None:
     tuple of compile-time integers (`x.shape`: as Python prints a tuple, `(2, 3)`, `(5,)`); None for others."""
     if isinstance(v, DTypeVal):
         return StrVal(numpy_dtype_name(v.dtype))
-    if not isinstance(v, TupleVal) or not all(isinstance(i, Val) and isinstance(i.static, Dim) for i in v.items):
-        return None
-    return StrVal("(" + ", ".join(str(i.static) for i in v.items) + ("," if len(v.items) == 1 else "") + ")")
+    text = tuple_text(v)
+    return None if text is None else StrVal(text)
 
 
 def _as_printed(v):

@@ -74,6 +74,16 @@ class Poisoned:
 POISON = Poisoned()
 
 
+def tuple_text(v) -> str | None:
+    """A tuple of compile-time integers (`x.shape`, nested ones too) as Python prints it: `(2, 3)`, `(5,)`,
+    `((1, 2), 3)`; None for a tuple holding anything else, and for any other value."""
+    if not isinstance(v, TupleVal):
+        return None
+    items = [tuple_text(i) if isinstance(i, TupleVal) else
+             str(i.static) if isinstance(i, Val) and isinstance(i.static, Dim) else None for i in v.items]
+    return None if None in items else "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
 def describe(v) -> str:
     if isinstance(v, Val):
         return str(v.type)

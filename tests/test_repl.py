@@ -759,6 +759,9 @@ def test_tuples_of_one_shapes_and_dtypes(session):
         "dtype = float32", "dtype = int64", "dtype = bfloat16", "f32[3] = [1. 2. 3.]", "i32 = 3"]
     out = run_cells(session, ":type x.shape", ":type (x, 1)", ":type x.dtype")
     assert out.splitlines() == ["(i32,)", "(f32[3], i32)", "dtype"]
+    # nested tuples of compile-time integers were E0210 "cannot show a value of kind ((i32, i32), i32)"
+    assert run_cells(session, "((1, 2), 3)", "(x.shape, (n,))").splitlines() == [
+        "((i32, i32), i32) = ((1, 2), 3)", "((i32,), (i32,)) = ((3,), (3,))"]
     out = run_cells(session, "t = (x,)", "s = zeros((2, 3)).shape", "d = x.dtype")
     assert "error[E0209]: `t` cannot hold a tuple: a binding is one array" in out
     assert "help: unpack it into names: `t0, = (x,)`" in out

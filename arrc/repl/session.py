@@ -50,16 +50,17 @@ MAX_MODULES, MAX_EXPRESSIONS = 64, 256      # compiled code kept, least recently
 
 def static_value(mod, tree, source: Source, failure: CellError) -> None:
     """Raise StaticValue for an expression that is no array but is shown all the same: a dtype, as NumPy
-    prints one (`x.dtype` is `float32`). Returns for anything else (`failure`, E0210, stands)."""
+    prints one (`x.dtype` is `float32`), a tuple of compile-time integers no function returns (`()`,
+    `((1, 2), 3)`). Returns for anything else (`failure`, E0210, stands)."""
     from arrc.compiler.program import expression_value
     from arrc.compiler.types import numpy_dtype_name
-    from arrc.compiler.values import DTypeVal, TupleVal
+    from arrc.compiler.values import DTypeVal, describe, tuple_text
     try:
         value = expression_value(mod._program, tree, {source.name: source})
     except CompileError:
         return
-    if isinstance(value, TupleVal) and not value.items:
-        raise StaticValue("()", "()", failure)
+    if tuple_text(value) is not None:      # `()`, `((1, 2), 3)`: no function returns these
+        raise StaticValue(describe(value), tuple_text(value), failure)
     if isinstance(value, DTypeVal):
         raise StaticValue("dtype", numpy_dtype_name(value.dtype), failure)
 
