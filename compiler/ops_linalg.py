@@ -88,7 +88,7 @@ def _matrix(cx: CallCx, a, name: str, what: str, square: bool = False) -> Val:
                  f"this is {a.type}", at=name)
     m, n = a.type.shape[-2:]
     if m.is_const and n.is_const and m.value * n.value > LAPACK_INT:
-        cx.error("E0215", f"{what} of a {m} x {n} matrix: LAPACK and cuSOLVER count a matrix's elements in 32 bits "
+        cx.error("E0215", f"{what} of the {m} x {n} matrix: LAPACK and cuSOLVER count a matrix's elements in 32 bits "
                           f"(at most {LAPACK_INT:,})", "too large for LAPACK", at=name,
                  help="split the problem into smaller matrices")
     if square and m != n:
@@ -104,7 +104,7 @@ def _smaller(cx: CallCx, m: Dim, n: Dim, what: str) -> Dim:
         return m
     if m.is_const and n.is_const:
         return Dim.const(min(m.value, n.value))
-    cx.error("E0204", f"{what} of a {m} x {n} matrix needs its sizes known (the result has min({m}, {n}) rows)",
+    cx.error("E0204", f"{what} of the {m} x {n} matrix needs its sizes known (the result has min({m}, {n}) rows)",
              "symbolic sizes", at=0, help="give the sizes in the parameter's type, or use a square matrix")
 
 

@@ -140,7 +140,7 @@ def logdet(x: f64[n, n]) -> f64:
     ("cholesky(i)", "E0201", "`cholesky` is defined on f32 and f64 matrices, found i32"),
     ("inv(h)", "E0201", "`inv` is defined on f32 and f64 matrices, found f16"),
     ("qr(m, mode=\"full\")", "E0204", "`mode` must be one of 'reduced', 'complete', 'r', found 'full'"),
-    ("qr(g)", "E0204", "`qr` of a n x k matrix needs its sizes known (the result has min(n, k) rows)"),
+    ("qr(g)", "E0204", "`qr` of the n x k matrix needs its sizes known (the result has min(n, k) rows)"),
     ("norm(m, ord=\"fro\", axis=0)", "E0204", "`norm`: ord='fro' is not a vector norm"),
     ("norm(m, ord=3)", "E0204", "`norm`: ord=3.0 is not a matrix norm"),
     ("solve(p, w)", "E0202", "`solve`: the batch dimensions of f64[2, 3, 3] and f64[4, 3, 1] do not broadcast"),
