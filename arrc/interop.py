@@ -328,7 +328,7 @@ def _lower(ctx, *args, callee: _Callee, mesh: tuple, run: int | None):
     from jaxlib.mlir.dialects import func
     from arrc.compiler import abi, emit
     from arrc.compiler.ops_random import keys_of_words, words_of_keys
-    from arrc.passes.rewrite import drop_own_attributes, entry
+    from arrc.passes.rewrite import entry, pack_own_attributes
     fn, drop, origins = callee.fn, callee.drop, callee.origins
     platform = ctx.module_context.platforms[0]
     operand = _run_operand(fn, run, origins)
@@ -340,7 +340,7 @@ def _lower(ctx, *args, callee: _Callee, mesh: tuple, run: int | None):
     main = entry(source)
     hidden = sorted((emit.int_attr(main, a), a) for a in (abi.RUN_ARG, abi.IO_ARG) if emit.int_attr(main, a) is not None)
     types = list(ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value).results)
-    drop_own_attributes(source)             # (read: the host callbacks' sites, the hidden arguments)
+    pack_own_attributes(source)
     name = mlir.merge_mlir_modules(ctx.module_context.module, f"arr_{fn.name}", source)
     every = _result_types(fn, key)          # (the primitive `drop`s some)
     operands = [keys_of_words(a, tuple(v.shape[:-1])) if t.dtype.is_key else a

@@ -120,13 +120,44 @@ def count_iterations(while_op) -> tuple:
     return new, counter, cond_counter
 
 
+# jaxlib 0.10's compile fails on an operation with ten or more discardable (dialect-named) attributes, "Failed
+# to sanitize discardable attributes": a bounds check of a gather in a vmap lane loop has ten of arrc's.
+MAX_DISCARDABLE = 9
+PACKED = "arrc.packed"
+
+
 def drop_own_attributes(root) -> None:
     """Remove arrc's own attributes (`arrc.*`, which the passes and the runtime have read) from every operation
-    in `root`, for XLA: jaxlib 0.10's compile fails on an operation with ten or more discardable attributes
-    ("Failed to sanitize discardable attributes"), which a bounds check of a gather in a lane loop had."""
+    in `root`: the copy of a module XLA compiles."""
     def visit(op):
         for name in [name for name in op.attributes if name.startswith("arrc.")]:
             del op.attributes[name]
+        return ir.WalkResult.ADVANCE
+    walk_ops(root.operation, visit)
+
+
+def pack_own_attributes(root) -> None:
+    """On an operation of `root` with more than MAX_DISCARDABLE discardable attributes, arrc's own (but
+    `arrc.kind`, which tells a host callback) go into one, `arrc.packed`: a module JAX compiles, which keeps
+    what a reader of its text needs (`arrc compile --mesh` writes it; `unpack_own_attributes` reads it)."""
+    def visit(op):
+        names = list(op.attributes)
+        own = [n for n in names if n.startswith("arrc.") and n != abi.KIND]
+        if sum("." in n for n in names) > MAX_DISCARDABLE:
+            op.attributes[PACKED] = ir.DictAttr.get({n: op.attributes[n] for n in own})
+            for n in own:
+                del op.attributes[n]
+        return ir.WalkResult.ADVANCE
+    walk_ops(root.operation, visit)
+
+
+def unpack_own_attributes(root) -> None:
+    """`pack_own_attributes` undone, on every operation of `root`."""
+    def visit(op):
+        if PACKED in op.attributes:
+            for named in ir.DictAttr(op.attributes[PACKED]):
+                op.attributes[named.name] = named.attr
+            del op.attributes[PACKED]
         return ir.WalkResult.ADVANCE
     walk_ops(root.operation, visit)
 
