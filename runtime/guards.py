@@ -214,14 +214,13 @@ def _fmt(value) -> str:
 
 
 def _operand_text(label: str, sources: dict, at: Span | None = None, written: str | None = None) -> str:
-    """How the report names an operand from its label (passes/guards.py `_label`): a name as it is; a
-    literal, or a value made in the operation's file outside its span `at`, by its text `written` there if
-    it is a name or a literal (`_names_written`); otherwise by its own source text (so an operand of an op
+    """How the report names an operand from its label (passes/guards.py `_label`): a name, a literal, or a
+    value made in the operation's file outside its span `at`, by its text `written` there if it is a name or
+    a literal (`_names_written`); otherwise a name as it is, and other values by their own source text (so an operand of an op
     in an `extern def`'s Python, or in a library, made by the caller is named by the caller's expression)."""
-    if label == "literal" and written is not None:
-        return written
     if not label.startswith("@"):
-        return label
+        # a literal, or a name that the use may spell otherwise (`log(a)` in `g(a)`, called as `g(x)`)
+        return label if written is None else written
     file, line, col, end_line, end_col = label[1:].rsplit(":", 4)
     if written is not None and at is not None and file == at.file and not (
             (at.line, at.col) <= (int(line), int(col)) <= (at.end_line, at.end_col)):

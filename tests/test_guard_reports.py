@@ -67,6 +67,18 @@ def test_scalar_promoted_and_broadcast_operand_keeps_its_name():
     assert err.operands == {"x * 0.0": 0.0, "k": 0.0}
 
 
+def test_an_argument_passed_to_a_call_is_named_as_the_callee_writes_it():
+    # `a / b` in g, called as g(x, x): both operands were named `x` (the entry's argument), so the note
+    # listed one operand; in a vmap, `log(x)` of f's lane named it `xs`, the caller's batched argument
+    src = "def g(a: f32[n], b: f32[n]) -> f32[n]:\n    return a / b\n\ndef f(x: f32[n]) -> f32[n]:\n    return g(x, x)\n"
+    err = fault(src, "f", a32(1, 0), cls=arrc.NaNError)
+    assert err.operands == {"a": 0.0, "b": 0.0} and "operands at [1]: a = 0.0, b = 0.0" in str(err)
+    src = ("def f(x: f32[3]) -> f32:\n    return sum(log(x))\n\n"
+           "def main(xs: f32[2, 3]) -> f32[2]:\n    return vmap(f)(xs)\n")
+    err = fault(src, "main", np.array([[1, 1, 1], [1, -1, 1]], F32), cls=arrc.NaNError)
+    assert err.operands == {"x": -1.0} and err.lanes == (1,)
+
+
 def test_loop_carried_value_inside_the_loop_is_its_variable():
     src = ("def f(x: f32[n]) -> f32:\n    acc = 0.0\n    for i in range(n):\n"
            "        acc = acc + x[i] / acc\n    return acc\n")
