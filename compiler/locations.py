@@ -70,6 +70,13 @@ def jax_frames(loc) -> tuple[list, str] | None:
     return [(named[i][0], named[i + 1][1]) for i in range(len(named) - 1)], named[-1][0]
 
 
+def jax_backward(name: str | None) -> bool:
+    """Whether a location's name is JAX's for an operation of a backward pass (`jit(f)/transpose(jvp())/mul`):
+    JAX gives it the location of the forward operation it differentiates, whose text does not name its
+    operands."""
+    return bool(name) and re.search(r"(^|/)transpose\(", name) is not None
+
+
 def name_of(loc) -> str | None:
     if isinstance(loc, ir.NameLoc):
         return printed_string(str(loc))

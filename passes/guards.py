@@ -30,7 +30,7 @@ from jaxlib.mlir.dialects import stablehlo as hlo
 from ..compiler import abi, emit
 from ..compiler.effects import CALLBACK_TARGET, sites_in
 from ..compiler.autodiff import adjoint_id
-from ..compiler.locations import name_of
+from ..compiler.locations import jax_backward, name_of
 from ..compiler.ops_linalg import SHARD, STOP_GRADIENT, is_linalg, linalg_call
 from ..compiler.types import BOOL, DTYPES, F32, I64
 from .base import ModulePass
@@ -1024,7 +1024,7 @@ def _label(value: ir.Value, user=None) -> str:
         if carried and carried != "for":
             return carried
     loc = _value_location(value, None)
-    if loc is not None and adjoint_id(loc) is not None:
+    if loc is not None and (adjoint_id(loc) is not None or jax_backward(name_of(loc))):
         # made by a derivative's rule (`1 - x * x` of asin's, `y - 1` of a power's), at the forward operation's
         # location: that operation's text would name a value it did not compute
         return f"`{name.split('.')[-1]}` in the derivative" if name else "a value of the derivative"

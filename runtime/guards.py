@@ -14,7 +14,7 @@ from jaxlib.mlir import ir
 from ..compiler import abi
 from ..compiler.builtins import BUILTINS, OPERATORS
 from ..compiler.span import Span
-from ..compiler.locations import call_frames, jax_frames, name_of, span_of
+from ..compiler.locations import call_frames, jax_backward, jax_frames, name_of, span_of
 from ..passes.guards import SITE_SHIFT, UNTRACED
 from ..passes.rewrite import attr_text, entry, i64s, unpack_own_attributes
 from .reports import AssertionFailed, BoundsError, DivisionByZero, GuardError, InfError, NaNError
@@ -334,8 +334,10 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
             label = f"this {word} produced {what}{at}"
             pairs = list(zip(site.labels[:-1], event.values[:-1]))
             forward = [(_operand_text(t[len(FORWARD):], sources), v) for t, v in pairs if t.startswith(FORWARD)]
-            if site.derivative_of is not None:
+            backward = site.derivative_of is not None or jax_backward(site.name)
+            if backward:
                 message = message.replace("at run time", "in the backward pass")
+            if site.derivative_of is not None:
                 label = f"the derivative of `{site.derivative_of}` produced {what}{at}"
                 op = site.derivative_of
                 if _may_be_singular(op, [v for _, v in forward]):
@@ -351,7 +353,7 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
                 label += " (" + ", ".join(f"{k} = {_fmt(v)}" for k, v in forward) + ")"
             own = [(t, v) for t, v in pairs if not t.startswith(FORWARD)]
             # an adjoint's operands are not the forward operation's, whose text its span holds
-            written = [None] * len(own) if site.derivative_of is not None else \
+            written = [None] * len(own) if backward else \
                 _names_written(site.span, [t for t, _ in own], sources)
             for (label_text, v), written in zip(own, written):
                 operands[_operand_text(label_text, sources, site.span, written)] = v

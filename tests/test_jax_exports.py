@@ -188,6 +188,15 @@ def test_foreign_reports_say_what_stablehlo_does(tmp_path, capsys):
                           "the div0 guard reports it instead") in notes, notes
 
 
+def test_a_backward_operation_is_not_named_by_the_forward_text(tmp_path, capsys):
+    """JAX's backward `mul` of `x * x` (x times the cotangent) has the forward operation's location: its operands
+    were named `x` and `x` from that text, and the note said `x = inf` where x was 0.0."""
+    def f(x):
+        return jax.grad(lambda x: jnp.sum(jnp.sqrt(x * x)))(x)
+    code, _, notes = run_guarded(tmp_path, capsys, f, np.array([1.0, 0.0], np.float32), guards="nan")
+    assert code == 3 and notes[0] == "operands at [1]: x = 0.0, `multiply` in the derivative = inf", notes
+
+
 def test_take_in_fill_mode_is_no_bounds_fault(tmp_path, capsys):
     """`jnp.take`'s default mode gathers and then puts its fill where the index was out of range."""
     x = np.arange(4.0, dtype=np.float32)
