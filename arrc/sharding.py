@@ -89,7 +89,16 @@ def partition_spec(value):
         value = [p.strip() for p in value.split(",")] if value.strip() else []
     if not isinstance(value, (tuple, list)):
         raise TypeError(f"a partition spec is a tuple of mesh axis names (or None), not {value!r}")
+    for part in value:          # (before PartitionSpec, which reads a 0 or False as None: not split)
+        if not _is_entry(part):
+            raise TypeError(f"{part!r} is not a mesh axis name, None (not split) or a tuple of names (in {value!r})")
     return PartitionSpec(*(None if p in (None, "_", "") else p for p in value))
+
+
+def _is_entry(part) -> bool:
+    """Whether `part` is what a partition spec holds for one dimension: None, a mesh axis name, or names."""
+    return part is None or isinstance(part, str) or \
+        isinstance(part, (tuple, list)) and all(isinstance(a, str) for a in part)
 
 
 def flags_results(fn) -> bool:
@@ -106,8 +115,7 @@ def _spec(value, what: str, t, mesh, error: type):
     except TypeError as err:
         raise error(f"{what}: {err}") from None
     for part in spec:
-        if not (part is None or isinstance(part, str) or
-                isinstance(part, (tuple, list)) and all(isinstance(a, str) for a in part)):
+        if not _is_entry(part):
             raise error(f"{what}, {spec}: {part!r} is not a mesh axis name, None (not split) or a tuple of names")
     axes = _axes_of(spec)
     for axis in axes:

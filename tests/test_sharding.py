@@ -525,14 +525,17 @@ def test_a_mesh_takes_its_devices_as_an_array_and_refuses_other_things():
 
 def test_a_spec_entry_that_is_not_an_axis_name_is_an_argument_error():
     """An int, a float or P.UNCONSTRAINED in a spec was Python's "'int' object is not iterable"; bytes were read
-    as axes named by their codes ("names `100`"), a None in a tuple as an axis named `None`."""
+    as axes named by their codes ("names `100`"), a None in a tuple as an axis named `None`. A 0 or False (the
+    dimension's number, as vmap's in_axes=0) left that dimension replicated without a word: PartitionSpec reads
+    them as None."""
     import jax
     import numpy as np
     from jax.sharding import PartitionSpec as P
     mod = arrc.loads("def f(x: f32[n, m]) -> f32[n, m]:\n    return x * 2.0\n")
     mesh = arrc.mesh(devices=jax.devices()[:1], data=1)
     for spec, shown in (((1, None), "1"), (("data", 2.5), "2.5"), (P(P.UNCONSTRAINED, None), "UNCONSTRAINED"),
-                        ((b"data",), "b'data'"), ((("data", None),), "('data', None)")):
+                        ((b"data",), "b'data'"), ((("data", None),), "('data', None)"), ((0, None), "0"),
+                        ((None, False), "False")):
         for specs in ({"in_specs": (spec,)}, {"out_specs": (spec,)}):
             with pytest.raises(arrc.ArgumentError, match=f": {re.escape(shown)} is not a mesh axis name, None "
                                                          "\\(not split\\) or a tuple of names"):
