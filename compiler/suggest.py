@@ -83,6 +83,14 @@ EQUIVALENTS: dict[str, tuple[tuple[str, ...], str]] = {
     "hessian": ((), "`hessian` is not in arr yet: it is the Jacobian of the gradient, `def g(x: f32[n]) -> f32[n]: "
                     "return grad(f)(x)`, `def col(x: f32[n], e: f32[n]) -> f32[n]: return jvp(g, (x,), (e,))[1]`, "
                     "then `vmap(col, in_axes=(None, 0))(x, eye(n))`"),
+    # jax.random names (docs/random.md): arr's spelling, or the recipe that draws the same bits (x64 on)
+    "PRNGKey": ((), "arr's keys are typed, as `jax.random.key`'s: write `key(seed)` (PRNGKey's u32[2] is "
+                    "`key_data(key(seed))`)"),
+    "wrap_key_data": ((), "write `wrap_key({x})`"),
+    "exponential": ((), "write `-log1p(-uniform({x}, shape))`, as jax.random.exponential draws it (the same bits)"),
+    "choice": ((), "with replacement, write `a[randint({x}, shape, 0, n, dtype=i64)]`, without, "
+                   "`permutation({x}, a)[:m]`, as jax.random.choice draws them (the same bits); with `p`, "
+                   "not in arr yet"),
     # loops
     "scan": ((), "write a `for` loop (`for i in range(n):`); its carried variables are the scan's carry "
                  "(and `cumsum`/`cumprod`/`cummax`/`cummin` are the common scans)"),

@@ -361,6 +361,35 @@ def test_a_literal_seed_or_fold_in_data_out_of_range_says_how_to_type_it(src, he
     assert same_bits(got[0], jax.random.key_data(jax.random.fold_in(k, np.int64(-1))))
     assert same_bits(got[1], jax.random.key_data(jax.random.key(np.uint64(2 ** 64 - 1))))
 
+
+@pytest.mark.parametrize("call, help", [
+    ("PRNGKey(0)", "write `key(seed)` (PRNGKey's u32[2] is `key_data(key(seed))`)"),
+    ("jax.random.PRNGKey(0)", "write `key(seed)`"),
+    ("wrap_key_data(w)", "write `wrap_key(w)`"),
+    ("exponential(k, (3,))", "write `-log1p(-uniform(k, shape))`"),
+    ("choice(k, 5, (3,))", "`a[randint(k, shape, 0, n, dtype=i64)]`, without, `permutation(k, a)[:m]`"),
+])
+def test_jax_random_names_arr_spells_otherwise_say_how(call, help):
+    """`PRNGKey(0)`, the first line of most JAX programs, was "unknown function `PRNGKey`" with no help; so were
+    `wrap_key_data`, `exponential` and `choice`, which arr writes with its own samplers."""
+    with pytest.raises(arrc.CompileError) as err:
+        arrc.loads(f"def f(k: key, w: u32[2]) -> f32[3]:\n    return {call}\n")
+    assert help in err.value.diagnostics[0].help, err.value.diagnostics[0].help
+
+
+def test_the_recipes_the_help_gives_for_exponential_and_choice_draw_jaxs_bits():
+    mod = arrc.loads("def f(k: key, a: f32[10]) -> (f32[1003], f64[7], f32[6], f32[6]):\n"
+                     "    k1, k2 = split(k)\n"
+                     "    return -log1p(-uniform(k1, (1003,))), -log1p(-uniform(k2, (7,), f64)), "
+                     "a[randint(k, (6,), 0, 10, dtype=i64)], permutation(k, a)[:6]\n")
+    a = np.arange(10, dtype=np.float32)
+    for seed in SEEDS[:3]:
+        k = jax.random.key(seed)
+        k1, k2 = jax.random.split(k)
+        want = (jax.random.exponential(k1, (1003,), jnp.float32), jax.random.exponential(k2, (7,), jnp.float64),
+                jax.random.choice(k, a, (6,)), jax.random.choice(k, a, (6,), replace=False))
+        assert all(same_bits(g, w) for g, w in zip(mod.f(k, a), want)), seed
+
 def test_keys_at_the_repl():
     out = io.StringIO()
     session = Session(out)
