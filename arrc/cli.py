@@ -830,10 +830,21 @@ def key_arguments(values: dict[str, object], types: dict[str, ArrayType]) -> dic
                 raise UsageError(f"--arg {name}: {err}") from None
         elif isinstance(value, list):
             words = np.asarray(value)
+            if words.shape[-1:] != (2,):
+                raise UsageError(_key_argument_help(name, f"{list(words.shape)} words"))
             if words.dtype.kind not in "iu" or words.size and (words.min() < 0 or words.max() > 2 ** 32 - 1):
                 raise UsageError(f"--arg {name}: key words are integers in 0..{2 ** 32 - 1}")
             out[name] = words.astype(np.uint32)
+        elif not isinstance(value, np.ndarray):         # (a file's words are checked as any array argument)
+            raise UsageError(_key_argument_help(name, str(value).lower() if isinstance(value, bool) else repr(value)))
     return out
+
+
+def _key_argument_help(name: str, given: str) -> str:
+    """The usage error of a `key` parameter given something else (the API's message names Python calls)."""
+    return (f"--arg {name}: a key is a seed (--arg {name}=42), its two u32 words (--arg {name}='[0, 42]', "
+            f"as jax.random.key_data prints them; shape [..., 2] for keys) or a .npy file of them "
+            f"(--arg {name}=@words.npy), not {given}")
 
 
 def check_device(device: str) -> None:

@@ -405,6 +405,21 @@ def test_keys_at_the_repl():
     assert "ks: key[2]" in text and "error[E0201]: `+` cannot take a key" in text
 
 
+
+@pytest.mark.parametrize("arg, given", [("k=1.5", "1.5"), ("k=true", "true"), ("k=[1, 2, 3]", "[3] words"),
+                                        ("k=[]", "[0] words")])
+def test_arrc_run_says_how_to_give_a_key(tmp_path, capsys, arg, given):
+    """A float, a bool or words of another shape were the Python API's message, which names calls a command line
+    cannot make: "must be key: a JAX key (`arrc.key(0)`, `jax.random.key(0)`) or ... (`jax.random.PRNGKey(0)`)"."""
+    from arrc.cli import main as cli
+    program = tmp_path / "draw.arr"
+    program.write_text("def main(k: key) -> f32:\n    return uniform(k)\n")
+    assert cli(["run", str(program), "--arg", arg]) == 2
+    assert capsys.readouterr().err == (
+        "arrc: error: --arg k: a key is a seed (--arg k=42), its two u32 words (--arg k='[0, 42]', as "
+        "jax.random.key_data prints them; shape [..., 2] for keys) or a .npy file of them (--arg k=@words.npy), "
+        f"not {given}\n")
+
 def test_the_example_draws_what_jax_draws():
     got = arrc.load("examples/monte_carlo.arr").main()
     k_pi, k_walk = jax.random.split(jax.random.key(2026))
