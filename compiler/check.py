@@ -489,6 +489,7 @@ class FunctionWalk(ControlFlow):
 
     def stmt_AugAssign(self, stmt) -> None:
         if isinstance(stmt.target, ast.IndexTarget):
+            self._refuse_mask_update(stmt)
             current = self.eval(ast.Index(stmt.target.span, stmt.target.base, stmt.target.subscripts))
             rhs = self.eval(stmt.value)
             with self.location(stmt, stmt.op):
@@ -506,6 +507,21 @@ class FunctionWalk(ControlFlow):
                            help=f"write `{stmt.target.name} = {stmt.target.name} {stmt.op} ...` to rebind "
                                 f"with the new type")
         self.assign(stmt.target, value)
+
+    def _refuse_mask_update(self, stmt) -> None:
+        """`x[mask] += v`: E0303 with the `where` that does it (the read `x[mask]` alone would get the help of a
+        read)."""
+        target = stmt.target
+        if self.is_lowering or len(target.subscripts) != 1 or not isinstance(target.base, ast.Name):
+            return                  # (checked before lowering, which must not evaluate the subscript twice)
+        [(kind, mask, _)] = self._subscripts(target.subscripts) or [(None, None, None)]
+        current = self.eval(target.base)
+        if kind == "index" and isinstance(mask, Val) and mask.type.dtype.is_bool and mask.type.rank > 0 and isinstance(current, Val):
+            from .ops_index import mask_assignment_help, mask_error
+            cx = CallCx(self, target, [target.base.span], {})
+            text = lambda node: text_at(self.program.sources, node.span)
+            mask_error(cx, mask_assignment_help(target.base.id, text(target.subscripts[0]), mask.type.rank,
+                                                current.type.rank, text(stmt.value), stmt.op), assignment=True)
 
     def stmt_Return(self, stmt) -> None:
         sig = self.program.signatures[self.fn.name]

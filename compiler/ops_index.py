@@ -33,14 +33,31 @@ class _Axis:
     gather: Val | None = None
 
 
-def _check_index_value(cx: CallCx, v, what: str) -> None:
+def _check_index_value(cx: CallCx, v, what: str, mask_help: str | None = None) -> None:
+    """`mask_help`: the help for a bool mask where the index is that of an assignment."""
     if isinstance(v, Val) and v.type.dtype.is_bool and v.type.rank > 0:
-        cx.error("E0303", "boolean mask indexing gives a value-dependent shape", "a bool mask",
-                 help="use `where(mask, x, 0)` to keep the shape, or `nonzero(mask, size=N, fill=v)` "
-                      "for at most N indices",
-                 notes=["the number of true elements is only known at run time, so the result shape would be too"])
+        mask_error(cx, mask_help or "use `where(mask, x, 0)` to keep the shape, or `nonzero(mask, size=N, fill=v)` "
+                                    "for at most N indices", assignment=mask_help is not None)
     if not isinstance(v, Val) or not (v.type.dtype.is_int or isinstance(v.static, Dim)):
         cx.error("E0204", f"{what} must be an integer, found {describe(v)}", f"this is {describe(v)}")
+
+
+def mask_error(cx: CallCx, help: str, assignment: bool = False):
+    note = "the number of true elements is only known at run time, so the result shape would be too"
+    if assignment:
+        note = "arr has no indexing by a mask, as `x[mask]` alone would have a value-dependent shape"
+    cx.error("E0303", "boolean mask indexing gives a value-dependent shape", "a bool mask", help=help, notes=[note])
+
+
+def mask_assignment_help(name: str, mask: str | None, mask_rank: int, rank: int, value: str | None,
+                         op: str | None = None) -> str:
+    """`x[mask] = v` (`op`: `x[mask] += v`) keeps x's shape, as `where` does: the help writes that `where`."""
+    mask = mask or "mask"
+    if mask_rank < rank:                        # NumPy's mask of the leading axes: its rows are selected
+        mask = f"{mask if mask.isidentifier() else f'({mask})'}[{', '.join([':'] * mask_rank + ['None'] * (rank - mask_rank))}]"
+    value = value or "v"
+    new = f"{name} {op} {value}" if op else value
+    return f"an assignment through a mask keeps the shape: write `{name} = where({mask}, {new}, {name})`"
 
 
 def _normalize(cx: CallCx, i: Dim, size: Dim) -> Dim:
@@ -239,9 +256,9 @@ def _empty(idx: Val) -> bool:
     return any(d == 0 for d in idx.type.shape)
 
 
-def resolve(cx: CallCx, x: Val, subscripts, update: bool = False) -> list[_Axis]:
+def resolve(cx: CallCx, x: Val, subscripts, update: bool = False, value_text: str | None = None) -> list[_Axis]:
     """One _Axis per dimension of `x` (missing trailing subscripts are full slices); `update`: they are
-    those of an indexed assignment."""
+    those of an indexed assignment (of the value written `value_text`)."""
     rank = x.type.rank
     explicit = [s for s in subscripts if s[0] != "..."]
     if sum(1 for s in subscripts if s[0] == "...") > 1:
@@ -262,7 +279,9 @@ def resolve(cx: CallCx, x: Val, subscripts, update: bool = False) -> list[_Axis]
             axes.append(_slice_axis(sub, value, size, _Site(d, rank, cx.node, update)))
             continue
         if isinstance(value, Val) and value.type.dtype.is_bool and value.type.rank > 0:
-            _check_index_value(cx, value, "an index")          # E0303 at the whole `x[mask]`
+            help = mask_assignment_help(source_text(cx, cx.at(0)) or "x", source_text(cx, node.span),
+                                        value.type.rank, rank, value_text) if update else None
+            _check_index_value(cx, value, "an index", help)          # E0303 at the whole `x[mask]`
         _check_index_value(sub, value, "an index")
         if value.type.rank > 0:
             known = value.static if isinstance(value.static, np.ndarray) else None     # a literal, `x[[5, 0]]`
@@ -477,7 +496,7 @@ def update(cx: CallCx, x: Val, subscripts, new, value_span=None) -> Val:
     if not isinstance(new, Val):
         cx.error("E0210", f"cannot store {describe(new)} into an array", f"this is {describe(new)}")
     plain, marks = split_newaxes(subscripts)
-    axes = resolve(cx, x, plain, update=True)
+    axes = resolve(cx, x, plain, update=True, value_text=value_span and source_text(cx, value_span))
     region = _out_shape(x, axes)
     shown = _with_newaxes(region, _newaxis_positions(x, subscripts, marks)) if marks else region
     dt = x.type.dtype

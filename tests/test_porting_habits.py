@@ -1,0 +1,45 @@
+"""Programs ported from NumPy/JAX as their authors first write them: each diagnostic's help must lead to code that
+arr accepts and that computes what the NumPy original computed (the help is followed here, then run)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import arrc
+from arrc.compiler.diagnostics import CompileError
+
+
+def one(src: str):
+    with pytest.raises(CompileError) as info:
+        arrc.loads(src, filename="t.arr")
+    [d] = info.value.diagnostics
+    return d
+
+
+def written(help: str) -> str:
+    """The code a help line tells the user to write (its first `...` after `write`)."""
+    return help.split("write `", 1)[1].split("`", 1)[0]
+
+
+MASKED = {   # statement -> what NumPy does to (y, x, labels)
+    "y[y > 1.5] = 0": lambda y, x, lab: y.__setitem__(y > 1.5, 0),
+    "y[isnan(y)] += 2.0": lambda y, x, lab: y.__setitem__(np.isnan(y), y[np.isnan(y)] + 2.0),
+    "y[labels == 1] = x": lambda y, x, lab: y.__setitem__(lab == 1, x),
+    "y[labels == 1] *= 3.0": lambda y, x, lab: y.__setitem__(lab == 1, y[lab == 1] * 3.0),
+}
+
+
+@pytest.mark.parametrize("stmt", MASKED)
+def test_an_assignment_through_a_mask_is_helped_to_the_where_that_does_it(stmt):
+    """NumPy's `y[mask] = v` keeps y's shape; the E0303 help of a read (`where(mask, x, 0)`) does not say how to
+    write it, so the help of an assignment writes the `where`, a leading-axes mask extended with `None`s."""
+    head = "def f(y: f64[4, 5], x: f64[5], labels: i32[4]) -> f64[4, 5]:\n"
+    d = one(head + f"    {stmt}\n    return y\n")
+    assert d.code == "E0303" and "where(" in d.help
+    mod = arrc.loads(head + f"    {written(d.help)}\n    return y\n")
+    rng = np.random.default_rng(0)
+    y, x, lab = rng.normal(size=(4, 5)) * 2, rng.normal(size=5), np.array([1, 0, 1, 2], np.int32)
+    y[1, 1] = np.nan
+    expected = y.copy()
+    MASKED[stmt](expected, x, lab)
+    np.testing.assert_array_equal(np.asarray(mod.f(y, x, lab)), expected)
