@@ -305,9 +305,26 @@ def resolve(cx: CallCx, x: Val, subscripts, update: bool = False, value_text: st
     if len(gathers) > 1 or (gathers and any(a.dropped or a.length != s or a.step != 1 or
                                             (isinstance(a.start, Dim) and a.start != 0)
                                             for a, s in zip(axes, x.type.shape) if a.gather is None)):
+        nodes = [node for (kind, _, node), a in zip(expanded, axes) if a.gather is not None]
         cx.error("E0204", "an integer-array index must be the only index that is not a full slice `:`",
-                 help="index in two steps, e.g. `y = x[idx]` then `y[:, 0]`")
+                 help=_paired_gather_help(cx, x, gathers, nodes) or
+                 "index in two steps, e.g. `y = x[idx]` then `y[:, 0]`")
     return axes
+
+
+def _paired_gather_help(cx: CallCx, x: Val, gathers: list[_Axis], nodes) -> str | None:
+    """NumPy's `x[rows, cols]` of a matrix picks x[rows[k], cols[k]] (the cross-entropy idiom
+    `p[arange(b), y]`); two steps would give the block x[rows][:, cols], so the help picks along the rows."""
+    if x.type.rank != 2 or len(gathers) != 2 or gathers[0].gather.type.rank != 1 \
+            or gathers[0].gather.type.shape != gathers[1].gather.type.shape:
+        return None
+    name, rows, cols = (source_text(cx, cx.at(0)), *(source_text(cx, n.span) for n in nodes))
+    if not (name and rows and cols):
+        return None
+    atom = lambda t: t if re.fullmatch(r"[\w.]+(\(.*\))?", t) else f"({t})"
+    picked = name if re.fullmatch(r"arange\(\w+\)", rows) else f"{atom(name)}[{rows}]"
+    return (f"NumPy pairs the index arrays element by element; arr takes one integer array per index: "
+            f"write `take_along_axis({picked}, {atom(cols)}[:, None], axis=1)[:, 0]`")
 
 
 def _out_shape(x: Val, axes: list[_Axis]) -> tuple:

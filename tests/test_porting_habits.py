@@ -43,3 +43,20 @@ def test_an_assignment_through_a_mask_is_helped_to_the_where_that_does_it(stmt):
     expected = y.copy()
     MASKED[stmt](expected, x, lab)
     np.testing.assert_array_equal(np.asarray(mod.f(y, x, lab)), expected)
+
+
+@pytest.mark.parametrize("expr", ["p[arange(b), y]", "p[r, y - 1]", "p[r - 4, y][::-1]"])
+def test_paired_integer_array_indices_are_helped_to_take_along_axis(expr):
+    """NumPy's `p[arange(b), y]` picks one element per row; the help was `y = x[idx]` then `y[:, 0]`, which
+    gives the block p[rows][:, cols] instead. The help's code matches NumPy, negative indices too."""
+    head = "def f(p: f32[b, c], y: i32[b], r: i32[b]) -> f32[b]:\n"
+    d = one(head + f"    return {expr}\n")
+    assert d.code == "E0204"
+    fixes = [written(d.help)]
+    rng = np.random.default_rng(0)
+    p, y, r = rng.random((4, 3)).astype(np.float32), np.array([2, 0, 1, 2], np.int32), np.array([3, 3, 0, 1], np.int32)
+    b = 4
+    expected = eval(expr.replace("arange", "np.arange"))
+    for fix in fixes:
+        mod = arrc.loads(head + f"    return {fix}{expr.split(']', 1)[1]}\n")
+        np.testing.assert_array_equal(np.asarray(mod.f(p, y, r)), expected)
