@@ -611,9 +611,14 @@ def _python_habit(diag: Diagnostic, at: _ErrorSite) -> Diagnostic | None:
         name = var.group(1) if var else "row"
         index = "j" if name == "i" else "i"
         array = line[at.offset - at.line_start:].strip().rstrip(":").strip()
+        count = "n"
+        if (items := re.fullmatch(r"[(\[]([^()\[\]]*)[)\]]", array)) and items.group(1).strip():
+            # a tuple of values: an array literal holds them (a tuple takes only compile-time indices)
+            elems = [e.strip() for e in items.group(1).split(",") if e.strip()]
+            count, array = str(len(elems)), f"[{', '.join(elems)}]"
         return dataclasses.replace(diag, label="arr's `for` counts over `range(...)`",
-                                   help=f"loop over the indices and index the array: `for {index} in range(n):` then "
-                                        f"`{name} = {array}[{index}]` (or write it with whole-array operations)")
+                                   help=f"loop over the indices and index the array: `for {index} in range({count}):` "
+                                        f"then `{name} = {array}[{index}]` (or write it with whole-array operations)")
     if kind == "IF" and re.search(r"\belse\s*$", before):
         fixed = re.sub(r"\belse\s+if\b", "elif", line, count=1)
         return dataclasses.replace(diag, span=at.word_span("else").to(diag.span), label="`else if` is spelled `elif`",

@@ -60,3 +60,15 @@ def test_paired_integer_array_indices_are_helped_to_take_along_axis(expr):
     for fix in fixes:
         mod = arrc.loads(head + f"    return {fix}{expr.split(']', 1)[1]}\n")
         np.testing.assert_array_equal(np.asarray(mod.f(p, y, r)), expected)
+
+
+@pytest.mark.parametrize("values", ["(-1, 0, 1)", "(0.5, 2.0, 4.0)", "[3, 1]"])
+def test_a_loop_over_a_tuple_of_values_is_helped_to_an_array_literal(values):
+    """`for i in (-1, 0, 1):` (Game of Life's neighbours): the help wrote `i = (-1, 0, 1)[j]` in a
+    `range(n)` loop, which is E0204 (a tuple takes compile-time indices only); now an array literal, and its
+    length."""
+    d = one(f"def f(x: f64) -> f64:\n    s = 0.0\n    for i in {values}:\n        s += i * x\n    return s\n")
+    loop, first = d.help.split("`")[1], d.help.split("then `", 1)[1].split("`", 1)[0]
+    mod = arrc.loads(f"def f(x: f64) -> f64:\n    s = 0.0\n    {loop}\n        {first}\n        s += i * x\n"
+                     "    return s\n")
+    assert float(mod.f(2.0)) == sum(v * 2.0 for v in eval(values))
