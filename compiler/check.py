@@ -100,13 +100,24 @@ def dim_of(expr, consts: dict, shape_vars: list | None, file_errors: list) -> Di
     return Dim.quotient(lhs, rhs)
 
 
+# Python's and NumPy's names of the dtypes, in a parameter's or result's type (`steps: int`, `lr: float`).
+_PYTHON_DTYPES = {
+    "int": "Python's `int` has no width in arr: write `i32` (or `i64`)",
+    "float": "Python's `float` has no width in arr: write `f64` (NumPy's float) or `f32` (JAX's default)",
+    "double": "arr calls it `f64`", "half": "arr calls it `f16`", "bool_": "arr calls it `bool`",
+    **{f"{kind}{bits}": f"arr calls it `{kind[0]}{bits}`" for kind, widths in
+       [("float", (16, 32, 64)), ("int", (8, 16, 32, 64)), ("uint", (8, 16, 32, 64))] for bits in widths},
+    "bfloat16": "arr calls it `bf16`",
+}
+
+
 def type_of(texpr: ast.TypeExpr, consts: dict, shape_vars: list | None, errors: list) -> ArrayType | None:
     dt = TYPE_NAMES.get(texpr.dtype)
     if dt is None:
         close = difflib.get_close_matches(texpr.dtype, TYPE_NAMES, 1)
         errors.append(ArrError("E0205", f"unknown dtype `{texpr.dtype}`", texpr.span, "not a dtype",
-                               help=f"did you mean `{close[0]}`?" if close else
-                               "dtypes are " + " ".join(TYPE_NAMES)).diag)
+                               help=_PYTHON_DTYPES.get(texpr.dtype) or (f"did you mean `{close[0]}`?" if close else
+                               "dtypes are " + " ".join(TYPE_NAMES))).diag)
         for d in texpr.dims or ():           # its shape variables are still bound (no E0206 at the result)
             dim_of(d, consts, shape_vars, [])
         return None

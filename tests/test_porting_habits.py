@@ -72,3 +72,11 @@ def test_a_loop_over_a_tuple_of_values_is_helped_to_an_array_literal(values):
     mod = arrc.loads(f"def f(x: f64) -> f64:\n    s = 0.0\n    {loop}\n        {first}\n        s += i * x\n"
                      "    return s\n")
     assert float(mod.f(2.0)) == sum(v * 2.0 for v in eval(values))
+
+
+@pytest.mark.parametrize("name,arr", [("int", "i32"), ("float", "f64"), ("float32", "f32"), ("uint8", "u8"),
+                                      ("double", "f64")])
+def test_python_and_numpy_dtype_names_in_a_type_name_the_arr_dtype(name, arr):
+    """`def train(..., steps: int)`: the help listed all of arr's dtypes, not the one meant."""
+    d = one(f"def f(x: {name}) -> i32:\n    return 1\n")
+    assert d.code == "E0205" and f"`{arr}`" in d.help and "dtypes are" not in d.help
