@@ -885,6 +885,11 @@ class FunctionWalk(ControlFlow):
         call of a call (`grad(loss)(w)` is arr's only one: LANGUAGE.md section 15)."""
         inner = func.func if isinstance(func, ast.Call) else None
         name = inner.id if isinstance(inner, ast.Name) else None
+        path = self._module_path(inner) if isinstance(inner, ast.Attribute) else None
+        if path and (path[-1] in DERIVATIVES or path[-1] == "vmap"):       # `jax.grad(loss)(w, x)`
+            written = text_at(self.program.sources, func.span) or f"{'.'.join(path)}(f)"
+            return ("only named functions can be called", "not callable",
+                    f"builtins are called unqualified: write `{written.replace('.'.join(path), path[-1], 1)}(...)`")
         example = f"`{name}(f, (x,), " + ("(t,))`" if name == "jvp" else "ct)`")
         if name in PUSH_PULL:
             return (f"`{name}` does not return a function", f"`{name}` needs its arguments here",

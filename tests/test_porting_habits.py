@@ -80,3 +80,15 @@ def test_python_and_numpy_dtype_names_in_a_type_name_the_arr_dtype(name, arr):
     """`def train(..., steps: int)`: the help listed all of arr's dtypes, not the one meant."""
     d = one(f"def f(x: {name}) -> i32:\n    return 1\n")
     assert d.code == "E0205" and f"`{arr}`" in d.help and "dtypes are" not in d.help
+
+
+@pytest.mark.parametrize("call,fixed", [("jax.grad(loss)(w)", "grad(loss)(...)"),
+                                        ("jax.value_and_grad(loss, argnums=0)(w)[1]",
+                                         "value_and_grad(loss, argnums=0)(...)"),
+                                        ("jax.vmap(g)(w)", "vmap(g)(...)")])
+def test_a_transformation_called_from_its_jax_module_is_helped_to_the_unqualified_call(call, fixed):
+    """`jax.grad(loss)(w)`: the help said only `grad(f)(...)` may call a call's result, which is what was written
+    but for `jax.`; it now says to drop the module."""
+    d = one("def loss(w: f32[3]) -> f32:\n    return sum(w * w)\ndef g(w: f32) -> f32:\n    return 2.0 * w\n"
+            f"def f(w: f32[3]) -> f32[3]:\n    return {call}\n")
+    assert d.code == "E0210" and f"write `{fixed}`" in d.help
