@@ -66,6 +66,9 @@ EQUIVALENTS: dict[str, tuple[tuple[str, ...], str]] = {
     "flatten": ((), "write `{x}.flatten()` or `reshape({x}, (-1,))`"),
     "copy": ((), "arrays are values in arr: `y = {x}` is a copy, which an update of `y` leaves alone"),
     "diff": ((), "write `{x}[1:] - {x}[:-1]`"),
+    "fill_diagonal": ((), "arrays are values in arr: write `{x} = where(eye({x}.shape[0], {x}.shape[1], dtype=bool), "
+                          "v, {x})`"),
+    "PRNGKey": (("key",), ""),
     "nan_to_num": ((), "write `where(isnan({x}), 0.0, {x})`"),
     **{name: ((), f"`{name}` is not in arr yet (how many elements it skips depends on the values); "
                   f"`{name[3:]}` is the same where `{{x}}` holds no NaN")

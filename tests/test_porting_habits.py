@@ -92,3 +92,17 @@ def test_a_transformation_called_from_its_jax_module_is_helped_to_the_unqualifie
     d = one("def loss(w: f32[3]) -> f32:\n    return sum(w * w)\ndef g(w: f32) -> f32:\n    return 2.0 * w\n"
             f"def f(w: f32[3]) -> f32[3]:\n    return {call}\n")
     assert d.code == "E0210" and f"write `{fixed}`" in d.help
+
+
+def test_fill_diagonal_and_prngkey_are_helped_to_arr():
+    """`np.fill_diagonal(a, 0.0)` (in place, in the n-body step) and `jax.random.PRNGKey(s)` had the help 'arr has
+    no modules and no `...` builtin'; the help's `where` matches NumPy on a non-square matrix."""
+    d = one("def f(a: f64[3, 4]) -> f64[3, 4]:\n    np.fill_diagonal(a, 0.0)\n    return a\n")
+    mod = arrc.loads("def f(a: f64[3, 4]) -> f64[3, 4]:\n"
+                     f"    {written(d.help).replace(', v, ', ', 0.0, ')}\n    return a\n")
+    a = np.arange(12.0).reshape(3, 4) + 1
+    expected = a.copy()
+    np.fill_diagonal(expected, 0.0)
+    np.testing.assert_array_equal(np.asarray(mod.f(a)), expected)
+    d = one("def f(s: i32) -> u32[2]:\n    return key_data(jax.random.PRNGKey(s))\n")
+    assert "write `key(...)`" in d.help
