@@ -11,7 +11,7 @@ from . import abi, emit
 from .emit import hlo
 from .diagnostics import Label
 from .optable import OPERATORS, CallCx, _pair_cx, broadcast_shapes, check_literal, concrete, elementwise_type, \
-    float_dtype_for, register
+    float_dtype_for, register, source_text
 from .types import (BOOL, DTYPES, I32, ArrayType, Dim, DType, int_range, promote, shape_str, true_divide_dtype,
                     wide_int_dtype, wrap_int)
 from .values import DeferredBool, DTypeVal, TupleVal, Val, affine_parts, describe
@@ -978,8 +978,13 @@ def array_literal(cx: CallCx, elems: list) -> Val:
     shapes = [e.type.shape for e in elems]
     for i, s in enumerate(shapes):
         if s != shapes[0]:
+            items = [source_text(cx, cx.at(j)) for j in range(len(elems))]
+            help = None         # NumPy's `concatenate([ones((n, 1)), X], axis=1)`: arr's takes a tuple
+            if all(items) and any(e.type.rank and _literal_static(e) is None for e in elems):
+                help = (f"`[...]` stacks arrays of one shape; to join these along an axis, write "
+                        f"`concatenate(({', '.join(items)}), axis=...)` (a tuple)")
             cx.error("E0202", f"array literal is not rectangular: element {i} has shape {shape_str(s)}, "
-                              f"element 0 has {shape_str(shapes[0])}", f"shape {shape_str(s)}", at=i)
+                              f"element 0 has {shape_str(shapes[0])}", f"shape {shape_str(s)}", at=i, help=help)
     keys = [e.type.dtype.is_key for e in elems]
     if any(keys) and not all(keys):     # (at the element that mixes them; keys alone promote to keys)
         cx.error("E0201", "an array literal cannot mix keys and numbers: keys are not numbers",

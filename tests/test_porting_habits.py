@@ -106,3 +106,14 @@ def test_fill_diagonal_and_prngkey_are_helped_to_arr():
     np.testing.assert_array_equal(np.asarray(mod.f(a)), expected)
     d = one("def f(s: i32) -> u32[2]:\n    return key_data(jax.random.PRNGKey(s))\n")
     assert "write `key(...)`" in d.help
+
+
+def test_a_list_of_arrays_of_different_shapes_is_helped_to_a_tuple_for_concatenate():
+    """`concatenate([ones((n, 1)), X], axis=1)` (the bias column of least squares): the list is an array
+    literal, refused as not rectangular with no help; a list of equal shapes already had the tuple help."""
+    head = "def f(X: f64[n, d]) -> f64[n, d + 1]:\n"
+    d = one(head + "    return concatenate([ones((n, 1)), X], axis=1)\n")
+    assert d.code == "E0202"
+    mod = arrc.loads(head + f"    return {written(d.help).replace('axis=...', 'axis=1')}\n")
+    X = np.arange(6.0).reshape(3, 2)
+    np.testing.assert_array_equal(np.asarray(mod.f(X)), np.concatenate([np.ones((3, 1)), X], axis=1))
