@@ -813,6 +813,8 @@ class FunctionWalk(ControlFlow):
                                              module=".".join(path[:-1])))
         if isinstance(e.func, ast.Attribute):
             base = self.eval(e.func.base)
+            if isinstance(base, Poisoned):
+                return POISON           # (its error is reported: `x.at[0].add(1.0)` after `x.at[i]` failed)
             rule = BUILTINS.get("." + e.func.name)
             if rule is None or not rule.method:
                 rule, args, spans = self._method_form(e, base, args, spans)

@@ -117,3 +117,13 @@ def test_a_list_of_arrays_of_different_shapes_is_helped_to_a_tuple_for_concatena
     mod = arrc.loads(head + f"    return {written(d.help).replace('axis=...', 'axis=1')}\n")
     X = np.arange(6.0).reshape(3, 2)
     np.testing.assert_array_equal(np.asarray(mod.f(X)), np.concatenate([np.ones((3, 1)), X], axis=1))
+
+
+def test_a_method_of_a_value_whose_error_is_reported_is_not_reported_again():
+    """After `u = u0.copy()` (E0210) `u` is poisoned; `v = u.copy()` was a second E0210 '? has no method
+    `copy`', naming no type, and the JAX `.at[...]` chain the same ('? has no method `add`')."""
+    with pytest.raises(CompileError) as info:
+        arrc.loads("def f(u0: f32[4], i: i32) -> f32[4]:\n    u = u0.copy()\n    v = u.copy()\n"
+                   "    w = u0.at[i].set(0.0)\n    w = w.at[0].add(1.0)\n    return v\n", filename="t.arr")
+    assert [d.span.line for d in info.value.diagnostics] == [2, 4]
+    assert not any("?" in d.message for d in info.value.diagnostics)
