@@ -580,6 +580,12 @@ def _python_habit(diag: Diagnostic, at: _ErrorSite) -> Diagnostic | None:
         return dataclasses.replace(diag, message="arr has no classes", label="not arr syntax",
                                    help="a module holds `def` functions and `const` values; return several "
                                         "arrays as a tuple (`-> (f32[n], i32)`)")
+    if first.startswith("@") and not before.strip():          # `@jax.jit`, `@partial(jax.jit, ...)`
+        start = at.line_start + len(line) - len(line.lstrip())
+        return dataclasses.replace(diag, message="arr has no decorators",
+                                   span=at.span(start, len(line.strip())), label="not arr syntax",
+                                   help="remove it: arr functions are compiled already (no `jit`), and "
+                                        "`grad(f)(x)`, `vmap(f)(xs)` transform a function where it is called")
     if re.search(r"\blambda\s*$", before):        # (`lambda x: ...`: Lark stops at the name after it)
         return dataclasses.replace(diag, message="arr has no `lambda`", span=at.word_span("lambda"),
                                    label="not arr syntax",

@@ -127,3 +127,15 @@ def test_a_method_of_a_value_whose_error_is_reported_is_not_reported_again():
                    "    w = u0.at[i].set(0.0)\n    w = w.at[0].add(1.0)\n    return v\n", filename="t.arr")
     assert [d.span.line for d in info.value.diagnostics] == [2, 4]
     assert not any("?" in d.message for d in info.value.diagnostics)
+
+
+@pytest.mark.parametrize("decorator", ["@jax.jit", "@partial(jax.jit, static_argnums=(1,))", "@jit"])
+def test_a_decorator_is_a_python_habit_with_its_help(decorator):
+    """`@jax.jit` above the first `def` was 'unexpected '@'' with no help."""
+    from arrc.compiler import fastparse
+    src = f"{decorator}\ndef f(x: f32[3]) -> f32[3]:\n    return x\n"
+    with pytest.raises(fastparse.GiveUp):
+        fastparse.parse(src, "t.arr")
+    d = one(src)
+    assert d.message == "arr has no decorators" and "remove it" in d.help
+    assert (d.span.line, d.span.col, d.span.end_col) == (1, 1, len(decorator) + 1)
