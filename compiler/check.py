@@ -513,10 +513,17 @@ class FunctionWalk(ControlFlow):
             value = self.apply_operator(stmt.op, [current, rhs], stmt, [stmt.target.span, stmt.value.span])
         if isinstance(value, Val) and isinstance(current, Val) and value.type.dtype != current.type.dtype \
                 and not current.type.weak:
-            raise ArrError("E0201", f"`{stmt.op}=` would change `{stmt.target.name}` from {current.type} "
+            name, dt = stmt.target.name, current.type.dtype
+            keep = ""               # NumPy's in-place `W -= lr * g` (an f64 `lr`, an f32 `W`) casts the result back
+            if isinstance(rhs, Val) and not rhs.type.weak and rhs.type.dtype != dt and \
+                    not (stmt.op == "/" and not dt.is_float):
+                text = text_at(self.program.sources, stmt.value.span) or "..."
+                keep = f"keep its dtype with `{name} {stmt.op}= {text if text.isidentifier() else f'({text})'}" \
+                       f".astype({dt})`, or "
+            raise ArrError("E0201", f"`{stmt.op}=` would change `{name}` from {current.type} "
                                     f"to {value.type}", stmt.span, "changes the dtype",
-                           help=f"write `{stmt.target.name} = {stmt.target.name} {stmt.op} ...` to rebind "
-                                f"with the new type")
+                           help=f"{keep}write `{name} = {name} {stmt.op} ...` to rebind with the new type" +
+                                (" (which a loop refuses: its variables keep their type)" if self.loop_depth else ""))
         self.assign(stmt.target, value)
 
     def _refuse_mask_update(self, stmt) -> None:

@@ -139,3 +139,18 @@ def test_a_decorator_is_a_python_habit_with_its_help(decorator):
     d = one(src)
     assert d.message == "arr has no decorators" and "remove it" in d.help
     assert (d.span.line, d.span.col, d.span.end_col) == (1, 1, len(decorator) + 1)
+
+
+def test_an_augmented_assignment_that_would_widen_is_helped_to_keep_the_dtype():
+    """`W -= lr * g` with an f64 `lr` and f32 `W` in a training loop: the help was to rebind, `W = W - ...`,
+    which the loop then refuses (E0302). The help now keeps the dtype first, as NumPy's in-place `-=` does."""
+    src = "def train(W: f32[3], g: f32[3], lr: f64) -> f32[3]:\n    for i in range(3):\n        {}\n    return W\n"
+    d = one(src.format("W -= lr * g"))
+    assert d.code == "E0201" and "a loop refuses" in d.help
+    fixed = d.help.split("`")[1]
+    mod = arrc.loads(src.format(fixed))
+    W, g, lr = np.array([1.0, 2.0, 3.0], np.float32), np.array([0.1, 0.2, 0.3], np.float32), np.float64(0.1)
+    expected = W.copy()
+    for _ in range(3):
+        expected -= lr * g
+    np.testing.assert_array_equal(np.asarray(mod.train(W, g, lr)), expected)
