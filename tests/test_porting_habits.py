@@ -154,3 +154,17 @@ def test_an_augmented_assignment_that_would_widen_is_helped_to_keep_the_dtype():
     for _ in range(3):
         expected -= lr * g
     np.testing.assert_array_equal(np.asarray(mod.train(W, g, lr)), expected)
+
+
+@pytest.mark.parametrize("call,fix", [("bincount(x, minlength=4)", "bincount(x, length=4)"),
+                                      ("argsort(y, kind=\"stable\")", "argsort(y)")])
+def test_numpy_keywords_arr_spells_otherwise_have_a_help(call, fix):
+    """`np.bincount(idx, minlength=10)` (a histogram) had only the note listing `x, weights, length`."""
+    head = "def f(x: i32[6], y: f32[6]) -> i32[{}]:\n"
+    size = 4 if "bincount" in call else 6
+    d = one(head.format(size) + f"    return {call}\n")
+    assert d.code == "E0103" and d.help
+    mod = arrc.loads(head.format(size) + f"    return {fix}\n")
+    x, y = np.array([0, 1, 1, 3, 2, 1], np.int32), np.array([2.0, 1.0, 2.0, 0.5, 1.0, 3.0], np.float32)
+    expected = np.bincount(x, minlength=4) if "bincount" in call else np.argsort(y, kind="stable")
+    np.testing.assert_array_equal(np.asarray(mod.f(x, y)), expected)
