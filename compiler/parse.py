@@ -617,7 +617,7 @@ def _python_habit(diag: Diagnostic, at: _ErrorSite) -> Diagnostic | None:
         name = var.group(1) if var else "row"
         index = "j" if name == "i" else "i"
         array = line[at.offset - at.line_start:].strip().rstrip(":").strip()
-        count = "n"
+        count = f"{array}.shape[0]" if re.fullmatch(r"[A-Za-z_]\w*", array) else "n"
         if (items := re.fullmatch(r"[(\[]([^()\[\]]*)[)\]]", array)) and items.group(1).strip():
             # a tuple of values: an array literal holds them (a tuple takes only compile-time indices)
             elems = [e.strip() for e in items.group(1).split(",") if e.strip()]
@@ -625,6 +625,19 @@ def _python_habit(diag: Diagnostic, at: _ErrorSite) -> Diagnostic | None:
         return dataclasses.replace(diag, label="arr's `for` counts over `range(...)`",
                                    help=f"loop over the indices and index the array: `for {index} in range({count}):` "
                                         f"then `{name} = {array}[{index}]` (or write it with whole-array operations)")
+    if first == "for" and kind == "COMMA" and (m := re.match(
+            r"\s*for\s+(\w+)\s*,\s*(\w+)\s+in\s+(enumerate|zip)\(\s*(\w+)\s*(?:,\s*(\w+)\s*)?\)\s*:", line)):
+        a, b, how, first_array, second_array = m.groups()           # `for i, xi in enumerate(x):`
+        if how == "enumerate" and second_array is None:
+            unpack = f"`for {a} in range({first_array}.shape[0]):` then `{b} = {first_array}[{a}]`"
+        elif how == "zip" and second_array is not None:
+            k = next(v for v in ("i", "j", "k") if v not in (a, b))
+            unpack = (f"`for {k} in range({first_array}.shape[0]):` then `{a} = {first_array}[{k}]` and "
+                      f"`{b} = {second_array}[{k}]`")
+        else:
+            return None
+        return dataclasses.replace(diag, label="arr's `for` has one variable and counts over `range(...)`",
+                                   help=f"loop over the indices and index the arrays: {unpack}")
     if kind == "IF" and re.search(r"\belse\s*$", before):
         fixed = re.sub(r"\belse\s+if\b", "elif", line, count=1)
         return dataclasses.replace(diag, span=at.word_span("else").to(diag.span), label="`else if` is spelled `elif`",

@@ -168,3 +168,19 @@ def test_numpy_keywords_arr_spells_otherwise_have_a_help(call, fix):
     x, y = np.array([0, 1, 1, 3, 2, 1], np.int32), np.array([2.0, 1.0, 2.0, 0.5, 1.0, 3.0], np.float32)
     expected = np.bincount(x, minlength=4) if "bincount" in call else np.argsort(y, kind="stable")
     np.testing.assert_array_equal(np.asarray(mod.f(x, y)), expected)
+
+
+@pytest.mark.parametrize("loop", ["for xi in x:", "for i, xi in enumerate(x):", "for xi, yi in zip(x, y):"])
+def test_a_python_loop_over_an_array_is_helped_to_a_range_loop_that_runs(loop):
+    """`for i, xi in enumerate(x):` and `zip` were 'unexpected ','' with no help; `for xi in x:` had
+    `range(n)` with an `n` the function may not have. Each help, followed, sums what Python's loop sums."""
+    body = "        s += {}\n    return s\n"
+    head = "def f(x: f64[4], y: f64[4]) -> f64:\n    s = 0.0\n"
+    term = {"for xi in x:": "xi", "for i, xi in enumerate(x):": "i * xi", "for xi, yi in zip(x, y):": "xi * yi"}[loop]
+    d = one(head + f"    {loop}\n" + body.format(term))
+    code = d.help.split("`")
+    fixed = f"    {code[1]}\n" + "".join(f"        {c}\n" for c in code[3::2] if "=" in c)
+    mod = arrc.loads(head + fixed + body.format(term))
+    x, y = np.array([1.0, 2.0, 3.0, 4.0]), np.array([0.5, -1.0, 2.0, 0.25])
+    expected = sum(eval(term, {"i": i, "xi": x[i], "yi": y[i]}) for i in range(4))
+    assert float(mod.f(x, y)) == expected
