@@ -1379,6 +1379,11 @@ def _refuse_second_array(name: str, second, span) -> None:
 
 def _result_help(value, declared: ArrayType) -> str | None:
     if isinstance(value, Val) and value.type.shape == declared.shape and value.type.dtype != declared.dtype:
+        got, want = value.type.dtype, declared.dtype
+        if got.is_float and want.is_float and want.bits > got.bits:      # `4.0 * hits / n` of an i32 `hits`
+            return (f"it was computed in {got}; `.astype({want})` would keep {got}'s rounding. To compute it in "
+                    f"{want}, as NumPy does, convert its operands first (`{want}(...)` of the integer or {got} values "
+                    f"it is computed from), or change the declared type")
         return f"convert it with `.astype({declared.dtype})` or change the declared type"
     if isinstance(value, Val) and value.type.dtype == declared.dtype and value.type.rank != declared.rank:
         return "reshape it, or reduce it (sum/mean/...) to the declared rank"

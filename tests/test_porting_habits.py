@@ -184,3 +184,18 @@ def test_a_python_loop_over_an_array_is_helped_to_a_range_loop_that_runs(loop):
     x, y = np.array([1.0, 2.0, 3.0, 4.0]), np.array([0.5, -1.0, 2.0, 0.25])
     expected = sum(eval(term, {"i": i, "xi": x[i], "yi": y[i]}) for i in range(4))
     assert float(mod.f(x, y)) == expected
+
+
+def test_a_result_computed_in_f32_for_an_f64_result_is_helped_to_compute_in_f64():
+    """Monte Carlo pi: `return 4.0 * inside.sum() / N` declared f64 is f32 in arr (an i32 sum with a weak
+    float), and the help `.astype(f64)` kept f32's rounding: 3.14732 came back as 3.1473200321197510, where
+    NumPy gives 3.14732. The help now converts the operands, which matches NumPy exactly."""
+    head = "def mc(inside: bool[100000]) -> f64:\n    N = 100000\n"
+    d = one(head + "    return 4.0 * inside.sum() / N\n")
+    assert d.code == "E0203" and "convert its operands first" in d.help
+    inside = np.zeros(100000, bool)
+    inside[:78683] = True
+    mod = arrc.loads(head + "    return 4.0 * f64(inside.sum()) / N\n")
+    assert float(mod.mc(inside)) == 4.0 * inside.sum() / 100000
+    kept = arrc.loads(head + "    return (4.0 * inside.sum() / N).astype(f64)\n")
+    assert float(kept.mc(inside)) != 4.0 * inside.sum() / 100000        # what the old help led to
