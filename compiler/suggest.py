@@ -68,7 +68,6 @@ EQUIVALENTS: dict[str, tuple[tuple[str, ...], str]] = {
     "diff": ((), "write `{x}[1:] - {x}[:-1]`"),
     "fill_diagonal": ((), "arrays are values in arr: write `{x} = where(eye({x}.shape[0], {x}.shape[1], dtype=bool), "
                           "v, {x})`"),
-    "PRNGKey": (("key",), ""),
     "nan_to_num": ((), "write `where(isnan({x}), 0.0, {x})`"),
     **{name: ((), f"`{name}` is not in arr yet (how many elements it skips depends on the values); "
                   f"`{name[3:]}` is the same where `{{x}}` holds no NaN")

@@ -216,8 +216,9 @@ def _fmt(value) -> str:
 def _operand_text(label: str, sources: dict, at: Span | None = None, written: str | None = None) -> str:
     """How the report names an operand from its label (passes/guards.py `_label`): a name, a literal, or a
     value made in the operation's file outside its span `at`, by its text `written` there if it is a name or
-    a literal (`_names_written`); otherwise a name as it is, and other values by their own source text (so an operand of an op
-    in an `extern def`'s Python, or in a library, made by the caller is named by the caller's expression)."""
+    a literal (`_names_written`); otherwise a name as it is, and other values by their own source text (so
+    an operand of an op in an `extern def`'s Python, or in a library, made by the caller is named by the
+    caller's expression)."""
     if not label.startswith("@"):
         # a literal, or a name that the use may spell otherwise (`log(a)` in `g(a)`, called as `g(x)`)
         return label if written is None else written

@@ -105,7 +105,7 @@ def test_fill_diagonal_and_prngkey_are_helped_to_arr():
     np.fill_diagonal(expected, 0.0)
     np.testing.assert_array_equal(np.asarray(mod.f(a)), expected)
     d = one("def f(s: i32) -> u32[2]:\n    return key_data(jax.random.PRNGKey(s))\n")
-    assert "write `key(...)`" in d.help
+    assert "write `key(seed)`" in d.help
 
 
 def test_a_list_of_arrays_of_different_shapes_is_helped_to_a_tuple_for_concatenate():
