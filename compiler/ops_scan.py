@@ -150,6 +150,8 @@ def _median(cx: CallCx, x, axis=None, keepdims=False):
 def _levels(cx: CallCx, q, scale: int) -> np.ndarray:
     """`q` as quantile levels in [0, 1]: a number or a 1-D list known at compile time, divided by `scale`."""
     items = q.items if isinstance(q, TupleVal) else [q]
+    if not items:
+        cx.error("E0204", "`q` must be a number or a list of them, found ()", "no levels", at="q")
     statics = [i.static.value if isinstance(i, Val) and isinstance(i.static, Dim) and i.static.is_const else
                i.static if isinstance(i, Val) and i.type.dtype.kind in ("int", "uint", "float") else None
                for i in items]

@@ -491,6 +491,7 @@ def test_quantiles_are_jnps():
     ('quantile(x, 0.5, method="cubic")', "`method` must be one of 'linear', 'lower', 'higher', 'midpoint', "
                                           "'nearest', found 'cubic'"),
     ("median(zeros((0,)))", "quantiles of an empty array"),
+    ("percentile(x, ())", "`q` must be a number or a list of them, found ()"),     # (an IndexError)
 ])
 def test_quantile_mistakes(call, message):
     with pytest.raises(arrc.CompileError) as info:
