@@ -16,17 +16,20 @@ def initialize(coordinator: str, num_processes: int, process_id: int, local_devi
         raise ValueError(f"coordinator {coordinator!r}: write it as HOST:PORT, e.g. 127.0.0.1:9876")
     if not 1 <= int(port) <= 65535:
         raise ValueError(f"coordinator {coordinator!r}: the port is a number in 1..65535, not {port}")
-    if not isinstance(timeout_s, int) or isinstance(timeout_s, bool) or timeout_s < 1:
-        raise ValueError(f"timeout_s must be a positive whole number of seconds, not {timeout_s!r}")
-    if not isinstance(num_processes, int) or num_processes < 1:
-        raise ValueError(f"num_processes must be a positive integer, not {num_processes!r}")
-    if not isinstance(process_id, int) or not 0 <= process_id < num_processes:
-        raise ValueError(f"process_id must be in 0..{num_processes - 1}, not {process_id!r}")
+    given = {"timeout_s": timeout_s, "num_processes": num_processes, "process_id": process_id,
+             "local_devices": local_devices}
+    timeout_s, num_processes, process_id, local_devices = map(_whole, given.values())
+    if timeout_s is None or timeout_s < 1:
+        raise ValueError(f"timeout_s must be a positive whole number of seconds, not {given['timeout_s']!r}")
+    if num_processes is None or num_processes < 1:
+        raise ValueError(f"num_processes must be a positive integer, not {given['num_processes']!r}")
+    if process_id is None or not 0 <= process_id < num_processes:
+        raise ValueError(f"process_id must be in 0..{num_processes - 1}, not {given['process_id']!r}")
     from arrc.sharding import MAX_VIRTUAL_DEVICES
-    if local_devices is not None and (not isinstance(local_devices, int) or
-                                      not 1 <= local_devices <= MAX_VIRTUAL_DEVICES):
+    if given["local_devices"] is not None and (local_devices is None or
+                                               not 1 <= local_devices <= MAX_VIRTUAL_DEVICES):
         raise ValueError(f"local_devices must be an integer in 1..{MAX_VIRTUAL_DEVICES} (virtual CPU devices of "
-                         f"this process), not {local_devices!r}")
+                         f"this process), not {given['local_devices']!r}")
     if process_id != 0:
         _wait_for_coordinator(host, int(port), timeout_s)
     import jax
@@ -35,6 +38,13 @@ def initialize(coordinator: str, num_processes: int, process_id: int, local_devi
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes, process_id=process_id,
                                initialization_timeout=timeout_s)
+
+
+def _whole(value) -> int | None:
+    """`value` as an int where it is a whole number (a NumPy integer too, as `arrc.mesh` takes one), not a bool
+    (`num_processes=True` read as 1); else None."""
+    import numbers
+    return int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else None
 
 
 def _wait_for_coordinator(host: str, port: int, timeout_s: float) -> None:

@@ -189,3 +189,15 @@ def test_a_port_out_of_range_and_a_bad_timeout_are_value_errors():
                                         ("127.0.0.1:9876", 0, "timeout_s must be a positive whole number")):
         with pytest.raises(ValueError, match=why):
             arrc.distributed.initialize(coordinator, num_processes=2, process_id=1, timeout_s=timeout_s)
+
+
+def test_counts_are_whole_numbers_numpy_integers_included_and_bools_refused():
+    """`num_processes=True` was read as one process; `np.int64(2)` was refused ("must be a positive integer,
+    not np.int64(2)"), which `arrc.mesh` takes."""
+    import numpy as np
+    import pytest
+    import arrc
+    with pytest.raises(ValueError, match="num_processes must be a positive integer, not True"):
+        arrc.distributed.initialize("127.0.0.1:9876", num_processes=True, process_id=0)
+    with pytest.raises(ValueError, match=r"process_id must be in 0..1, not np.int64\(5\)"):
+        arrc.distributed.initialize("127.0.0.1:9876", num_processes=np.int64(2), process_id=np.int64(5))
