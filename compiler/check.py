@@ -514,9 +514,10 @@ class FunctionWalk(ControlFlow):
         if isinstance(value, Val) and isinstance(current, Val) and value.type.dtype != current.type.dtype \
                 and not current.type.weak:
             name, dt = stmt.target.name, current.type.dtype
-            keep = ""               # NumPy's in-place `W -= lr * g` (an f64 `lr`, an f32 `W`) casts the result back
+            # NumPy's in-place `W -= lr * g` (an f64 `lr`, an f32 `W`) casts the result back within one kind
+            keep = ""
             if isinstance(rhs, Val) and not rhs.type.weak and rhs.type.dtype != dt and \
-                    not (stmt.op == "/" and not dt.is_float):
+                    dt.is_float == rhs.type.dtype.is_float and not (stmt.op == "/" and not dt.is_float):
                 text = text_at(self.program.sources, stmt.value.span) or "..."
                 keep = f"keep its dtype with `{name} {stmt.op}= {text if text.isidentifier() else f'({text})'}" \
                        f".astype({dt})`, or "
@@ -1382,7 +1383,7 @@ def _result_help(value, declared: ArrayType) -> str | None:
         got, want = value.type.dtype, declared.dtype
         if got.is_float and want.is_float and want.bits > got.bits:      # `4.0 * hits / n` of an i32 `hits`
             return (f"it was computed in {got}; `.astype({want})` would keep {got}'s rounding. To compute it in "
-                    f"{want}, as NumPy does, convert its operands first (`{want}(...)` of the integer or {got} values "
+                    f"{want}, convert its operands first (`{want}(...)` of the integer or {got} values "
                     f"it is computed from), or change the declared type")
         return f"convert it with `.astype({declared.dtype})` or change the declared type"
     if isinstance(value, Val) and value.type.dtype == declared.dtype and value.type.rank != declared.rank:

@@ -147,16 +147,24 @@ def _median(cx: CallCx, x, axis=None, keepdims=False):
     return _quantiles(cx, x, np.float64(0.5), axis, keepdims, "linear")
 
 
+def _known_number(v):
+    """The number `v` is at compile time (a literal, a const, a list literal's values), else None."""
+    if not isinstance(v, Val):
+        return None
+    if isinstance(v.static, Dim):
+        return v.static.value if v.static.is_const else None
+    return v.static if v.type.dtype.kind in ("int", "uint", "float") else None
+
+
 def _levels(cx: CallCx, q, scale: int) -> np.ndarray:
     """`q` as quantile levels in [0, 1]: a number or a 1-D list known at compile time, divided by `scale`."""
     items = q.items if isinstance(q, TupleVal) else [q]
     if not items:
         cx.error("E0204", "`q` must be a number or a list of them, found ()", "no levels", at="q")
-    statics = [i.static.value if isinstance(i, Val) and isinstance(i.static, Dim) and i.static.is_const else
-               i.static if isinstance(i, Val) and i.type.dtype.kind in ("int", "uint", "float") else None
-               for i in items]
-    if any(v is None or isinstance(v, Dim) for v in statics):
-        cx.error("E0204", f"`q` must be known at compile time, found {describe(q)}", "a run-time value", at="q",
+    statics = [_known_number(i) for i in items]
+    if any(v is None for v in statics):
+        cx.error("E0207", "`q` must be known at compile time, but it is a run-time value", "a run-time value",
+                 at="q",
                  help="give the levels as literals or consts (`[0.25, 0.5, 0.75]`); a run-time level would make "
                       "the elements to interpolate depend on the values")
     levels = np.asarray(statics if isinstance(q, TupleVal) else statics[0], np.float64) / scale
@@ -178,19 +186,21 @@ def _quantiles(cx: CallCx, x, levels: np.ndarray, axis, keepdims, method) -> Val
     keep = cx.bool_flag(keepdims, "keepdims")
     method = method.text if isinstance(method, StrVal) else method
     if method not in QUANTILE_METHODS:
-        cx.error("E0204", f"`method` must be one of {', '.join(map(repr, QUANTILE_METHODS))}, found "
-                          f"{method if isinstance(method, str) else describe(method)!r}", "unknown method", at="method")
+        found = repr(method) if isinstance(method, str) else describe(method)
+        cx.error("E0204", f"`method` must be one of {', '.join(map(repr, QUANTILE_METHODS))}, found {found}",
+                 "unknown method", at="method")
     count = Dim.const(1)
     for a in axes:
         count = count * x.type.shape[a]
     if count.is_const and count.value == 0:
         cx.error("E0204", f"quantiles of an empty array: {x.type} has no elements over axis {axes}", "empty",
-                 at=0, help="NumPy raises here; give the array at least one element")
+                 at=0, help="NumPy's quantile raises here (its median warns and gives nan); give the array at "
+                            "least one element")
     kept = [a for a in range(rank) if a not in axes]
     reduced = tuple(Dim.const(1) if a in axes else d for a, d in enumerate(x.type.shape)) if keep else \
         tuple(x.type.shape[a] for a in kept)
     dt = float_dtype_for(x.type.dtype)
-    out_shape = tuple(Dim.const(len(levels)) for _ in range(levels.ndim)) + reduced
+    out_shape = ((Dim.const(len(levels)),) if levels.ndim else ()) + reduced
 
     def build():
         shape = concrete(x.type.shape)
@@ -200,7 +210,7 @@ def _quantiles(cx: CallCx, x, levels: np.ndarray, axis, keepdims, method) -> Val
         if kept + axes != list(range(rank)):
             value = hlo.transpose(value, kept + axes)
         value = hlo.reshape(emit.tensor_type(rows + [n], dt), value)
-        if dt.is_float:     # a row holding a NaN has NaN quantiles (jnp.quantile; nanquantile would skip them)
+        if x.type.dtype.is_float:   # a row holding a NaN has NaN quantiles (jnp.quantile; nanquantile would skip them)
             nan_in_row = emit.reduce(emit.compare(value, value, "NE", dt), emit.const(False, BOOL), [len(rows)],
                                      hlo.or_, BOOL)
             value = hlo.select(hlo.broadcast_in_dim(emit.tensor_type(rows + [n], BOOL), nan_in_row,
@@ -217,7 +227,7 @@ def _quantiles(cx: CallCx, x, levels: np.ndarray, axis, keepdims, method) -> Val
             low, high = int(np.floor(position)), int(np.ceil(position))
             high_weight = position - low
             below, above = element(low), element(high)
-            if method == "lower" or method == "nearest" and high_weight <= 0.5:
+            if method == "lower" or (method == "nearest" and high_weight <= 0.5):
                 return below
             if method in ("higher", "nearest"):
                 return above

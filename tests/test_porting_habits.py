@@ -154,6 +154,9 @@ def test_an_augmented_assignment_that_would_widen_is_helped_to_keep_the_dtype():
     for _ in range(3):
         expected -= lr * g
     np.testing.assert_array_equal(np.asarray(mod.train(W, g, lr)), expected)
+    # an integer W and a float step: NumPy's in-place `-=` refuses that cast (same_kind), so no `.astype(i32)`
+    d = one("def f(W: i32[3], g: f32[3]) -> i32[3]:\n    W -= 0.5 * g\n    return W\n")
+    assert d.code == "E0201" and ".astype" not in d.help
 
 
 @pytest.mark.parametrize("call,fix", [("bincount(x, minlength=4)", "bincount(x, length=4)"),
