@@ -31,7 +31,7 @@ from ..compiler.locations import span_of
 from ..compiler.types import COMPLEX_DTYPES, DTYPES, int_range
 from ..passes.guards import GuardOptions, GuardPass, guarded_kinds
 from ..passes.registry import run_passes
-from ..passes.rewrite import attr_text, entry, int_attr, ops_named, set_int_attr
+from ..passes.rewrite import attr_text, entry, int_attr, ops_named, set_int_attr, unpack_own_attributes
 from . import mlir_reader
 from .pipeline import uses_lapack
 from .guards import FileSources, raise_faults
@@ -55,6 +55,7 @@ def read_module(data: bytes, name: str, timeout: float = READ_TIMEOUT_S, device:
     context = mlir_reader.make_context()
     with context:
         module = ir.Module.parse(written)          # bytecode MLIR wrote for a verified module
+        unpack_own_attributes(module)               # (a module JAX lowered with arr's in it: `arrc compile --mesh`)
         if platforms:
             module.operation.attributes[abi.PLATFORMS] = ir.ArrayAttr.get([ir.StringAttr.get(p) for p in platforms])
     check_module(context, module, name)

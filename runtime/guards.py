@@ -16,7 +16,7 @@ from ..compiler.builtins import BUILTINS, OPERATORS
 from ..compiler.span import Span
 from ..compiler.locations import call_frames, jax_backward, jax_frames, name_of, span_of
 from ..passes.guards import SITE_SHIFT, UNTRACED
-from ..passes.rewrite import attr_text, entry, i64s, unpack_own_attributes
+from ..passes.rewrite import attr_text, entry, i64s
 from .reports import AssertionFailed, BoundsError, DivisionByZero, GuardError, InfError, NaNError
 from ..compiler.walk import walk_ops
 
@@ -89,7 +89,6 @@ def sites(module: ir.Module) -> dict:
     (runtime/effects.py `site_of`); and the BoundSite of each loop whose bound a derivative checks, by its
     site number (not a callback: its PAST value is a result, compiler/effects.py)."""
     from .effects import loop_site, site_of
-    unpack_own_attributes(module)       # (a module JAX compiled: `arrc compile --mesh`)
     out = {}
     own = abi.ENTRY in entry(module).attributes
 
