@@ -70,3 +70,4 @@ LINALG_PARAMS = "arrc.linalg_params"  # its keyword parameters, as JSON
 LINALG_DERIVATIVE = "arrc.linalg_vjp"  # how many times it was differentiated (reverse mode): 0 for the op itself
 EXTERN_CALL = "arrc.extern_call"      # on the func.call of an `extern def`: its ops, inlined, keep this call site
 LINALG_BATCH = "arrc.linalg_batch"    # on a guard of its result: how many leading dimensions index its matrices
+PACKED = "arrc.packed"                # arrc's other attributes of an operation, as one (passes/rewrite.py)

@@ -22,6 +22,7 @@ from .builtins import BUILTINS, OPERATORS, Builtin, CallCx, bind_arguments, refu
 from .optable import literal_out_of_range, require_literal_fits, text_at
 from .diagnostics import CompileError, Diagnostic, Label, Reporter, plural
 from .span import Span
+from .parse import grouped
 from .suggest import METHOD_NAMES, MODULES, closest, function_help, qualified_value_help, value_help
 from .types import DTYPES, I32, TYPE_NAMES, ArrayType, Dim, KeysAreNotNumbers, numpy_dtype_name, too_large
 from .control import ControlFlow, static_bool
@@ -519,7 +520,7 @@ class FunctionWalk(ControlFlow):
             if isinstance(rhs, Val) and not rhs.type.weak and rhs.type.dtype != dt and \
                     dt.is_float == rhs.type.dtype.is_float and not (stmt.op == "/" and not dt.is_float):
                 text = text_at(self.program.sources, stmt.value.span) or "..."
-                keep = f"keep its dtype with `{name} {stmt.op}= {text if text.isidentifier() else f'({text})'}" \
+                keep = f"keep its dtype with `{name} {stmt.op}= {grouped(text)}" \
                        f".astype({dt})`, or "
             raise ArrError("E0201", f"`{stmt.op}=` would change `{name}` from {current.type} "
                                     f"to {value.type}", stmt.span, "changes the dtype",

@@ -15,6 +15,7 @@ from . import abi, ast, emit
 from .diagnostics import Label
 from .emit import hlo
 from .optable import CallCx, concrete, register, source_text
+from .parse import grouped
 from .types import BOOL, I32, I64, U64, ArrayType, Dim, int_range, promote, shape_str
 from .values import ArrError, TupleVal, Val, affine_parts, describe, is_runtime_int
 
@@ -54,7 +55,7 @@ def mask_assignment_help(name: str, mask: str | None, mask_rank: int, rank: int,
     """`x[mask] = v` (`op`: `x[mask] += v`) keeps x's shape, as `where` does: the help writes that `where`."""
     mask = mask or "mask"
     if mask_rank < rank:                        # NumPy's mask of the leading axes: its rows are selected
-        mask = f"{mask if mask.isidentifier() else f'({mask})'}[{', '.join([':'] * mask_rank + ['None'] * (rank - mask_rank))}]"
+        mask = f"{grouped(mask)}[{', '.join([':'] * mask_rank + ['None'] * (rank - mask_rank))}]"
     value = value or "v"
     new = f"{name} {op} {value}" if op else value
     return f"an assignment through a mask keeps the shape: write `{name} = where({mask}, {new}, {name})`"
@@ -321,10 +322,9 @@ def _paired_gather_help(cx: CallCx, x: Val, gathers: list[_Axis], nodes) -> str 
     name, rows, cols = (source_text(cx, cx.at(0)), *(source_text(cx, n.span) for n in nodes))
     if not (name and rows and cols):
         return None
-    atom = lambda t: t if re.fullmatch(r"[\w.]+(\(.*\))?", t) else f"({t})"
-    picked = name if re.fullmatch(r"arange\(\w+\)", rows) else f"{atom(name)}[{rows}]"
+    picked = name if re.fullmatch(r"arange\(\w+\)", rows) else f"{grouped(name)}[{rows}]"
     return (f"NumPy pairs the index arrays element by element; arr takes one integer array per index: "
-            f"write `take_along_axis({picked}, {atom(cols)}[:, None], axis=1)[:, 0]`")
+            f"write `take_along_axis({picked}, {grouped(cols)}[:, None], axis=1)[:, 0]`")
 
 
 def _out_shape(x: Val, axes: list[_Axis]) -> tuple:

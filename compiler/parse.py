@@ -974,3 +974,17 @@ def decode(data: bytes, name: str) -> Source:
         raise CompileError([Diagnostic("E0003", f"file is not valid UTF-8 (byte 0x{data[err.start]:02x})",
                                        Span(name, line, col, line, col + 1), "invalid byte",
                                        help="save the file as UTF-8")], {name: Source(name, text)}) from None
+
+
+def grouped(text: str, before_suffix: bool = True) -> str:
+    """The expression `text` in parentheses where an operator in it binds looser than what follows it:
+    before a suffix (`[:, None]`, `.astype(...)`) any operator (`(a + b)[0]`, `(-x)[0]`); before ` = value`
+    in a report's list of operands (`before_suffix=False`) a binary one or a conditional (`(x + y) = 0.0`,
+    but `-inf = -inf`). Text that is no arr expression is grouped before a suffix unless it is a name, and
+    left as it is in a list (`value at f.py:3:5`)."""
+    try:
+        node = parse(Source("<expression>", text), start="expr")
+    except CompileError:
+        return text if text.isidentifier() or not before_suffix else f"({text})"
+    loose = (ast.Binary, ast.CondExpr) + ((ast.Unary,) if before_suffix else ())
+    return f"({text})" if isinstance(node, loose) else text

@@ -123,7 +123,6 @@ def count_iterations(while_op) -> tuple:
 # jaxlib 0.10's compile fails on an operation with ten or more discardable (dialect-named) attributes, "Failed
 # to sanitize discardable attributes": a bounds check of a gather in a vmap lane loop has ten of arrc's.
 MAX_DISCARDABLE = 9
-PACKED = "arrc.packed"
 
 
 def drop_own_attributes(root) -> None:
@@ -144,7 +143,7 @@ def pack_own_attributes(root) -> None:
         names = list(op.attributes)
         own = [n for n in names if n.startswith("arrc.") and n != abi.KIND]
         if sum("." in n for n in names) > MAX_DISCARDABLE:
-            op.attributes[PACKED] = ir.DictAttr.get({n: op.attributes[n] for n in own})
+            op.attributes[abi.PACKED] = ir.DictAttr.get({n: op.attributes[n] for n in own})
             for n in own:
                 del op.attributes[n]
         return ir.WalkResult.ADVANCE
@@ -154,10 +153,10 @@ def pack_own_attributes(root) -> None:
 def unpack_own_attributes(root) -> None:
     """`pack_own_attributes` undone, on every operation of `root`."""
     def visit(op):
-        if PACKED in op.attributes:
-            for named in ir.DictAttr(op.attributes[PACKED]):
+        if abi.PACKED in op.attributes:
+            for named in ir.DictAttr(op.attributes[abi.PACKED]):
                 op.attributes[named.name] = named.attr
-            del op.attributes[PACKED]
+            del op.attributes[abi.PACKED]
         return ir.WalkResult.ADVANCE
     walk_ops(root.operation, visit)
 

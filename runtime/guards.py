@@ -5,7 +5,6 @@ works the same for arrc's modules and for StableHLO from elsewhere.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -13,6 +12,7 @@ from jaxlib.mlir import ir
 
 from ..compiler import abi
 from ..compiler.builtins import BUILTINS, OPERATORS
+from ..compiler.parse import grouped
 from ..compiler.span import Span
 from ..compiler.locations import call_frames, jax_backward, jax_frames, name_of, span_of
 from ..passes.guards import SITE_SHIFT, UNTRACED
@@ -232,15 +232,6 @@ def _operand_text(label: str, sources: dict, at: Span | None = None, written: st
     return text if text else f"value at {file}:{line}:{col}"
 
 
-def grouped_operand(text: str) -> str:
-    """An operand's text as the operands note lists it: in parentheses where an operator stands at its top
-    level, `(x + y) = 0.0` (LANGUAGE.md section 7's report), so that `=` reads as the value's."""
-    flat = text
-    while (inner := re.sub(r"\([^()]*\)|\[[^\[\]]*\]", "", flat)) != flat:
-        flat = inner
-    return f"({text})" if re.search(r"\s[-+*/%@<>=!&|^]+\s|\b(and|or|if|else)\b", flat) else text
-
-
 def _names_written(span: Span | None, labels: list, sources: dict) -> list:
     """For an operation written `a / count` (or `-v`, `log(x)`, `where(c, x, -inf)`) whose operands have
     `labels`: the text of each operand that is written as a name or a literal (None for the others); all
@@ -359,7 +350,7 @@ def report(event: Event, entry: str, sources: dict) -> GuardError:
                 operands[_operand_text(label_text, sources, site.span, written)] = v
             if operands:
                 notes.append(f"operands{at.replace(' index', '')}: " +
-                             ", ".join(f"{grouped_operand(k)} = {_fmt(v)}" for k, v in operands.items()))
+                             ", ".join(f"{grouped(k, before_suffix=False)} = {_fmt(v)}" for k, v in operands.items()))
             tiny = [f"{k} = {_fmt(v)}" for k, v in operands.items()
                     if v in {event.values[i] for i in event.subnormal}]
             if tiny:

@@ -506,3 +506,15 @@ def test_a_bracket_left_open_in_many_definitions_is_E0001_not_too_deep():
     first = diags[0]
     assert first.span.line == 3 and any("was never closed" in label.message and label.span.line == 2
                                         for label in first.labels)
+
+
+@pytest.mark.parametrize("text, before_suffix, want", [
+    ("x", True, "x"), ("x+y", True, "(x+y)"), ("x + y", False, "(x + y)"), ("-x", True, "(-x)"),
+    ("-inf", False, "-inf"), ("abs(y) + abs(z)", True, "(abs(y) + abs(z))"), ("sqrt(x)", True, "sqrt(x)"),
+    ("a if c else b", False, "(a if c else b)"), ("value at f.py:3:5", False, "value at f.py:3:5"),
+    ("x[1] - 0.0", False, "(x[1] - 0.0)")])
+def test_an_expression_is_grouped_where_an_operator_binds_looser_than_what_follows(text, before_suffix, want):
+    """One rule for the helps (`(a + b)[:, None]`, `(lr * g).astype(f32)`) and the operands note
+    (`(x + y) = 0.0`): the regex it replaced missed `x+y` and grouped `abs(y) + abs(z)` as one call."""
+    from arrc.compiler.parse import grouped
+    assert grouped(text, before_suffix) == want

@@ -8,9 +8,8 @@ import typing
 
 from arrc.compiler import ast
 from arrc.compiler.diagnostics import CompileError, Diagnostic
-from arrc.compiler.parse import parse
+from arrc.compiler.parse import grouped, parse
 from arrc.compiler.span import Source
-from arrc.runtime.guards import grouped_operand
 
 from .items import CELL_LABEL, span_text
 
@@ -25,7 +24,7 @@ def reported(diag: Diagnostic, sources: dict) -> Diagnostic:
         file, line, col = match.group(1), int(match.group(2)), int(match.group(3))
         text = expression_text(sources.get(file), line, col)
         if text is not None:
-            return grouped_operand(text)
+            return grouped(text, before_suffix=False)
         return f"the value at {line}:{col}" if diag.span is not None and file == diag.span.file else match.group(0)
 
     def clean(text: str) -> str:
