@@ -18,6 +18,7 @@ from arrc.compiler.check import unify
 from arrc.compiler.diagnostics import CompileError, Diagnostic, render
 from arrc.compiler.lower import Lowered, ModuleLowering
 from arrc.compiler.parse import decode, parse
+from arrc.compiler.ops_linalg import is_exported
 from arrc.compiler.program import Program, check_module, check_program
 from arrc.compiler.span import Source
 from arrc.compiler.types import KEY, ArrayType, Dim, dtype_of_numpy, key_words, typed_key_data
@@ -152,7 +153,7 @@ def _bind_externs(program: Program, externs: dict | None, filename: str) -> None
             listed = ", ".join(f"`{n}`" for n in declared) or "none"
             raise ValueError(f"externs: `{name}` is not declared by `extern def` in {filename} (its extern defs: "
                              f"{listed})")
-        if not callable(function) and type(function).__name__ != "Exported":
+        if not callable(function) and not is_exported(function):
             raise TypeError(f"externs: `{name}` must be a JAX function or a jax.export.Exported, "
                             f"not {type(function).__name__}")
     program.extern_functions = dict(externs or {})
@@ -418,7 +419,7 @@ class Function:
             kinds = self.module.guard_kinds or frozenset(KINDS)
             apply_passes(lowered.module, lowered.context,
                          passes_for(GuardOptions(kinds, self.module.guard_scope, False)), self.sources)
-        lowered.compiler = lambda: self.compile(*types)
+        lowered.compile_for_types = lambda: self.compile(*types)
         return lowered
 
     def _lower(self, types: list[ArrayType]) -> Lowered:
@@ -599,8 +600,8 @@ class Function:
 
     def _call(self, args, kwargs):
         """The full call: bind and check the arguments, compile if needed, run, raise faults.
-        Returns (result, the Compiled that ran, whether the result is a tuple); a call on arguments sharded
-        over several devices runs as one SPMD program (arrc/sharding.py; None for the Compiled)."""
+        Returns (result, the runtime.call.Compiled that ran, whether the result is a tuple); a call on arguments
+        sharded over several devices runs as one SPMD program (arrc/sharding.py; None for the Compiled)."""
         from arrc.sharding import spans_devices
         self._refuse_tracers(args, kwargs)
         if spans_devices(args) or kwargs and spans_devices(kwargs.values()):

@@ -188,9 +188,10 @@ def unify(sig: Signature, args: list, arg_spans: list, call_span) -> dict:
     return env
 
 
+# NumPy's array methods arr has: `x.sum()` is `sum(x)` (FunctionWalk._method_form)
 METHOD_FORMS = ("sum", "mean", "max", "min", "prod", "std", "var", "argmax", "argmin", "any", "all", "cumsum",
                 "cumprod", "reshape", "transpose", "squeeze", "clip", "round", "dot", "sort", "argsort", "trace",
-                "flatten", "ravel", "swapaxes", "repeat")               # `x.sum()` is `sum(x)` (FunctionWalk._method_form)
+                "flatten", "ravel", "swapaxes", "repeat")
 
 
 def _results_of(sig: Signature) -> str:
@@ -394,14 +395,14 @@ class FunctionWalk(ControlFlow):
             raise ArrError("E0103", f"`print` takes no keyword arguments, found `{keyword.name}=`", keyword.span,
                            "a keyword", help="print writes its values separated by one space and ends the line, "
                                              "as Python's print does by default; build other text with several prints")
-        values = [_compile_time_text(v) or v for v in map(self.eval, stmt.args)]
+        values = [_as_printed(v) for v in map(self.eval, stmt.args)]
         for a, v in zip(stmt.args, values):
             if not isinstance(v, (Val, StrVal, Poisoned)):
                 raise ArrError("E0210", f"cannot print {describe(v)}", a.span, f"this is {describe(v)}",
                                help="print arrays, scalars, strings, shapes (`x.shape`) and dtypes; print the "
                                     "items of a tuple one by one")
         if self.is_lowering:
-            self.lowering.print(self, stmt, [_as_printed(v) for v in values])
+            self.lowering.print(self, stmt, values)
 
     def stmt_Assert(self, stmt) -> None:
         cond = self.eval(stmt.cond)
@@ -536,12 +537,13 @@ class FunctionWalk(ControlFlow):
             return                  # (checked before lowering, which must not evaluate the subscript twice)
         [(kind, mask, _)] = self._subscripts(target.subscripts) or [(None, None, None)]
         current = self.eval(target.base)
-        if kind == "index" and isinstance(mask, Val) and mask.type.dtype.is_bool and mask.type.rank > 0 and isinstance(current, Val):
+        if kind == "index" and isinstance(mask, Val) and mask.type.dtype.is_bool and mask.type.rank > 0 \
+                and isinstance(current, Val):
             from .ops_index import mask_assignment_help, mask_error
             cx = CallCx(self, target, [target.base.span], {})
-            text = lambda node: text_at(self.program.sources, node.span)
-            mask_error(cx, mask_assignment_help(target.base.id, text(target.subscripts[0]), mask.type.rank,
-                                                current.type.rank, text(stmt.value), stmt.op), assignment=True)
+            mask_text, value_text = (text_at(self.program.sources, n.span) for n in (target.subscripts[0], stmt.value))
+            mask_error(cx, mask_assignment_help(target.base.id, mask_text, mask.type.rank, current.type.rank,
+                                                value_text, stmt.op), assignment=True)
 
     def stmt_Return(self, stmt) -> None:
         sig = self.program.signatures[self.fn.name]
@@ -1339,18 +1341,15 @@ class FunctionWalk(ControlFlow):
         return value
 
 
-def _compile_time_text(v) -> StrVal | None:
-    """What `print` shows of a dtype (`x.dtype`: as NumPy prints it, `float32`, as the REPL shows it) and of a
-    tuple of compile-time integers (`x.shape`: as Python prints a tuple, `(2, 3)`, `(5,)`); None for others."""
+def _as_printed(v):
+    """What `print` shows of `v` where it is not a run-time value: a dtype (`x.dtype`) as NumPy prints it,
+    `float32` (as the REPL shows it); a tuple of compile-time integers (`x.shape`) as Python prints a tuple,
+    `(2, 3)`, `(5,)`; an integer literal past its dtype (`print(2**40)`, `print(2**40 * 3)`) as Python prints it
+    (it is exact until it takes a dtype, and in its i32 it would print wrapped: 0). Anything else as it is."""
     if isinstance(v, DTypeVal):
         return StrVal(numpy_dtype_name(v.dtype))
-    text = tuple_text(v)
-    return None if text is None else StrVal(text)
-
-
-def _as_printed(v):
-    """An integer literal past its dtype (`print(2**40)`, `print(2**40 * 3)`) as the text Python prints for it:
-    it is exact until it takes a dtype, and in its i32 it would print wrapped (0)."""
+    if tuple_text(v) is not None:
+        return StrVal(tuple_text(v))
     value = v.static_int if isinstance(v, Val) and v.type.weak and not v.type.rank else None
     if value is not None and literal_out_of_range(value, v.type.dtype) is not None:
         return StrVal(str(value))

@@ -542,19 +542,19 @@ class ControlFlow:
         dt = ctype.dtype
         known = _static_trip_count(start, stop, step, ctype)
         if known is not None:
-            s, t = (_wrapped(v, ctype) for v in (start, step))
+            s, t = (_known_bound(v, ctype) for v in (start, step))
             return emit.const(known, U64), emit.const(s % 2 ** 64, U64), emit.const(t % 2 ** 64, U64), known
         wide = I64 if dt.kind == "int" else U64
         s, e, t = (emit.convert(self.materialize(v, dt), dt, wide) for v in (start, stop, step))
         zero = emit.const(0, wide)
         s_u, e_u, t_u = (_as_u64(x, wide) for x in (s, e, t))
         one = emit.const(1, U64)
-        literal_step = _wrapped(step, ctype)
-        if literal_step is not None:    # the usual case: its sign and size are known
-            nonempty = emit.compare(e, s, "GT" if literal_step > 0 else "LT", wide)
-            diff = hlo.subtract(e_u, s_u) if literal_step > 0 else hlo.subtract(s_u, e_u)
-            count = diff if abs(literal_step) == 1 else \
-                hlo.add(hlo.divide(hlo.subtract(diff, one), emit.const(abs(literal_step), U64)), one)
+        known_step = _known_bound(step, ctype)
+        if known_step is not None:      # the usual case: its sign and size are known
+            nonempty = emit.compare(e, s, "GT" if known_step > 0 else "LT", wide)
+            diff = hlo.subtract(e_u, s_u) if known_step > 0 else hlo.subtract(s_u, e_u)
+            count = diff if abs(known_step) == 1 else \
+                hlo.add(hlo.divide(hlo.subtract(diff, one), emit.const(abs(known_step), U64)), one)
             return emit.select(nonempty, count, emit.const(0, U64)), s_u, t_u, None
         if wide is U64:
             nonempty = hlo.and_(emit.compare(t, zero, "NE", U64), emit.compare(e, s, "GT", U64))
@@ -609,11 +609,11 @@ def _outer_keys(before: dict, carried) -> set:
 def _static_trip_count(start: Val, stop: Val, step: Val, ctype: ArrayType) -> int | None:
     """len(range(start, stop, step)) where all three are known at compile time (each wrapped into its dtype,
     a weak literal into the loop's), else None."""
-    bounds = [_wrapped(v, ctype) for v in (start, stop, step)]
+    bounds = [_known_bound(v, ctype) for v in (start, stop, step)]
     return None if None in bounds else len(range(*bounds))
 
 
-def _wrapped(bound: Val, ctype: ArrayType) -> int | None:
+def _known_bound(bound: Val, ctype: ArrayType) -> int | None:
     """A range bound known at compile time, wrapped into its dtype (a weak literal into the loop's)."""
     value = bound.static_int
     return None if value is None else wrap_int(value, ctype.dtype if bound.type.weak else bound.type.dtype)

@@ -39,14 +39,14 @@ class Lowered:
         self.result_types = result_types
         self.tuple_result = tuple_result
         self.warnings = warnings
-        self.compiler = None        # `compile()`: set by arrc's `Function.lower`
+        self.compile_for_types = None   # what `compile()` calls: set by arrc's `Function.lower`
 
     def compile(self):
         """The program compiled for these argument types, as `jax.jit(f).lower(x).compile()` (an
         `arrc.Compiled`: a call with other types is a TypeError)."""
-        if self.compiler is None:
+        if self.compile_for_types is None:
             raise TypeError("only a module lowered by an arrc function's `lower(...)` can be compiled")
-        return self.compiler()
+        return self.compile_for_types()
 
     def as_text(self, debug_info: bool = False) -> str:
         """StableHLO text; `debug_info=True` keeps the source locations (off by default, as JAX's

@@ -213,8 +213,9 @@ def _convolve(cx: CallCx, x: Val, w: Val, specs, strides: list, padding, lhs_dil
                zip(dilated, pads, windows, strides)]
     for i, o in enumerate(out):
         if o.is_const and o.value < 1:
+            padded = pads and any(p.value for p in pads[i])
             steps = [f"{sizes[i]}"] + ([f"dilated to {dilated[i]}"] if lhs_dilation[i] != 1 else []) + \
-                ([f"padded to {dilated[i] + pads[i][0] + pads[i][1]}"] if pads and any(p.value for p in pads[i]) else [])
+                ([f"padded to {dilated[i] + pads[i][0] + pads[i][1]}"] if padded else [])
             cx.error("E0202", f"{what} leaves spatial dimension {i} empty: the window ({windows[i]} after dilation) "
                               f"is larger than the input ({', '.join(steps)})",
                      "an empty output", labels=labels(), help="pad more, or use a smaller kernel or dilation")

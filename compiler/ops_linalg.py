@@ -411,10 +411,15 @@ def _threefry_key_dtype():
     return jax.eval_shape(lambda: jax.random.key(0, impl="threefry2x32")).dtype
 
 
+def is_exported(function) -> bool:
+    """Whether an extern's function is a jax.export.Exported (by name: jax.export is not imported for it)."""
+    return type(function).__name__ == "Exported"
+
+
 def as_tuple(function):
     """`function` (a JAX callable or a jax.export.Exported) returning the flat tuple of its results."""
     import jax
-    call = getattr(function, "call", function) if type(function).__name__ == "Exported" else function
+    call = getattr(function, "call", function) if is_exported(function) else function
     return lambda *args: tuple(jax.tree.leaves(call(*args)))
 
 

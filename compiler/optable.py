@@ -54,7 +54,8 @@ JAX_KEYWORDS = {
                                    "`layout=(\"NHWC\", \"HWIO\", \"NHWC\")` (docs/convolution.md)",
     ("bincount", "minlength"): "write `length=`: the number of bins, known at compile time (jnp.bincount's); "
                                "values at or past it are dropped, where NumPy's `minlength` would add bins",
-    **{(name, "kind"): "leave it out: arr's sort is stable (NumPy's `kind=\"stable\"`)" for name in ("sort", "argsort")},
+    **{(name, "kind"): "leave it out: arr's sort is stable (NumPy's `kind=\"stable\"`)"
+       for name in ("sort", "argsort")},
 }
 # (rule, parameter) -> the help where a call leaves that parameter out: NumPy's forms with fewer arguments.
 MISSING_HELP = {

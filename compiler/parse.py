@@ -677,7 +677,7 @@ def _top_level_items(text: str) -> list[str]:
     """`text` split at the commas outside brackets: `x: f32[n, 3], k` -> [`x: f32[n, 3]`, ` k`]."""
     items, depth, part = [], 0, ""
     for ch in text:
-        depth += ch in "([" and 1 or ch in ")]" and -1 or 0
+        depth += (ch in "([") - (ch in ")]")
         if ch == "," and depth == 0:
             items.append(part)
             part = ""

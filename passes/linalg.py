@@ -29,7 +29,8 @@ from ..compiler import abi, emit
 from ..compiler.cache import cached_text
 from ..compiler.diagnostics import Diagnostic, Label, first_line, internal_error
 from ..compiler.locations import span_of
-from ..compiler.ops_linalg import EXTERN, LIVE, SHARD, STOP_GRADIENT, extern_callable, extern_function, is_linalg, linalg_call
+from ..compiler.ops_linalg import (EXTERN, LIVE, SHARD, STOP_GRADIENT, extern_callable, extern_function, is_exported,
+                                   is_linalg, linalg_call)
 from .base import ModulePass
 from .lapack_calls import initialize_lapack
 from ..compiler.walk import walk_ops
@@ -273,7 +274,7 @@ def jax_function(name: str, p: dict, lane_loops: bool = False):
     if name == EXTERN:                  # (under arr's vmap, every operand has the lanes: one level each)
         function = extern_function(p["key"])
         fn = extern_callable(function, p["keys"])
-        exported = type(function).__name__ == "Exported"        # (JAX's call of one has no batching rule)
+        exported = is_exported(function)        # (JAX's call of one has no batching rule)
         for _ in p.get("lanes", []):
             fn = _lane_by_lane(fn) if lane_loops or exported else jax.vmap(fn)
         return fn

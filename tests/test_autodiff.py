@@ -1049,7 +1049,6 @@ them (and 0 * inf is NaN, as in jax.grad): give `sqrt` safe inputs with a second
 """
 
 
-
 def test_a_value_a_derivative_rule_computes_is_not_named_as_the_forward_operation():
     """The operands of the adjoint that failed include values its rule computed (`y - 1` of a power's, `1 - x * x`
     of asin's), located at the forward operation: they were named by its text (`x ** 0.5 = -0.5`,
@@ -1071,6 +1070,7 @@ def test_an_adjoints_operands_are_not_named_by_the_forward_operations_text():
     with pytest.raises(arrc.InfError) as err:
         arrc.grad(mod.f)(2.0, 0.0)
     assert "= note: operands: literal = 1.0, y = 0.0\n" in str(err.value)
+
 
 def test_the_backward_pass_report_names_the_derivative_and_teaches_the_fix():
     mod = arrc.loads("def masked(x: f64[3]) -> f64:\n    y = where(x > 0.0, sqrt(x), 0.0)\n    return sum(y)\n"

@@ -136,7 +136,6 @@ def test_conv_diagnostics(call, code, message):
     assert diag.code == code and diag.message.startswith(message), diag.message
 
 
-
 @pytest.mark.parametrize("src, x, w", [
     ("def f(x: f32[1, 1, 4], w: f32[1, 1, 0]) -> f32[1, 1, 5]:\n    return conv(x, w)\n", (1, 1, 4), (1, 1, 0)),
     ("def f(x: f32[1, 4, 1], w: f32[0, 1, 1]) -> f32[1, 8, 1]:\n    return conv_transpose(x, w, strides=2)\n",

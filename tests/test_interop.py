@@ -3,6 +3,7 @@ jax.jit (its StableHLO merged into JAX's module), jax.grad and jax.vjp (arr's ow
 (arr's vmap), with linear algebra, and its errors at trace time; against the same computation in JAX."""
 from __future__ import annotations
 
+import os
 import re
 
 import jax
@@ -942,7 +943,7 @@ def test_linear_algebra_under_jax_in_a_process_whose_lowering_came_from_the_comp
              "m = arrc.loads('def f(a: f64[3, 3], b: f64[3]) -> f64[3]:\\n    return solve(a, b)\\n')\n"
              "a = np.eye(3) * 2.0\n"
              "print(jax.jit(m.f.as_jax())(a, np.ones(3)).tolist())\n")
-    env = {**__import__("os").environ, "ARRC_CACHE_DIR": str(tmp_path), "JAX_ENABLE_X64": "1"}
+    env = {**os.environ, "ARRC_CACHE_DIR": str(tmp_path), "JAX_ENABLE_X64": "1"}
     runs = [subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300, env=env)
             for _ in range(2)]         # (the first fills the cache)
     assert [(r.returncode, r.stdout) for r in runs] == [(0, "[0.5, 0.5, 0.5]\n")] * 2, runs[1].stderr[-2000:]

@@ -399,6 +399,13 @@ def test_swapaxes_moveaxis_and_repeat_as_numpy():
     loss = load("def loss(v: f64[n]) -> f64:\n    return sum(repeat(v, 3) ** 3)\n").loss
     v = rand(4, np.float64)
     same(arrc.grad(loss)(v), jax.grad(lambda v: jnp.sum(jnp.repeat(v, 3) ** 3))(v))
+    moved = load("def m(a: f64[2, 3, 4], w: f64[4, 2, 3]) -> f64:\n"
+                 "    return sum(moveaxis(a, (1, 2), (2, 0)) * w) + sum(swapaxes(a, 0, 2) ** 2)\n").m
+    a, w = rand((2, 3, 4), np.float64), rand((4, 2, 3), np.float64)
+    jax_m = lambda a, w: jnp.sum(jnp.moveaxis(a, (1, 2), (2, 0)) * w) + jnp.sum(jnp.swapaxes(a, 0, 2) ** 2)
+    same(arrc.grad(moved)(a, w), jax.grad(jax_m)(a, w))
+    same(arrc.vmap(moved, in_axes=(0, None))(np.stack([a, 2 * a]), w), jax.vmap(jax_m, in_axes=(0, None))(
+        np.stack([a, 2 * a]), w))
     assert "repeats` must be one compile-time integer" in error_of(
         "def f(x: f32[3]) -> f32[6]:\n    return repeat(x, [1, 2, 3])\n").message
     assert "`source` names 2 axes and `destination` 1" in error_of(

@@ -390,6 +390,7 @@ def test_the_recipes_the_help_gives_for_exponential_and_choice_draw_jaxs_bits():
                 jax.random.choice(k, a, (6,)), jax.random.choice(k, a, (6,), replace=False))
         assert all(same_bits(g, w) for g, w in zip(mod.f(k, a), want)), seed
 
+
 def test_keys_at_the_repl():
     out = io.StringIO()
     session = Session(out)
@@ -405,7 +406,6 @@ def test_keys_at_the_repl():
     assert "ks: key[2]" in text and "error[E0201]: `+` cannot take a key" in text
 
 
-
 @pytest.mark.parametrize("arg, given", [("k=1.5", "1.5"), ("k=true", "true"), ("k=[1, 2, 3]", "[3] words"),
                                         ("k=[]", "[0] words")])
 def test_arrc_run_says_how_to_give_a_key(tmp_path, capsys, arg, given):
@@ -419,6 +419,7 @@ def test_arrc_run_says_how_to_give_a_key(tmp_path, capsys, arg, given):
         "arrc: error: --arg k: a key is a seed (--arg k=42), its two u32 words (--arg k='[0, 42]', as "
         "jax.random.key_data prints them; shape [..., 2] for keys) or a .npy file of them (--arg k=@words.npy), "
         f"not {given}\n")
+
 
 def test_the_example_draws_what_jax_draws():
     got = arrc.load("examples/monte_carlo.arr").main()
