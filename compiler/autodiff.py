@@ -1556,8 +1556,17 @@ _WORDS = {"custom_call": "a host callback", "reduce_window": "a windowed reducti
 def _cannot(name: str, op) -> Diagnostic:
     short = name.split(".")[-1]
     what = _WORDS.get(short, f"`{short}`")
-    if short == "custom_call" and abi.KIND not in op.attributes:       # a kernel call, from a module from elsewhere
+    if short == "custom_call" and abi.KIND not in op.attributes:
+        # A kernel call, from a module from elsewhere: the only ones a foreign module may make (E0503) are
+        # jaxlib's LAPACK kernels. arr's linear algebra is differentiated as one operation before it becomes
+        # such calls, so "linear algebra" in the general note would contradict the refusal.
         what = f"the custom call `{emit.attr_text(op.attributes['call_target_name'])}`"
+        return Diagnostic("E0216", f"cannot differentiate {what} yet", span_of(op.location), f"{what} here",
+                          notes=["this is one of jaxlib's LAPACK kernels, what `jnp.linalg` becomes in a CPU "
+                                 "lowering; arr differentiates its own linear algebra (`solve`, `cholesky`, ...) "
+                                 "before it becomes such calls, not the kernel calls of a module from elsewhere"],
+                          help="take the derivative in JAX (`jax.grad`) before exporting, or write the function "
+                               "in arr")
     return Diagnostic("E0216", f"cannot differentiate {what} yet", span_of(op.location), f"{what} here",
                       notes=["arr's autodiff covers elementwise math, reductions, matrix products, shape operations, "
                              "indexing, gathers and indexed updates, sorting, scans, convolution, linear algebra, "

@@ -424,6 +424,18 @@ def test_an_operation_without_a_rule_is_refused_at_its_python_line(tmp_path, cap
     assert "return jnp.sum(lax.reduce_window(" in err and "Traceback" not in err
 
 
+def test_a_lapack_kernel_call_is_refused_without_claiming_linear_algebra_is_covered(tmp_path, capsys):
+    """`jnp.linalg.solve` lowered for CPU calls jaxlib's kernels (`lapack_dgetrf_ffi`, `lapack_dtrsm_ffi`), which
+    have no rule: the refusal must not list "linear algebra" among what is covered."""
+    path = tmp_path / "solve.mlir"
+    path.write_text(jax.jit(lambda a, b: jnp.sum(jnp.linalg.solve(a, b))).lower(np.eye(2), np.ones(2)).as_text())
+    assert main(["grad", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error[E0216]: cannot differentiate the custom call `lapack_dtrsm_ffi` yet"), err
+    assert "linear algebra," not in err and "one of jaxlib's LAPACK kernels" in err
+    assert "= help: take the derivative in JAX (`jax.grad`) before exporting" in err
+
+
 def test_donated_arguments_are_not_donated_to_the_derivative(tmp_path):
     def double(x):
         return x * x * 2.0
