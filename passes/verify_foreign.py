@@ -14,7 +14,8 @@ shape of 2**62 elements aborts it. So a module may use only:
   `SPMDShardToFullShape`, `annotate_device_placement`), with one operand and one result of its type;
 - ops of the stablehlo, chlo, func and sdy dialects, except host transfers (infeed, outfeed, send, recv:
   they wait forever for a host that never answers) and collectives (arrc runs a module on one device;
-  XLA fails on groups naming other devices, after an out-of-bounds check), and calls only to functions
+  XLA fails on groups naming other devices, after an out-of-bounds check; those of a module for one
+  device whose groups name device 0 only are the identity, and run), and calls only to functions
   with a body, none of them recursive (XLA's conversion to HLO follows each call as deep as it goes: a
   cycle of calls overflows its stack);
 - tensors of at most `compiler.types.MAX_ARRAY_BYTES` (this machine's memory) each.
@@ -92,6 +93,8 @@ class _Checker:
         for op in module.body.operations:
             if op.operation.name == "func.func":
                 self.bodies[attr_text(op.attributes["sym_name"])] = len(op.regions[0].blocks) > 0
+        attrs = module.operation.attributes
+        self.one_device = all(_int_or(attrs, key, 1) == 1 for key in ("mhlo.num_partitions", "mhlo.num_replicas"))
 
     def error(self, op, what: str, problem: str, fn: str | None, help: str = HELP) -> None:
         where = f" in @{fn}" if fn else ""
@@ -169,7 +172,7 @@ class _Checker:
         what = f"`{name}`"
         if name in HOST_TRANSFERS:
             return what, "transfers data to or from the host outside a call (it would wait forever)"
-        if name in COLLECTIVES:
+        if name in COLLECTIVES and not (self.one_device and _names_only_device_0(op)):
             return what, "communicates with other devices, and arrc runs a module on one device"
         if name == "func.call":
             callee = attr_text(ir.FlatSymbolRefAttr(op.attributes["callee"]))
@@ -325,6 +328,23 @@ def _element_bits(t: ir.Type) -> int:
     if isinstance(t, (ir.IntegerType, ir.FloatType)):
         return t.width
     return 64
+
+
+def _int_or(attrs, key: str, default: int):
+    """An integer attribute's value, `default` where it is absent, None where it is no integer."""
+    if key not in attrs:
+        return default
+    return ir.IntegerAttr(attrs[key]).value if _has_form(attrs[key], "int") else None
+
+
+def _names_only_device_0(op) -> bool:
+    """Whether a collective's groups (or `collective_permute`'s pairs) name no device but 0: on one device,
+    what JAX lowers a `shard_map` over a mesh of one device to (`psum` is an `all_reduce` over the group
+    [[0]]), which XLA runs as the identity. -1 pads groups of unequal sizes; no groups mean all devices."""
+    attrs = op.attributes
+    found = [attrs[k] for k in ("replica_groups", "source_target_pairs") if k in attrs]
+    return bool(found) and all(isinstance(a, ir.DenseIntElementsAttr) and all(int(v) in (0, -1) for v in a)
+                               for a in found)
 
 
 def _byte_size(t: ir.Type) -> int:

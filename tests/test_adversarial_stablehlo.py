@@ -282,6 +282,36 @@ def test_collectives(tmp_path, op):
     assert "communicates with other devices" in d.message
 
 
+ALL_REDUCE = ('%0 = "stablehlo.all_reduce"(%arg0) <{{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, '
+              'replica_groups = dense<{groups}> : tensor<{shape}xi64>, use_global_device_ids}}> ({{\n'
+              '^bb0(%a: tensor<f32>, %b: tensor<f32>):\n  %s = stablehlo.add %a, %b : tensor<f32>\n'
+              '  stablehlo.return %s : tensor<f32>\n}}) : (tensor<4xf32>) -> tensor<4xf32>\nreturn %0 : tensor<4xf32>')
+
+
+def test_collectives_over_one_device_run(tmp_path):
+    """A `shard_map` over a mesh of one device (`psum` inside) is an `all_reduce` over the group [[0]], which
+    JAX runs on one device as the identity; so does arrc, and a permute from device 0 to itself."""
+    reduce = module(ALL_REDUCE.format(groups="0", shape="1x1"))
+    permute = module('%0 = "stablehlo.collective_permute"(%arg0) {source_target_pairs = dense<0> : tensor<1x2xi64>, '
+                     'channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>} : (tensor<4xf32>) -> '
+                     'tensor<4xf32>\nreturn %0 : tensor<4xf32>')
+    x = np.array([1.0, -2.0, 3.5, 0.0], np.float32)
+    for i, text in enumerate((reduce, permute)):
+        path = tmp_path / f"one{i}.mlir"
+        path.write_text('module attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n'
+                        + text + "}\n")
+        np.testing.assert_array_equal(np.asarray(ForeignFunction(str(path))([x])[0]), x)
+
+
+@pytest.mark.parametrize("attrs, groups, shape", [
+    ("", "[[0, 1]]", "1x2"),                                        # another device in the group
+    ("attributes {mhlo.num_partitions = 2 : i32} ", "0", "1x1"),    # a module for two devices
+])
+def test_collectives_naming_other_devices_stay_refused(tmp_path, attrs, groups, shape):
+    text = f"module {attrs}{{\n" + module(ALL_REDUCE.format(groups=groups, shape=shape)) + "}\n"
+    assert "communicates with other devices" in one(tmp_path, text).message
+
+
 def test_other_dialects(tmp_path):
     d = one(tmp_path, module("%0 = arith.addf %arg0, %arg0 : tensor<4xf32>\nreturn %0 : tensor<4xf32>"))
     assert "`arith.addf` in @main: not a StableHLO, CHLO, func or Shardy operation" in d.message
