@@ -592,6 +592,8 @@ def expand_tree_files(values: dict[str, object], names: list[str]) -> dict[str, 
             if parts not in under:
                 raise UsageError(f"{value.path}: no parameter {name}[...] for its array {key!r}; "
                                  f"the parameters under {name} are {', '.join(sorted(under.values()))}")
+            if under[parts] in values or under[parts] in out:      # (which one wins would be the order's)
+                raise UsageError(f"--arg {under[parts]} is given twice (once in --arg {name}=@{value.path})")
             out[under[parts]] = ArgFile(value.path, key)
     return out
 

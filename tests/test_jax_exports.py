@@ -71,6 +71,18 @@ def test_recorded_names_and_a_pytree_from_one_npz(tmp_path, capsys):
                                        "unknown: y\n")
 
 
+@pytest.mark.parametrize("order", [0, 1])
+def test_a_leaf_given_alone_and_in_its_roots_archive_is_given_twice(tmp_path, capsys, order):
+    """Which of the two values a run took was the order of the `--arg`s'; `--arg x` twice is an error."""
+    path = str(exported(tmp_path, layer, PARAMS, X))
+    np.savez(tmp_path / "p.npz", **PARAMS)
+    both = [f"params=@{tmp_path / 'p.npz'}", "params['b']=[9.0, 9.0]"]
+    args = [a for arg in (both if order else both[::-1]) for a in ("--arg", arg)]
+    assert main(["run", path, *args, "--arg", "x=[1.0, -2.0, 0.25]"]) == 2
+    assert capsys.readouterr().err == (f"arrc: error: --arg params['b'] is given twice "
+                                       f"(once in --arg params=@{tmp_path / 'p.npz'})\n")
+
+
 def test_nested_pytree_keys(tmp_path, capsys):
     params = {"dense": {"kernel": np.eye(3), "bias": np.ones(3)}, "scale": [np.float64(2.0)]}
 
