@@ -1417,7 +1417,8 @@ def grad_module(data: bytes, name: str, wrt: tuple[int, ...], keep_value: bool =
         if refused is not None:
             raise CompileError([refused], SafeSources())
         forget_results(fop)
-        diags = run_passes(module, [ValueAndGrad(wrt=wrt, keep_value=keep_value)])
+        from arrc.passes.linalg import LowerLinalg
+        diags = run_passes(module, [ValueAndGrad(wrt=wrt, keep_value=keep_value), LowerLinalg("cpu")])
     if diags:
         raise CompileError([_in_input(d, name) for d in diags], SafeSources())
     return context, module

@@ -32,7 +32,7 @@ from jaxlib.mlir.dialects import stablehlo as hlo
 from . import abi, effects, emit
 from .diagnostics import Diagnostic
 from .locations import name_of, span_of
-from .ops_linalg import LIVE, SHARD, STOP_GRADIENT, is_linalg, linalg_call, linalg_op
+from .ops_linalg import LIVE, SHARD, STOP_GRADIENT, is_linalg, lapack_kernel, linalg_call, linalg_op
 from .types import DTYPES, DType
 from .walk import walk_ops
 
@@ -227,12 +227,17 @@ def _rule(*names: str):
 
 @_rule("stablehlo.custom_call")
 def _custom_call_vjp(op, cts):
-    """A linear-algebra operation (compiler/ops_linalg.py): its derivative is one more placeholder, JAX's vjp
+    """A linear-algebra operation (compiler/ops_linalg.py), or one of jaxlib's LAPACK kernels that a module from
+    elsewhere calls and JAX has a rule for (`lapack_kernel`): its derivative is one more placeholder, JAX's vjp
     of it (passes/linalg.py), on its operands and the cotangents of its float results. A host callback has
     no derivative (None)."""
     if not is_linalg(op):
-        return None
-    name, params, derivative = linalg_call(op)
+        kernel = lapack_kernel(op)
+        if kernel is None:
+            return None
+        name, params, derivative = kernel[0], kernel[1], 0
+    else:
+        name, params, derivative = linalg_call(op)
     if name == STOP_GRADIENT:
         return [None]
     if name == SHARD:                       # (JAX's transpose of a sharding constraint: the same constraint)
@@ -1558,13 +1563,13 @@ def _cannot(name: str, op) -> Diagnostic:
     what = _WORDS.get(short, f"`{short}`")
     if short == "custom_call" and abi.KIND not in op.attributes:
         # A kernel call, from a module from elsewhere: the only ones a foreign module may make (E0503) are
-        # jaxlib's LAPACK kernels. arr's linear algebra is differentiated as one operation before it becomes
-        # such calls, so "linear algebra" in the general note would contradict the refusal.
+        # jaxlib's LAPACK kernels; "linear algebra" in the general note would contradict the refusal.
         what = f"the custom call `{emit.attr_text(op.attributes['call_target_name'])}`"
         return Diagnostic("E0216", f"cannot differentiate {what} yet", span_of(op.location), f"{what} here",
                           notes=["this is one of jaxlib's LAPACK kernels, what `jnp.linalg` becomes in a CPU "
-                                 "lowering; arr differentiates its own linear algebra (`solve`, `cholesky`, ...) "
-                                 "before it becomes such calls, not the kernel calls of a module from elsewhere"],
+                                 "lowering; of those `arrc grad` differentiates getrf, trsm, potrf and syevd "
+                                 "(`solve`, `inv`, `det`, `cholesky`, `cho_solve`, `eigh`) by JAX's rules, not "
+                                 "the others yet"],
                           help="take the derivative in JAX (`jax.grad`) before exporting, or write the function "
                                "in arr")
     return Diagnostic("E0216", f"cannot differentiate {what} yet", span_of(op.location), f"{what} here",

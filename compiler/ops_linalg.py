@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 import threading
 
 from jaxlib.mlir import ir
@@ -55,6 +56,30 @@ def linalg_call(op) -> tuple[str, dict, int]:
     op = op.operation
     return (emit.attr_text(op.attributes[abi.LINALG]), json.loads(emit.attr_text(op.attributes[abi.LINALG_PARAMS])),
             emit.int_attr(op, abi.LINALG_DERIVATIVE, 0))
+
+
+_KERNEL = re.compile(r"lapack_[sd](trsm|getrf|potrf|syevd)_ffi")
+
+
+def lapack_kernel(op) -> tuple[str, dict] | None:
+    """(placeholder name, params) of a call of one of jaxlib's LAPACK kernels (as JAX's CPU lowering makes them,
+    passes/lapack_calls.py) whose derivative is JAX's rule of the `jax.lax.linalg` primitive it computes
+    (passes/linalg.py `jax_function`), else None. The kernel's flags are characters (`uplo = 76`, 'L')."""
+    match = _KERNEL.fullmatch(emit.attr_text(op.attributes["call_target_name"]))
+    if match is None:
+        return None
+    flags = {}
+    for key in ("backend_config", "mhlo.backend_config"):
+        if key in op.attributes and isinstance(op.attributes[key], ir.DictAttr):
+            flags.update({a.name: chr(ir.IntegerAttr(a.attr).value) for a in ir.DictAttr(op.attributes[key])})
+    kind = match[1]
+    if kind == "trsm":
+        return "lapack_trsm", {"left_side": flags["side"] == "L", "lower": flags["uplo"] == "L",
+                               "transpose_a": flags["trans_x"] != "N", "conjugate_a": flags["trans_x"] == "C",
+                               "unit_diagonal": flags["diag"] == "U"}
+    if kind == "syevd" and flags["mode"] != "V":     # (eigenvalues only: no rule written for it)
+        return None
+    return f"lapack_{kind}", {} if kind == "getrf" else {"lower": flags["uplo"] == "L"}
 
 
 def _call(cx: CallCx, name: str, operands: list[Val], dtype, types: list[ArrayType], params: dict):

@@ -265,7 +265,7 @@ def _module_text(jaxpr, platform: str, locations: bool = False) -> str:
 
 
 def _arity(name: str) -> int:
-    return 2 if name in ("solve", "triangular_solve", "lstsq") else 1
+    return 2 if name in ("solve", "triangular_solve", "lstsq", "lapack_trsm") else 1
 
 
 def jax_function(name: str, p: dict, lane_loops: bool = False):
@@ -280,6 +280,7 @@ def jax_function(name: str, p: dict, lane_loops: bool = False):
         return fn
     import jax.numpy as jnp
     import jax.scipy.linalg as jsl
+    from jax import lax
     linalg = jnp.linalg
     table = {
         "solve": linalg.solve,
@@ -297,9 +298,22 @@ def jax_function(name: str, p: dict, lane_loops: bool = False):
         "pinv": _finite_or_nan(lambda a: linalg.pinv(a, rtol=p["rtol"], hermitian=p["hermitian"])),
         "norm": lambda x: _norm(x, p["ord"], tuple(p["axis"]) if isinstance(p["axis"], list) else p["axis"],
                                 p["keepdims"]),
+        # jaxlib's LAPACK kernels in a module from elsewhere (compiler/ops_linalg.py `lapack_kernel`): the
+        # primitive each computes, differentiated by JAX's rule on the whole matrix as jax.grad does
+        # (`cho_factor` does not symmetrize); the triangle potrf leaves alone passes through it.
+        "lapack_trsm": lambda a, b: lax.linalg.triangular_solve(a, b, **p),
+        "lapack_getrf": lambda a: lax.linalg.lu(a)[0],
+        "lapack_potrf": lambda a: jnp.tril(lax.linalg.cholesky(a, symmetrize_input=False)) + jnp.triu(a, 1)
+        if p["lower"] else jnp.triu(_mt(lax.linalg.cholesky(_mt(a), symmetrize_input=False))) + jnp.tril(a, -1),
+        "lapack_syevd": lambda a: lax.linalg.eigh(a, lower=p["lower"], symmetrize_input=False),
     }
     fn = table[name]
     return lambda *args: tuple(jax.tree.leaves(fn(*args)))
+
+
+def _mt(a):
+    import jax.numpy as jnp
+    return jnp.swapaxes(a, -1, -2)
 
 
 def _finite_or_nan(fn):

@@ -425,15 +425,41 @@ def test_an_operation_without_a_rule_is_refused_at_its_python_line(tmp_path, cap
 
 
 def test_a_lapack_kernel_call_is_refused_without_claiming_linear_algebra_is_covered(tmp_path, capsys):
-    """`jnp.linalg.solve` lowered for CPU calls jaxlib's kernels (`lapack_dgetrf_ffi`, `lapack_dtrsm_ffi`), which
+    """`jnp.linalg.qr` lowered for CPU calls jaxlib's kernels `lapack_dgeqrf_ffi` and `lapack_dorgqr_ffi`, which
     have no rule: the refusal must not list "linear algebra" among what is covered."""
-    path = tmp_path / "solve.mlir"
-    path.write_text(jax.jit(lambda a, b: jnp.sum(jnp.linalg.solve(a, b))).lower(np.eye(2), np.ones(2)).as_text())
+    path = tmp_path / "qr.mlir"
+    path.write_text(jax.jit(lambda a: jnp.sum(jnp.linalg.qr(a)[1])).lower(np.eye(2)).as_text())
     assert main(["grad", str(path)]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error[E0216]: cannot differentiate the custom call `lapack_dtrsm_ffi` yet"), err
+    assert err.startswith("error[E0216]: cannot differentiate the custom call `lapack_d"), err
     assert "linear algebra," not in err and "one of jaxlib's LAPACK kernels" in err
     assert "= help: take the derivative in JAX (`jax.grad`) before exporting" in err
+
+
+SPD = RNG.standard_normal((4, 4)) @ RNG.standard_normal((4, 4)).T + 4 * np.eye(4)
+GENERAL, RHS = RNG.standard_normal((4, 4)), RNG.standard_normal(4)
+LAPACK_LOSSES = {       # jnp.linalg and jax.scipy.linalg as JAX lowers them for CPU: getrf, trsm, potrf, syevd
+    "solve": (lambda a, b: jnp.sum(jnp.linalg.solve(a, b) ** 2), (GENERAL, RHS)),
+    "inv_det": (lambda a: jnp.sum(jnp.linalg.inv(a) ** 2) + jnp.linalg.det(a), (GENERAL,)),
+    "solve_triangular": (lambda a, b: jnp.sum(jax.scipy.linalg.solve_triangular(
+        a, b, lower=False, trans=1, unit_diagonal=True) ** 3), (GENERAL, RHS)),
+    "cholesky": (lambda a: jnp.sum(jnp.sin(jnp.linalg.cholesky(a, upper=True))), (SPD,)),
+    "cho_solve": (lambda a, b: jnp.sum(jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(a), b) ** 2),
+                  (SPD, RHS)),
+    "eigh": (lambda a: jnp.sum(jnp.linalg.eigh(a)[0] ** 2) + jnp.sum(jnp.linalg.eigh(a)[1][:, 0] ** 4), (SPD,)),
+    "batched_solve": (lambda a, b: jnp.sum(jnp.linalg.solve(a, b) ** 2),
+                      (np.stack([GENERAL, SPD]), np.stack([RHS, RHS])[..., None])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAPACK_LOSSES))
+def test_jax_lapack_kernel_calls_against_jax_grad(name, tmp_path):
+    """A JAX export's LAPACK kernel calls are differentiated by JAX's rules of the primitives they compute."""
+    f, args = LAPACK_LOSSES[name]
+    path = tmp_path / "f.mlir"
+    path.write_text(jax.jit(f).lower(*args).as_text())
+    wrt = tuple(range(len(args)))
+    assert_value_and_grad(grad_of(str(path), ",".join(map(str, wrt)), tmp_path), f, args, wrt)
 
 
 def test_donated_arguments_are_not_donated_to_the_derivative(tmp_path):
