@@ -956,13 +956,6 @@ def _dtype_attr(cx: CallCx, x):
     return DTypeVal(cx.array(x, "x").type.dtype)
 
 
-@register(".T", keys=True, doc="x with its axes reversed")
-def _transpose_attr(cx: CallCx, x):
-    x = cx.array(x, "x")
-    perm = list(range(x.type.rank))[::-1]
-    return cx.value(x.type.with_shape([x.type.shape[p] for p in perm]), lambda: hlo.transpose(cx.ir(x), perm))
-
-
 # ---- array literals ----------------------------------------------------------------------------
 @register("__array__", params="elems")
 def array_literal(cx: CallCx, elems: list) -> Val:

@@ -396,6 +396,12 @@ def _permuted(cx: CallCx, x: Val, perm: list[int]) -> Val:
     return cx.value(x.type.with_shape([x.type.shape[p] for p in perm]), lambda: hlo.transpose(cx.ir(x), perm))
 
 
+@register(".T", keys=True, doc="x with its axes reversed")
+def _transpose_attr(cx: CallCx, x):
+    x = cx.array(x, "x")
+    return _permuted(cx, x, list(range(x.type.rank))[::-1])
+
+
 @register("swapaxes", params="x, axis1, axis2", keys=True, family="Shape", doc="x with two axes interchanged")
 def _swapaxes(cx: CallCx, x, axis1, axis2) -> Val:
     x = cx.array(x, "x")
